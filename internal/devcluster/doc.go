@@ -1,0 +1,13 @@
+// Package devcluster starts the in-process infrastructure keyshare uses for
+// its tests and its bundled demo: an embedded etcd server and kfake, an
+// in-process Kafka wire-protocol broker from franz-go.
+//
+// It is not for production. It exists so that tests and `keyshare cluster`
+// share one way of starting both servers on free ports:
+//
+//	e, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: dir})
+//	defer e.Close()
+//	k, err := devcluster.StartKafka(devcluster.KafkaOptions{Topics: map[string]int32{"orders": 3}})
+//	defer k.Close()
+//	brokers := k.ListenAddrs()[0]
+package devcluster

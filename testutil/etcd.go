@@ -1,0 +1,48 @@
+package testutil
+
+import (
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/keyshare/keyshare/internal/devcluster"
+)
+
+// Etcd is an embedded etcd server started for one test.
+type Etcd struct {
+	*devcluster.Etcd
+	Endpoints []string
+}
+
+// StartEtcd starts an embedded etcd server on free ports in a temporary
+// directory and returns a client connected to it. Both are closed when the
+// test ends.
+func StartEtcd(t testing.TB) (*clientv3.Client, *Etcd) {
+	t.Helper()
+	e, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: t.TempDir(), Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatalf("start etcd: %v", err)
+	}
+	t.Cleanup(e.Close)
+	te := &Etcd{Etcd: e, Endpoints: []string{e.ClientURL()}}
+	return NewEtcdClient(t, te.Endpoints), te
+}
+
+// NewEtcdClient returns a client for the given endpoints, closed when the test
+// ends. Tests use one client per simulated process, so that closing one
+// member's client does not affect another's.
+func NewEtcdClient(t testing.TB, endpoints []string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
