@@ -1,0 +1,143 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/keyshare/keyshare/internal/keys"
+)
+
+// Errors a caller can branch on.
+var (
+	// ErrMemberExists: another live member registered the same id.
+	ErrMemberExists = errors.New("coord: member id already registered by a live member")
+	// ErrNotLeader: a leader write was refused because the writer is no
+	// longer the leader.
+	ErrNotLeader = errors.New("coord: not leader")
+	// ErrSessionLost: the member's etcd session ended; everything it owned
+	// must stop.
+	ErrSessionLost = errors.New("coord: session lost")
+)
+
+// PartitionSource returns the partition count of each topic. The leader calls
+// it to learn the partitions to assign (the consumer package reads them from
+// Kafka). An unknown topic is an error.
+type PartitionSource func(ctx context.Context, topics []string) (map[string]int32, error)
+
+// Config configures a member's coordination.
+type Config struct {
+	// Group names the group; its state lives under Prefix/Group/. Required.
+	Group string
+	// Prefix is the etcd prefix of all groups. Default "/keyshare".
+	Prefix string
+	// MemberID identifies this member; it must be unique among live members
+	// and contain no '/'. Default: hostname-pid-random.
+	MemberID string
+	// Weight is the member's capacity relative to the others: a member of
+	// weight 2 gets twice the hash space of one of weight 1. Default 1.
+	Weight int
+	// Topics the group consumes. Required.
+	Topics []string
+	// Partitions tells the leader the topics' partition counts. Required.
+	Partitions PartitionSource
+	// SessionTTL is the etcd lease TTL: a member that stops answering loses
+	// its ranges this long after. Default 10 s; etcd may grant more.
+	SessionTTL time.Duration
+	// DrainTimeout bounds how long the leader waits for an owner to finish
+	// a revoked range before handing it over anyway. Default 30 s.
+	DrainTimeout time.Duration
+	// Debounce is how long the leader waits after a change before
+	// reassigning, to batch bursts of joins. Default 200 ms.
+	Debounce time.Duration
+	// PartitionRefresh is how often the leader rereads partition counts.
+	// Default 10 s.
+	PartitionRefresh time.Duration
+	// StartTimeout bounds the first contact with etcd when joining.
+	// Default 10 s.
+	StartTimeout time.Duration
+	// MaxTxnOps is the etcd server's --max-txn-ops. Default 128.
+	MaxTxnOps int
+	// OnLeader, if set, runs in its own goroutine while this member is the
+	// leader; its context ends when leadership does. The consumer uses it
+	// to commit safe offsets to Kafka.
+	OnLeader func(ctx context.Context, l *Leader)
+	// Logger receives coordination logs. Default: none.
+	Logger hclog.Logger
+}
+
+// DefaultConfig returns a Config with every default filled in except Group,
+// Topics and Partitions.
+func DefaultConfig() Config {
+	return Config{
+		Prefix:           "/keyshare",
+		Weight:           1,
+		SessionTTL:       10 * time.Second,
+		DrainTimeout:     30 * time.Second,
+		Debounce:         200 * time.Millisecond,
+		PartitionRefresh: 10 * time.Second,
+		StartTimeout:     10 * time.Second,
+		MaxTxnOps:        128,
+	}
+}
+
+// withDefaults fills the fields whose zero value means "choose for me".
+func (c Config) withDefaults() Config {
+	if c.MemberID == "" {
+		host, _ := os.Hostname()
+		c.MemberID = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), time.Now().UnixNano()&0xffff)
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return c
+}
+
+// Validate reports the first impossible setting, naming the field and what to
+// do. Start from DefaultConfig(); only MemberID and Logger may be left zero.
+func (c Config) Validate() error {
+	if err := keys.CheckName("group name (Config.Group)", c.Group); err != nil {
+		return fmt.Errorf("coord: %w", err)
+	}
+	if c.MemberID != "" {
+		if err := keys.CheckName("member id (Config.MemberID)", c.MemberID); err != nil {
+			return fmt.Errorf("coord: %w", err)
+		}
+	}
+	if len(c.Topics) == 0 {
+		return errors.New("coord: no topics: set Config.Topics to at least one topic")
+	}
+	for _, t := range c.Topics {
+		if err := keys.CheckName("topic", t); err != nil {
+			return fmt.Errorf("coord: %w", err)
+		}
+	}
+	if c.Partitions == nil {
+		return errors.New("coord: Config.Partitions is nil: the leader needs a way to read partition counts")
+	}
+	if !strings.HasPrefix(c.Prefix, "/") {
+		return fmt.Errorf("coord: prefix %q must start with '/' (Config.Prefix, default /keyshare)", c.Prefix)
+	}
+	switch {
+	case c.Weight <= 0:
+		return fmt.Errorf("coord: weight %d must be at least 1 (Config.Weight, default 1)", c.Weight)
+	case c.SessionTTL < time.Second:
+		return fmt.Errorf("coord: session TTL %s must be at least 1s (Config.SessionTTL, default 10s)", c.SessionTTL)
+	case c.DrainTimeout <= 0:
+		return fmt.Errorf("coord: drain timeout %s must be positive (Config.DrainTimeout, default 30s)", c.DrainTimeout)
+	case c.Debounce < 0:
+		return fmt.Errorf("coord: debounce %s must not be negative (Config.Debounce, default 200ms)", c.Debounce)
+	case c.PartitionRefresh <= 0:
+		return fmt.Errorf("coord: partition refresh %s must be positive (Config.PartitionRefresh, default 10s)", c.PartitionRefresh)
+	case c.StartTimeout <= 0:
+		return fmt.Errorf("coord: start timeout %s must be positive (Config.StartTimeout, default 10s)", c.StartTimeout)
+	case c.MaxTxnOps < 8:
+		return fmt.Errorf("coord: MaxTxnOps %d: set it to the etcd server's --max-txn-ops (default 128, at least 8)", c.MaxTxnOps)
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package coord
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+// recordVersion is the version of every JSON value coord writes.
+const recordVersion = 1
+
+// Range states.
+const (
+	// StateActive: the owner works on the range.
+	StateActive = "active"
+	// StateRevoking: the leader asked the owner to give the range up; the
+	// owner takes no new records of it, finishes those in flight and then
+	// writes StateReleased.
+	StateRevoking = "revoking"
+	// StateReleased: the owner has finished and flushed; the leader may give
+	// the range to its next owner.
+	StateReleased = "released"
+)
+
+// RangeRecord is the value of ranges/<topic>/<partition>/<lo>.
+type RangeRecord struct {
+	V         int       `json:"v"`
+	Topic     string    `json:"topic"`
+	Partition int32     `json:"partition"`
+	Lo        uint64    `json:"lo"`
+	Hi        uint64    `json:"hi"`
+	Owner     string    `json:"owner"`
+	State     string    `json:"state"`
+	Target    string    `json:"target,omitempty"` // next owner, while revoking or released
+	Gen       int64     `json:"gen"`              // generation that last changed the record
+	Since     time.Time `json:"since"`            // when State was set
+}
+
+// Range is the record's hash range.
+func (r RangeRecord) Range() ledger.HashRange { return ledger.HashRange{Lo: r.Lo, Hi: r.Hi} }
+
+// MemberInfo is the value of members/<id>, written under the member's lease.
+type MemberInfo struct {
+	V       int       `json:"v"`
+	ID      string    `json:"id"`
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+	Weight  int       `json:"weight"`
+	Leaving bool      `json:"leaving,omitempty"`
+}
+
+// GenerationRecord is the value of the generation key.
+type GenerationRecord struct {
+	V          int       `json:"v"`
+	Generation int64     `json:"generation"`
+	Leader     string    `json:"leader"`
+	At         time.Time `json:"at"`
+}
+
+// CommitRecord is the value of commits/<topic>/<partition>: the offset the
+// leader has committed (or is about to commit) to Kafka for the partition.
+type CommitRecord struct {
+	V      int       `json:"v"`
+	Offset int64     `json:"offset"`
+	Leader string    `json:"leader"`
+	At     time.Time `json:"at"`
+}
+
+// BadValueError says which stored value could not be read and why.
+type BadValueError struct {
+	Key     string
+	Problem string
+}
+
+func (e *BadValueError) Error() string {
+	return fmt.Sprintf("coord: bad value at %q: %s", e.Key, e.Problem)
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("coord: encode %T: %v", v, err))
+	}
+	return string(b)
+}
+
+// decodeStrict decodes one JSON value with no unknown fields and checks its
+// version.
+func decodeStrict(key string, data []byte, v any, version func() int) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &BadValueError{Key: key, Problem: err.Error()}
+	}
+	if dec.More() {
+		return &BadValueError{Key: key, Problem: "trailing data after the JSON value"}
+	}
+	if got := version(); got != recordVersion {
+		return &BadValueError{Key: key, Problem: fmt.Sprintf("format version %d, this build reads version %d", got, recordVersion)}
+	}
+	return nil
+}
+
+// DecodeRange reads a range record and checks it against its key.
+func DecodeRange(s keys.Schema, key string, data []byte) (RangeRecord, error) {
+	var r RangeRecord
+	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
+		return RangeRecord{}, err
+	}
+	topic, part, lo, err := keys.ParseRangeKey(s.Ranges(), key)
+	if err != nil {
+		return RangeRecord{}, &BadValueError{Key: key, Problem: err.Error()}
+	}
+	bad := func(format string, a ...any) (RangeRecord, error) {
+		return RangeRecord{}, &BadValueError{Key: key, Problem: fmt.Sprintf(format, a...)}
+	}
+	switch {
+	case r.Topic != topic || r.Partition != part || r.Lo != lo:
+		return bad("value names %s/%d from hash %d, the key says %s/%d from %d", r.Topic, r.Partition, r.Lo, topic, part, lo)
+	case r.Range().Valid() != nil:
+		return bad("%v", r.Range().Valid())
+	case keys.CheckName("owner", r.Owner) != nil:
+		return bad("%v", keys.CheckName("owner", r.Owner))
+	case r.State != StateActive && r.State != StateRevoking && r.State != StateReleased:
+		return bad("unknown state %q (want %s, %s or %s)", r.State, StateActive, StateRevoking, StateReleased)
+	case r.Gen < 0:
+		return bad("negative generation %d", r.Gen)
+	}
+	return r, nil
+}
+
+// DecodeMember reads a member registration.
+func DecodeMember(s keys.Schema, key string, data []byte) (MemberInfo, error) {
+	var m MemberInfo
+	if err := decodeStrict(key, data, &m, func() int { return m.V }); err != nil {
+		return MemberInfo{}, err
+	}
+	if key != s.Member(m.ID) {
+		return MemberInfo{}, &BadValueError{Key: key, Problem: fmt.Sprintf("value names member %q", m.ID)}
+	}
+	if m.Weight <= 0 {
+		return MemberInfo{}, &BadValueError{Key: key, Problem: fmt.Sprintf("weight %d must be positive", m.Weight)}
+	}
+	return m, nil
+}
+
+// DecodeGeneration reads the generation record.
+func DecodeGeneration(key string, data []byte) (GenerationRecord, error) {
+	var g GenerationRecord
+	if err := decodeStrict(key, data, &g, func() int { return g.V }); err != nil {
+		return GenerationRecord{}, err
+	}
+	if g.Generation < 0 {
+		return GenerationRecord{}, &BadValueError{Key: key, Problem: fmt.Sprintf("negative generation %d", g.Generation)}
+	}
+	return g, nil
+}
+
+// DecodeCommit reads a commit record.
+func DecodeCommit(key string, data []byte) (CommitRecord, error) {
+	var c CommitRecord
+	if err := decodeStrict(key, data, &c, func() int { return c.V }); err != nil {
+		return CommitRecord{}, err
+	}
+	if c.Offset < 0 {
+		return CommitRecord{}, &BadValueError{Key: key, Problem: fmt.Sprintf("negative offset %d", c.Offset)}
+	}
+	return c, nil
+}

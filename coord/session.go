@@ -1,0 +1,359 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+// Assignment is what a member owns at one etcd revision: its ranges (active
+// or revoking) with the ledger state stored for them.
+type Assignment struct {
+	Generation int64
+	Rev        int64
+	Ranges     []RangeState
+}
+
+// Session is one member's membership in a group for the life of one etcd
+// session (lease). Everything only an owner or the leader may do derives from
+// Ctx(), which ends the moment the session is lost; the member must then drop
+// all its work and Join again.
+type Session struct {
+	cli       *clientv3.Client
+	cfg       Config
+	schema    keys.Schema
+	log       hclog.Logger
+	es        *concurrency.Session
+	memberKey string
+	memberRev int64
+	info      MemberInfo
+	rec       *ledger.Recorder
+
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	leaving chan struct{} // closed by Leave: stop campaigning
+	updates chan Assignment
+	wg      sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		leader    bool
+		leaveOnce bool
+		closed    bool
+	}
+}
+
+// Join opens an etcd session, registers the member under its lease and
+// starts campaigning for leadership and watching the assignment. It fails
+// within cfg.StartTimeout if etcd cannot be reached, and with ErrMemberExists
+// if a live member has the same id; nothing is written in either case.
+func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Session{
+		cli:     cli,
+		cfg:     cfg,
+		schema:  keys.New(cfg.Prefix, cfg.Group),
+		log:     cfg.Logger.Named("coord").With("member", cfg.MemberID),
+		leaving: make(chan struct{}),
+		updates: make(chan Assignment, 1),
+		rec:     ledger.NewRecorder(cli, cfg.MaxTxnOps),
+	}
+	s.memberKey = s.schema.Member(cfg.MemberID)
+
+	sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+	ttl := int64(cfg.SessionTTL.Round(time.Second) / time.Second)
+	lease, err := cli.Grant(sctx, ttl)
+	if err != nil {
+		return nil, fmt.Errorf("coord: cannot open an etcd session within %s (endpoints %v): %w; check that etcd is running and reachable", cfg.StartTimeout, cli.Endpoints(), err)
+	}
+	// The session's keepalives run until Close; they must not end with ctx.
+	s.ctx, s.cancel = context.WithCancelCause(context.Background())
+	es, err := concurrency.NewSession(cli, concurrency.WithLease(lease.ID), concurrency.WithContext(s.ctx))
+	if err != nil {
+		s.cancel(err)
+		return nil, fmt.Errorf("coord: start etcd session: %w", err)
+	}
+	s.es = es
+	host, _ := os.Hostname()
+	s.info = MemberInfo{V: recordVersion, ID: cfg.MemberID, Host: host, PID: os.Getpid(), Started: time.Now().UTC(), Weight: cfg.Weight}
+	resp, err := cli.Txn(sctx).
+		If(clientv3.Compare(clientv3.CreateRevision(s.memberKey), "=", 0)).
+		Then(clientv3.OpPut(s.memberKey, mustJSON(s.info), clientv3.WithLease(lease.ID))).
+		Commit()
+	if err == nil && !resp.Succeeded {
+		err = fmt.Errorf("%w: %q (at %s); choose another member id or wait for the other member's session (TTL %s) to end", ErrMemberExists, cfg.MemberID, s.memberKey, cfg.SessionTTL)
+	}
+	if err != nil {
+		s.closeSession()
+		s.cancel(err)
+		return nil, fmt.Errorf("coord: register member: %w", err)
+	}
+	s.memberRev = resp.Header.Revision
+	s.log.Info("joined group", "group", cfg.Group, "ttl_s", lease.TTL, "lease", fmt.Sprintf("%x", lease.ID))
+
+	s.goFunc(func() {
+		select {
+		case <-es.Done():
+			s.log.Warn("etcd session lost; stopping all owned work")
+			s.cancel(ErrSessionLost)
+		case <-s.ctx.Done():
+		}
+	})
+	s.goFunc(s.watchAssignment)
+	s.goFunc(s.campaign)
+	return s, nil
+}
+
+// goFunc runs fn in a goroutine that Close waits for.
+func (s *Session) goFunc(fn func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn()
+	}()
+}
+
+// ID is the member id.
+func (s *Session) ID() string { return s.cfg.MemberID }
+
+// Schema is the group's key schema.
+func (s *Session) Schema() keys.Schema { return s.schema }
+
+// Ctx ends when the session is lost or closed; context.Cause says which.
+func (s *Session) Ctx() context.Context { return s.ctx }
+
+// TTL is the lease TTL etcd granted.
+func (s *Session) TTL() time.Duration {
+	return s.cfg.SessionTTL
+}
+
+// IsLeader reports whether this member currently leads the group.
+func (s *Session) IsLeader() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.leader
+}
+
+// Updates delivers the member's assignment each time the ranges change. Only
+// the latest is kept: a slow reader skips to the newest.
+func (s *Session) Updates() <-chan Assignment { return s.updates }
+
+// Common is the guard every write of this member carries: its registration,
+// which exists only while its session does.
+func (s *Session) Common() []clientv3.Cmp {
+	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.memberKey), "=", s.memberRev)}
+}
+
+// Guard is the compare that holds only while this member owns r as it was
+// assigned: any reassignment, split or handoff by the leader rewrites the
+// range record and fails it.
+func (s *Session) Guard(r RangeState) []clientv3.Cmp {
+	return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(r.Key), "=", r.Rev)}
+}
+
+// Recorder writes ledger entries (use Common and Guard for the guards).
+func (s *Session) Recorder() *ledger.Recorder { return s.rec }
+
+// Release acknowledges a revoked range: it writes the range's final ledger
+// entry and marks the range released in one fenced transaction. The leader
+// then hands the range to its next owner.
+func (s *Session) Release(ctx context.Context, r RangeState, final ledger.Entry) error {
+	rec := r.Record
+	rec.State, rec.Since = StateReleased, time.Now().UTC()
+	err := s.rec.Record(ctx, s.Common(), []ledger.Write{{
+		Key:   r.LedgerKey,
+		Entry: final,
+		Guard: s.Guard(r),
+		Also:  []clientv3.Op{clientv3.OpPut(r.Key, mustJSON(rec))},
+	}})
+	if err == nil {
+		s.log.Info("range released", "topic", rec.Topic, "partition", rec.Partition, "range", rec.Range().String(), "to", rec.Target)
+	}
+	return err
+}
+
+// watchAssignment publishes the member's assignment on every change of the
+// range records.
+func (s *Session) watchAssignment() {
+	for s.ctx.Err() == nil {
+		snap, err := ReadSnapshot(s.ctx, s.cli, s.schema)
+		if err != nil {
+			s.log.Warn("read assignment", "error", err)
+			sleep(s.ctx, time.Second)
+			continue
+		}
+		s.publish(snap)
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
+		wch := s.cli.Watch(wctx, s.schema.Ranges(), clientv3.WithPrefix(), clientv3.WithRev(snap.Rev+1))
+		err = s.drainWatch(wch, func() error {
+			snap, err := ReadSnapshot(s.ctx, s.cli, s.schema)
+			if err == nil {
+				s.publish(snap)
+			}
+			return err
+		})
+		cancel()
+		if err != nil && s.ctx.Err() == nil {
+			s.log.Warn("assignment watch ended; reading again", "error", err)
+			sleep(s.ctx, 200*time.Millisecond)
+		}
+	}
+}
+
+// drainWatch calls fn after each batch of events (waiting briefly so that
+// one leader round gives one call) until the watch ends.
+func (s *Session) drainWatch(wch clientv3.WatchChan, fn func() error) error {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return nil
+		case wr, ok := <-wch:
+			if !ok {
+				return errors.New("watch channel closed")
+			}
+			if err := wr.Err(); err != nil {
+				return err
+			}
+		}
+		// Coalesce a burst of events (one leader round is several txns).
+		t := time.NewTimer(20 * time.Millisecond)
+	coalesce:
+		for {
+			select {
+			case wr, ok := <-wch:
+				if !ok {
+					t.Stop()
+					return errors.New("watch channel closed")
+				}
+				if err := wr.Err(); err != nil {
+					t.Stop()
+					return err
+				}
+			case <-t.C:
+				break coalesce
+			}
+		}
+		if err := fn(); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Session) publish(snap *Snapshot) {
+	a := Assignment{Generation: snap.Generation.Generation, Rev: snap.Rev}
+	for _, r := range snap.Owned(s.ID()) {
+		if r.EntryErr != nil {
+			continue // the leader resets it; until then it cannot be worked on
+		}
+		a.Ranges = append(a.Ranges, r)
+	}
+	select {
+	case <-s.updates:
+	default:
+	}
+	s.updates <- a
+}
+
+// Leave starts a graceful exit: the member is marked leaving (the leader
+// revokes all its ranges) and stops campaigning (a leader resigns). The
+// caller keeps serving Updates — draining and releasing revoked ranges —
+// until WaitReleased returns, then calls Close.
+func (s *Session) Leave(ctx context.Context) error {
+	s.mu.Lock()
+	if s.mu.leaveOnce {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.leaveOnce = true
+	s.mu.Unlock()
+	close(s.leaving)
+	info := s.info
+	info.Leaving = true
+	resp, err := s.cli.Txn(ctx).If(s.Common()...).Then(clientv3.OpPut(s.memberKey, mustJSON(info), clientv3.WithLease(s.es.Lease()))).Commit()
+	if err != nil {
+		return fmt.Errorf("coord: mark member leaving: %w", err)
+	}
+	if !resp.Succeeded {
+		return ErrSessionLost
+	}
+	s.log.Info("leaving group")
+	return nil
+}
+
+// WaitReleased returns once the member owns no range, or when no other member
+// remains to take its ranges (then the caller flushes its state and leaves;
+// the ranges resume from that state when a member joins).
+func (s *Session) WaitReleased(ctx context.Context) error {
+	for {
+		snap, err := ReadSnapshot(ctx, s.cli, s.schema)
+		if err != nil {
+			return err
+		}
+		if len(snap.Owned(s.ID())) == 0 {
+			return nil
+		}
+		others := false
+		for id, m := range snap.Members {
+			if id != s.ID() && !m.Leaving {
+				others = true
+			}
+		}
+		if !others {
+			return nil
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// Close ends the session: goroutines stop, the lease is revoked and the
+// registration disappears. It is idempotent.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.closed = true
+	s.mu.Unlock()
+	s.closeSession()
+	s.cancel(context.Canceled)
+	s.wg.Wait()
+	return nil
+}
+
+// closeSession revokes the lease (bounded in time: etcd may be gone).
+func (s *Session) closeSession() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := s.cli.Revoke(ctx, s.es.Lease()); err != nil && s.ctx.Err() == nil {
+		s.log.Debug("revoke lease", "error", err)
+	}
+	s.es.Orphan()
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

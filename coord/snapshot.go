@@ -1,0 +1,214 @@
+package coord
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+// Snapshot is a group's whole state in etcd, read at one revision.
+type Snapshot struct {
+	Rev        int64
+	Generation GenerationRecord
+	Members    map[string]Member
+	Ranges     []RangeState // sorted by topic, partition, first hash
+	Commits    map[TopicPartition]CommitRecord
+	// Orphans are ledger keys without a range record (left by a damaged
+	// range record); the leader deletes them when it fills the gap.
+	Orphans []string
+	// BadRanges maps range keys whose record is damaged to their
+	// ModRevision; the leader replaces them.
+	BadRanges map[string]int64
+	// Problems lists every value that could not be read. The leader
+	// repairs what it can: it replaces bad range records and ledger entries
+	// and writes a fresh generation.
+	Problems []error
+}
+
+// Member is a registered member as seen in a snapshot.
+type Member struct {
+	MemberInfo
+	CreateRev int64 // revision that created the registration: its session
+}
+
+// RangeState is a range record and its ledger entry.
+type RangeState struct {
+	Key       string
+	Record    RangeRecord
+	Rev       int64 // ModRevision of the range key
+	LedgerKey string
+	Entry     ledger.Entry
+	EntryRev  int64 // ModRevision of the ledger key; 0 if it does not exist
+	EntryErr  error // the ledger entry is malformed
+}
+
+// TP is the range's partition.
+func (r RangeState) TP() TopicPartition {
+	return TopicPartition{Topic: r.Record.Topic, Partition: r.Record.Partition}
+}
+
+// ReadSnapshot reads the group's state in one transaction.
+func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Snapshot, error) {
+	resp, err := cli.Txn(ctx).Then(
+		clientv3.OpGet(s.Members(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Ranges(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Ledger(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Commits(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Generation()),
+	).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("coord: read group state under %s: %w", s.Root(), err)
+	}
+	snap := &Snapshot{
+		Rev:     resp.Header.Revision,
+		Members: make(map[string]Member),
+		Commits: make(map[TopicPartition]CommitRecord),
+
+		BadRanges: make(map[string]int64),
+	}
+	r := resp.Responses
+	for _, kv := range r[0].GetResponseRange().Kvs {
+		m, err := DecodeMember(s, string(kv.Key), kv.Value)
+		if err != nil {
+			snap.Problems = append(snap.Problems, err)
+			continue
+		}
+		snap.Members[m.ID] = Member{MemberInfo: m, CreateRev: kv.CreateRevision}
+	}
+	entries := make(map[string]*ledgerKV)
+	for _, kv := range r[2].GetResponseRange().Kvs {
+		entries[string(kv.Key)] = &ledgerKV{value: kv.Value, rev: kv.ModRevision}
+	}
+	for _, kv := range r[1].GetResponseRange().Kvs {
+		rec, err := DecodeRange(s, string(kv.Key), kv.Value)
+		if err != nil {
+			snap.Problems = append(snap.Problems, err)
+			snap.BadRanges[string(kv.Key)] = kv.ModRevision
+			continue
+		}
+		rs := RangeState{Key: string(kv.Key), Record: rec, Rev: kv.ModRevision, LedgerKey: s.LedgerEntry(rec.Topic, rec.Partition, rec.Lo)}
+		if e, ok := entries[rs.LedgerKey]; ok {
+			e.used = true
+			rs.EntryRev = e.rev
+			rs.Entry, rs.EntryErr = ledger.Decode(rs.LedgerKey, e.value, rec.Range())
+			if rs.EntryErr != nil {
+				snap.Problems = append(snap.Problems, rs.EntryErr)
+			}
+		}
+		snap.Ranges = append(snap.Ranges, rs)
+	}
+	for k, e := range entries {
+		if !e.used {
+			snap.Orphans = append(snap.Orphans, k)
+		}
+	}
+	slices.Sort(snap.Orphans)
+	slices.SortFunc(snap.Ranges, func(a, b RangeState) int {
+		if c := compareTP(a.TP(), b.TP()); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Record.Lo, b.Record.Lo)
+	})
+	for _, kv := range r[3].GetResponseRange().Kvs {
+		topic, part, err := keys.ParseCommitKey(s.Commits(), string(kv.Key))
+		if err != nil {
+			snap.Problems = append(snap.Problems, &BadValueError{Key: string(kv.Key), Problem: err.Error()})
+			continue
+		}
+		c, err := DecodeCommit(string(kv.Key), kv.Value)
+		if err != nil {
+			snap.Problems = append(snap.Problems, err)
+			continue
+		}
+		snap.Commits[TopicPartition{topic, part}] = c
+	}
+	if kvs := r[4].GetResponseRange().Kvs; len(kvs) == 1 {
+		g, err := DecodeGeneration(string(kvs[0].Key), kvs[0].Value)
+		if err != nil {
+			snap.Problems = append(snap.Problems, err)
+		} else {
+			snap.Generation = g
+		}
+	}
+	return snap, nil
+}
+
+type ledgerKV struct {
+	value []byte
+	rev   int64
+	used  bool
+}
+
+// Partitions groups the snapshot's ranges by partition, dropping ranges
+// that overlap an earlier one (a damaged state; the leader repairs it).
+func (s *Snapshot) Partitions() map[TopicPartition][]RangeState {
+	out := make(map[TopicPartition][]RangeState)
+	for _, r := range s.Ranges {
+		tp := r.TP()
+		list := out[tp]
+		if n := len(list); n > 0 && list[n-1].Record.Hi > r.Record.Lo {
+			continue
+		}
+		out[tp] = append(list, r)
+	}
+	return out
+}
+
+// Watermarks returns the safe watermark of every partition whose ranges
+// cover its whole hash space with readable ledger state: the lowest watermark
+// of its ranges. Every record of the partition below it is done. Partitions
+// with a gap, a range without state, or a damaged entry are left out: their
+// safe offset is not known, so nothing may be committed for them.
+func (s *Snapshot) Watermarks() map[TopicPartition]int64 {
+	out := make(map[TopicPartition]int64)
+	for tp, ranges := range s.Partitions() {
+		at, w, ok := uint64(0), int64(0), true
+		for i, r := range ranges {
+			rw, init := r.Entry.Watermark()
+			if r.Record.Lo != at || r.EntryErr != nil || !init {
+				ok = false
+				break
+			}
+			if i == 0 || rw < w {
+				w = rw
+			}
+			at = r.Record.Hi
+		}
+		if ok && at == ledger.HashSpace {
+			out[tp] = w
+		}
+	}
+	return out
+}
+
+// Owned returns the ranges member id owns (active or revoking), with their
+// ledger state.
+func (s *Snapshot) Owned(id string) []RangeState {
+	var out []RangeState
+	for _, r := range s.Ranges {
+		if r.Record.Owner == id && r.Record.State != StateReleased {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Slices returns the current ownership as the assignor sees it: a range being
+// handed off already counts for its next owner.
+func (s *Snapshot) Slices() []Slice {
+	var out []Slice
+	for _, r := range s.Ranges {
+		owner := r.Record.Owner
+		if r.Record.State != StateActive && r.Record.Target != "" {
+			owner = r.Record.Target
+		}
+		out = append(out, Slice{TopicPartition: r.TP(), Range: r.Record.Range(), Owner: owner})
+	}
+	return out
+}

@@ -1,0 +1,120 @@
+// Package keys is the only code that builds keyshare's etcd keys. The schema,
+// under a group's root (default /keyshare/<group>/):
+//
+//	members/<member-id>                 member registration, under the member's lease
+//	election/<lease-id-hex>             leader election (etcd concurrency.Election)
+//	generation                          assignment generation, written by the leader
+//	ranges/<topic>/<ppppp>/<llllllllll> owner and handoff state of one hash range
+//	ledger/<topic>/<ppppp>/<llllllllll> completion state of the same range
+//	commits/<topic>/<ppppp>             safe offset the leader committed to Kafka
+//
+// <ppppp> is the partition, 5 digits; <llllllllll> is the range's first hash,
+// 10 digits, so keys sort by partition and then by hash as a human expects.
+// Every value is JSON with a version field "v". docs/etcd-keys.md shows real
+// output of `etcdctl get --prefix`.
+package keys
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Schema builds the keys of one group.
+type Schema struct {
+	root string
+}
+
+// New returns the schema of group under prefix (e.g. "/keyshare").
+func New(prefix, group string) Schema {
+	return Schema{root: strings.TrimRight(prefix, "/") + "/" + group + "/"}
+}
+
+// Root is the group's prefix, ending in "/".
+func (s Schema) Root() string { return s.root }
+
+// Members is the prefix of member registrations.
+func (s Schema) Members() string { return s.root + "members/" }
+
+// Member is the registration key of member id.
+func (s Schema) Member(id string) string { return s.Members() + id }
+
+// Election is the prefix passed to concurrency.NewElection.
+func (s Schema) Election() string { return s.root + "election" }
+
+// Generation is the key of the assignment generation.
+func (s Schema) Generation() string { return s.root + "generation" }
+
+// Ranges is the prefix of all range records.
+func (s Schema) Ranges() string { return s.root + "ranges/" }
+
+// Range is the key of the range of topic/partition starting at hash lo.
+func (s Schema) Range(topic string, partition int32, lo uint64) string {
+	return fmt.Sprintf("%s%s/%05d/%010d", s.Ranges(), topic, partition, lo)
+}
+
+// Ledger is the prefix of all ledger entries.
+func (s Schema) Ledger() string { return s.root + "ledger/" }
+
+// LedgerEntry is the ledger key of the range of topic/partition starting at lo.
+func (s Schema) LedgerEntry(topic string, partition int32, lo uint64) string {
+	return fmt.Sprintf("%s%s/%05d/%010d", s.Ledger(), topic, partition, lo)
+}
+
+// Commits is the prefix of the leader's committed offsets.
+func (s Schema) Commits() string { return s.root + "commits/" }
+
+// Commit is the key of topic/partition's committed offset.
+func (s Schema) Commit(topic string, partition int32) string {
+	return fmt.Sprintf("%s%s/%05d", s.Commits(), topic, partition)
+}
+
+// ParseRangeKey splits a range or ledger key (with the given prefix, Ranges()
+// or Ledger()) into topic, partition and first hash.
+func ParseRangeKey(prefix, key string) (topic string, partition int32, lo uint64, err error) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return "", 0, 0, fmt.Errorf("key %q is not under %q", key, prefix)
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 || parts[0] == "" {
+		return "", 0, 0, fmt.Errorf("key %q: want %s<topic>/<partition>/<lo>", key, prefix)
+	}
+	p, err := strconv.ParseInt(parts[1], 10, 32)
+	if err != nil || p < 0 {
+		return "", 0, 0, fmt.Errorf("key %q: bad partition %q", key, parts[1])
+	}
+	l, err := strconv.ParseUint(parts[2], 10, 64)
+	if err != nil || l >= 1<<32 {
+		return "", 0, 0, fmt.Errorf("key %q: bad range start %q", key, parts[2])
+	}
+	return parts[0], int32(p), l, nil
+}
+
+// ParseCommitKey splits a commit key into topic and partition.
+func ParseCommitKey(prefix, key string) (topic string, partition int32, err error) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return "", 0, fmt.Errorf("key %q is not under %q", key, prefix)
+	}
+	t, ps, ok := strings.Cut(rest, "/")
+	p, perr := strconv.ParseInt(ps, 10, 32)
+	if !ok || t == "" || perr != nil || p < 0 {
+		return "", 0, fmt.Errorf("key %q: want %s<topic>/<partition>", key, prefix)
+	}
+	return t, int32(p), nil
+}
+
+// CheckName reports whether name can be a path element of a key: a group
+// name, a member id or a topic.
+func CheckName(what, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%s is empty", what)
+	case strings.ContainsAny(name, "/\x00"):
+		return fmt.Errorf("%s %q contains '/' or NUL; choose a name without them", what, name)
+	case len(name) > 249:
+		return fmt.Errorf("%s %q is longer than 249 bytes", what, name)
+	}
+	return nil
+}
