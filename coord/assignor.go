@@ -167,6 +167,13 @@ type span struct {
 	owner  string
 }
 
+// compareSpans orders spans by start, then end, then owner. The order is
+// total so that the result does not depend on the order of prev when a
+// damaged prev has two slices starting at the same hash.
+func compareSpans(a, b span) int {
+	return cmp.Or(cmp.Compare(a.lo, b.lo), cmp.Compare(a.hi, b.hi), cmp.Compare(a.owner, b.owner))
+}
+
 // line maps between partitions' hash ranges and positions on the line. A
 // partition of weight w takes w × HashSpace positions; its hash h sits at
 // start + h×w, so cuts inside it are rounded to multiples of w.
@@ -192,8 +199,16 @@ func (l *line) toSpan(s Slice) (span, bool) {
 	if !ok {
 		return span{}, false
 	}
+	// A range outside the hash space (never written by Assign, but prev is
+	// only as good as its source) would claim line positions of other
+	// partitions or beyond the line's end, and the free space would no
+	// longer add up to what members still need: keep only its valid part.
+	r := s.Range.Intersect(ledger.Full)
+	if r.Empty() {
+		return span{}, false
+	}
 	w := weightOf(l.parts[i].Weight)
-	return span{lo: l.starts[i] + s.Range.Lo*w, hi: l.starts[i] + s.Range.Hi*w, owner: s.Owner}, true
+	return span{lo: l.starts[i] + r.Lo*w, hi: l.starts[i] + r.Hi*w, owner: s.Owner}, true
 }
 
 // toSlices cuts a span at partition boundaries.
@@ -237,7 +252,7 @@ func assignLine(parts []PartitionWeight, members []MemberWeight, prev []Slice) [
 	for _, m := range members {
 		left := quota[m.ID]
 		spans := heldBy[m.ID]
-		slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+		slices.SortFunc(spans, compareSpans)
 		for _, sp := range spans {
 			if left == 0 {
 				break
@@ -250,7 +265,7 @@ func assignLine(parts []PartitionWeight, members []MemberWeight, prev []Slice) [
 		}
 		need[m.ID] = left
 	}
-	slices.SortFunc(kept, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+	slices.SortFunc(kept, compareSpans)
 	// prev comes from etcd and may overlap if it was damaged: trim overlaps
 	// so that no hash has two owners; the trimmed part is needed again.
 	trimmed := kept[:0]
@@ -303,7 +318,7 @@ func assignLine(parts []PartitionWeight, members []MemberWeight, prev []Slice) [
 	if at < l.total {
 		give(at, l.total)
 	}
-	slices.SortFunc(all, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+	slices.SortFunc(all, compareSpans)
 
 	var out []Slice
 	for _, sp := range all {

@@ -89,8 +89,7 @@ func DefaultConfig() Config {
 // withDefaults fills the fields whose zero value means "choose for me".
 func (c Config) withDefaults() Config {
 	if c.MemberID == "" {
-		host, _ := os.Hostname()
-		c.MemberID = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), time.Now().UnixNano()&0xffff)
+		c.MemberID = DefaultMemberID()
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
@@ -140,4 +139,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("coord: MaxTxnOps %d: set it to the etcd server's --max-txn-ops (default 128, at least 8)", c.MaxTxnOps)
 	}
 	return nil
+}
+
+// DefaultMemberID returns hostname-pid-random, unique enough for members
+// that do not set an id.
+func DefaultMemberID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), time.Now().UnixNano()&0xffff)
 }

@@ -108,7 +108,12 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 	s.goFunc(func() {
 		select {
 		case <-es.Done():
-			s.log.Warn("etcd session lost; stopping all owned work")
+			s.mu.Lock()
+			closed := s.mu.closed
+			s.mu.Unlock()
+			if !closed {
+				s.log.Warn("etcd session lost; stopping all owned work")
+			}
 			s.cancel(ErrSessionLost)
 		case <-s.ctx.Done():
 		}

@@ -19,6 +19,7 @@ type Snapshot struct {
 	Members    map[string]Member
 	Ranges     []RangeState // sorted by topic, partition, first hash
 	Commits    map[TopicPartition]CommitRecord
+	CommitRevs map[TopicPartition]int64 // ModRevision of each commit key
 	// Orphans are ledger keys without a range record (left by a damaged
 	// range record); the leader deletes them when it fills the gap.
 	Orphans []string
@@ -69,6 +70,8 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		Rev:     resp.Header.Revision,
 		Members: make(map[string]Member),
 		Commits: make(map[TopicPartition]CommitRecord),
+
+		CommitRevs: make(map[TopicPartition]int64),
 
 		BadRanges: make(map[string]int64),
 	}
@@ -127,6 +130,7 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 			continue
 		}
 		snap.Commits[TopicPartition{topic, part}] = c
+		snap.CommitRevs[TopicPartition{topic, part}] = kv.ModRevision
 	}
 	if kvs := r[4].GetResponseRange().Kvs; len(kvs) == 1 {
 		g, err := DecodeGeneration(string(kvs[0].Key), kvs[0].Value)

@@ -1,0 +1,204 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/keys"
+)
+
+// Handler handles one record. It returns nil when the record is done. An
+// error (or a panic) is retried per Config.Retry. ctx ends when the member
+// must stop working on the record's range (it was revoked past the drain
+// timeout, fenced, or the session was lost); the handler should return
+// promptly then: the record will run again on the range's next owner.
+type Handler func(ctx context.Context, m *kafka.Message) error
+
+// RetryPolicy says how a failing record is retried.
+type RetryPolicy struct {
+	// MaxAttempts is how many times a record is tried before it goes to the
+	// dead-letter topic. With no dead-letter topic the record is retried
+	// forever (its key stays blocked; status and logs name it). Default 3.
+	MaxAttempts int
+	// Backoff is the wait after the first failure; it doubles each time up
+	// to MaxBackoff. Defaults 100 ms and 5 s.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+}
+
+// Config configures a Consumer. Start from DefaultConfig().
+type Config struct {
+	// Group names the keyshare group: its etcd state lives under
+	// Prefix/Group/ and its offsets are committed to Kafka under this group
+	// id. Required.
+	Group string
+	// Topics to consume. Required; each must exist.
+	Topics []string
+	// Kafka is passed to librdkafka for the fetching consumer (and the
+	// dead-letter producer); "bootstrap.servers" is required. keyshare sets
+	// "group.id" (to Group), "enable.auto.commit" (false),
+	// "enable.auto.offset.store" (false) and "auto.offset.reset" (error:
+	// keyshare decides where to start, see AutoOffsetReset), and refuses a
+	// conflicting value for any of them.
+	Kafka kafka.ConfigMap
+	// AutoOffsetReset says where a range starts when the group has no state
+	// and no committed offset: "earliest" or "latest". Default "earliest".
+	AutoOffsetReset string
+	// Handler handles records. Required.
+	Handler Handler
+	// Concurrency is the number of records handled at once (different keys
+	// in parallel; one key at a time). Default 16.
+	Concurrency int
+	// MaxInFlight bounds the records fetched but not finished; at the bound
+	// the member pauses fetching. Default 1000.
+	MaxInFlight int
+	// FlushInterval is how often completed offsets are written to etcd.
+	// Default 500 ms. It bounds the records that run twice after a crash.
+	FlushInterval time.Duration
+	// CommitInterval is how often the leader commits safe offsets to Kafka.
+	// Default 1 s.
+	CommitInterval time.Duration
+	// Retry is the policy for failing records.
+	Retry RetryPolicy
+	// DeadLetterTopic receives records that failed Retry.MaxAttempts times,
+	// with headers keyshare.topic, keyshare.partition, keyshare.offset,
+	// keyshare.error and keyshare.attempts. Default "" (none: retry forever).
+	DeadLetterTopic string
+
+	// MemberID identifies this member (no '/'). Default hostname-pid-random.
+	MemberID string
+	// Weight is the member's capacity relative to others. Default 1.
+	Weight int
+	// Prefix is the etcd prefix of all groups. Default "/keyshare".
+	Prefix string
+	// SessionTTL: a member that stops answering loses its ranges this long
+	// after. Default 10 s.
+	SessionTTL time.Duration
+	// DrainTimeout bounds how long a revoked range may take to finish its
+	// in-flight records before it is handed over anyway. Default 30 s.
+	DrainTimeout time.Duration
+	// RebalanceDebounce batches membership changes. Default 200 ms.
+	RebalanceDebounce time.Duration
+	// StartTimeout bounds the first contact with etcd and Kafka. Default 10 s.
+	StartTimeout time.Duration
+
+	// Logger receives the consumer's and librdkafka's logs. Default: none.
+	Logger hclog.Logger
+}
+
+// DefaultConfig returns a Config with every default set; fill in Group,
+// Topics, Kafka["bootstrap.servers"] and Handler.
+func DefaultConfig() Config {
+	cc := coord.DefaultConfig()
+	return Config{
+		Kafka:             kafka.ConfigMap{},
+		AutoOffsetReset:   "earliest",
+		Concurrency:       16,
+		MaxInFlight:       1000,
+		FlushInterval:     500 * time.Millisecond,
+		CommitInterval:    time.Second,
+		Retry:             RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
+		Weight:            cc.Weight,
+		Prefix:            cc.Prefix,
+		SessionTTL:        cc.SessionTTL,
+		DrainTimeout:      cc.DrainTimeout,
+		RebalanceDebounce: cc.Debounce,
+		StartTimeout:      cc.StartTimeout,
+	}
+}
+
+// ErrConfig is matched (errors.Is) by every configuration error.
+var ErrConfig = errors.New("consumer: bad configuration")
+
+func configErr(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)
+}
+
+// keysWeSet are librdkafka settings keyshare controls, with the only value a
+// caller may also give.
+var keysWeSet = map[string]string{
+	"enable.auto.commit":       "false",
+	"enable.auto.offset.store": "false",
+}
+
+// Validate reports the first impossible setting, naming the field and what to
+// do. It does not contact Kafka or etcd.
+func (c Config) Validate() error {
+	if err := keys.CheckName("group (Config.Group)", c.Group); err != nil {
+		return configErr("%v", err)
+	}
+	if len(c.Topics) == 0 {
+		return configErr("no topics: set Config.Topics")
+	}
+	for _, t := range c.Topics {
+		if err := keys.CheckName("topic", t); err != nil {
+			return configErr("%v", err)
+		}
+	}
+	if c.Handler == nil {
+		return configErr("Config.Handler is nil: give the function that handles a record")
+	}
+	if v, _ := c.Kafka.Get("bootstrap.servers", ""); v == "" {
+		return configErr(`Config.Kafka["bootstrap.servers"] is not set: give the brokers' host:port list`)
+	}
+	for k, want := range keysWeSet {
+		if v, ok := c.Kafka[k]; ok && !strings.EqualFold(fmt.Sprint(v), want) {
+			return configErr("Kafka setting %s=%v is not allowed: keyshare commits offsets itself (remove it or set %s)", k, v, want)
+		}
+	}
+	if v, ok := c.Kafka["group.id"]; ok && fmt.Sprint(v) != c.Group {
+		return configErr(`Kafka setting group.id=%v differs from Config.Group %q: remove it (keyshare sets it)`, v, c.Group)
+	}
+	if v, ok := c.Kafka["auto.offset.reset"]; ok {
+		return configErr("Kafka setting auto.offset.reset=%v: use Config.AutoOffsetReset instead (keyshare decides where ranges start)", v)
+	}
+	switch c.AutoOffsetReset {
+	case "earliest", "latest":
+	default:
+		return configErr(`AutoOffsetReset %q: want "earliest" or "latest"`, c.AutoOffsetReset)
+	}
+	switch {
+	case c.Concurrency <= 0:
+		return configErr("Concurrency %d must be at least 1 (default 16)", c.Concurrency)
+	case c.MaxInFlight < c.Concurrency:
+		return configErr("MaxInFlight %d must be at least Concurrency %d (default 1000)", c.MaxInFlight, c.Concurrency)
+	case c.FlushInterval <= 0:
+		return configErr("FlushInterval %s must be positive (default 500ms)", c.FlushInterval)
+	case c.CommitInterval <= 0:
+		return configErr("CommitInterval %s must be positive (default 1s)", c.CommitInterval)
+	case c.Retry.MaxAttempts <= 0:
+		return configErr("Retry.MaxAttempts %d must be at least 1 (default 3)", c.Retry.MaxAttempts)
+	case c.Retry.Backoff < 0 || c.Retry.MaxBackoff < c.Retry.Backoff:
+		return configErr("Retry.Backoff %s and MaxBackoff %s: want 0 <= Backoff <= MaxBackoff", c.Retry.Backoff, c.Retry.MaxBackoff)
+	}
+	if c.DeadLetterTopic != "" {
+		if err := keys.CheckName("dead-letter topic", c.DeadLetterTopic); err != nil {
+			return configErr("%v", err)
+		}
+	}
+	if err := c.coordConfig(nil).Validate(); err != nil {
+		return configErr("%v", err)
+	}
+	return nil
+}
+
+// coordConfig is the coordination config derived from c.
+func (c Config) coordConfig(src coord.PartitionSource) coord.Config {
+	cc := coord.DefaultConfig()
+	cc.Group, cc.Prefix, cc.MemberID, cc.Weight = c.Group, c.Prefix, c.MemberID, c.Weight
+	cc.Topics = c.Topics
+	cc.Partitions = src
+	if src == nil {
+		cc.Partitions = func(context.Context, []string) (map[string]int32, error) { return nil, nil }
+	}
+	cc.SessionTTL, cc.DrainTimeout, cc.Debounce, cc.StartTimeout = c.SessionTTL, c.DrainTimeout, c.RebalanceDebounce, c.StartTimeout
+	cc.Logger = c.Logger
+	return cc
+}

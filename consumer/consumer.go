@@ -1,0 +1,313 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/keys"
+)
+
+// Consumer is one keyshare member: it joins the group in etcd, fetches the
+// partitions where it owns hash ranges, runs their records through the
+// handler (one key at a time, keys in parallel) and records completion.
+type Consumer struct {
+	cli *clientv3.Client
+	cfg Config
+	log hclog.Logger
+
+	kc       *kafka.Consumer
+	dlq      *kafka.Producer
+	logsDone chan struct{} // closed when librdkafka's log channel is drained
+
+	metrics struct {
+		handled, failed, retried, deadLettered, flushes, commits atomic.Int64
+	}
+
+	mu struct {
+		sync.Mutex
+		p       *pipeline // the current session's pipeline
+		sess    *coord.Session
+		running bool
+		closed  bool
+	}
+}
+
+// New returns a Consumer; it checks cfg but contacts nothing until Run.
+func New(cli *clientv3.Client, cfg Config) (*Consumer, error) {
+	if cli == nil {
+		return nil, configErr("etcd client is nil: pass the service's *clientv3.Client")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MemberID == "" {
+		cfg.MemberID = coord.DefaultMemberID()
+	}
+	return &Consumer{cli: cli, cfg: cfg, log: cfg.Logger.Named("consumer")}, nil
+}
+
+// ID is the member id.
+func (c *Consumer) ID() string { return c.cfg.MemberID }
+
+// Run joins the group and consumes until ctx ends, then leaves gracefully:
+// its ranges are revoked and handed over after their in-flight records
+// finish, so no record runs twice. If the etcd session is lost, Run drops
+// all work at once (another member may own the ranges now) and joins again.
+// Errors at start (bad configuration, missing topic, etcd or Kafka
+// unreachable, duplicate member id) are returned within StartTimeout.
+func (c *Consumer) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.mu.running || c.mu.closed {
+		c.mu.Unlock()
+		return errors.New("consumer: Run called twice or after Close")
+	}
+	c.mu.running = true
+	c.mu.Unlock()
+
+	if err := c.openKafka(ctx); err != nil {
+		return err
+	}
+	defer c.closeKafka()
+
+	first := true
+	for {
+		cc := c.cfg.coordConfig(c.partitionCounts)
+		cc.OnLeader = c.commitLoop
+		sess, err := coord.Join(ctx, c.cli, cc)
+		if err != nil {
+			if first || errors.Is(err, coord.ErrMemberExists) {
+				return err
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			c.log.Warn("rejoin failed; retrying", "error", err)
+			sleep(ctx, time.Second)
+			continue
+		}
+		first = false
+		if err := c.serve(ctx, sess); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.log.Warn("session lost; rejoining with a new session")
+	}
+}
+
+// serve runs one session's pipeline until the session is lost or ctx ends
+// (then it leaves gracefully).
+func (c *Consumer) serve(ctx context.Context, sess *coord.Session) error {
+	p := newPipeline(c, sess)
+	c.mu.Lock()
+	c.mu.p, c.mu.sess = p, sess
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.mu.p, c.mu.sess = nil, nil
+		c.mu.Unlock()
+	}()
+
+	fetchErr := make(chan error, 1)
+	p.goFunc(func() { fetchErr <- p.fetchLoop() })
+	p.goFunc(p.flushLoop)
+
+	var err error
+	select {
+	case <-ctx.Done():
+		c.leave(p, sess)
+	case <-sess.Ctx().Done():
+		// Self-fencing: another member may own our ranges by now.
+		p.log.Warn("session lost: dropping all ranges and in-flight work")
+	case err = <-fetchErr:
+		p.log.Error("fetch loop failed", "error", err)
+	}
+	p.stop()
+	p.sched.close()
+	p.wg.Wait()
+	_ = sess.Close()
+	return err
+}
+
+// leave hands every range over: mark leaving, keep serving revocations until
+// no range is left (or no other member remains), then finish in-flight work
+// and write the final state.
+func (c *Consumer) leave(p *pipeline, sess *coord.Session) {
+	lctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout+c.cfg.SessionTTL)
+	defer cancel()
+	if err := sess.Leave(lctx); err != nil {
+		p.log.Warn("leave", "error", err)
+		return
+	}
+	if err := sess.WaitReleased(lctx); err != nil {
+		p.log.Warn("ranges not handed over in time; the leader reassigns them when the session ends", "error", err)
+	}
+	// Whatever is still owned (no other member): stop fetching, finish
+	// what is in flight, write the final state.
+	p.mu.Lock()
+	p.mu.fetching = false
+	deadline := time.Now().Add(c.cfg.DrainTimeout)
+	wake := time.AfterFunc(c.cfg.DrainTimeout, func() { p.mu.Lock(); p.mu.cond.Broadcast(); p.mu.Unlock() })
+	for p.mu.inflight > 0 && time.Now().Before(deadline) && sess.Ctx().Err() == nil {
+		p.mu.cond.Wait()
+	}
+	wake.Stop()
+	p.mu.Unlock()
+	fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	p.flush(fctx)
+	fcancel()
+	p.log.Info("left group")
+}
+
+// Close stops a Consumer that is not running; Run closes what it opened
+// when it returns. Close is idempotent.
+func (c *Consumer) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.closed = true
+	return nil
+}
+
+func (c *Consumer) openKafka(ctx context.Context) error {
+	cm := kafka.ConfigMap{}
+	for k, v := range c.cfg.Kafka {
+		cm[k] = v
+	}
+	cm["group.id"] = c.cfg.Group
+	cm["enable.auto.commit"] = false
+	cm["enable.auto.offset.store"] = false
+	cm["auto.offset.reset"] = "error"
+	cm["go.logs.channel.enable"] = true
+	kc, err := kafka.NewConsumer(&cm)
+	if err != nil {
+		return fmt.Errorf("consumer: create Kafka consumer: %w", err)
+	}
+	c.kc = kc
+	c.logsDone = make(chan struct{})
+	go func() {
+		defer close(c.logsDone)
+		forwardLogs(c.log.Named("librdkafka"), kc.Logs())
+	}()
+	if err := c.checkTopics(ctx); err != nil {
+		c.closeKafka()
+		return err
+	}
+	if c.cfg.DeadLetterTopic != "" {
+		pm := kafka.ConfigMap{"bootstrap.servers": cm["bootstrap.servers"], "acks": "all", "enable.idempotence": true}
+		p, err := kafka.NewProducer(&pm)
+		if err != nil {
+			c.closeKafka()
+			return fmt.Errorf("consumer: create dead-letter producer: %w", err)
+		}
+		c.dlq = p
+	}
+	return nil
+}
+
+func (c *Consumer) closeKafka() {
+	if c.dlq != nil {
+		c.dlq.Flush(5000)
+		c.dlq.Close()
+		c.dlq = nil
+	}
+	if c.kc != nil {
+		_ = c.kc.Close() // closes the log channel
+		<-c.logsDone
+		c.kc = nil
+	}
+}
+
+// checkTopics fails if a topic does not exist or Kafka cannot be reached
+// within StartTimeout.
+func (c *Consumer) checkTopics(ctx context.Context) error {
+	counts, err := c.partitionCounts(ctx, c.cfg.Topics)
+	if err != nil {
+		return err
+	}
+	for _, t := range c.cfg.Topics {
+		if counts[t] <= 0 {
+			return fmt.Errorf("consumer: topic %q does not exist on %v: create it, or fix Config.Topics", t, c.cfg.Kafka["bootstrap.servers"])
+		}
+	}
+	if c.cfg.DeadLetterTopic != "" {
+		dl, err := c.partitionCounts(ctx, []string{c.cfg.DeadLetterTopic})
+		if err != nil {
+			return err
+		}
+		if dl[c.cfg.DeadLetterTopic] <= 0 {
+			return fmt.Errorf("consumer: dead-letter topic %q does not exist: create it, or fix Config.DeadLetterTopic", c.cfg.DeadLetterTopic)
+		}
+	}
+	return nil
+}
+
+// partitionCounts reads the topics' partition counts from Kafka metadata.
+func (c *Consumer) partitionCounts(ctx context.Context, topics []string) (map[string]int32, error) {
+	timeout := c.cfg.StartTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	md, err := c.kc.GetMetadata(nil, true, int(timeout/time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("consumer: read Kafka metadata from %v within %s: %w; check that the brokers are reachable", c.cfg.Kafka["bootstrap.servers"], timeout, err)
+	}
+	out := make(map[string]int32)
+	for _, t := range topics {
+		if tm, ok := md.Topics[t]; ok && tm.Error.Code() == kafka.ErrNoError {
+			out[t] = int32(len(tm.Partitions))
+		}
+	}
+	return out, nil
+}
+
+// startOffset is where a range without ledger state starts: the offset the
+// leader recorded in etcd, else the group's committed Kafka offset (a group
+// moving from a plain consumer group), else AutoOffsetReset.
+func (c *Consumer) startOffset(ctx context.Context, s keys.Schema, t tp) (int64, error) {
+	resp, err := c.cli.Get(ctx, s.Commit(t.Topic, t.Partition))
+	if err != nil {
+		return 0, fmt.Errorf("read recorded commit: %w", err)
+	}
+	if len(resp.Kvs) == 1 {
+		rec, err := coord.DecodeCommit(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
+		if err == nil {
+			return rec.Offset, nil
+		}
+		c.log.Error("recorded commit unreadable; using Kafka's", "error", err)
+	}
+	topic := t.Topic
+	timeout := int(c.cfg.StartTimeout / time.Millisecond)
+	committed, err := c.kc.Committed([]kafka.TopicPartition{{Topic: &topic, Partition: t.Partition}}, timeout)
+	var kerr kafka.Error
+	if errors.As(err, &kerr) && kerr.Code() == kafka.ErrGroupIDNotFound {
+		// The group has never committed (some brokers say so this way).
+		committed, err = nil, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read committed offset of %s/%d: %w", t.Topic, t.Partition, err)
+	}
+	if len(committed) == 1 && committed[0].Offset >= 0 {
+		return int64(committed[0].Offset), nil
+	}
+	low, high, err := c.kc.QueryWatermarkOffsets(t.Topic, t.Partition, timeout)
+	if err != nil {
+		return 0, fmt.Errorf("read log offsets of %s/%d: %w", t.Topic, t.Partition, err)
+	}
+	if c.cfg.AutoOffsetReset == "latest" {
+		return high, nil
+	}
+	return low, nil
+}

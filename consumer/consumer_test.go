@@ -1,0 +1,29 @@
+package consumer_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/keyshare/keyshare/testutil"
+)
+
+func TestFourMembersShareOnePartition(t *testing.T) {
+	_, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
+	cl := &cluster{t: t, endpoints: e.Endpoints, brokers: k.Brokers, group: "g", topics: []string{"orders"}}
+	h := newHistory(t)
+	commits := watchCommits(t, k.Brokers, "g", "orders", 1)
+	for _, id := range []string{"m1", "m2", "m3", "m4"} {
+		cl.start(id, h.handler(id, time.Millisecond))
+	}
+	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(4000, 1000))
+	waitFor(t, "all records handled", 60*time.Second, func() bool { return h.count() == len(produced) })
+	waitFor(t, "committed offset reaches the end", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == int64(len(produced))
+	})
+	if dups := h.check(produced); dups != 0 {
+		t.Fatalf("%d records handled twice", dups)
+	}
+	commits.close()
+	commits.checkMonotonic(t)
+}

@@ -1,0 +1,24 @@
+package consumer
+
+import (
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
+)
+
+// forwardLogs routes librdkafka's log events (syslog levels) into hclog
+// until the channel is closed with the client.
+func forwardLogs(log hclog.Logger, logs <-chan kafka.LogEvent) {
+	for ev := range logs {
+		args := []any{"name", ev.Name, "tag", ev.Tag}
+		switch {
+		case ev.Level <= 3:
+			log.Error(ev.Message, args...)
+		case ev.Level == 4:
+			log.Warn(ev.Message, args...)
+		case ev.Level <= 6:
+			log.Info(ev.Message, args...)
+		default:
+			log.Debug(ev.Message, args...)
+		}
+	}
+}

@@ -1,0 +1,618 @@
+package consumer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+type tp = coord.TopicPartition
+
+// owned is a range this member works on, with its in-memory ledger state.
+type owned struct {
+	rs       coord.RangeState // the range record as last read (its Rev is the guard)
+	st       *ledger.State
+	flushed  uint64 // st.Version() last written to etcd
+	dirty    bool   // never written since acquired
+	revoking bool
+	draining bool // a drainer goroutine is releasing it
+}
+
+func (o *owned) tp() tp { return o.rs.TP() }
+
+// inflightJob is a record handed to the scheduler and not yet finished.
+type inflightJob struct {
+	h      uint32
+	cancel context.CancelFunc
+	since  time.Time
+	key    []byte
+	// attempts and lastErr are set by the worker while retrying.
+	attempts int
+	lastErr  string
+}
+
+// pipeline is a member's data path for one etcd session: fetch, filter,
+// dispatch, complete, flush. When the session ends the whole pipeline is
+// thrown away; the next session starts from etcd.
+type pipeline struct {
+	c     *Consumer
+	sess  *coord.Session
+	log   hclog.Logger
+	kc    *kafka.Consumer
+	ctx   context.Context // ends with the session or on stop
+	stop  context.CancelFunc
+	sched *scheduler
+
+	resync  chan struct{} // ask the fetch loop to reread the assignment
+	flushCh chan struct{} // ask the flusher to write now
+
+	wg sync.WaitGroup
+	mu struct {
+		sync.Mutex
+		cond       *sync.Cond // signalled when in-flight work finishes
+		gen        int64
+		ranges     map[string]*owned // by range key
+		byTP       map[tp][]*owned   // sorted by first hash
+		assigned   map[tp]bool       // partitions assigned to the Kafka consumer
+		pos        map[tp]int64      // next offset the fetcher will deliver
+		paused     bool
+		fetching   bool // false once leaving: no new records
+		inflight   int
+		jobs       map[tp]map[int64]*inflightJob
+		pendingAll int
+	}
+}
+
+func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
+	ctx, cancel := context.WithCancel(sess.Ctx())
+	p := &pipeline{
+		c: c, sess: sess, kc: c.kc, ctx: ctx, stop: cancel,
+		log:     c.log.With("member", sess.ID()),
+		resync:  make(chan struct{}, 1),
+		flushCh: make(chan struct{}, 1),
+	}
+	p.mu.cond = sync.NewCond(&p.mu.Mutex)
+	p.mu.ranges = make(map[string]*owned)
+	p.mu.byTP = make(map[tp][]*owned)
+	p.mu.assigned = make(map[tp]bool)
+	p.mu.pos = make(map[tp]int64)
+	p.mu.jobs = make(map[tp]map[int64]*inflightJob)
+	p.mu.fetching = true
+	p.sched = newScheduler(c.cfg.Concurrency)
+	return p
+}
+
+func (p *pipeline) goFunc(fn func()) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		fn()
+	}()
+}
+
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// fetchLoop owns the Kafka consumer: it applies assignment changes, polls,
+// filters and dispatches records, and pauses fetching at the in-flight bound.
+func (p *pipeline) fetchLoop() error {
+	defer p.unassignAll()
+	for p.ctx.Err() == nil {
+		select {
+		case a := <-p.sess.Updates():
+			if err := p.reconcile(a); err != nil {
+				return err
+			}
+		case <-p.resync:
+			snap, err := coord.ReadSnapshot(p.ctx, p.c.cli, p.sess.Schema())
+			if err != nil {
+				p.log.Warn("reread assignment", "error", err)
+				poke(p.resync)
+				sleep(p.ctx, 200*time.Millisecond)
+				continue
+			}
+			a := coord.Assignment{Generation: snap.Generation.Generation, Rev: snap.Rev}
+			for _, r := range snap.Owned(p.sess.ID()) {
+				if r.EntryErr == nil {
+					a.Ranges = append(a.Ranges, r)
+				}
+			}
+			if err := p.reconcile(a); err != nil {
+				return err
+			}
+		default:
+		}
+		p.backpressure()
+		switch ev := p.kc.Poll(50).(type) {
+		case *kafka.Message:
+			p.handle(ev)
+		case kafka.Error:
+			if ev.IsFatal() {
+				return fmt.Errorf("consumer: fatal Kafka error: %w", ev)
+			}
+			if ev.Code() == kafka.ErrAutoOffsetReset {
+				p.log.Error("a range's start offset is no longer in the log (deleted by retention?); records below the log start are lost to retention, the partition is held", "error", ev)
+				continue
+			}
+			p.log.Warn("kafka", "error", ev, "retriable", ev.IsRetriable())
+		}
+	}
+	return nil
+}
+
+// handle filters one fetched record through the ranges of its partition.
+func (p *pipeline) handle(m *kafka.Message) {
+	t := tp{Topic: *m.TopicPartition.Topic, Partition: m.TopicPartition.Partition}
+	o := int64(m.TopicPartition.Offset)
+	h := ledger.Hash(m.Key, o)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.mu.fetching {
+		return
+	}
+	p.mu.pos[t] = o + 1
+	var run *owned
+	for _, w := range p.mu.byTP[t] {
+		if w.revoking {
+			// A revoked range takes no new records: its next stays where
+			// it is, and the next owner fetches from there.
+			continue
+		}
+		v, err := w.st.Observe(o, h)
+		if err != nil {
+			p.log.Error("ledger refused a fetched offset", "topic", t.Topic, "partition", t.Partition, "offset", o, "error", err)
+			continue
+		}
+		if v == ledger.Run {
+			run = w
+		}
+	}
+	if run == nil {
+		return
+	}
+	p.dispatchLocked(t, m, o, h)
+}
+
+func (p *pipeline) dispatchLocked(t tp, m *kafka.Message, o int64, h uint32) {
+	jctx, cancel := context.WithCancel(p.ctx)
+	j := &inflightJob{h: h, cancel: cancel, since: time.Now(), key: m.Key}
+	if p.mu.jobs[t] == nil {
+		p.mu.jobs[t] = make(map[int64]*inflightJob)
+	}
+	p.mu.jobs[t][o] = j
+	p.mu.inflight++
+	k := jobKey{topic: t.Topic, partition: t.Partition}
+	if m.Key == nil {
+		k.null, k.offset = true, o
+	} else {
+		k.key = string(m.Key)
+	}
+	p.sched.submit(&job{key: k, run: func() {
+		defer cancel()
+		if jctx.Err() == nil {
+			if err := p.c.process(jctx, m, j, &p.mu.Mutex); err != nil {
+				// Cancelled: the record stays pending for the next owner.
+				p.finish(t, o, h, false)
+				return
+			}
+			p.finish(t, o, h, true)
+			return
+		}
+		p.finish(t, o, h, false)
+	}})
+}
+
+// finish records that a dispatched record is done (or abandoned).
+func (p *pipeline) finish(t tp, o int64, h uint32, done bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.mu.jobs[t][o]; !ok {
+		return // its range was dropped
+	}
+	delete(p.mu.jobs[t], o)
+	p.mu.inflight--
+	p.mu.cond.Broadcast()
+	if !done {
+		return
+	}
+	for _, w := range p.mu.byTP[t] {
+		if w.st.Range().Contains(h) {
+			if err := w.st.Complete(o, h); err != nil {
+				p.log.Error("ledger refused a completion", "topic", t.Topic, "partition", t.Partition, "offset", o, "error", err)
+			}
+			return
+		}
+	}
+}
+
+// backpressure pauses all partitions at the in-flight bound and resumes them
+// once half of it has drained.
+func (p *pipeline) backpressure() {
+	p.mu.Lock()
+	inflight, paused := p.mu.inflight, p.mu.paused
+	var parts []kafka.TopicPartition
+	for t := range p.mu.assigned {
+		parts = append(parts, kafka.TopicPartition{Topic: &t.Topic, Partition: t.Partition})
+	}
+	p.mu.Unlock()
+	max := p.c.cfg.MaxInFlight
+	switch {
+	case !paused && inflight >= max && len(parts) > 0:
+		if err := p.kc.Pause(parts); err != nil {
+			p.log.Warn("pause", "error", err)
+			return
+		}
+		p.setPaused(true)
+		p.log.Debug("paused fetching at the in-flight bound", "in_flight", inflight)
+	case paused && inflight <= max/2:
+		if len(parts) > 0 {
+			if err := p.kc.Resume(parts); err != nil {
+				p.log.Warn("resume", "error", err)
+				return
+			}
+		}
+		p.setPaused(false)
+	}
+}
+
+func (p *pipeline) setPaused(v bool) {
+	p.mu.Lock()
+	p.mu.paused = v
+	p.mu.Unlock()
+}
+
+// reconcile moves the pipeline to assignment a: new ranges start from their
+// ledger state, ranges whose hash space stays keep their in-memory state
+// (clipped if the leader split them), revoked ranges start draining, and
+// ranges no longer owned are dropped with their in-flight work cancelled.
+func (p *pipeline) reconcile(a coord.Assignment) error {
+	// Resolve start offsets of ranges without ledger state before taking
+	// the lock: it may ask etcd and Kafka.
+	starts := make(map[tp]int64)
+	for _, r := range a.Ranges {
+		if r.Entry.Initialized() {
+			continue
+		}
+		if _, ok := starts[r.TP()]; ok {
+			continue
+		}
+		s, err := p.c.startOffset(p.ctx, p.sess.Schema(), r.TP())
+		if err != nil {
+			if p.ctx.Err() != nil {
+				return nil
+			}
+			p.log.Error("cannot find where a new range starts; will retry", "topic", r.Record.Topic, "partition", r.Record.Partition, "error", err)
+			p.retryLater()
+			continue
+		}
+		starts[r.TP()] = s
+	}
+
+	p.mu.Lock()
+	p.mu.gen = a.Generation
+	old := p.mu.ranges
+	next := make(map[string]*owned, len(a.Ranges))
+	seek := make(map[tp]bool)
+	for _, r := range a.Ranges {
+		t := r.TP()
+		src := p.containing(old, t, r.Record.Range())
+		var w *owned
+		switch {
+		case src != nil && src.rs.Record.Range() == r.Record.Range():
+			w = src
+		case src != nil:
+			w = &owned{st: src.st.Clip(r.Record.Range()), flushed: 0, revoking: src.revoking}
+		default:
+			start, ok := starts[t]
+			if !r.Entry.Initialized() && !ok {
+				continue // retried on resync
+			}
+			st, err := ledger.NewState(r.Record.Range(), r.Entry, start)
+			if err != nil {
+				p.log.Error("cannot load range state", "key", r.LedgerKey, "error", err)
+				continue
+			}
+			w = &owned{st: st, dirty: !r.Entry.Initialized()}
+			seek[t] = true
+			p.log.Info("range acquired", "topic", t.Topic, "partition", t.Partition, "range", r.Record.Range().String(), "watermark", st.Watermark())
+		}
+		wasRevoking := w.revoking
+		w.rs = r
+		w.revoking = r.Record.State == coord.StateRevoking
+		if wasRevoking && !w.revoking {
+			seek[t] = true // it observed nothing while revoking: fetch again from its watermark
+		}
+		if w.revoking && !w.draining {
+			w.draining = true
+			p.log.Info("range revoked; draining", "topic", t.Topic, "partition", t.Partition, "range", r.Record.Range().String(), "to", r.Record.Target)
+			p.goFunc(func() { p.drain(w) })
+		}
+		next[r.Key] = w
+	}
+	// Cancel in-flight work on hash space no longer owned.
+	for _, w := range old {
+		t := w.tp()
+		for o, j := range p.mu.jobs[t] {
+			if w.st.Range().Contains(j.h) && !ownsHash(next, t, j.h) {
+				j.cancel()
+				delete(p.mu.jobs[t], o)
+				p.mu.inflight--
+			}
+		}
+		if !ownsHash(next, t, uint32(w.st.Range().Lo)) {
+			p.log.Info("range dropped", "topic", t.Topic, "partition", t.Partition, "range", w.st.Range().String())
+		}
+	}
+	p.mu.ranges = next
+	p.mu.byTP = make(map[tp][]*owned)
+	for _, w := range next {
+		p.mu.byTP[w.tp()] = append(p.mu.byTP[w.tp()], w)
+	}
+	for t := range p.mu.byTP {
+		slices.SortFunc(p.mu.byTP[t], func(a, b *owned) int { return cmp.Compare(a.rs.Record.Lo, b.rs.Record.Lo) })
+	}
+	p.mu.cond.Broadcast()
+
+	// Work out what the Kafka consumer must fetch.
+	var assign, unassign, seeks []kafka.TopicPartition
+	want := make(map[tp]int64)
+	for t, ws := range p.mu.byTP {
+		for _, w := range ws {
+			if w.revoking {
+				continue
+			}
+			wm := w.st.Watermark()
+			if cur, ok := want[t]; !ok || wm < cur {
+				want[t] = wm
+			}
+		}
+	}
+	for t, start := range want {
+		topic := t.Topic
+		ktp := kafka.TopicPartition{Topic: &topic, Partition: t.Partition, Offset: kafka.Offset(start)}
+		switch {
+		case !p.mu.assigned[t]:
+			assign = append(assign, ktp)
+			p.mu.assigned[t] = true
+			p.mu.pos[t] = start
+		case seek[t] && start < p.mu.pos[t]:
+			seeks = append(seeks, ktp)
+			p.mu.pos[t] = start
+		}
+	}
+	for t := range p.mu.assigned {
+		if _, ok := want[t]; !ok {
+			topic := t.Topic
+			unassign = append(unassign, kafka.TopicPartition{Topic: &topic, Partition: t.Partition})
+			delete(p.mu.assigned, t)
+			delete(p.mu.pos, t)
+		}
+	}
+	paused := p.mu.paused
+	p.mu.Unlock()
+
+	if len(unassign) > 0 {
+		if err := p.kc.IncrementalUnassign(unassign); err != nil {
+			return fmt.Errorf("consumer: unassign %v: %w", unassign, err)
+		}
+	}
+	if len(assign) > 0 {
+		if err := p.kc.IncrementalAssign(assign); err != nil {
+			return fmt.Errorf("consumer: assign: %w", err)
+		}
+		if paused {
+			_ = p.kc.Pause(assign)
+		}
+	}
+	if len(seeks) > 0 {
+		// SeekPartitions returns once no record fetched before the seek
+		// can be delivered any more.
+		if _, err := p.kc.SeekPartitions(seeks); err != nil {
+			return fmt.Errorf("consumer: seek: %w", err)
+		}
+	}
+	if len(assign)+len(unassign)+len(seeks) > 0 {
+		p.log.Debug("fetch assignment changed", "assigned", len(assign), "unassigned", len(unassign), "seeks", len(seeks), "generation", a.Generation)
+	}
+	poke(p.flushCh)
+	return nil
+}
+
+// retryLater asks for a fresh assignment read after a pause.
+func (p *pipeline) retryLater() {
+	p.goFunc(func() {
+		sleep(p.ctx, time.Second)
+		poke(p.resync)
+	})
+}
+
+// containing returns the range of old that covers r on partition t.
+func (p *pipeline) containing(old map[string]*owned, t tp, r ledger.HashRange) *owned {
+	for _, w := range old {
+		if w.tp() == t && w.st.Range().Intersect(r) == r {
+			return w
+		}
+	}
+	return nil
+}
+
+func ownsHash(ranges map[string]*owned, t tp, h uint32) bool {
+	for _, w := range ranges {
+		if w.tp() == t && w.st.Range().Contains(h) {
+			return true
+		}
+	}
+	return false
+}
+
+// drain finishes a revoked range: it waits until none of its records is in
+// flight (or the drain timeout passes), then writes its final state and
+// releases it to the leader.
+func (p *pipeline) drain(w *owned) {
+	deadline := w.rs.Record.Since.Add(p.c.cfg.DrainTimeout)
+	timer := time.AfterFunc(time.Until(deadline), func() {
+		p.mu.Lock()
+		p.mu.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer timer.Stop()
+	stop := context.AfterFunc(p.ctx, func() {
+		p.mu.Lock()
+		p.mu.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+
+	p.mu.Lock()
+	for p.ctx.Err() == nil && p.mu.ranges[w.rs.Key] == w && p.inFlightLocked(w) > 0 && time.Now().Before(deadline) {
+		p.mu.cond.Wait()
+	}
+	if p.ctx.Err() != nil || p.mu.ranges[w.rs.Key] != w {
+		p.mu.Unlock()
+		return
+	}
+	if n := p.inFlightLocked(w); n > 0 {
+		p.log.Warn("drain timeout passed with records in flight; they will run again on the next owner", "range", w.st.Range().String(), "in_flight", n)
+	}
+	rs, final := w.rs, w.st.Entry()
+	p.mu.Unlock()
+
+	for p.ctx.Err() == nil {
+		err := p.sess.Release(p.ctx, rs, final)
+		if err == nil || errors.Is(err, ledger.ErrFenced) {
+			if err != nil {
+				p.log.Warn("release fenced", "range", rs.Key, "error", err)
+			}
+			p.mu.Lock()
+			if p.mu.ranges[rs.Key] == w {
+				delete(p.mu.ranges, rs.Key)
+				p.mu.byTP[w.tp()] = slices.DeleteFunc(p.mu.byTP[w.tp()], func(x *owned) bool { return x == w })
+				t := w.tp()
+				for o, j := range p.mu.jobs[t] {
+					if w.st.Range().Contains(j.h) {
+						j.cancel()
+						delete(p.mu.jobs[t], o)
+						p.mu.inflight--
+					}
+				}
+			}
+			p.mu.Unlock()
+			return
+		}
+		p.log.Warn("release", "range", rs.Key, "error", err)
+		sleep(p.ctx, 200*time.Millisecond)
+	}
+}
+
+// inFlightLocked counts the records of w handed to workers and not finished.
+func (p *pipeline) inFlightLocked(w *owned) int {
+	n := 0
+	for _, j := range p.mu.jobs[w.tp()] {
+		if w.st.Range().Contains(j.h) {
+			n++
+		}
+	}
+	return n
+}
+
+// flushLoop writes changed ledger entries every flush interval, and at once
+// when asked.
+func (p *pipeline) flushLoop() {
+	t := time.NewTicker(p.c.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		case <-p.flushCh:
+		}
+		p.flush(p.ctx)
+	}
+}
+
+// flush writes every range whose state changed since its last write, in
+// fenced transactions. A fenced range makes the fetch loop reread the
+// assignment: the leader may only have split it.
+func (p *pipeline) flush(ctx context.Context) {
+	p.mu.Lock()
+	var writes []ledger.Write
+	versions := make(map[string]uint64)
+	for k, w := range p.mu.ranges {
+		if !w.dirty && w.st.Version() == w.flushed {
+			continue
+		}
+		writes = append(writes, ledger.Write{Key: w.rs.LedgerKey, Entry: w.st.Entry(), Guard: p.sess.Guard(w.rs)})
+		versions[k] = w.st.Version()
+	}
+	p.mu.Unlock()
+	if len(writes) == 0 {
+		return
+	}
+	start := time.Now()
+	err := p.sess.Recorder().Record(ctx, p.sess.Common(), writes)
+	var fenced *ledger.FencedError
+	if err != nil && !errors.As(err, &fenced) {
+		if ctx.Err() == nil {
+			p.log.Warn("flush ledger", "error", err)
+		}
+		return
+	}
+	bad := make(map[string]bool)
+	if fenced != nil {
+		for _, k := range fenced.Keys {
+			bad[k] = true
+		}
+		p.log.Info("ledger write fenced; rereading the assignment", "keys", len(fenced.Keys), "session", fenced.Session)
+		poke(p.resync)
+	}
+	p.mu.Lock()
+	for k, v := range versions {
+		if w := p.mu.ranges[k]; w != nil && !bad[w.rs.LedgerKey] {
+			w.flushed, w.dirty = v, false
+		}
+	}
+	p.mu.Unlock()
+	p.c.metrics.flushes.Add(1)
+	p.log.Trace("flushed ledger", "ranges", len(writes), "took", time.Since(start))
+}
+
+// unassignAll stops fetching everything.
+func (p *pipeline) unassignAll() {
+	p.mu.Lock()
+	var parts []kafka.TopicPartition
+	for t := range p.mu.assigned {
+		topic := t.Topic
+		parts = append(parts, kafka.TopicPartition{Topic: &topic, Partition: t.Partition})
+	}
+	p.mu.assigned = make(map[tp]bool)
+	p.mu.Unlock()
+	if len(parts) > 0 {
+		if err := p.kc.IncrementalUnassign(parts); err != nil {
+			p.log.Debug("unassign", "error", err)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

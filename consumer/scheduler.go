@@ -1,0 +1,123 @@
+package consumer
+
+import (
+	"sync"
+)
+
+// jobKey identifies the records that must run one at a time, in order: one
+// key of one partition. Records with a null key have no order to keep, so
+// each is its own key (by offset).
+type jobKey struct {
+	topic     string
+	partition int32
+	key       string
+	null      bool
+	offset    int64 // only for null keys
+}
+
+// job is one record handed to a worker.
+type job struct {
+	key  jobKey
+	run  func() // handles the record and records its completion
+	next *job
+}
+
+// keyQueue holds one key's records in offset order.
+type keyQueue struct {
+	key        jobKey
+	head, tail *job
+	running    bool // a worker is on this key
+	queued     bool // the key is in the ready list
+}
+
+// scheduler runs jobs on a fixed number of workers, keeping each key's jobs
+// in order and never two of one key at once. Keys take turns: a worker runs
+// one job of a key, then puts the key at the back of the ready list, so a
+// key with many records does not starve the others.
+type scheduler struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	keys   map[jobKey]*keyQueue
+	ready  []*keyQueue
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func newScheduler(workers int) *scheduler {
+	s := &scheduler{keys: make(map[jobKey]*keyQueue)}
+	s.cond = sync.NewCond(&s.mu)
+	for range workers {
+		s.wg.Add(1)
+		go s.work()
+	}
+	return s
+}
+
+// submit queues j behind earlier jobs of its key.
+func (s *scheduler) submit(j *job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.keys[j.key]
+	if q == nil {
+		q = &keyQueue{key: j.key}
+		s.keys[j.key] = q
+	}
+	if q.tail == nil {
+		q.head, q.tail = j, j
+	} else {
+		q.tail.next, q.tail = j, j
+	}
+	if !q.running && !q.queued {
+		q.queued = true
+		s.ready = append(s.ready, q)
+		s.cond.Signal()
+	}
+}
+
+func (s *scheduler) work() {
+	defer s.wg.Done()
+	s.mu.Lock()
+	for {
+		for len(s.ready) == 0 && !s.closed {
+			s.cond.Wait()
+		}
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		q := s.ready[0]
+		s.ready[0] = nil
+		s.ready = s.ready[1:]
+		q.queued, q.running = false, true
+		j := q.head
+		q.head = j.next
+		if q.head == nil {
+			q.tail = nil
+		}
+		s.mu.Unlock()
+
+		j.run()
+
+		s.mu.Lock()
+		q.running = false
+		switch {
+		case q.head != nil:
+			q.queued = true
+			s.ready = append(s.ready, q)
+			s.cond.Signal()
+		default:
+			delete(s.keys, q.key)
+		}
+	}
+}
+
+// close stops the workers after the jobs they are running; queued jobs are
+// dropped (their records stay pending in the ledger and run again on the
+// range's next owner).
+func (s *scheduler) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	s.wg.Wait()
+}

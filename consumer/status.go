@@ -1,0 +1,94 @@
+package consumer
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Status is a snapshot of a member's state.
+type Status struct {
+	MemberID     string
+	Running      bool // has a session
+	Leader       bool
+	Generation   int64
+	Ranges       []RangeStatus
+	InFlight     int
+	Paused       bool
+	StuckKeys    []StuckRecord
+	Handled      int64 // records handled (successfully) since start
+	Failed       int64 // handler failures (each attempt)
+	Retried      int64
+	DeadLettered int64
+	Flushes      int64
+	Commits      int64 // Kafka commits made while leader
+}
+
+// RangeStatus is one owned range.
+type RangeStatus struct {
+	Topic     string
+	Partition int32
+	Lo, Hi    uint64
+	State     string
+	Watermark int64
+	Pending   int // pending offsets (in flight here, or inherited)
+	InFlight  int
+}
+
+// StuckRecord is an in-flight record that has failed or has run for longer
+// than StuckAfter.
+type StuckRecord struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       string
+	Since     time.Time
+	Attempts  int
+	LastError string
+}
+
+// StuckAfter is how long a record may run before Status lists it as stuck.
+const StuckAfter = 10 * time.Second
+
+// Status returns the member's current state.
+func (c *Consumer) Status() Status {
+	s := Status{
+		MemberID:     c.cfg.MemberID,
+		Handled:      c.metrics.handled.Load(),
+		Failed:       c.metrics.failed.Load(),
+		Retried:      c.metrics.retried.Load(),
+		DeadLettered: c.metrics.deadLettered.Load(),
+		Flushes:      c.metrics.flushes.Load(),
+		Commits:      c.metrics.commits.Load(),
+	}
+	c.mu.Lock()
+	p, sess := c.mu.p, c.mu.sess
+	c.mu.Unlock()
+	if p == nil {
+		return s
+	}
+	s.Running, s.Leader = true, sess.IsLeader()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s.Generation, s.InFlight, s.Paused = p.mu.gen, p.mu.inflight, p.mu.paused
+	for _, w := range p.mu.ranges {
+		r := w.st.Range()
+		s.Ranges = append(s.Ranges, RangeStatus{
+			Topic: w.rs.Record.Topic, Partition: w.rs.Record.Partition, Lo: r.Lo, Hi: r.Hi,
+			State: w.rs.Record.State, Watermark: w.st.Watermark(), Pending: w.st.Pending(), InFlight: p.inFlightLocked(w),
+		})
+	}
+	slices.SortFunc(s.Ranges, func(a, b RangeStatus) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Lo, b.Lo))
+	})
+	now := time.Now()
+	for t, jobs := range p.mu.jobs {
+		for o, j := range jobs {
+			if j.attempts > 0 || now.Sub(j.since) > StuckAfter {
+				s.StuckKeys = append(s.StuckKeys, StuckRecord{Topic: t.Topic, Partition: t.Partition, Offset: o, Key: string(j.key), Since: j.since, Attempts: j.attempts, LastError: j.lastErr})
+			}
+		}
+	}
+	slices.SortFunc(s.StuckKeys, func(a, b StuckRecord) int { return a.Since.Compare(b.Since) })
+	return s
+}
