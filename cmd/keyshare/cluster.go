@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/keyshare/keyshare/internal/devcluster"
+)
+
+type clusterCommand struct {
+	etcdAddr, kafkaAddr, dataDir string
+	topics                       listFlag
+}
+
+func (c *clusterCommand) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.etcdAddr, "etcd-addr", "127.0.0.1:2379", "etcd client address (host:port; port 0 picks a free one)")
+	fs.StringVar(&c.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka broker address (kfake listens on 127.0.0.1; port 0 picks a free one)")
+	fs.StringVar(&c.dataDir, "data-dir", "", "directory to persist etcd and Kafka data across restarts (default: a temporary directory, removed on exit)")
+	fs.Var(&c.topics, "topic", "topic to create, NAME:PARTITIONS (repeatable)")
+}
+
+// parseTopics reads NAME:PARTITIONS specs.
+func parseTopics(specs []string) (map[string]int32, error) {
+	out := make(map[string]int32)
+	for _, s := range specs {
+		name, n, ok := strings.Cut(s, ":")
+		p, err := strconv.Atoi(n)
+		if !ok || name == "" || err != nil || p <= 0 {
+			return nil, usageError{fmt.Errorf("--topic %q: want NAME:PARTITIONS with PARTITIONS ≥ 1, e.g. orders:3", s)}
+		}
+		out[name] = int32(p)
+	}
+	return out, nil
+}
+
+// started is a running bundled cluster.
+type started struct {
+	etcd  *devcluster.Etcd
+	kafka *kfake.Cluster
+	tmp   string
+}
+
+func (s *started) close() {
+	s.kafka.Close()
+	s.etcd.Close()
+	if s.tmp != "" {
+		_ = os.RemoveAll(s.tmp)
+	}
+}
+
+func startCluster(etcdAddr, kafkaAddr, dataDir string, topics map[string]int32) (*started, error) {
+	s := &started{}
+	if dataDir == "" {
+		tmp, err := os.MkdirTemp("", "keyshare-cluster-")
+		if err != nil {
+			return nil, err
+		}
+		dataDir, s.tmp = tmp, tmp
+	}
+	e, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: filepath.Join(dataDir, "etcd"), ClientAddr: etcdAddr})
+	if err != nil {
+		return nil, err
+	}
+	s.etcd = e
+	k, err := devcluster.StartKafka(devcluster.KafkaOptions{Addr: kafkaAddr, DataDir: filepath.Join(dataDir, "kafka"), Topics: topics})
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	s.kafka = k
+	return s, nil
+}
+
+func (c *clusterCommand) Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
+	c.flags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	topics, err := parseTopics(c.topics)
+	if err != nil {
+		return err
+	}
+	s, err := startCluster(c.etcdAddr, c.kafkaAddr, c.dataDir, topics)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	etcd, brokers := s.etcd.ClientURL(), s.kafka.ListenAddrs()[0]
+	fmt.Printf("etcd:    %s\nbrokers: %s\n", etcd, brokers)
+	for t, n := range topics {
+		fmt.Printf("topic:   %s (%d partitions)\n", t, n)
+	}
+	fmt.Printf(`
+Try next:
+  keyshare produce --brokers %[2]s --topic TOPIC --count 10000 --keys 100
+  keyshare member  --brokers %[2]s --etcd %[1]s --group demo --topic TOPIC --work 2ms
+  keyshare status  --etcd %[1]s --brokers %[2]s --group demo
+  go tool etcdctl --endpoints %[1]s get --prefix /keyshare/demo/
+
+Running until interrupted (Ctrl-C).
+`, etcd, brokers)
+	<-ctx.Done()
+	return nil
+}

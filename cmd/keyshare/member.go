@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/keyshare/keyshare/consumer"
+)
+
+type memberCommand struct {
+	brokers, etcd, group, id, work, record, dlq, logLevel string
+	topics                                                listFlag
+	concurrency, maxInFlight                              int
+	failRate                                              float64
+	ttl, drain                                            time.Duration
+}
+
+func (c *memberCommand) Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("member", flag.ContinueOnError)
+	fs.StringVar(&c.brokers, "brokers", "127.0.0.1:9092", "Kafka bootstrap servers")
+	fs.StringVar(&c.etcd, "etcd", "127.0.0.1:2379", "etcd endpoints, comma-separated")
+	fs.StringVar(&c.group, "group", "", "group name (required)")
+	fs.Var(&c.topics, "topic", "topic to consume (repeatable, at least one)")
+	fs.StringVar(&c.id, "id", "", "member id (default hostname-pid-random)")
+	fs.IntVar(&c.concurrency, "concurrency", 16, "records handled at once")
+	fs.IntVar(&c.maxInFlight, "max-in-flight", 1000, "records fetched but not finished before fetching pauses")
+	fs.StringVar(&c.work, "work", "0", "simulated work per record: a duration (5ms), uniform:MIN-MAX (uniform:0-5ms) or exp:MEAN (exp:2ms)")
+	fs.StringVar(&c.record, "record", "", "append one JSON line per handled record to this file (written before the record counts as done)")
+	fs.Float64Var(&c.failRate, "fail-rate", 0, "probability that an attempt fails (0-1)")
+	fs.StringVar(&c.dlq, "dlq", "", "dead-letter topic for records that keep failing")
+	fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "etcd session TTL")
+	fs.DurationVar(&c.drain, "drain-timeout", 30*time.Second, "how long a revoked range may take to finish")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if c.group == "" || len(c.topics) == 0 {
+		return usageError{errors.New("--group and at least one --topic are required")}
+	}
+	work, err := parseWork(c.work)
+	if err != nil {
+		return usageError{err}
+	}
+	if c.failRate < 0 || c.failRate > 1 {
+		return usageError{fmt.Errorf("--fail-rate %g: want a probability between 0 and 1", c.failRate)}
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: "keyshare", Level: hclog.LevelFromString(c.logLevel), Output: os.Stderr})
+
+	var rec *recordLog
+	if c.record != "" {
+		if rec, err = openRecordLog(c.record); err != nil {
+			return err
+		}
+		defer rec.close()
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(c.etcd, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("etcd client for %s: %w", c.etcd, err)
+	}
+	defer cli.Close()
+
+	cfg := consumer.DefaultConfig()
+	cfg.Group, cfg.Topics, cfg.MemberID = c.group, c.topics, c.id
+	cfg.Kafka = kafka.ConfigMap{"bootstrap.servers": c.brokers, "log_level": 4}
+	cfg.Concurrency, cfg.MaxInFlight = c.concurrency, c.maxInFlight
+	cfg.SessionTTL, cfg.DrainTimeout = c.ttl, c.drain
+	cfg.DeadLetterTopic = c.dlq
+	cfg.Logger = log
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
+	var self *consumer.Consumer
+	cfg.Handler = func(ctx context.Context, m *kafka.Message) error {
+		mu.Lock()
+		d, fail := work(rng), rng.Float64() < c.failRate
+		mu.Unlock()
+		if d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+		if fail {
+			return errors.New("simulated failure (--fail-rate)")
+		}
+		if rec != nil {
+			return rec.write(self.ID(), m)
+		}
+		return nil
+	}
+	self, err = consumer.New(cli, cfg)
+	if err != nil {
+		return err
+	}
+	log.Info("member starting", "id", self.ID(), "group", c.group, "topics", strings.Join(c.topics, ","))
+	return self.Run(ctx)
+}
+
+// parseWork reads a work distribution.
+func parseWork(spec string) (func(*rand.Rand) time.Duration, error) {
+	bad := fmt.Errorf("--work %q: want a duration (5ms), uniform:MIN-MAX (uniform:0-5ms) or exp:MEAN (exp:2ms)", spec)
+	kind, arg, hasKind := strings.Cut(spec, ":")
+	switch {
+	case !hasKind:
+		if spec == "0" {
+			return func(*rand.Rand) time.Duration { return 0 }, nil
+		}
+		d, err := time.ParseDuration(spec)
+		if err != nil || d < 0 {
+			return nil, bad
+		}
+		return func(*rand.Rand) time.Duration { return d }, nil
+	case kind == "uniform":
+		lo, hi, ok := strings.Cut(arg, "-")
+		if !ok {
+			return nil, bad
+		}
+		hiD, err := time.ParseDuration(hi)
+		if err != nil {
+			return nil, bad
+		}
+		// "0-5ms": the unit of the upper bound applies to a bare lower bound.
+		loD, err := time.ParseDuration(lo)
+		if err != nil {
+			f, ferr := strconv.ParseFloat(lo, 64)
+			if ferr != nil {
+				return nil, bad
+			}
+			unit := strings.TrimLeft(hi, "0123456789.")
+			u, uerr := time.ParseDuration("1" + unit)
+			if uerr != nil {
+				return nil, bad
+			}
+			loD = time.Duration(f * float64(u))
+		}
+		if loD < 0 || hiD < loD {
+			return nil, bad
+		}
+		return func(r *rand.Rand) time.Duration { return loD + time.Duration(r.Int64N(int64(hiD-loD)+1)) }, nil
+	case kind == "exp":
+		mean, err := time.ParseDuration(arg)
+		if err != nil || mean <= 0 {
+			return nil, bad
+		}
+		return func(r *rand.Rand) time.Duration { return time.Duration(r.ExpFloat64() * float64(mean)) }, nil
+	}
+	return nil, bad
+}
+
+// recordLog appends one JSON line per handled record.
+type recordLog struct {
+	mu sync.Mutex
+	f  *os.File
+	w  *bufio.Writer
+}
+
+// handledRecord is one line of a record log.
+type handledRecord struct {
+	Member    string    `json:"member"`
+	Topic     string    `json:"topic"`
+	Partition int32     `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Key       string    `json:"key"`
+	Value     string    `json:"value"`
+	Time      time.Time `json:"time"`
+}
+
+func openRecordLog(path string) (*recordLog, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("--record %s: %w", path, err)
+	}
+	return &recordLog{f: f, w: bufio.NewWriter(f)}, nil
+}
+
+// write appends the line and hands it to the OS before returning, so that a
+// record counts as done only once its side effect is in the file (a SIGKILL
+// of the process does not lose it).
+func (l *recordLog) write(member string, m *kafka.Message) error {
+	b, _ := json.Marshal(handledRecord{
+		Member: member, Topic: *m.TopicPartition.Topic, Partition: m.TopicPartition.Partition,
+		Offset: int64(m.TopicPartition.Offset), Key: string(m.Key), Value: string(m.Value), Time: time.Now().UTC(),
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.w.Write(append(b, '\n'))
+	return l.w.Flush()
+}
+
+func (l *recordLog) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.w.Flush()
+	l.f.Close()
+}

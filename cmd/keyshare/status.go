@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+type statusCommand struct {
+	etcd, brokers, group, prefix string
+	asJSON, watch                bool
+}
+
+// groupStatus is what status prints (and its JSON form).
+type groupStatus struct {
+	Group      string            `json:"group"`
+	Leader     string            `json:"leader"`
+	Generation int64             `json:"generation"`
+	Members    []coord.Member    `json:"members"`
+	Partitions []partitionStatus `json:"partitions"`
+	Problems   []string          `json:"problems,omitempty"`
+}
+
+type partitionStatus struct {
+	Topic     string        `json:"topic"`
+	Partition int32         `json:"partition"`
+	Safe      *int64        `json:"safe_watermark"`       // lowest watermark of its ranges
+	Committed *int64        `json:"committed,omitempty"`  // Kafka's committed offset for the group
+	End       *int64        `json:"end_offset,omitempty"` // Kafka's high watermark
+	Lag       *int64        `json:"lag,omitempty"`        // end − committed
+	Ranges    []rangeStatus `json:"ranges"`
+}
+
+type rangeStatus struct {
+	Lo        uint64 `json:"lo"`
+	Hi        uint64 `json:"hi"`
+	Owner     string `json:"owner"`
+	State     string `json:"state"`
+	Target    string `json:"target,omitempty"`
+	Watermark *int64 `json:"watermark"`
+	Pending   int    `json:"pending"`
+}
+
+func (c *statusCommand) Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.StringVar(&c.etcd, "etcd", "127.0.0.1:2379", "etcd endpoints, comma-separated")
+	fs.StringVar(&c.brokers, "brokers", "", "Kafka bootstrap servers, to show committed and end offsets and lag")
+	fs.StringVar(&c.group, "group", "", "group name (required)")
+	fs.StringVar(&c.prefix, "prefix", "/keyshare", "etcd prefix of all groups")
+	fs.BoolVar(&c.asJSON, "json", false, "print JSON")
+	fs.BoolVar(&c.watch, "watch", false, "refresh every second until interrupted")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if c.group == "" {
+		return usageError{fmt.Errorf("--group is required")}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(c.etcd, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	var kc *kafka.Consumer
+	if c.brokers != "" {
+		kc, err = kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": c.brokers, "group.id": c.group, "log_level": 3})
+		if err != nil {
+			return err
+		}
+		defer kc.Close()
+	}
+	for {
+		st, err := readStatus(ctx, cli, kc, keys.New(c.prefix, c.group), c.group)
+		if err != nil {
+			return err
+		}
+		if c.watch && !c.asJSON {
+			fmt.Print("\033[H\033[2J")
+		}
+		if c.asJSON {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(st); err != nil {
+				return err
+			}
+		} else {
+			printStatus(os.Stdout, st)
+		}
+		if !c.watch {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s keys.Schema, group string) (*groupStatus, error) {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	snap, err := coord.ReadSnapshot(rctx, cli, s)
+	if err != nil {
+		return nil, fmt.Errorf("%w; check --etcd", err)
+	}
+	st := &groupStatus{Group: group, Generation: snap.Generation.Generation}
+	if resp, err := cli.Get(rctx, s.Election()+"/", clientv3.WithFirstCreate()...); err == nil && len(resp.Kvs) > 0 {
+		st.Leader = string(resp.Kvs[0].Value)
+	}
+	for _, m := range snap.Members {
+		st.Members = append(st.Members, m)
+	}
+	slices.SortFunc(st.Members, func(a, b coord.Member) int { return strings.Compare(a.ID, b.ID) })
+	for _, p := range snap.Problems {
+		st.Problems = append(st.Problems, p.Error())
+	}
+	marks := snap.Watermarks()
+	byTP := snap.Partitions()
+	var tps []coord.TopicPartition
+	for tp := range byTP {
+		tps = append(tps, tp)
+	}
+	slices.SortFunc(tps, func(a, b coord.TopicPartition) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition - b.Partition)
+	})
+	for _, tp := range tps {
+		ps := partitionStatus{Topic: tp.Topic, Partition: tp.Partition}
+		if w, ok := marks[tp]; ok {
+			ps.Safe = &w
+		}
+		for _, r := range byTP[tp] {
+			rs := rangeStatus{Lo: r.Record.Lo, Hi: r.Record.Hi, Owner: r.Record.Owner, State: r.Record.State, Target: r.Record.Target, Pending: r.Entry.PendingCount()}
+			if w, ok := r.Entry.Watermark(); ok {
+				rs.Watermark = &w
+			}
+			ps.Ranges = append(ps.Ranges, rs)
+		}
+		if kc != nil {
+			topic := tp.Topic
+			if _, hi, err := kc.QueryWatermarkOffsets(topic, tp.Partition, 5000); err == nil {
+				ps.End = &hi
+			}
+			if res, err := kc.Committed([]kafka.TopicPartition{{Topic: &topic, Partition: tp.Partition}}, 5000); err == nil && len(res) == 1 && res[0].Offset >= 0 {
+				c := int64(res[0].Offset)
+				ps.Committed = &c
+			}
+			if ps.End != nil {
+				base := int64(0)
+				if ps.Committed != nil {
+					base = *ps.Committed
+				}
+				lag := *ps.End - base
+				ps.Lag = &lag
+			}
+		}
+		st.Partitions = append(st.Partitions, ps)
+	}
+	return st, nil
+}
+
+func opt(p *int64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
+}
+
+func printStatus(out io.Writer, st *groupStatus) {
+	leader := st.Leader
+	if leader == "" {
+		leader = "(none)"
+	}
+	fmt.Fprintf(out, "group %s   leader %s   generation %d   members %d\n\n", st.Group, leader, st.Generation, len(st.Members))
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tHOST\tPID\tWEIGHT\tSTARTED\tLEAVING")
+	for _, m := range st.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%v\n", m.ID, m.Host, m.PID, m.Weight, m.Started.Format(time.RFC3339), m.Leaving)
+	}
+	tw.Flush()
+	fmt.Fprintln(out)
+	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tRANGE\tSHARE\tOWNER\tSTATE\tWATERMARK\tPENDING\tSAFE\tCOMMITTED\tEND\tLAG")
+	for _, p := range st.Partitions {
+		for i, r := range p.Ranges {
+			owner := r.Owner
+			if r.Target != "" {
+				owner += " → " + r.Target
+			}
+			share := fmt.Sprintf("%5.1f%%", 100*float64(r.Hi-r.Lo)/float64(ledger.HashSpace))
+			if i == 0 {
+				fmt.Fprintf(tw, "%s/%d\t[%d,%d)\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, r.Lo, r.Hi, share, owner, r.State, opt(r.Watermark), r.Pending, opt(p.Safe), opt(p.Committed), opt(p.End), opt(p.Lag))
+			} else {
+				fmt.Fprintf(tw, "\t[%d,%d)\t%s\t%s\t%s\t%s\t%d\t\t\t\t\n", r.Lo, r.Hi, share, owner, r.State, opt(r.Watermark), r.Pending)
+			}
+		}
+	}
+	tw.Flush()
+	for _, p := range st.Problems {
+		fmt.Fprintf(out, "problem: %s\n", p)
+	}
+}
