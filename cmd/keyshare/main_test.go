@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keyshare/keyshare/testutil"
+)
+
+// bin is the keyshare binary, built once for all tests of this package.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "keyshare-bin-")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "keyshare")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	if err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run runs the binary and returns its output and exit code.
+func run(t *testing.T, timeout time.Duration, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return out.String(), code
+}
+
+func TestDemoVerifiesGuarantees(t *testing.T) {
+	out, code := run(t, 3*time.Minute, "demo", "--duration", "6s", "--records", "3000", "--keys", "100", "--work", "uniform:0-1ms")
+	t.Log(out)
+	if code != 0 {
+		t.Fatalf("demo exited %d", code)
+	}
+	for _, want := range []string{"lost               0", "order violations   0", "committed == end   true", "SIGKILL member m2", "all guarantees held"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+}
+
+func TestProduceMemberStatusEndToEnd(t *testing.T) {
+	_, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 2})
+	out, code := run(t, time.Minute, "produce", "--brokers", k.Brokers, "--topic", "orders", "--count", "500", "--keys", "20", "--quiet")
+	if code != 0 || !strings.Contains(out, "produced 500 records") {
+		t.Fatalf("produce: exit %d: %s", code, out)
+	}
+	rec := filepath.Join(t.TempDir(), "m.jsonl")
+	member := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "solo", "--record", rec, "--ttl", "2s")
+	var mout bytes.Buffer
+	member.Stdout, member.Stderr = &mout, &mout
+	if err := member.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cancel := func() { _ = member.Process.Signal(os.Interrupt) }
+	t.Cleanup(func() { _ = member.Process.Kill() })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(rec)
+		if bytes.Count(b, []byte("\n")) >= 500 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			_ = member.Wait()
+			t.Fatalf("member handled %d of 500 records; its log:\n%s", bytes.Count(b, []byte("\n")), mout.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var status string
+	for time.Now().Before(deadline) {
+		status, code = run(t, 30*time.Second, "status", "--etcd", e.Endpoints[0], "--brokers", k.Brokers, "--group", "g")
+		if code == 0 && strings.Count(status, " 0\n") >= 2 && strings.Contains(status, "leader solo") {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Log(status)
+	if !strings.Contains(status, "leader solo") || !strings.Contains(status, "orders/0") || !strings.Contains(status, "orders/1") {
+		t.Fatalf("status does not show the leader and both partitions:\n%s", status)
+	}
+	js, code := run(t, 30*time.Second, "status", "--etcd", e.Endpoints[0], "--group", "g", "--json")
+	if code != 0 || !strings.Contains(js, `"leader": "solo"`) {
+		t.Fatalf("status --json: exit %d: %s", code, js)
+	}
+	cancel()
+	if err := member.Wait(); err != nil {
+		t.Fatalf("member did not leave cleanly on SIGINT: %v\n%s", err, mout.String())
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"member", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"member", "--group", "g", "--topic", "t", "--work", "fast"}, 2, `--work "fast": want a duration`},
+		{[]string{"produce", "--topic", "t", "--zipf", "0.5"}, 2, "exponent must be greater than 1"},
+		{[]string{"cluster", "--topic", "orders"}, 2, "want NAME:PARTITIONS"},
+		{[]string{"status"}, 2, "--group is required"},
+		{[]string{"member", "--group", "g", "--topic", "t", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1"}, 1, "check that the brokers are reachable"},
+		{[]string{"produce", "--brokers", "127.0.0.1:1", "--topic", "t"}, 1, "check --brokers"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, code := run(t, time.Minute, tc.args...)
+			if code != tc.code || !strings.Contains(out, tc.want) {
+				t.Fatalf("exit %d (want %d), output:\n%s\nwant it to contain %q", code, tc.code, out, tc.want)
+			}
+		})
+	}
+	t.Run("missing topic", func(t *testing.T) {
+		k := testutil.StartKafka(t, map[string]int32{"orders": 1})
+		out, code := run(t, time.Minute, "produce", "--brokers", k.Brokers, "--topic", "missing")
+		if code != 1 || !strings.Contains(out, `topic "missing" does not exist`) {
+			t.Fatalf("exit %d: %s", code, out)
+		}
+	})
+	t.Run("port in use", func(t *testing.T) {
+		_, e := testutil.StartEtcd(t)
+		addr := strings.TrimPrefix(e.Endpoints[0], "http://")
+		out, code := run(t, time.Minute, "cluster", "--etcd-addr", addr, "--kafka-addr", "127.0.0.1:0")
+		if code != 1 || !strings.Contains(out, "port in use") {
+			t.Fatalf("exit %d: %s", code, out)
+		}
+	})
+}
