@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 )
 
 // FormatVersion is the version of the stored entry format written by this
@@ -53,7 +54,8 @@ func Decode(key string, data []byte, r HashRange) (Entry, error) {
 	if err := dec.Decode(&s); err != nil {
 		return Entry{}, &DecodeError{Key: key, Problem: "not a ledger entry: " + err.Error()}
 	}
-	if dec.More() {
+	// More would miss a stray ']' or '}'; only the end of input may follow.
+	if _, err := dec.Token(); err != io.EOF {
 		return Entry{}, &DecodeError{Key: key, Problem: "trailing data after the JSON value"}
 	}
 	if s.V != FormatVersion {

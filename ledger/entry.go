@@ -162,13 +162,15 @@ func (e Entry) Concat(o Entry) Entry {
 	return Entry{Segments: normalize(segs)}
 }
 
-// normalize merges neighbouring segments that have the same next: their
-// pending lists are disjoint (one offset is one record with one hash) or the
-// same over-approximated offsets, so the merged list is their sorted union.
+// normalize merges neighbouring segments that have the same next and the
+// same pending list. Equal lists are required: an offset pending in one part
+// only may be an over-approximation there (inherited from a split) while the
+// other part, which holds the record's hash, has completed it; merging would
+// widen the pending claim to that hash and run the record again.
 func normalize(segs []Segment) []Segment {
 	out := segs[:0:0]
 	for _, s := range segs {
-		if n := len(out); n > 0 && out[n-1].Next == s.Next && out[n-1].Hi == s.Lo {
+		if n := len(out); n > 0 && out[n-1].Next == s.Next && out[n-1].Hi == s.Lo && slices.Equal(out[n-1].Pending, s.Pending) {
 			out[n-1].Hi = s.Hi
 			out[n-1].Pending = unionSorted(out[n-1].Pending, s.Pending)
 			continue

@@ -258,13 +258,14 @@ func (st *State) Concat(o *State) (*State, error) {
 	return out, nil
 }
 
-// mergeEqual merges neighbouring segments whose next is equal, once the owner
-// has fetched past the state each part inherited.
+// mergeEqual merges neighbouring segments whose next is equal and whose
+// pending offsets merge exactly (see exactUnion), once the owner has fetched
+// past the state each part inherited.
 func (st *State) mergeEqual() {
 	out := st.segs[:1]
 	for i := 1; i < len(st.segs); i++ {
 		s, last := &st.segs[i], &out[len(out)-1]
-		if s.next != last.next {
+		if s.next != last.next || !exactUnion(&last.pending, &s.pending) {
 			out = append(out, *s)
 			continue
 		}
@@ -294,4 +295,40 @@ func (st *State) mergeEqual() {
 		last.hi, last.pending = s.hi, p
 	}
 	st.segs = out
+}
+
+// exactUnion reports whether the union of two neighbouring segments' pending
+// offsets says exactly what the two say apart. An offset in flight has a known
+// hash, so it belongs to its own part and the other part's silence about it
+// means nothing. An offset waiting in one part only is different: its hash is
+// unknown, the other part may hold that hash and have completed the record,
+// and the union would run the record again. Such segments stay apart until
+// the fetcher has delivered the offset again.
+func exactUnion(a, b *pendingSet) bool {
+	i, j := a.head, b.head
+	for {
+		for i < len(a.offs) && a.flags[i] == gone {
+			i++
+		}
+		for j < len(b.offs) && b.flags[j] == gone {
+			j++
+		}
+		switch {
+		case i == len(a.offs) && j == len(b.offs):
+			return true
+		case j == len(b.offs) || (i < len(a.offs) && a.offs[i] < b.offs[j]):
+			if a.flags[i] == waiting {
+				return false
+			}
+			i++
+		case i == len(a.offs) || b.offs[j] < a.offs[i]:
+			if b.flags[j] == waiting {
+				return false
+			}
+			j++
+		default: // in both
+			i++
+			j++
+		}
+	}
 }
