@@ -6,7 +6,7 @@ GO        ?= go
 PKGS      := ./...
 BIN       := bin/keyshare
 # The whole suite must stay well under CI's limit on 2 cores with -race.
-TESTFLAGS ?= -race -count=1 -timeout 9m
+TESTFLAGS ?= -race -count=1 -p 1 -timeout 9m
 FUZZTIME  ?= 30s
 
 .PHONY: all build test demo bench fuzz lint tidy clean chaos

@@ -136,9 +136,9 @@ func TestJoinAssignsAndLeaderMoves(t *testing.T) {
 	cli, e := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": 3}
 	a, _ := join(t, e.Endpoints, testConfig(t, "a", counts))
-	waitFor(t, "a leads", 10*time.Second, a.IsLeader)
+	waitFor(t, "a leads", 30*time.Second, a.IsLeader)
 	b, bcli := join(t, e.Endpoints, testConfig(t, "b", counts))
-	waitFor(t, "both own ranges", 10*time.Second, func() bool {
+	waitFor(t, "both own ranges", 30*time.Second, func() bool {
 		snap := snapshot(t, cli)
 		return settled(snap) && len(snap.Owned("a")) > 0 && len(snap.Owned("b")) > 0
 	})
@@ -151,8 +151,8 @@ func TestJoinAssignsAndLeaderMoves(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b leads", 10*time.Second, b.IsLeader)
-	waitFor(t, "b owns everything", 10*time.Second, func() bool {
+	waitFor(t, "b leads", 30*time.Second, b.IsLeader)
+	waitFor(t, "b owns everything", 30*time.Second, func() bool {
 		snap := snapshot(t, cli)
 		return settled(snap) && len(snap.Owned("b")) == len(snap.Ranges)
 	})
@@ -176,13 +176,13 @@ func TestJoinAssignsAndLeaderMoves(t *testing.T) {
 	if _, err := cli.Revoke(t.Context(), bLease); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b's session ends", 10*time.Second, func() bool { return b.Ctx().Err() != nil })
+	waitFor(t, "b's session ends", 30*time.Second, func() bool { return b.Ctx().Err() != nil })
 	if !errors.Is(context.Cause(b.Ctx()), coord.ErrSessionLost) {
 		t.Fatalf("b's session ended with %v, want ErrSessionLost", context.Cause(b.Ctx()))
 	}
 	waitFor(t, "b stops leading", 5*time.Second, func() bool { return !b.IsLeader() })
-	waitFor(t, "c leads", 10*time.Second, c.IsLeader)
-	waitFor(t, "c owns everything", 10*time.Second, func() bool {
+	waitFor(t, "c leads", 30*time.Second, c.IsLeader)
+	waitFor(t, "c owns everything", 30*time.Second, func() bool {
 		snap := snapshot(t, cli)
 		return settled(snap) && len(snap.Owned("c")) == len(snap.Ranges)
 	})
@@ -350,10 +350,10 @@ func TestTwoPhaseHandoff(t *testing.T) {
 		return s
 	}
 	start("a")
-	waitFor(t, "a owns", 10*time.Second, func() bool { return settled(snapshot(t, cli)) })
+	waitFor(t, "a owns", 30*time.Second, func() bool { return settled(snapshot(t, cli)) })
 	revBefore := make(map[string]int64)
 	start("b")
-	waitFor(t, "a and b settle", 15*time.Second, func() bool {
+	waitFor(t, "a and b settle", 30*time.Second, func() bool {
 		snap := snapshot(t, cli)
 		return settled(snap) && len(snap.Owned("b")) > 0
 	})
@@ -361,7 +361,7 @@ func TestTwoPhaseHandoff(t *testing.T) {
 		revBefore[r.Key] = r.Rev
 	}
 	start("c")
-	waitFor(t, "a, b and c settle", 15*time.Second, func() bool {
+	waitFor(t, "a, b and c settle", 30*time.Second, func() bool {
 		snap := snapshot(t, cli)
 		return settled(snap) && len(snap.Owned("c")) > 0
 	})
@@ -406,7 +406,7 @@ func TestExpiredOwnerCannotWrite(t *testing.T) {
 	counts := map[string]int32{"t": 1}
 	a, acli := join(t, e.Endpoints, testConfig(t, "a", counts))
 	var asg coord.Assignment
-	waitFor(t, "a owns a range", 10*time.Second, func() bool {
+	waitFor(t, "a owns a range", 30*time.Second, func() bool {
 		select {
 		case asg = <-a.Updates():
 		default:
@@ -444,7 +444,7 @@ func TestMalformedAssignmentRepaired(t *testing.T) {
 	cli, e := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": 2}
 	join(t, e.Endpoints, testConfig(t, "a", counts))
-	waitFor(t, "assigned", 10*time.Second, func() bool { return settled(snapshot(t, cli)) })
+	waitFor(t, "assigned", 30*time.Second, func() bool { return settled(snapshot(t, cli)) })
 	genBefore := snapshot(t, cli).Generation.Generation
 	if _, err := cli.Put(t.Context(), "/keyshare/g/ranges/t/00000/0000000000", "{not json"); err != nil {
 		t.Fatal(err)
@@ -462,7 +462,7 @@ func TestMalformedAssignmentRepaired(t *testing.T) {
 			t.Fatalf("problem %q does not name the key", p)
 		}
 	}
-	waitFor(t, "repaired", 10*time.Second, func() bool {
+	waitFor(t, "repaired", 30*time.Second, func() bool {
 		snap := snapshot(t, cli)
 		return len(snap.Problems) == 0 && settled(snap) && snap.Generation.Generation > genBefore
 	})
