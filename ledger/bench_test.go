@@ -36,6 +36,24 @@ func BenchmarkObserveComplete(b *testing.B) {
 		}
 		b.ReportMetric(float64(st.Pending()), "pending")
 	})
+	b.Run("window64", func(b *testing.B) {
+		// 64 records in flight, each completed 64 records after it was
+		// observed: the set is never empty and its front moves on
+		// every completion.
+		const window = 64
+		st := benchState(b)
+		b.ReportAllocs()
+		for i := range b.N {
+			o, h := int64(i), keyHashes[i%len(keyHashes)]
+			observe(b, st, o, h)
+			if j := i - window; j >= 0 {
+				if err := st.Complete(int64(j), keyHashes[j%len(keyHashes)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(st.Pending()), "pending")
+	})
 	b.Run("stuck1pct", func(b *testing.B) {
 		// One record in 100 stays pending for the next 10,000 records,
 		// then completes: about 100 offsets pending at any time, the

@@ -2,8 +2,11 @@ package ledger_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 
 	"github.com/keyshare/keyshare/ledger"
 )
@@ -164,6 +167,79 @@ func FuzzDecode(f *testing.F) {
 			// An accepted entry must start a state.
 			if _, err := ledger.NewState(r, e, 0); err != nil {
 				t.Fatalf("NewState(%s, %v) of a decoded entry: %v", r, e, err)
+			}
+		}
+	})
+}
+
+// genEntry draws a valid entry for a random range.
+func genEntry(t *rapid.T) (ledger.HashRange, ledger.Entry) {
+	lo := rapid.Uint64Range(0, top-1).Draw(t, "lo")
+	hi := rapid.Uint64Range(lo+1, top).Draw(t, "hi")
+	r := hr(lo, hi)
+	if rapid.IntRange(0, 9).Draw(t, "no state") == 0 {
+		return r, ledger.Entry{}
+	}
+	cuts := []uint64{lo, hi}
+	for range rapid.IntRange(0, 4).Draw(t, "cuts") {
+		cuts = append(cuts, rapid.Uint64Range(lo, hi).Draw(t, "cut"))
+	}
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	var e ledger.Entry
+	for i := 1; i < len(cuts); i++ {
+		next := rapid.OneOf(rapid.Int64Range(0, 1000), rapid.Int64Range(0, 1<<63-1)).Draw(t, "next")
+		var pending []int64
+		if next > 0 {
+			pending = rapid.SliceOfNDistinct(rapid.Int64Range(0, next-1), 0, 20, rapid.ID).Draw(t, "pending")
+			slices.Sort(pending)
+		}
+		e.Segments = append(e.Segments, ledger.Segment{Lo: cuts[i-1], Hi: cuts[i], Next: next, Pending: pending})
+	}
+	return r, e
+}
+
+// TestEntryProperties checks the codec and Clip/Concat on random valid
+// entries.
+func TestEntryProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r, e := genEntry(t)
+		if err := e.Validate(r); err != nil {
+			t.Fatalf("generated an invalid entry %v for %s: %v", e, r, err)
+		}
+		enc := ledger.Encode(e)
+		d, err := ledger.Decode("k", enc, r)
+		if err != nil || !entriesEqual(d, e) {
+			t.Fatalf("Decode(Encode(%v)) = %v, %v (encoded %s)", e, d, err, enc)
+		}
+		if !e.Initialized() || r.Len() < 2 {
+			return
+		}
+		// Cut anywhere and join again: the same records are done.
+		c := rapid.Uint64Range(r.Lo+1, r.Hi-1).Draw(t, "split at")
+		a, b := e.Clip(hr(r.Lo, c)), e.Clip(hr(c, r.Hi))
+		if err := a.Validate(hr(r.Lo, c)); err != nil {
+			t.Fatalf("Clip: %v", err)
+		}
+		if err := b.Validate(hr(c, r.Hi)); err != nil {
+			t.Fatalf("Clip: %v", err)
+		}
+		j := a.Concat(b)
+		if err := j.Validate(r); err != nil {
+			t.Fatalf("Concat(%v, %v) = %v: %v", a, b, j, err)
+		}
+		if len(j.Segments) > len(e.Segments) {
+			t.Fatalf("Concat of the halves of %v has more segments: %v", e, j)
+		}
+		for range 20 {
+			h := uint32(rapid.Uint64Range(r.Lo, r.Hi-1).Draw(t, "probe hash"))
+			s := e.Segments[slices.IndexFunc(e.Segments, func(s ledger.Segment) bool { return s.Range().Contains(h) })]
+			o := rapid.Int64Range(0, s.Next).Draw(t, "probe offset")
+			if got, want := j.Done(o, h), e.Done(o, h); got != want {
+				t.Fatalf("record %d (hash %d): done=%v after split and join, %v before (%v → %v)", o, h, got, want, e, j)
+			}
+			if got, want := e.Clip(hr(uint64(h), uint64(h)+1)).Done(o, h), e.Done(o, h); got != want {
+				t.Fatalf("record %d (hash %d): done=%v in a one-hash clip, %v in %v", o, h, got, want, e)
 			}
 		}
 	})

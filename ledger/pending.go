@@ -13,10 +13,10 @@ const (
 // ascending order (the fetcher delivers a partition in order, and a new
 // pending offset is always at or above next, above every offset already
 // here), so adding is an append. Removal marks a tombstone; the front is
-// trimmed at once and the middle is compacted when tombstones outnumber live
-// entries, so memory stays within about twice the live count and every
-// operation is amortized O(1) or O(log n). The slices are reused, so the
-// steady path does not allocate.
+// trimmed at once and the slices are compacted when tombstones (trimmed or
+// not) outnumber live entries, so memory stays within about twice the live
+// count and every operation is amortized O(1) or O(log n). The slices are
+// reused, so the steady path does not allocate.
 type pendingSet struct {
 	offs   []int64
 	flags  []uint8
@@ -67,7 +67,7 @@ func (p *pendingSet) remove(o int64) bool {
 	switch {
 	case p.live == 0:
 		p.offs, p.flags, p.hashes, p.head = p.offs[:0], p.flags[:0], p.hashes[:0], 0
-	case len(p.offs)-p.head > 2*p.live+64:
+	case len(p.offs) > 2*p.live+64: // counting the trimmed front, which append would otherwise keep forever
 		p.compact()
 	}
 	return true

@@ -24,8 +24,8 @@ func d(o int64) pendingEntry { return pendingEntry{o, dispatched, uint32(o)} }
 // checkBound fails if tombstones outgrow the live entries (see pendingSet).
 func checkBound(t *testing.T, p *pendingSet) {
 	t.Helper()
-	if n := len(p.offs) - p.head; n > 2*p.live+64 {
-		t.Fatalf("%d slots after head for %d live offsets: compaction did not run", n, p.live)
+	if n := len(p.offs); n > 2*p.live+64 {
+		t.Fatalf("%d slots (head %d) for %d live offsets: compaction did not run", n, p.head, p.live)
 	}
 	if p.head > len(p.offs) || (p.head < len(p.offs) && p.flags[p.head] == gone) {
 		t.Fatalf("head %d of %d does not point at a live entry", p.head, len(p.offs))
@@ -142,6 +142,29 @@ func TestPendingSet(t *testing.T) {
 			t.Fatalf("hash of 1000 after compaction = %d", p.hashes[i])
 		}
 	})
+	t.Run("memory stays bounded under a sliding window", func(t *testing.T) {
+		// The usual pattern: a steady number of records in flight,
+		// completed oldest first, so the set is never empty and the
+		// front is trimmed on every removal. The trimmed slots must be
+		// reclaimed too.
+		var p pendingSet
+		const window = 64
+		for o := range int64(100_000) {
+			p.add(o, dispatched, uint32(o))
+			if o >= window {
+				if !p.remove(o - window) {
+					t.Fatalf("remove(%d) = false", o-window)
+				}
+			}
+			checkBound(t, &p)
+		}
+		if p.live != window || cap(p.offs) > 4*(2*window+64) {
+			t.Fatalf("live %d, capacity %d after 100,000 records through a window of %d", p.live, cap(p.offs), window)
+		}
+		if m, _ := p.min(); m != 100_000-window {
+			t.Fatalf("min = %d", m)
+		}
+	})
 	t.Run("filter copies", func(t *testing.T) {
 		p := pendingOf(t, w(1), d(2), w(3), d(4))
 		c := p.filter(func(_ int64, f uint8, _ uint32) bool { return f == waiting })
@@ -185,8 +208,8 @@ func TestPendingSetModel(t *testing.T) {
 				rt.Fatalf("remove(%d) = %v, want %v", o, got, in)
 			}
 			delete(model, o)
-			if n := len(p.offs) - p.head; n > 2*p.live+64 {
-				rt.Fatalf("%d slots after head for %d live offsets", n, p.live)
+			if n := len(p.offs); n > 2*p.live+64 {
+				rt.Fatalf("%d slots (head %d) for %d live offsets", n, p.head, p.live)
 			}
 		}
 		var want []int64

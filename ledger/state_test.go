@@ -416,6 +416,27 @@ func TestStateConcat(t *testing.T) {
 	})
 }
 
+func TestDispatched(t *testing.T) {
+	st := newState(t, r, entry(seg(100, 200, 10, 3, 5)), 0)
+	for _, tc := range []struct {
+		step step
+		want int // in flight after the step
+	}{
+		{obs(3, in, ledger.Run), 1},      // inherited, now run here
+		{obs(5, out, ledger.Pass), 1},    // inherited, dropped
+		{obs(10, in, ledger.Run), 2},     // new
+		{obs(3, in, ledger.InFlight), 2}, // re-delivered
+		{fin(3, in), 1},
+		{obs(11, out, ledger.Pass), 1},
+		{fin(10, in), 0},
+	} {
+		run(t, st, tc.step)
+		if got := st.Dispatched(); got != tc.want {
+			t.Fatalf("after %+v: Dispatched() = %d, want %d (pending %d)", tc.step, got, tc.want, st.Pending())
+		}
+	}
+}
+
 func TestVerdictString(t *testing.T) {
 	for v, want := range map[ledger.Verdict]string{
 		ledger.Run: "run", ledger.Skip: "skip", ledger.InFlight: "in-flight", ledger.Pass: "pass", 0: "Verdict(0)", 9: "Verdict(9)",
