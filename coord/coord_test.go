@@ -1,6 +1,7 @@
 package coord_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
+	"io"
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/keys"
@@ -443,7 +446,10 @@ func TestExpiredOwnerCannotWrite(t *testing.T) {
 func TestMalformedAssignmentRepaired(t *testing.T) {
 	cli, e := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": 2}
-	join(t, e.Endpoints, testConfig(t, "a", counts))
+	cfg := testConfig(t, "a", counts)
+	logs := &syncBuffer{}
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info})
+	join(t, e.Endpoints, cfg)
 	waitFor(t, "assigned", 30*time.Second, func() bool { return settled(snapshot(t, cli)) })
 	genBefore := snapshot(t, cli).Generation.Generation
 	if _, err := cli.Put(t.Context(), "/keyshare/g/ranges/t/00000/0000000000", "{not json"); err != nil {
@@ -452,19 +458,41 @@ func TestMalformedAssignmentRepaired(t *testing.T) {
 	if _, err := cli.Put(t.Context(), "/keyshare/g/ledger/t/00001/0000000000", `{"v":1,"segments":[{"lo":0,"hi":4294967296,"next":5,"pending":[7]}]}`); err != nil {
 		t.Fatal(err)
 	}
-	snap := snapshot(t, cli)
-	if len(snap.Problems) == 0 {
-		t.Fatal("garbage not reported")
-	}
-	for _, p := range snap.Problems {
-		t.Log(p)
-		if !strings.Contains(p.Error(), "/keyshare/g/") {
-			t.Fatalf("problem %q does not name the key", p)
-		}
-	}
+	// The leader reports each damaged value, naming its key.
+	waitFor(t, "the leader to report both values", 30*time.Second, func() bool {
+		l := logs.String()
+		return strings.Contains(l, `bad value at \"/keyshare/g/ranges/t/00000/0000000000\"`) &&
+			strings.Contains(l, `bad entry at \"/keyshare/g/ledger/t/00001/0000000000\": segment 0: pending offset 7 is not below next 5`)
+	})
 	waitFor(t, "repaired", 30*time.Second, func() bool {
 		snap := snapshot(t, cli)
 		return len(snap.Problems) == 0 && settled(snap) && snap.Generation.Generation > genBefore
 	})
 	checkCoverage(t, snapshot(t, cli), counts)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// testLogWriter passes log lines to t.Log.
+type testLogWriter struct{ t *testing.T }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }

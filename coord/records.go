@@ -1,12 +1,12 @@
 package coord
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/internal/strictjson"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -92,13 +92,8 @@ func mustJSON(v any) string {
 // decodeStrict decodes one JSON value with no unknown fields and checks its
 // version.
 func decodeStrict(key string, data []byte, v any, version func() int) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := strictjson.Decode(data, v); err != nil {
 		return &BadValueError{Key: key, Problem: err.Error()}
-	}
-	if dec.More() {
-		return &BadValueError{Key: key, Problem: "trailing data after the JSON value"}
 	}
 	if got := version(); got != recordVersion {
 		return &BadValueError{Key: key, Problem: fmt.Sprintf("format version %d, this build reads version %d", got, recordVersion)}

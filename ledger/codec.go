@@ -1,10 +1,10 @@
 package ledger
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
+
+	"github.com/keyshare/keyshare/internal/strictjson"
 )
 
 // FormatVersion is the version of the stored entry format written by this
@@ -48,15 +48,9 @@ func Encode(e Entry) []byte {
 // offsets, pending offsets at or above next, and segments that do not cover r
 // are all errors naming the key.
 func Decode(key string, data []byte, r HashRange) (Entry, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var s stored
-	if err := dec.Decode(&s); err != nil {
+	if err := strictjson.Decode(data, &s); err != nil {
 		return Entry{}, &DecodeError{Key: key, Problem: "not a ledger entry: " + err.Error()}
-	}
-	// More would miss a stray ']' or '}'; only the end of input may follow.
-	if _, err := dec.Token(); err != io.EOF {
-		return Entry{}, &DecodeError{Key: key, Problem: "trailing data after the JSON value"}
 	}
 	if s.V != FormatVersion {
 		return Entry{}, &DecodeError{Key: key, Problem: fmt.Sprintf("format version %d, this build reads version %d", s.V, FormatVersion)}

@@ -88,6 +88,9 @@ func ParseRangeKey(prefix, key string) (topic string, partition int32, lo uint64
 	if err != nil || l >= 1<<32 {
 		return "", 0, 0, fmt.Errorf("key %q: bad range start %q", key, parts[2])
 	}
+	if key != fmt.Sprintf("%s%s/%05d/%010d", prefix, parts[0], p, l) {
+		return "", 0, 0, fmt.Errorf("key %q: partition and range start must be written as %%05d and %%010d", key)
+	}
 	return parts[0], int32(p), l, nil
 }
 
@@ -99,8 +102,8 @@ func ParseCommitKey(prefix, key string) (topic string, partition int32, err erro
 	}
 	t, ps, ok := strings.Cut(rest, "/")
 	p, perr := strconv.ParseInt(ps, 10, 32)
-	if !ok || t == "" || perr != nil || p < 0 {
-		return "", 0, fmt.Errorf("key %q: want %s<topic>/<partition>", key, prefix)
+	if !ok || t == "" || perr != nil || p < 0 || ps != fmt.Sprintf("%05d", p) {
+		return "", 0, fmt.Errorf("key %q: want %s<topic>/<partition> with the partition as %%05d", key, prefix)
 	}
 	return t, int32(p), nil
 }
