@@ -23,7 +23,8 @@ const (
 // process runs the handler on m with retries. It returns nil when the record
 // is done (handled, or written to the dead-letter topic) and ctx's error if
 // the member must stop working on it. mu guards j's retry fields.
-func (c *Consumer) process(ctx context.Context, m *kafka.Message, j *inflightJob, mu *sync.Mutex) error {
+func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
+	m := j.m
 	backoff := c.cfg.Retry.Backoff
 	for attempt := 1; ; attempt++ {
 		err := c.call(ctx, m)

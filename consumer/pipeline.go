@@ -30,17 +30,6 @@ type owned struct {
 
 func (o *owned) tp() tp { return o.rs.TP() }
 
-// inflightJob is a record handed to the scheduler and not yet finished.
-type inflightJob struct {
-	h      uint32
-	cancel context.CancelFunc
-	since  time.Time
-	key    []byte
-	// attempts and lastErr are set by the worker while retrying.
-	attempts int
-	lastErr  string
-}
-
 // pipeline is a member's data path for one etcd session: fetch, filter,
 // dispatch, complete, flush. When the session ends the whole pipeline is
 // thrown away; the next session starts from etcd.
@@ -68,7 +57,7 @@ type pipeline struct {
 		paused     bool
 		fetching   bool // false once leaving: no new records
 		inflight   int
-		jobs       map[tp]map[int64]*inflightJob
+		jobs       map[tp]map[int64]*job
 		pendingAll int
 	}
 }
@@ -86,9 +75,9 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 	p.mu.byTP = make(map[tp][]*owned)
 	p.mu.assigned = make(map[tp]bool)
 	p.mu.pos = make(map[tp]int64)
-	p.mu.jobs = make(map[tp]map[int64]*inflightJob)
+	p.mu.jobs = make(map[tp]map[int64]*job)
 	p.mu.fetching = true
-	p.sched = newScheduler(c.cfg.Concurrency)
+	p.sched = newScheduler(c.cfg.Concurrency, p.runJob)
 	return p
 }
 
@@ -188,32 +177,35 @@ func (p *pipeline) handle(m *kafka.Message) {
 }
 
 func (p *pipeline) dispatchLocked(t tp, m *kafka.Message, o int64, h uint32) {
-	jctx, cancel := context.WithCancel(p.ctx)
-	j := &inflightJob{h: h, cancel: cancel, since: time.Now(), key: m.Key}
-	if p.mu.jobs[t] == nil {
-		p.mu.jobs[t] = make(map[int64]*inflightJob)
-	}
-	p.mu.jobs[t][o] = j
-	p.mu.inflight++
-	k := jobKey{topic: t.Topic, partition: t.Partition}
+	ctx, cancel := context.WithCancel(p.ctx)
+	j := &job{t: t, o: o, h: h, m: m, ctx: ctx, cancel: cancel, since: time.Now()}
+	j.key = jobKey{topic: t.Topic, partition: t.Partition}
 	if m.Key == nil {
-		k.null, k.offset = true, o
+		j.key.null, j.key.offset = true, o
 	} else {
-		k.key = string(m.Key)
+		j.key.key = string(m.Key)
 	}
-	p.sched.submit(&job{key: k, run: func() {
-		defer cancel()
-		if jctx.Err() == nil {
-			if err := p.c.process(jctx, m, j, &p.mu.Mutex); err != nil {
-				// Cancelled: the record stays pending for the next owner.
-				p.finish(t, o, h, false)
-				return
-			}
-			p.finish(t, o, h, true)
-			return
-		}
-		p.finish(t, o, h, false)
-	}})
+	jobs := p.mu.jobs[t]
+	if jobs == nil {
+		jobs = make(map[int64]*job)
+		p.mu.jobs[t] = jobs
+	}
+	jobs[o] = j
+	p.mu.inflight++
+	p.sched.submit(j)
+}
+
+// runJob runs on a worker: it handles the record (unless its range was
+// dropped meanwhile) and records the outcome.
+func (p *pipeline) runJob(j *job) {
+	defer j.cancel()
+	done := false
+	if j.ctx.Err() == nil {
+		// An error here means the context ended: the record stays
+		// pending for the range's next owner.
+		done = p.c.process(j.ctx, j, &p.mu.Mutex) == nil
+	}
+	p.finish(j.t, j.o, j.h, done)
 }
 
 // finish records that a dispatched record is done (or abandoned).

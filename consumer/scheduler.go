@@ -1,7 +1,11 @@
 package consumer
 
 import (
+	"context"
 	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
 
 // jobKey identifies the records that must run one at a time, in order: one
@@ -15,11 +19,22 @@ type jobKey struct {
 	offset    int64 // only for null keys
 }
 
-// job is one record handed to a worker.
+// job is one record handed to a worker and not yet finished.
 type job struct {
 	key  jobKey
-	run  func() // handles the record and records its completion
-	next *job
+	next *job // the key's next record
+
+	t      tp
+	o      int64
+	h      uint32
+	m      *kafka.Message
+	ctx    context.Context // ends if the member must stop working on the record
+	cancel context.CancelFunc
+	since  time.Time
+	// attempts and lastErr are set by the worker while retrying (under the
+	// pipeline's lock).
+	attempts int
+	lastErr  string
 }
 
 // keyQueue holds one key's records in offset order.
@@ -40,11 +55,13 @@ type scheduler struct {
 	keys   map[jobKey]*keyQueue
 	ready  []*keyQueue
 	closed bool
+	run    func(*job)
 	wg     sync.WaitGroup
 }
 
-func newScheduler(workers int) *scheduler {
-	s := &scheduler{keys: make(map[jobKey]*keyQueue)}
+// newScheduler starts workers that call run for each job.
+func newScheduler(workers int, run func(*job)) *scheduler {
+	s := &scheduler{keys: make(map[jobKey]*keyQueue), run: run}
 	s.cond = sync.NewCond(&s.mu)
 	for range workers {
 		s.wg.Add(1)
@@ -96,7 +113,7 @@ func (s *scheduler) work() {
 		}
 		s.mu.Unlock()
 
-		j.run()
+		s.run(j)
 
 		s.mu.Lock()
 		q.running = false

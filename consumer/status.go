@@ -85,7 +85,7 @@ func (c *Consumer) Status() Status {
 	for t, jobs := range p.mu.jobs {
 		for o, j := range jobs {
 			if j.attempts > 0 || now.Sub(j.since) > StuckAfter {
-				s.StuckKeys = append(s.StuckKeys, StuckRecord{Topic: t.Topic, Partition: t.Partition, Offset: o, Key: string(j.key), Since: j.since, Attempts: j.attempts, LastError: j.lastErr})
+				s.StuckKeys = append(s.StuckKeys, StuckRecord{Topic: t.Topic, Partition: t.Partition, Offset: o, Key: string(j.m.Key), Since: j.since, Attempts: j.attempts, LastError: j.lastErr})
 			}
 		}
 	}
