@@ -72,6 +72,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	etcdURL, brokers := cl.etcd.ClientURL(), cl.kafka.ListenAddrs()[0]
 	fmt.Printf("etcd %s, brokers %s, topic %s with %d partitions\n\n", etcdURL, brokers, demoTopic, c.parts)
 
+	view := newLiveView(dir)
 	procs := make(map[string]*exec.Cmd)
 	start := func(id string) error {
 		cmd := exec.Command(self, "member", "--brokers", brokers, "--etcd", etcdURL, "--group", demoGroup, "--topic", demoTopic,
@@ -85,7 +86,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 		procs[id] = cmd
-		fmt.Printf("%s  started member %s (pid %d)\n", stamp(), id, cmd.Process.Pid)
+		view.event("started member %s (pid %d)", id, cmd.Process.Pid)
 		return nil
 	}
 	defer func() {
@@ -132,7 +133,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 				return fmt.Errorf("producer: %w", err)
 			}
 			produced = true
-			fmt.Printf("%s  producer finished: %d records\n", stamp(), c.records)
+			view.event("producer finished: %d records", c.records)
 		case <-tick.C:
 		}
 		el := time.Since(began)
@@ -142,7 +143,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 			_ = procs[victim].Process.Signal(syscall.SIGKILL)
 			_ = procs[victim].Wait()
 			delete(procs, victim)
-			fmt.Printf("%s  SIGKILL member %s: its ranges fail over when its lease (2s) expires\n", stamp(), victim)
+			view.event("SIGKILL member %s: its ranges fail over when its lease (2s) expires", victim)
 		}
 		if !added && el > c.duration*55/100 {
 			added = true
@@ -152,7 +153,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		}
 		st, err := readStatus(ctx, cli, kc, keys.New("/keyshare", demoGroup), demoGroup)
 		if err != nil {
-			fmt.Printf("%s  status: %v\n", stamp(), err)
+			view.event("status: %v", err)
 			continue
 		}
 		var committed, end int64
@@ -168,13 +169,12 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 				done = false
 			}
 		}
-		fmt.Printf("%s  members %d  leader %-3s  gen %-3d  end %6d  committed %6d  lag %6d  %s\n",
-			stamp(), len(st.Members), st.Leader, st.Generation, end, committed, end-committed, owners(st))
+		view.frame(st, end, committed)
 		if done {
 			break
 		}
 		if time.Now().After(deadline) {
-			fmt.Printf("%s  gave up waiting for the committed offset to reach the end\n", stamp())
+			view.event("gave up waiting for the committed offset to reach the end")
 			break
 		}
 	}
