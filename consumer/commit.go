@@ -23,6 +23,11 @@ func (c *Consumer) commitLoop(ctx context.Context, l *coord.Leader) {
 	var known map[tp]bool
 	t := time.NewTicker(c.cfg.CommitInterval)
 	defer t.Stop()
+	defer func() {
+		c.mu.Lock()
+		c.mu.partitions = nil // only the leader knows these
+		c.mu.Unlock()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -70,7 +75,24 @@ func (c *Consumer) commitLoop(ctx context.Context, l *coord.Leader) {
 			c.metrics.commits.Add(1)
 			log.Debug("committed", "topic", part.Topic, "partition", part.Partition, "offset", w)
 		}
+		c.updatePartitionGauges(marks, kafkaAt)
 	}
+}
+
+// updatePartitionGauges records each partition's end offset, safe watermark
+// and committed offset for the metrics.
+func (c *Consumer) updatePartitionGauges(marks map[tp]int64, committed map[tp]int64) {
+	g := make(map[tp]partitionGauges, len(marks))
+	for part, w := range marks {
+		_, end, err := c.kc.QueryWatermarkOffsets(part.Topic, part.Partition, 2000)
+		if err != nil {
+			continue
+		}
+		g[part] = partitionGauges{end: end, safe: w, committed: committed[part]}
+	}
+	c.mu.Lock()
+	c.mu.partitions = g
+	c.mu.Unlock()
 }
 
 // kafkaCommitted reads the group's committed offset of a partition (-1 if

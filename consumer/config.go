@@ -88,6 +88,15 @@ type Config struct {
 	RebalanceDebounce time.Duration
 	// StartTimeout bounds the first contact with etcd and Kafka. Default 10 s.
 	StartTimeout time.Duration
+	// StuckTimeout: a range whose watermark has not moved for this long
+	// while later records are done or waiting is reported as stuck (a
+	// warning naming the record, a metric, a line in keyshare status).
+	// Default 30 s.
+	StuckTimeout time.Duration
+	// MetricsAddr, if set, is the host:port where Run serves /metrics
+	// (Prometheus), /healthz and /readyz. Default "" (none; a service can
+	// serve Handler() itself).
+	MetricsAddr string
 
 	// Logger receives the consumer's and librdkafka's logs. Default: none.
 	Logger hclog.Logger
@@ -111,6 +120,7 @@ func DefaultConfig() Config {
 		DrainTimeout:      cc.DrainTimeout,
 		RebalanceDebounce: cc.Debounce,
 		StartTimeout:      cc.StartTimeout,
+		StuckTimeout:      30 * time.Second,
 	}
 }
 
@@ -173,6 +183,8 @@ func (c Config) Validate() error {
 		return configErr("FlushInterval %s must be positive (default 500ms)", c.FlushInterval)
 	case c.CommitInterval <= 0:
 		return configErr("CommitInterval %s must be positive (default 1s)", c.CommitInterval)
+	case c.StuckTimeout <= 0:
+		return configErr("StuckTimeout %s must be positive (default 30s)", c.StuckTimeout)
 	case c.Retry.MaxAttempts <= 0:
 		return configErr("Retry.MaxAttempts %d must be at least 1 (default 3)", c.Retry.MaxAttempts)
 	case c.Retry.Backoff < 0 || c.Retry.MaxBackoff < c.Retry.Backoff:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
@@ -31,13 +32,19 @@ type Consumer struct {
 	metrics struct {
 		handled, failed, retried, deadLettered, flushes, commits atomic.Int64
 	}
+	registry                     *prometheus.Registry
+	flushSeconds, handoffSeconds prometheus.Histogram
 
 	mu struct {
 		sync.Mutex
 		p       *pipeline // the current session's pipeline
 		sess    *coord.Session
 		running bool
+		stopped bool // Run has returned
 		closed  bool
+		// partitions is what the leader last learned (for metrics).
+		partitions  map[tp]partitionGauges
+		metricsAddr string
 	}
 }
 
@@ -55,7 +62,9 @@ func New(cli *clientv3.Client, cfg Config) (*Consumer, error) {
 	if cfg.MemberID == "" {
 		cfg.MemberID = coord.DefaultMemberID()
 	}
-	return &Consumer{cli: cli, cfg: cfg, log: cfg.Logger.Named("consumer")}, nil
+	c := &Consumer{cli: cli, cfg: cfg, log: cfg.Logger.Named("consumer")}
+	c.registry = c.newRegistry()
+	return c, nil
 }
 
 // ID is the member id.
@@ -75,7 +84,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	c.mu.running = true
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.mu.stopped = true
+		c.mu.Unlock()
+	}()
 
+	if c.cfg.MetricsAddr != "" {
+		stop, err := c.serveMetrics(ctx)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if err := c.openKafka(ctx); err != nil {
 		return err
 	}
@@ -124,6 +145,7 @@ func (c *Consumer) serve(ctx context.Context, sess *coord.Session) error {
 	fetchErr := make(chan error, 1)
 	p.goFunc(func() { fetchErr <- p.fetchLoop() })
 	p.goFunc(p.flushLoop)
+	p.goFunc(p.watchStuck)
 
 	var err error
 	select {

@@ -26,6 +26,11 @@ type owned struct {
 	dirty    bool   // never written since acquired
 	revoking bool
 	draining bool // a drainer goroutine is releasing it
+
+	// Stuck detection (stuck.go).
+	lastWM  int64
+	wmSince time.Time
+	stuck   bool
 }
 
 func (o *owned) tp() tp { return o.rs.TP() }
@@ -485,6 +490,9 @@ func (p *pipeline) drain(w *owned) {
 
 	for p.ctx.Err() == nil {
 		err := p.sess.Release(p.ctx, rs, final)
+		if err == nil {
+			p.c.handoffSeconds.Observe(time.Since(rs.Record.Since).Seconds())
+		}
 		if err == nil || errors.Is(err, ledger.ErrFenced) {
 			if err != nil {
 				p.log.Warn("release fenced", "range", rs.Key, "error", err)
@@ -508,6 +516,17 @@ func (p *pipeline) drain(w *owned) {
 		p.log.Warn("release", "range", rs.Key, "error", err)
 		sleep(p.ctx, 200*time.Millisecond)
 	}
+}
+
+// oldestLocked is when the oldest in-flight record of w was dispatched.
+func (p *pipeline) oldestLocked(w *owned) time.Time {
+	var oldest time.Time
+	for _, j := range p.mu.jobs[w.tp()] {
+		if w.st.Range().Contains(j.h) && (oldest.IsZero() || j.since.Before(oldest)) {
+			oldest = j.since
+		}
+	}
+	return oldest
 }
 
 // inFlightLocked counts the records of w handed to workers and not finished.
@@ -557,6 +576,7 @@ func (p *pipeline) flush(ctx context.Context) {
 	}
 	start := time.Now()
 	err := p.sess.Recorder().Record(ctx, p.sess.Common(), writes)
+	p.c.flushSeconds.Observe(time.Since(start).Seconds())
 	var fenced *ledger.FencedError
 	if err != nil && !errors.As(err, &fenced) {
 		if ctx.Err() == nil {

@@ -33,10 +33,16 @@ type RangeStatus struct {
 	Watermark int64
 	Pending   int // pending offsets (in flight here, or inherited)
 	InFlight  int
+	// OldestSince is when the oldest record in flight was handed to a
+	// worker (zero if none).
+	OldestSince time.Time
+	// Stuck is true while the watermark has not moved for StuckTimeout
+	// with later records fetched.
+	Stuck bool
 }
 
 // StuckRecord is an in-flight record that has failed or has run for longer
-// than StuckAfter.
+// than Config.StuckTimeout.
 type StuckRecord struct {
 	Topic     string
 	Partition int32
@@ -46,9 +52,6 @@ type StuckRecord struct {
 	Attempts  int
 	LastError string
 }
-
-// StuckAfter is how long a record may run before Status lists it as stuck.
-const StuckAfter = 10 * time.Second
 
 // Status returns the member's current state.
 func (c *Consumer) Status() Status {
@@ -76,6 +79,7 @@ func (c *Consumer) Status() Status {
 		s.Ranges = append(s.Ranges, RangeStatus{
 			Topic: w.rs.Record.Topic, Partition: w.rs.Record.Partition, Lo: r.Lo, Hi: r.Hi,
 			State: w.rs.Record.State, Watermark: w.st.Watermark(), Pending: w.st.Pending(), InFlight: p.inFlightLocked(w),
+			OldestSince: p.oldestLocked(w), Stuck: w.stuck,
 		})
 	}
 	slices.SortFunc(s.Ranges, func(a, b RangeStatus) int {
@@ -84,7 +88,7 @@ func (c *Consumer) Status() Status {
 	now := time.Now()
 	for t, jobs := range p.mu.jobs {
 		for o, j := range jobs {
-			if j.attempts > 0 || now.Sub(j.since) > StuckAfter {
+			if j.attempts > 0 || now.Sub(j.since) > c.cfg.StuckTimeout {
 				s.StuckKeys = append(s.StuckKeys, StuckRecord{Topic: t.Topic, Partition: t.Partition, Offset: o, Key: string(j.m.Key), Since: j.since, Attempts: j.attempts, LastError: j.lastErr})
 			}
 		}

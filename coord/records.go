@@ -71,6 +71,34 @@ type CommitRecord struct {
 	At     time.Time `json:"at"`
 }
 
+// StuckRecord is the value of stuck/<topic>/<partition>/<lo>: the owner of
+// the range reports that its watermark has not moved for a while because of
+// one unfinished record. It lives under the owner's lease.
+type StuckRecord struct {
+	V         int       `json:"v"`
+	Member    string    `json:"member"`
+	Topic     string    `json:"topic"`
+	Partition int32     `json:"partition"`
+	Lo        uint64    `json:"lo"`
+	Offset    int64     `json:"offset"`          // the record holding the watermark
+	Key       string    `json:"key"`             // its key ("" if not yet run here)
+	Since     time.Time `json:"since"`           // when the watermark last moved
+	Attempts  int       `json:"attempts"`        // failed attempts so far
+	Error     string    `json:"error,omitempty"` // the last failure
+}
+
+// DecodeStuck reads a stuck-range report.
+func DecodeStuck(key string, data []byte) (StuckRecord, error) {
+	var r StuckRecord
+	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
+		return StuckRecord{}, err
+	}
+	if r.Offset < 0 || r.Partition < 0 {
+		return StuckRecord{}, &BadValueError{Key: key, Problem: "negative offset or partition"}
+	}
+	return r, nil
+}
+
 // BadValueError says which stored value could not be read and why.
 type BadValueError struct {
 	Key     string

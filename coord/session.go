@@ -191,6 +191,23 @@ func (s *Session) Release(ctx context.Context, r RangeState, final ledger.Entry)
 	return err
 }
 
+// SetStuck reports that range r is held by a stuck record (see
+// StuckRecord). The report lives under the member's lease, so it disappears
+// with the member.
+func (s *Session) SetStuck(ctx context.Context, r RangeState, rec StuckRecord) error {
+	rec.V, rec.Member = recordVersion, s.ID()
+	rec.Topic, rec.Partition, rec.Lo = r.Record.Topic, r.Record.Partition, r.Record.Lo
+	key := s.schema.StuckRange(rec.Topic, rec.Partition, rec.Lo)
+	_, err := s.cli.Txn(ctx).If(s.Common()...).Then(clientv3.OpPut(key, mustJSON(rec), clientv3.WithLease(s.es.Lease()))).Commit()
+	return err
+}
+
+// ClearStuck removes the stuck report of range r.
+func (s *Session) ClearStuck(ctx context.Context, r RangeState) error {
+	_, err := s.cli.Delete(ctx, s.schema.StuckRange(r.Record.Topic, r.Record.Partition, r.Record.Lo))
+	return err
+}
+
 // watchAssignment publishes the member's assignment on every change of the
 // range records.
 func (s *Session) watchAssignment() {

@@ -20,6 +20,8 @@ type Snapshot struct {
 	Ranges     []RangeState // sorted by topic, partition, first hash
 	Commits    map[TopicPartition]CommitRecord
 	CommitRevs map[TopicPartition]int64 // ModRevision of each commit key
+	// Stuck lists the ranges their owners report as held by a stuck record.
+	Stuck []StuckRecord
 	// Orphans are ledger keys without a range record (left by a damaged
 	// range record); the leader deletes them when it fills the gap.
 	Orphans []string
@@ -62,6 +64,7 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		clientv3.OpGet(s.Ledger(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.Commits(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.Generation()),
+		clientv3.OpGet(s.Stuck(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("coord: read group state under %s: %w", s.Root(), err)
@@ -139,6 +142,14 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		} else {
 			snap.Generation = g
 		}
+	}
+	for _, kv := range r[5].GetResponseRange().Kvs {
+		st, err := DecodeStuck(string(kv.Key), kv.Value)
+		if err != nil {
+			snap.Problems = append(snap.Problems, err)
+			continue
+		}
+		snap.Stuck = append(snap.Stuck, st)
 	}
 	return snap, nil
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,4 +159,65 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, out)
 		}
 	})
+}
+
+// freePort returns a host:port that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestStatusExplainsStuckKey: a member whose key-3 stalls reports it; status
+// names the record that holds the partition and splits the lag; the member's
+// metrics endpoint counts the stuck range.
+func TestStatusExplainsStuckKey(t *testing.T) {
+	_, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
+	if out, code := run(t, time.Minute, "produce", "--brokers", k.Brokers, "--topic", "orders", "--count", "300", "--keys", "20", "--quiet"); code != 0 {
+		t.Fatalf("produce: %s", out)
+	}
+	metrics := freePort(t)
+	member := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders",
+		"--id", "solo", "--stall", "key-3:60s", "--stuck-timeout", "1s", "--drain-timeout", "2s", "--ttl", "2s", "--metrics-addr", metrics)
+	var mout bytes.Buffer
+	member.Stdout, member.Stderr = &mout, &mout
+	if err := member.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = member.Process.Kill(); _ = member.Wait() })
+
+	var status string
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		status, _ = run(t, 30*time.Second, "status", "--etcd", e.Endpoints[0], "--brokers", k.Brokers, "--group", "g")
+		if strings.Contains(status, "by key key-3") && strings.Contains(status, "held back by the unfinished record") {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Log(status)
+	if !strings.Contains(status, "orders/0 held at") || !strings.Contains(status, "by key key-3") {
+		t.Fatalf("status does not name the stuck record:\n%s\nmember log:\n%s", status, mout.String())
+	}
+	if !strings.Contains(status, "held back by the unfinished record at offset") {
+		t.Fatalf("status does not explain the lag:\n%s", status)
+	}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "\nkeyshare_stuck_ranges 1\n") {
+		t.Fatalf("metrics do not count the stuck range:\n%s", body)
+	}
+	_ = member.Process.Signal(os.Interrupt)
+	if err := member.Wait(); err != nil {
+		t.Fatalf("member did not leave cleanly: %v\n%s", err, mout.String())
+	}
 }

@@ -23,11 +23,11 @@ import (
 )
 
 type memberCommand struct {
-	brokers, etcd, group, id, work, record, dlq, logLevel string
-	topics                                                listFlag
-	concurrency, maxInFlight                              int
-	failRate                                              float64
-	ttl, drain                                            time.Duration
+	brokers, etcd, group, id, work, record, dlq, logLevel, metrics, stall string
+	topics                                                         listFlag
+	concurrency, maxInFlight                                       int
+	failRate                                                       float64
+	ttl, drain, stuck                                              time.Duration
 }
 
 func (c *memberCommand) Run(ctx context.Context, args []string) error {
@@ -46,6 +46,9 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "etcd session TTL")
 	fs.DurationVar(&c.drain, "drain-timeout", 30*time.Second, "how long a revoked range may take to finish")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	fs.StringVar(&c.stall, "stall", "", "simulate a stuck key: KEY:DURATION makes the first record of KEY take DURATION")
+	fs.StringVar(&c.metrics, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this host:port")
+	fs.DurationVar(&c.stuck, "stuck-timeout", 30*time.Second, "report a range whose watermark has not moved for this long")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -56,6 +59,11 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return usageError{err}
 	}
+	stallKey, stallFor, err := parseStall(c.stall)
+	if err != nil {
+		return usageError{err}
+	}
+	var stalled sync.Once
 	if c.failRate < 0 || c.failRate > 1 {
 		return usageError{fmt.Errorf("--fail-rate %g: want a probability between 0 and 1", c.failRate)}
 	}
@@ -80,6 +88,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	cfg.Concurrency, cfg.MaxInFlight = c.concurrency, c.maxInFlight
 	cfg.SessionTTL, cfg.DrainTimeout = c.ttl, c.drain
 	cfg.DeadLetterTopic = c.dlq
+	cfg.MetricsAddr, cfg.StuckTimeout = c.metrics, c.stuck
 	cfg.Logger = log
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
@@ -88,6 +97,9 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		mu.Lock()
 		d, fail := work(rng), rng.Float64() < c.failRate
 		mu.Unlock()
+		if stallKey != "" && string(m.Key) == stallKey {
+			stalled.Do(func() { d += stallFor })
+		}
 		if d > 0 {
 			t := time.NewTimer(d)
 			select {
@@ -111,6 +123,22 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	}
 	log.Info("member starting", "id", self.ID(), "group", c.group, "topics", strings.Join(c.topics, ","))
 	return self.Run(ctx)
+}
+
+// parseStall reads KEY:DURATION ("" means no stall).
+func parseStall(spec string) (string, time.Duration, error) {
+	if spec == "" {
+		return "", 0, nil
+	}
+	i := strings.LastIndex(spec, ":")
+	if i <= 0 {
+		return "", 0, fmt.Errorf("--stall %q: want KEY:DURATION, e.g. key-3:20s", spec)
+	}
+	d, err := time.ParseDuration(spec[i+1:])
+	if err != nil || d <= 0 {
+		return "", 0, fmt.Errorf("--stall %q: want KEY:DURATION, e.g. key-3:20s", spec)
+	}
+	return spec[:i], d, nil
 }
 
 // parseWork reads a work distribution.

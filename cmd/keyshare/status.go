@@ -28,22 +28,27 @@ type statusCommand struct {
 
 // groupStatus is what status prints (and its JSON form).
 type groupStatus struct {
-	Group      string            `json:"group"`
-	Leader     string            `json:"leader"`
-	Generation int64             `json:"generation"`
-	Members    []coord.Member    `json:"members"`
-	Partitions []partitionStatus `json:"partitions"`
-	Problems   []string          `json:"problems,omitempty"`
+	Group      string              `json:"group"`
+	Leader     string              `json:"leader"`
+	Generation int64               `json:"generation"`
+	Members    []coord.Member      `json:"members"`
+	Partitions []partitionStatus   `json:"partitions"`
+	Stuck      []coord.StuckRecord `json:"stuck,omitempty"`
+	Problems   []string            `json:"problems,omitempty"`
 }
 
 type partitionStatus struct {
-	Topic     string        `json:"topic"`
-	Partition int32         `json:"partition"`
-	Safe      *int64        `json:"safe_watermark"`       // lowest watermark of its ranges
-	Committed *int64        `json:"committed,omitempty"`  // Kafka's committed offset for the group
-	End       *int64        `json:"end_offset,omitempty"` // Kafka's high watermark
-	Lag       *int64        `json:"lag,omitempty"`        // end − committed
-	Ranges    []rangeStatus `json:"ranges"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Safe      *int64 `json:"safe_watermark"`       // lowest watermark of its ranges
+	Committed *int64 `json:"committed,omitempty"`  // Kafka's committed offset for the group
+	End       *int64 `json:"end_offset,omitempty"` // Kafka's high watermark
+	Lag       *int64 `json:"lag,omitempty"`        // end − committed
+	// Fetched is the lowest next offset over the ranges: every range has
+	// fetched up to it. Of the lag, Fetched − Safe is fetched but waiting
+	// behind unfinished records, End − Fetched is not yet fetched.
+	Fetched *int64        `json:"fetched,omitempty"`
+	Ranges  []rangeStatus `json:"ranges"`
 }
 
 type rangeStatus struct {
@@ -129,6 +134,7 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s
 	for _, p := range snap.Problems {
 		st.Problems = append(st.Problems, p.Error())
 	}
+	st.Stuck = snap.Stuck
 	marks := snap.Watermarks()
 	byTP := snap.Partitions()
 	var tps []coord.TopicPartition
@@ -150,6 +156,12 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s
 			rs := rangeStatus{Lo: r.Record.Lo, Hi: r.Record.Hi, Owner: r.Record.Owner, State: r.Record.State, Target: r.Record.Target, Pending: r.Entry.PendingCount()}
 			if w, ok := r.Entry.Watermark(); ok {
 				rs.Watermark = &w
+				for _, seg := range r.Entry.Segments {
+					if ps.Fetched == nil || seg.Next < *ps.Fetched {
+						n := seg.Next
+						ps.Fetched = &n
+					}
+				}
 			}
 			ps.Ranges = append(ps.Ranges, rs)
 		}
@@ -213,6 +225,23 @@ func printStatus(out io.Writer, st *groupStatus) {
 		}
 	}
 	tw.Flush()
+	// Explain the lag: what waits behind unfinished records, what is not
+	// fetched yet, and which records hold partitions back.
+	for _, p := range st.Partitions {
+		if p.Lag == nil || *p.Lag == 0 || p.Safe == nil || p.Fetched == nil || p.End == nil {
+			continue
+		}
+		waiting := max(0, *p.Fetched-*p.Safe)
+		fmt.Fprintf(out, "%s/%d lag %d: %d fetched (done or in flight) but held back by the unfinished record at offset %d, %d not yet fetched\n",
+			p.Topic, p.Partition, *p.Lag, waiting, *p.Safe, max(0, *p.End-*p.Fetched))
+	}
+	for _, s := range st.Stuck {
+		line := fmt.Sprintf("%s/%d held at %d by key %s, %s (member %s", s.Topic, s.Partition, s.Offset, s.Key, time.Since(s.Since).Round(time.Second), s.Member)
+		if s.Attempts > 0 {
+			line += fmt.Sprintf(", %d failed attempts, last: %s", s.Attempts, s.Error)
+		}
+		fmt.Fprintln(out, line+")")
+	}
 	for _, p := range st.Problems {
 		fmt.Fprintf(out, "problem: %s\n", p)
 	}

@@ -7,6 +7,7 @@
 //	ranges/<topic>/<ppppp>/<llllllllll> owner and handoff state of one hash range
 //	ledger/<topic>/<ppppp>/<llllllllll> completion state of the same range
 //	commits/<topic>/<ppppp>             safe offset the leader committed to Kafka
+//	stuck/<topic>/<ppppp>/<llllllllll>  a range held by a stuck record, under its owner's lease
 //
 // <ppppp> is the partition, 5 digits; <llllllllll> is the range's first hash,
 // 10 digits, so keys sort by partition and then by hash as a human expects.
@@ -63,6 +64,15 @@ func (s Schema) LedgerEntry(topic string, partition int32, lo uint64) string {
 
 // Commits is the prefix of the leader's committed offsets.
 func (s Schema) Commits() string { return s.root + "commits/" }
+
+// Stuck is the prefix of stuck-range reports.
+func (s Schema) Stuck() string { return s.root + "stuck/" }
+
+// StuckRange is the key reporting that the range of topic/partition starting
+// at lo is held by a stuck record.
+func (s Schema) StuckRange(topic string, partition int32, lo uint64) string {
+	return fmt.Sprintf("%s%s/%05d/%010d", s.Stuck(), topic, partition, lo)
+}
 
 // Commit is the key of topic/partition's committed offset.
 func (s Schema) Commit(topic string, partition int32) string {

@@ -1,0 +1,190 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/keyshare/keyshare/ledger"
+)
+
+// The metrics a member exports (docs/operations.md explains each).
+var (
+	descHandled      = prometheus.NewDesc("keyshare_records_handled_total", "Records handled successfully.", nil, nil)
+	descFailed       = prometheus.NewDesc("keyshare_records_failed_total", "Handler attempts that failed (errors and panics).", nil, nil)
+	descRetried      = prometheus.NewDesc("keyshare_records_retried_total", "Retries of failed records.", nil, nil)
+	descDeadLettered = prometheus.NewDesc("keyshare_records_dead_lettered_total", "Records written to the dead-letter topic.", nil, nil)
+	descFlushes      = prometheus.NewDesc("keyshare_ledger_flushes_total", "Ledger flush transactions written to etcd.", nil, nil)
+	descCommits      = prometheus.NewDesc("keyshare_kafka_commits_total", "Offsets committed to Kafka while leader.", nil, nil)
+	descInFlight     = prometheus.NewDesc("keyshare_in_flight", "Records fetched and not finished.", nil, nil)
+	descPaused       = prometheus.NewDesc("keyshare_paused", "1 while fetching is paused at the in-flight bound.", nil, nil)
+	descSession      = prometheus.NewDesc("keyshare_session", "1 while the member has an etcd session.", nil, nil)
+	descLeader       = prometheus.NewDesc("keyshare_leader", "1 while the member leads its group.", nil, nil)
+	descGeneration   = prometheus.NewDesc("keyshare_generation", "Assignment generation last seen.", nil, nil)
+	descStuck        = prometheus.NewDesc("keyshare_stuck_ranges", "Owned ranges held by a stuck record.", nil, nil)
+
+	rangeLabels       = []string{"topic", "partition", "range"}
+	descRangePending  = prometheus.NewDesc("keyshare_range_pending", "Pending offsets of an owned range.", rangeLabels, nil)
+	descRangeOldest   = prometheus.NewDesc("keyshare_range_oldest_unfinished_seconds", "Age of the oldest unfinished record of an owned range (0 if none).", rangeLabels, nil)
+	descRangeWatermrk = prometheus.NewDesc("keyshare_range_watermark", "Watermark of an owned range.", rangeLabels, nil)
+
+	partLabels     = []string{"topic", "partition"}
+	descPartEnd    = prometheus.NewDesc("keyshare_partition_end_offset", "End offset of a partition (leader only).", partLabels, nil)
+	descPartSafe   = prometheus.NewDesc("keyshare_partition_safe_watermark", "Safe watermark of a partition (leader only).", partLabels, nil)
+	descPartCommit = prometheus.NewDesc("keyshare_partition_committed_offset", "Offset committed to Kafka (leader only).", partLabels, nil)
+	descPartLag    = prometheus.NewDesc("keyshare_partition_watermark_lag", "End offset minus safe watermark (leader only).", partLabels, nil)
+)
+
+// partitionGauges is what the leader last learned about a partition.
+type partitionGauges struct {
+	end, safe, committed int64
+}
+
+// collector exports a member's state at scrape time.
+type collector struct{ c *Consumer }
+
+func (m collector) Describe(ch chan<- *prometheus.Desc) {
+	prometheus.DescribeByCollect(m, ch)
+}
+
+func (m collector) Collect(ch chan<- prometheus.Metric) {
+	c := m.c
+	counter := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter(descHandled, c.metrics.handled.Load())
+	counter(descFailed, c.metrics.failed.Load())
+	counter(descRetried, c.metrics.retried.Load())
+	counter(descDeadLettered, c.metrics.deadLettered.Load())
+	counter(descFlushes, c.metrics.flushes.Load())
+	counter(descCommits, c.metrics.commits.Load())
+	st := c.Status()
+	gauge(descInFlight, float64(st.InFlight))
+	gauge(descPaused, b2f(st.Paused))
+	gauge(descSession, b2f(st.Running))
+	gauge(descLeader, b2f(st.Leader))
+	gauge(descGeneration, float64(st.Generation))
+	stuck := 0
+	for _, r := range st.Ranges {
+		labels := []string{r.Topic, strconv.Itoa(int(r.Partition)), ledger.HashRange{Lo: r.Lo, Hi: r.Hi}.String()}
+		gauge(descRangePending, float64(r.Pending), labels...)
+		gauge(descRangeWatermrk, float64(r.Watermark), labels...)
+		age := 0.0
+		if !r.OldestSince.IsZero() {
+			age = time.Since(r.OldestSince).Seconds()
+		}
+		gauge(descRangeOldest, age, labels...)
+		if r.Stuck {
+			stuck++
+		}
+	}
+	gauge(descStuck, float64(stuck))
+	c.mu.Lock()
+	parts := make(map[tp]partitionGauges, len(c.mu.partitions))
+	for k, v := range c.mu.partitions {
+		parts[k] = v
+	}
+	c.mu.Unlock()
+	for t, g := range parts {
+		labels := []string{t.Topic, strconv.Itoa(int(t.Partition))}
+		gauge(descPartEnd, float64(g.end), labels...)
+		gauge(descPartSafe, float64(g.safe), labels...)
+		gauge(descPartCommit, float64(g.committed), labels...)
+		gauge(descPartLag, float64(g.end-g.safe), labels...)
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// newRegistry builds the member's metric registry.
+func (c *Consumer) newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	c.flushSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "keyshare_ledger_flush_seconds", Help: "Latency of ledger flush transactions.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+	})
+	c.handoffSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "keyshare_handoff_seconds", Help: "Time from a range's revocation to its release by this member.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	})
+	reg.MustRegister(collector{c}, c.flushSeconds, c.handoffSeconds)
+	return reg
+}
+
+// Metrics returns the member's metrics, for a service that serves them on
+// its own HTTP server (for example with promhttp.HandlerFor).
+func (c *Consumer) Metrics() prometheus.Gatherer { return c.registry }
+
+// Handler serves /metrics, /healthz (200 while Run is running) and /readyz
+// (200 once the member has a session and an assignment).
+func (c *Consumer) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(c.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		c.mu.Lock()
+		running := c.mu.running && !c.mu.stopped
+		c.mu.Unlock()
+		if !running {
+			http.Error(w, "not running", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		st := c.Status()
+		if !st.Running || st.Generation == 0 {
+			http.Error(w, "no session or no assignment yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "ok: generation %d, %d ranges\n", st.Generation, len(st.Ranges))
+	})
+	return mux
+}
+
+// serveMetrics serves Handler on cfg.MetricsAddr until ctx ends.
+func (c *Consumer) serveMetrics(ctx context.Context) (stop func(), err error) {
+	ln, err := net.Listen("tcp", c.cfg.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: metrics address %s: %w (is the port in use? choose another MetricsAddr)", c.cfg.MetricsAddr, err)
+	}
+	c.mu.Lock()
+	c.mu.metricsAddr = ln.Addr().String()
+	c.mu.Unlock()
+	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			c.log.Warn("metrics server", "error", err)
+		}
+	}()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-done
+	}, nil
+}
+
+// MetricsAddr is the address the metrics server listens on ("" if none or
+// not started yet).
+func (c *Consumer) MetricsAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.metricsAddr
+}

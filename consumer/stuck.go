@@ -1,0 +1,88 @@
+package consumer
+
+import (
+	"context"
+	"time"
+
+	"github.com/keyshare/keyshare/coord"
+)
+
+// watchStuck reports ranges whose watermark has not moved for StuckTimeout
+// while later records of the range have been fetched: one warning naming the
+// record that holds it, a stuck/ key in etcd (under the member's lease) that
+// keyshare status shows, and the keyshare_stuck_ranges metric. The report is
+// withdrawn when the watermark moves.
+func (p *pipeline) watchStuck() {
+	every := min(time.Second, p.c.cfg.StuckTimeout/4)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	reported := make(map[string]coord.RangeState) // by range key
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+		type report struct {
+			rs    coord.RangeState
+			rec   coord.StuckRecord
+			clear bool
+		}
+		var reports []report
+		now := time.Now()
+		p.mu.Lock()
+		for _, w := range p.mu.ranges {
+			wm := w.st.Watermark()
+			if w.wmSince.IsZero() || wm != w.lastWM {
+				w.lastWM, w.wmSince = wm, now
+				if w.stuck {
+					w.stuck = false
+					reports = append(reports, report{rs: w.rs, clear: true})
+				}
+				continue
+			}
+			oldest, ok := w.st.Oldest()
+			// Stuck: the watermark is held by an unfinished record and the
+			// range has fetched past it.
+			if w.stuck || !ok || w.st.Pending() < 2 && p.mu.pos[w.tp()] <= oldest+1 || now.Sub(w.wmSince) < p.c.cfg.StuckTimeout {
+				continue
+			}
+			w.stuck = true
+			rec := coord.StuckRecord{Offset: oldest, Since: w.wmSince}
+			if j := p.mu.jobs[w.tp()][oldest]; j != nil {
+				rec.Key, rec.Attempts, rec.Error = string(j.m.Key), j.attempts, j.lastErr
+			}
+			reports = append(reports, report{rs: w.rs, rec: rec})
+		}
+		// Ranges that were reported and are gone (released, dropped).
+		for k, rs := range reported {
+			if w := p.mu.ranges[k]; w == nil || !w.stuck {
+				reports = append(reports, report{rs: rs, clear: true})
+			}
+		}
+		p.mu.Unlock()
+		for _, r := range reports {
+			if r.clear {
+				if _, ok := reported[r.rs.Key]; !ok {
+					continue
+				}
+				delete(reported, r.rs.Key)
+			} else {
+				reported[r.rs.Key] = r.rs
+			}
+			t := r.rs.Record
+			ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+			if r.clear {
+				p.log.Info("range no longer stuck", "topic", t.Topic, "partition", t.Partition, "range", t.Range().String())
+				_ = p.sess.ClearStuck(ctx, r.rs)
+			} else {
+				p.log.Warn("range held by a stuck record", "topic", t.Topic, "partition", t.Partition, "range", t.Range().String(),
+					"offset", r.rec.Offset, "key", r.rec.Key, "for", now.Sub(r.rec.Since).Round(time.Second), "attempts", r.rec.Attempts, "error", r.rec.Error)
+				if err := p.sess.SetStuck(ctx, r.rs, r.rec); err != nil {
+					p.log.Debug("report stuck range", "error", err)
+				}
+			}
+			cancel()
+		}
+	}
+}
