@@ -24,10 +24,10 @@ import (
 
 type memberCommand struct {
 	brokers, etcd, group, id, work, record, dlq, logLevel, metrics, stall string
-	topics                                                         listFlag
-	concurrency, maxInFlight                                       int
-	failRate                                                       float64
-	ttl, drain, stuck                                              time.Duration
+	topics                                                                listFlag
+	concurrency, maxInFlight                                              int
+	failRate                                                              float64
+	ttl, drain, stuck                                                     time.Duration
 }
 
 func (c *memberCommand) Run(ctx context.Context, args []string) error {
