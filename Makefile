@@ -22,13 +22,19 @@ test:
 demo: build
 	./$(BIN) demo
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./ledger/ ./consumer/ ./coord/
+# Go micro-benchmarks, then the side-by-side report (writes docs/benchmarks.md).
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./ledger/ ./consumer/
+	./$(BIN) bench --write docs/benchmarks.md
 
 # Each fuzz target runs for FUZZTIME; go test -fuzz takes one target at a time.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./ledger/
 	$(GO) test -run '^$$' -fuzz '^FuzzOperations$$' -fuzztime $(FUZZTIME) ./ledger/
+
+# The long form of the fault matrix; writes docs/reliability.md.
+chaos:
+	KEYSHARE_CHAOS=long $(GO) test -count=1 -run TestFaultMatrix -timeout 30m -v ./chaos/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

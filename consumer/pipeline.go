@@ -153,6 +153,7 @@ func (p *pipeline) handle(m *kafka.Message) {
 	t := tp{Topic: *m.TopicPartition.Topic, Partition: m.TopicPartition.Partition}
 	o := int64(m.TopicPartition.Offset)
 	h := ledger.Hash(m.Key, o)
+	p.c.metrics.fetched.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.mu.fetching {
@@ -562,12 +563,15 @@ func (p *pipeline) flushLoop() {
 func (p *pipeline) flush(ctx context.Context) {
 	p.mu.Lock()
 	var writes []ledger.Write
+	bytes := 0
 	versions := make(map[string]uint64)
 	for k, w := range p.mu.ranges {
 		if !w.dirty && w.st.Version() == w.flushed {
 			continue
 		}
-		writes = append(writes, ledger.Write{Key: w.rs.LedgerKey, Entry: w.st.Entry(), Guard: p.sess.Guard(w.rs)})
+		e := w.st.Entry()
+		writes = append(writes, ledger.Write{Key: w.rs.LedgerKey, Entry: e, Guard: p.sess.Guard(w.rs)})
+		bytes += len(w.rs.LedgerKey) + len(ledger.Encode(e))
 		versions[k] = w.st.Version()
 	}
 	p.mu.Unlock()
@@ -600,6 +604,7 @@ func (p *pipeline) flush(ctx context.Context) {
 	}
 	p.mu.Unlock()
 	p.c.metrics.flushes.Add(1)
+	p.c.metrics.flushBytes.Add(int64(bytes))
 	p.log.Trace("flushed ledger", "ranges", len(writes), "took", time.Since(start))
 }
 

@@ -21,6 +21,8 @@ type Status struct {
 	Retried      int64
 	DeadLettered int64
 	Flushes      int64
+	FlushBytes   int64 // keys and values written by flushes
+	Fetched      int64 // records fetched, including those passed over
 	Commits      int64 // Kafka commits made while leader
 }
 
@@ -62,6 +64,8 @@ func (c *Consumer) Status() Status {
 		Retried:      c.metrics.retried.Load(),
 		DeadLettered: c.metrics.deadLettered.Load(),
 		Flushes:      c.metrics.flushes.Load(),
+		FlushBytes:   c.metrics.flushBytes.Load(),
+		Fetched:      c.metrics.fetched.Load(),
 		Commits:      c.metrics.commits.Load(),
 	}
 	c.mu.Lock()

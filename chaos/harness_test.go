@@ -1,0 +1,465 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/keyshare/keyshare/internal/devcluster"
+)
+
+const (
+	topic = "chaos"
+	group = "chaos"
+	ttl   = 2 * time.Second
+	// flushInterval and maxInFlight are the members' defaults; they bound
+	// the duplicates a crash may cause (design: flush interval × rate +
+	// in-flight bound).
+	flushInterval = 500 * time.Millisecond
+	maxInFlight   = 1000
+)
+
+// bin is the keyshare binary, built once.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "keyshare-chaos-bin-")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "keyshare")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/keyshare").CombinedOutput()
+	if err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is one row's world: etcd, a broker, member processes, a producer and a
+// commit observer.
+type env struct {
+	t       *testing.T
+	dir     string
+	etcdURL string
+	brokers string
+	cli     *clientv3.Client
+	parts   int32
+
+	mu      sync.Mutex
+	procs   map[string]*exec.Cmd
+	next    int
+	acked   []ack
+	commits []commitObs
+	faults  []time.Time
+}
+
+type ack struct {
+	partition int32
+	offset    int64
+	key       string
+	seq       int
+	at        time.Time // when the producer got the acknowledgement
+}
+
+type commitObs struct {
+	at        time.Time
+	partition int32
+	offset    int64
+}
+
+func newEnv(t *testing.T, parts int32) *env {
+	dir := t.TempDir()
+	e, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: filepath.Join(dir, "etcd")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	k, err := devcluster.StartKafka(devcluster.KafkaOptions{Topics: map[string]int32{topic: parts}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.ClientURL()}, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	en := &env{t: t, dir: dir, etcdURL: e.ClientURL(), brokers: k.ListenAddrs()[0], cli: cli, parts: parts, procs: map[string]*exec.Cmd{}}
+	t.Cleanup(en.killAll)
+	return en
+}
+
+// start launches a new member process and returns its id.
+func (e *env) start() string {
+	e.mu.Lock()
+	e.next++
+	id := fmt.Sprintf("m%d", e.next)
+	e.mu.Unlock()
+	e.startID(id)
+	return id
+}
+
+func (e *env) startID(id string) {
+	cmd := exec.Command(bin, "member", "--brokers", e.brokers, "--etcd", e.etcdURL, "--group", group, "--topic", topic,
+		"--id", id, "--work", "uniform:0-1ms", "--record", filepath.Join(e.dir, id+".jsonl"),
+		"--ttl", ttl.String(), "--drain-timeout", "10s", "--log-level", "info")
+	logf, err := os.OpenFile(filepath.Join(e.dir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.mu.Lock()
+	e.procs[id] = cmd
+	e.mu.Unlock()
+}
+
+// members lists the running member ids.
+func (e *env) members() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var ids []string
+	for id := range e.procs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// stop sends sig to member id; SIGTERM waits for a graceful exit.
+func (e *env) stop(id string, sig syscall.Signal) {
+	e.mu.Lock()
+	cmd := e.procs[id]
+	delete(e.procs, id)
+	e.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if sig == syscall.SIGTERM && err != nil {
+			e.t.Errorf("member %s did not exit cleanly on SIGTERM: %v\n%s", id, err, e.memberLog(id))
+		}
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		e.t.Errorf("member %s did not exit within 60s of %v", id, sig)
+	}
+}
+
+// signal sends sig without waiting (SIGSTOP, SIGCONT).
+func (e *env) signal(id string, sig syscall.Signal) {
+	e.mu.Lock()
+	cmd := e.procs[id]
+	e.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(sig)
+	}
+}
+
+func (e *env) killAll() {
+	for _, id := range e.members() {
+		e.signal(id, syscall.SIGCONT)
+		e.stop(id, syscall.SIGKILL)
+	}
+}
+
+func (e *env) memberLog(id string) string {
+	b, _ := os.ReadFile(filepath.Join(e.dir, id+".log"))
+	return string(b)
+}
+
+// leader returns the id of the current leader ("" if none).
+func (e *env) leader() string {
+	resp, err := e.cli.Get(e.t.Context(), "/keyshare/"+group+"/election/", clientv3.WithFirstCreate()...)
+	if err != nil || len(resp.Kvs) == 0 {
+		return ""
+	}
+	return string(resp.Kvs[0].Value)
+}
+
+// fault records the time of a fault, for recovery times.
+func (e *env) fault() {
+	e.mu.Lock()
+	e.faults = append(e.faults, time.Now())
+	e.mu.Unlock()
+}
+
+// produce writes n keyed records at rate per second and records every
+// acknowledged one. Values are "key-K:SEQ".
+func (e *env) produce(ctx context.Context, n, keys int, rate float64) error {
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": e.brokers, "acks": "all", "enable.idempotence": true, "linger.ms": 5, "log_level": 3})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	t := topic
+	reports := make(chan kafka.Event, n)
+	acksDone := make(chan error, 1)
+	go func() {
+		var firstErr error
+		for range n {
+			m := (<-reports).(*kafka.Message)
+			if m.TopicPartition.Error != nil {
+				firstErr = m.TopicPartition.Error
+				continue
+			}
+			key, seqs, _ := strings.Cut(string(m.Value), ":")
+			s, _ := strconv.Atoi(seqs)
+			e.mu.Lock()
+			e.acked = append(e.acked, ack{partition: m.TopicPartition.Partition, offset: int64(m.TopicPartition.Offset), key: key, seq: s, at: time.Now()})
+			e.mu.Unlock()
+		}
+		acksDone <- firstErr
+	}()
+	seq := make([]int, keys)
+	start := time.Now()
+	for i := range n {
+		k := (i*7919 + i/keys) % keys
+		msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: kafka.PartitionAny},
+			Key: fmt.Appendf(nil, "key-%d", k), Value: fmt.Appendf(nil, "key-%d:%d", k, seq[k])}
+		seq[k]++
+		if err := p.Produce(msg, reports); err != nil {
+			return err
+		}
+		if ahead := time.Duration(float64(i+1)/rate*float64(time.Second)) - time.Since(start); ahead > 0 {
+			select {
+			case <-time.After(ahead):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return <-acksDone
+}
+
+// observeCommits polls the group's committed offsets with a separate client
+// until ctx ends.
+func (e *env) observeCommits(ctx context.Context) {
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": e.brokers, "group.id": group, "log_level": 3})
+	if err != nil {
+		e.t.Error(err)
+		return
+	}
+	defer c.Close()
+	t := topic
+	var tps []kafka.TopicPartition
+	for p := range e.parts {
+		tps = append(tps, kafka.TopicPartition{Topic: &t, Partition: p})
+	}
+	last := map[int32]int64{}
+	for ctx.Err() == nil {
+		now := time.Now()
+		res, err := c.Committed(tps, 2000)
+		if err == nil {
+			for _, tp := range res {
+				if tp.Offset >= 0 && last[tp.Partition] != int64(tp.Offset) {
+					last[tp.Partition] = int64(tp.Offset)
+					e.mu.Lock()
+					e.commits = append(e.commits, commitObs{at: now, partition: tp.Partition, offset: int64(tp.Offset)})
+					e.mu.Unlock()
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// committedAtEnd reports whether every partition's last observed commit
+// equals its end (the number of acked records of the partition).
+func (e *env) committedAtEnd() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	end := map[int32]int64{}
+	for _, a := range e.acked {
+		end[a.partition] = max(end[a.partition], a.offset+1)
+	}
+	last := map[int32]int64{}
+	for _, c := range e.commits {
+		last[c.partition] = c.offset
+	}
+	for p, n := range end {
+		if last[p] != n {
+			return false
+		}
+	}
+	return len(end) > 0
+}
+
+// handledLine is one line of a member's record log.
+type handledLine struct {
+	Member    string    `json:"member"`
+	Partition int32     `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Key       string    `json:"key"`
+	Value     string    `json:"value"`
+	Time      time.Time `json:"time"`
+}
+
+// result is one row of the fault matrix.
+type result struct {
+	Row              string
+	Faults           int
+	Acked            int
+	Lost             int
+	Duplicates       int
+	WorstPerFault    int
+	OrderViolations  int
+	CommitRegression int
+	CommitPastUndone int
+	Recovery         time.Duration // worst time from a fault to every partition's commit moving again
+	Bound            int           // duplicates allowed
+}
+
+// check reads the history and computes the row's result.
+func (e *env) check(row string, bound int) result {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := result{Row: row, Faults: len(e.faults), Acked: len(e.acked), Bound: bound}
+	files, _ := filepath.Glob(filepath.Join(e.dir, "*.jsonl"))
+	var lines []handledLine
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			var l handledLine
+			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+				continue // a line cut by SIGKILL
+			}
+			lines = append(lines, l)
+		}
+		fh.Close()
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].Time.Before(lines[j].Time) })
+	type id struct {
+		p int32
+		o int64
+	}
+	first := map[id]time.Time{}
+	seqs := map[string][]int{}
+	for _, l := range lines {
+		k := id{l.Partition, l.Offset}
+		if _, seen := first[k]; seen {
+			r.Duplicates++
+			continue
+		}
+		first[k] = l.Time
+		_, s, _ := strings.Cut(l.Value, ":")
+		n, _ := strconv.Atoi(s)
+		pk := fmt.Sprintf("%d/%s", l.Partition, l.Key)
+		seqs[pk] = append(seqs[pk], n)
+	}
+	for _, a := range e.acked {
+		if _, ok := first[id{a.partition, a.offset}]; !ok {
+			r.Lost++
+		}
+	}
+	for _, s := range seqs {
+		for i := 1; i < len(s); i++ {
+			if s[i] < s[i-1] {
+				r.OrderViolations++
+			}
+		}
+	}
+	byPart := map[int32][]ack{}
+	for _, a := range e.acked {
+		byPart[a.partition] = append(byPart[a.partition], a)
+	}
+	last := map[int32]int64{}
+	for _, c := range e.commits {
+		if c.offset < last[c.partition] {
+			r.CommitRegression++
+		}
+		last[c.partition] = c.offset
+		for _, a := range byPart[c.partition] {
+			if a.offset < c.offset {
+				if t, ok := first[id{a.partition, a.offset}]; !ok || t.After(c.at) {
+					r.CommitPastUndone++
+					break
+				}
+			}
+		}
+	}
+	// Recovery: from a fault until everything acknowledged before it is
+	// committed (in every partition). Without faults this is just the
+	// commit latency; compare with the baseline row.
+	points := e.faults
+	if len(points) == 0 && len(e.acked) > 0 {
+		points = []time.Time{e.acked[len(e.acked)/4].at}
+	}
+	for _, f := range points {
+		need := map[int32]int64{}
+		for _, a := range e.acked {
+			if !a.at.After(f) {
+				need[a.partition] = max(need[a.partition], a.offset+1)
+			}
+		}
+		var done time.Time
+		for p, n := range need {
+			for _, c := range e.commits {
+				if c.partition == p && c.offset >= n && c.at.After(f) {
+					if c.at.After(done) {
+						done = c.at
+					}
+					break
+				}
+			}
+		}
+		if !done.IsZero() {
+			r.Recovery = max(r.Recovery, done.Sub(f))
+		}
+	}
+	// Attribute each duplicate to the latest fault before it.
+	perFault := make([]int, len(e.faults))
+	seen := map[id]bool{}
+	for _, l := range lines {
+		k := id{l.Partition, l.Offset}
+		if !seen[k] {
+			seen[k] = true
+			continue
+		}
+		for i := len(e.faults) - 1; i >= 0; i-- {
+			if !e.faults[i].After(l.Time) {
+				perFault[i]++
+				break
+			}
+		}
+	}
+	for _, n := range perFault {
+		r.WorstPerFault = max(r.WorstPerFault, n)
+	}
+	return r
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("%-28s faults %d  acked %d  lost %d  dups %d (worst fault %d, bound %d per fault)  order %d  regressions %d  commit-past-undone %d  recovery %s",
+		r.Row, r.Faults, r.Acked, r.Lost, r.Duplicates, r.WorstPerFault, r.Bound, r.OrderViolations, r.CommitRegression, r.CommitPastUndone, r.Recovery.Round(10*time.Millisecond))
+}

@@ -1,0 +1,301 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// row is one line of the fault matrix.
+type row struct {
+	name string
+	// short rows also run in `make test`.
+	short bool
+	// graceful rows must not run any record twice.
+	graceful bool
+	// fault injects the row's faults while records flow.
+	fault func(e *env, long bool, rng *rand.Rand)
+	// extra checks after the run.
+	check func(t *testing.T, e *env)
+}
+
+var rows = []row{
+	{name: "1 baseline, no faults", short: true, graceful: true, fault: func(*env, bool, *rand.Rand) {}},
+	{name: "2 rolling restart", short: true, graceful: true, fault: func(e *env, long bool, _ *rand.Rand) {
+		for range rounds(long, 1, 3) {
+			for _, id := range e.members() {
+				e.stop(id, syscall.SIGTERM)
+				e.startID(id)
+				time.Sleep(500 * time.Millisecond)
+			}
+		}
+	}},
+	{name: "3 SIGKILL a random member", short: true, fault: func(e *env, long bool, rng *rand.Rand) {
+		for range rounds(long, 1, 3) {
+			ids := e.members()
+			e.stop(ids[rng.IntN(len(ids))], syscall.SIGKILL)
+			e.fault()
+			time.Sleep(time.Second)
+			e.start()
+			time.Sleep(time.Second)
+		}
+	}},
+	{name: "4 SIGKILL the leader", fault: func(e *env, long bool, _ *rand.Rand) {
+		for range rounds(long, 1, 2) {
+			l := waitLeader(e)
+			e.stop(l, syscall.SIGKILL)
+			e.fault()
+			time.Sleep(time.Second)
+			e.start()
+			time.Sleep(time.Second)
+		}
+	}},
+	{name: "5 zombie member (SIGSTOP 2.5×TTL)", short: true, fault: func(e *env, _ bool, _ *rand.Rand) {
+		z := nonLeader(e)
+		e.signal(z, syscall.SIGSTOP)
+		e.fault()
+		time.Sleep(ttl * 5 / 2)
+		e.signal(z, syscall.SIGCONT)
+		zombies.Store(e, z)
+	}, check: checkZombie},
+	{name: "6 zombie leader (SIGSTOP 2.5×TTL)", fault: func(e *env, _ bool, _ *rand.Rand) {
+		z := waitLeader(e)
+		e.signal(z, syscall.SIGSTOP)
+		e.fault()
+		time.Sleep(ttl * 5 / 2)
+		e.signal(z, syscall.SIGCONT)
+		zombies.Store(e, z)
+	}, check: checkZombie},
+	{name: "7 leader's lease revoked", fault: func(e *env, _ bool, _ *rand.Rand) {
+		l := waitLeader(e)
+		resp, err := e.cli.Get(e.t.Context(), "/keyshare/"+group+"/members/"+l)
+		if err != nil || len(resp.Kvs) != 1 {
+			e.t.Errorf("leader %s's registration: %v", l, err)
+			return
+		}
+		if _, err := e.cli.Revoke(e.t.Context(), clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+			e.t.Error(err)
+		}
+		e.fault()
+	}},
+	{name: "12 membership churn", graceful: true, fault: func(e *env, long bool, rng *rand.Rand) {
+		// Toggle members m1..m5 every 0–500 ms (at least one stays).
+		deadline := time.Now().Add(time.Duration(rounds(long, 6, 30)) * time.Second)
+		var wg sync.WaitGroup
+		for time.Now().Before(deadline) {
+			id := fmt.Sprintf("m%d", 1+rng.IntN(5))
+			running := false
+			for _, m := range e.members() {
+				running = running || m == id
+			}
+			switch {
+			case !running:
+				e.startID(id)
+			case len(e.members()) > 1:
+				wg.Add(1)
+				go func() { defer wg.Done(); e.stop(id, syscall.SIGTERM) }()
+			}
+			time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
+		}
+		wg.Wait()
+	}},
+	{name: "14 garbage in etcd", fault: func(e *env, _ bool, _ *rand.Rand) {
+		ctx := e.t.Context()
+		root := "/keyshare/" + group + "/"
+		resp, err := e.cli.Get(ctx, root+"ledger/", clientv3.WithPrefix(), clientv3.WithLimit(1))
+		if err != nil || len(resp.Kvs) == 0 {
+			e.t.Errorf("no ledger key to damage: %v", err)
+			return
+		}
+		e.fault()
+		_, _ = e.cli.Put(ctx, string(resp.Kvs[0].Key), `{"v":1,"segments":[{"lo":0,"hi":5,"next":-3}]}`)
+		time.Sleep(time.Second)
+		resp, _ = e.cli.Get(ctx, root+"ranges/", clientv3.WithPrefix(), clientv3.WithLimit(1))
+		if len(resp.Kvs) > 0 {
+			e.fault()
+			_, _ = e.cli.Put(ctx, string(resp.Kvs[0].Key), "garbage")
+		}
+		_, _ = e.cli.Put(ctx, root+"members/not-a-member", "{}")
+	}},
+}
+
+func rounds(long bool, short, full int) int {
+	if long {
+		return full
+	}
+	return short
+}
+
+// zombies remembers which member each zombie row paused.
+var zombies sync.Map
+
+func waitLeader(e *env) string {
+	for range 100 {
+		if l := e.leader(); l != "" {
+			return l
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatal("no leader")
+	return ""
+}
+
+func nonLeader(e *env) string {
+	l := waitLeader(e)
+	for _, id := range e.members() {
+		if id != l {
+			return id
+		}
+	}
+	e.t.Fatal("no member but the leader")
+	return ""
+}
+
+// checkZombie: the paused member must have found its session gone when it
+// woke up, and stopped its work (it rejoins with a new session).
+func checkZombie(t *testing.T, e *env) {
+	z, ok := zombies.Load(e)
+	if !ok {
+		t.Fatal("no zombie recorded")
+	}
+	log := e.memberLog(z.(string))
+	if !strings.Contains(log, "session lost") {
+		t.Errorf("zombie %s never noticed its session was gone; its log:\n%s", z, log)
+	}
+}
+
+// TestFaultMatrix runs each row: three members, a producer, faults, then a
+// history check. KEYSHARE_CHAOS=long runs every row longer and writes
+// docs/reliability.md.
+func TestFaultMatrix(t *testing.T) {
+	long := os.Getenv("KEYSHARE_CHAOS") == "long"
+	var results []result
+	for _, r := range rows {
+		if !long && !r.short {
+			continue
+		}
+		t.Run(r.name, func(t *testing.T) {
+			res := runRow(t, r, long)
+			t.Log(res)
+			results = append(results, res)
+		})
+	}
+	if long {
+		writeReport(t, results)
+	}
+}
+
+func runRow(t *testing.T, r row, long bool) result {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	e := newEnv(t, 2)
+	for range 3 {
+		e.start()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	obsDone := make(chan struct{})
+	go func() { defer close(obsDone); e.observeCommits(ctx) }()
+
+	rate, secs := 400.0, 8
+	if long {
+		rate, secs = 1000.0, 25
+	}
+	prodErr := make(chan error, 1)
+	go func() { prodErr <- e.produce(ctx, int(rate)*secs, 300, rate) }()
+	time.Sleep(time.Duration(secs) * time.Second / 4)
+	r.fault(e, long, rng)
+	if err := <-prodErr; err != nil {
+		t.Fatalf("producer: %v", err)
+	}
+	deadline := time.Now().Add(120 * time.Second)
+	for !e.committedAtEnd() {
+		if time.Now().After(deadline) {
+			t.Error("the committed offsets did not reach the end within 120 s")
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, id := range e.members() {
+		e.stop(id, syscall.SIGTERM)
+	}
+	cancel()
+	<-obsDone
+
+	bound := 0
+	if !r.graceful {
+		bound = int(flushInterval.Seconds()*rate) + maxInFlight
+	}
+	res := e.check(r.name, bound)
+	if res.Lost > 0 || res.OrderViolations > 0 || res.CommitRegression > 0 || res.CommitPastUndone > 0 {
+		t.Errorf("guarantee broken: %s", res)
+	}
+	if res.WorstPerFault > bound || (r.graceful && res.Duplicates > 0) {
+		t.Errorf("duplicates over the bound: %s", res)
+	}
+	if r.check != nil {
+		r.check(t, e)
+	}
+	return res
+}
+
+func writeReport(t *testing.T, results []result) {
+	var b strings.Builder
+	b.WriteString(reportHeader)
+	b.WriteString("| row | faults | acked | lost | duplicates (worst fault / bound) | order violations | commit regressions | commits past unhandled | recovery |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d (%d / %d) | %d | %d | %d | %s |\n",
+			r.Row, r.Faults, r.Acked, r.Lost, r.Duplicates, r.WorstPerFault, r.Bound, r.OrderViolations, r.CommitRegression, r.CommitPastUndone, r.Recovery.Round(10*time.Millisecond))
+	}
+	b.WriteString(reportFooter)
+	if err := os.WriteFile("../docs/reliability.md", []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const reportHeader = `# Reliability: the fault matrix
+
+Generated by ` + "`make chaos`" + ` (` + "`KEYSHARE_CHAOS=long go test -run TestFaultMatrix -timeout 30m ./chaos/`" + `);
+the short form (rows 1, 2, 3, 5 with fewer records) runs in ` + "`make test`" + `.
+
+Each row: embedded etcd and kfake in the test process, three ` + "`keyshare member`" + `
+processes (TTL 2 s, flush every 500 ms, in-flight bound 1,000, work 0–1 ms per
+record), a producer writing 1,000 keyed records/s for 25 s over 2 partitions
+and 300 keys, and the row's faults a quarter of the way in. The checker reads
+the members' record logs (each line written before the record counts as
+done), the producer's acknowledged records and every committed offset it
+observed (polled every 50 ms by a separate client), and reports:
+
+- **lost**: acknowledged records no member handled;
+- **duplicates**: handlings beyond the first, attributed to the latest fault
+  before them; graceful rows must have none, crash rows at most
+  flush interval × rate + in-flight bound per fault (500 + 1,000);
+- **order violations**: a key's records first handled out of sequence;
+- **commit regressions**: an observed committed offset lower than the last;
+- **commits past unhandled**: a committed offset observed before some record
+  below it had been handled;
+- **recovery**: the longest time from a fault until every record
+  acknowledged before it was committed; in the baseline row, the same
+  measured from a quarter of the way in (plain commit latency: flush
+  interval + commit interval).
+
+Kafka compatibility is checked against kfake and librdkafka here; no Apache
+Kafka broker can be installed on the machines this project is built on.
+
+`
+
+const reportFooter = `
+Rows of the issue not built yet: 8 (etcd unreachable, via a proxy or
+restart), 9 (three-member etcd cluster faults), 10 (kfake request faults),
+11 (partition leadership moves, broker restart), 13 (partitions added while
+running), 15 (records deleted below the watermark).
+`
