@@ -41,38 +41,19 @@ var rows = []row{
 	{name: "3 SIGKILL a random member", short: true, fault: func(e *env, long bool, rng *rand.Rand) {
 		for range rounds(long, 1, 3) {
 			ids := e.members()
-			e.stop(ids[rng.IntN(len(ids))], syscall.SIGKILL)
-			e.fault()
-			time.Sleep(time.Second)
-			e.start()
-			time.Sleep(time.Second)
+			kill(e, ids[rng.IntN(len(ids))])
 		}
 	}},
 	{name: "4 SIGKILL the leader", fault: func(e *env, long bool, _ *rand.Rand) {
 		for range rounds(long, 1, 2) {
-			l := waitLeader(e)
-			e.stop(l, syscall.SIGKILL)
-			e.fault()
-			time.Sleep(time.Second)
-			e.start()
-			time.Sleep(time.Second)
+			kill(e, waitLeader(e))
 		}
 	}},
 	{name: "5 zombie member (SIGSTOP 2.5×TTL)", short: true, fault: func(e *env, _ bool, _ *rand.Rand) {
-		z := nonLeader(e)
-		e.signal(z, syscall.SIGSTOP)
-		e.fault()
-		time.Sleep(ttl * 5 / 2)
-		e.signal(z, syscall.SIGCONT)
-		zombies.Store(e, z)
+		pause(e, nonLeader(e))
 	}, check: checkZombie},
 	{name: "6 zombie leader (SIGSTOP 2.5×TTL)", fault: func(e *env, _ bool, _ *rand.Rand) {
-		z := waitLeader(e)
-		e.signal(z, syscall.SIGSTOP)
-		e.fault()
-		time.Sleep(ttl * 5 / 2)
-		e.signal(z, syscall.SIGCONT)
-		zombies.Store(e, z)
+		pause(e, waitLeader(e))
 	}, check: checkZombie},
 	{name: "7 leader's lease revoked", fault: func(e *env, _ bool, _ *rand.Rand) {
 		l := waitLeader(e)
@@ -88,20 +69,39 @@ var rows = []row{
 	}},
 	{name: "12 membership churn", graceful: true, fault: func(e *env, long bool, rng *rand.Rand) {
 		// Toggle members m1..m5 every 0–500 ms (at least one stays).
+		// An id is not started again until its previous process has
+		// left (keyshare refuses a second live member with one id).
 		deadline := time.Now().Add(time.Duration(rounds(long, 6, 30)) * time.Second)
-		var wg sync.WaitGroup
+		var (
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			stopping = map[string]bool{}
+		)
 		for time.Now().Before(deadline) {
 			id := fmt.Sprintf("m%d", 1+rng.IntN(5))
 			running := false
 			for _, m := range e.members() {
 				running = running || m == id
 			}
+			mu.Lock()
+			busy := stopping[id]
+			mu.Unlock()
 			switch {
+			case busy:
 			case !running:
 				e.startID(id)
 			case len(e.members()) > 1:
+				mu.Lock()
+				stopping[id] = true
+				mu.Unlock()
 				wg.Add(1)
-				go func() { defer wg.Done(); e.stop(id, syscall.SIGTERM) }()
+				go func() {
+					defer wg.Done()
+					e.stop(id, syscall.SIGTERM)
+					mu.Lock()
+					delete(stopping, id)
+					mu.Unlock()
+				}()
 			}
 			time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
 		}
@@ -125,6 +125,25 @@ var rows = []row{
 		}
 		_, _ = e.cli.Put(ctx, root+"members/not-a-member", "{}")
 	}},
+}
+
+// kill SIGKILLs member id, then starts a replacement.
+func kill(e *env, id string) {
+	e.stop(id, syscall.SIGKILL)
+	e.fault()
+	time.Sleep(time.Second)
+	e.start()
+	time.Sleep(time.Second)
+}
+
+// pause makes member id a zombie: stopped for 2.5 × its TTL (its lease
+// expires and its ranges move), then continued.
+func pause(e *env, id string) {
+	e.signal(id, syscall.SIGSTOP)
+	e.fault()
+	time.Sleep(ttl * 5 / 2)
+	e.signal(id, syscall.SIGCONT)
+	zombies.Store(e, id)
 }
 
 func rounds(long bool, short, full int) int {

@@ -174,16 +174,8 @@ func (m *member) stop(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
+// waitFor is testutil.WaitFor.
+var waitFor = testutil.WaitFor
 
 // commitWatcher polls the group's committed offsets with a separate client
 // and checks that they never go backwards.

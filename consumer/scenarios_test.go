@@ -315,3 +315,48 @@ func TestBadConfigRefusedBeforeJoining(t *testing.T) {
 		}
 	})
 }
+
+// TestBackpressureBoundsInFlight: a blocked key piles up records behind it
+// until the in-flight bound; then the member stops taking records, pauses its
+// partition, and never holds more than the bound. Releasing the key lets
+// everything finish.
+func TestBackpressureBoundsInFlight(t *testing.T) {
+	cl, k := newCluster(t, map[string]int32{"orders": 1})
+	cl.mutate = func(c *consumer.Config) { c.MaxInFlight = 50 }
+	h := newHistory(t)
+	inner := h.handler("m", 0)
+	release := make(chan struct{})
+	m := cl.start("m", func(ctx context.Context, msg *kafka.Message) error {
+		if string(msg.Key) == "key-7" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return inner(ctx, msg)
+	})
+	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(8000, 100))
+	maxSeen := 0
+	waitFor(t, "the partition paused at the bound", 60*time.Second, func() bool {
+		st := m.c.Status()
+		maxSeen = max(maxSeen, st.InFlight)
+		return st.Paused
+	})
+	for range 20 {
+		st := m.c.Status()
+		maxSeen = max(maxSeen, st.InFlight)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if maxSeen > 50 {
+		t.Fatalf("in flight reached %d, bound 50", maxSeen)
+	}
+	if n := h.count(); n >= len(produced)-80 {
+		t.Fatalf("%d records handled while key-7 blocked: fetching did not stop at the bound", n)
+	}
+	close(release)
+	waitFor(t, "all records", 60*time.Second, func() bool { return h.count() == len(produced) })
+	if dups := h.check(produced); dups != 0 {
+		t.Fatalf("%d duplicates", dups)
+	}
+}

@@ -74,17 +74,8 @@ func join(t *testing.T, endpoints []string, cfg coord.Config) (*coord.Session, *
 	return s, cli
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor is testutil.WaitFor.
+var waitFor = testutil.WaitFor
 
 func snapshot(t *testing.T, cli *clientv3.Client) *coord.Snapshot {
 	t.Helper()

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -47,4 +48,17 @@ func (w *testWriter) close() {
 	w.mu.Lock()
 	w.done = true
 	w.mu.Unlock()
+}
+
+// WaitFor polls cond every 20 ms until it holds, failing the test with what
+// it waited for if d passes first.
+func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

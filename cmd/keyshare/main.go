@@ -23,6 +23,7 @@ var commands = map[string]func() command{
 	"member":  func() command { return &memberCommand{} },
 	"status":  func() command { return &statusCommand{} },
 	"demo":    func() command { return &demoCommand{} },
+	"bench":   func() command { return &benchCommand{} },
 }
 
 const usage = `keyshare shares Kafka partitions among any number of consumers by key-hash range.
@@ -35,6 +36,7 @@ Commands:
   produce   write keyed records with per-key sequence numbers
   member    run one member against any brokers and etcd
   status    show a group's leader, members, ranges, watermarks and lag
+  bench     measure keyshare against a vanilla consumer group (writes docs/benchmarks.md with --write)
 
 Run 'keyshare <command> -h' for a command's flags.
 `

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/keyshare/keyshare/consumer"
+)
+
+// benchCommand measures keyshare against a vanilla confluent-kafka-go
+// consumer-group member on the same data in the same run.
+type benchCommand struct {
+	runs  int
+	write string
+	quick bool
+
+	cl      *started
+	brokers string
+	etcd    string
+	groups  atomic.Int64
+	out     strings.Builder
+}
+
+func (c *benchCommand) Run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.IntVar(&c.runs, "runs", 3, "runs per figure (the median and the spread are reported)")
+	fs.StringVar(&c.write, "write", "", "also write the report (Markdown) to this file")
+	fs.BoolVar(&c.quick, "quick", false, "smaller workloads (a smoke test of the benchmark itself)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if c.runs < 1 {
+		return usageError{fmt.Errorf("--runs %d: want at least 1", c.runs)}
+	}
+	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12}
+	cl, err := startCluster("127.0.0.1:0", "127.0.0.1:0", "", topics)
+	if err != nil {
+		return err
+	}
+	defer cl.close()
+	c.cl, c.brokers, c.etcd = cl, cl.kafka.ListenAddrs()[0], cl.etcd.ClientURL()
+
+	host, _ := os.Hostname()
+	c.printf("# keyshare benchmarks\n\nMeasured by `make bench` (`keyshare bench --runs %d`) on %s: %d CPUs, %s, %s/%s, %s.\n",
+		c.runs, host, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02"))
+	c.printf("Brokers: kfake (in-process Kafka-protocol broker) through librdkafka; etcd embedded. No Apache Kafka broker can be installed on these machines.\n")
+	c.printf("Each figure is the median of %d runs with the range (min–max) in brackets, unless it says otherwise.\n\n", c.runs)
+	for _, s := range []func(context.Context) error{c.parallelConsumerWorkload, c.scaleOut, c.hotKey, c.etcdCost, c.fetchAmplification} {
+		if err := s(ctx); err != nil {
+			return err
+		}
+	}
+	if c.write != "" {
+		return os.WriteFile(c.write, []byte(c.out.String()), 0o644)
+	}
+	return nil
+}
+
+func (c *benchCommand) printf(format string, a ...any) {
+	s := fmt.Sprintf(format, a...)
+	fmt.Print(s)
+	c.out.WriteString(s)
+}
+
+// uniformWork gives record offset o a work time in [0, maxD], the same for
+// every consumer that handles it, so that runs do the same total work.
+func uniformWork(maxD time.Duration) func(m *kafka.Message) time.Duration {
+	return func(m *kafka.Message) time.Duration {
+		x := uint64(m.TopicPartition.Offset)*0x9E3779B97F4A7C15 + uint64(m.TopicPartition.Partition)
+		x ^= x >> 31
+		x *= 0xBF58476D1CE4E5B9
+		x ^= x >> 29
+		return time.Duration(x % uint64(maxD+1))
+	}
+}
+
+// produceKeys writes n records to topic; keyOf picks the key of record i.
+func (c *benchCommand) produceKeys(topic string, n int, keyOf func(i int) string) error {
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": c.brokers, "linger.ms": 5, "log_level": 3})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	acks := make(chan kafka.Event, n)
+	for i := range n {
+		k := keyOf(i)
+		if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny}, Key: []byte(k), Value: []byte(k)}, acks); err != nil {
+			return err
+		}
+	}
+	for range n {
+		if m := (<-acks).(*kafka.Message); m.TopicPartition.Error != nil {
+			return m.TopicPartition.Error
+		}
+	}
+	return nil
+}
+
+// span records the first and last handling times and counts handled records.
+type span struct {
+	mu          sync.Mutex
+	first, last time.Time
+	n           atomic.Int64
+}
+
+func (s *span) hit() {
+	now := time.Now()
+	s.mu.Lock()
+	if s.first.IsZero() {
+		s.first = now
+	}
+	s.last = now
+	s.mu.Unlock()
+	s.n.Add(1)
+}
+
+func (s *span) elapsed() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last.Sub(s.first)
+}
+
+// members runs m keyshare members of a fresh group on topic; they handle
+// records with handle and stop when ctx ends.
+type members struct {
+	cs     []*consumer.Consumer
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (c *benchCommand) startMembers(topic string, m, concurrency int, reset string, handle consumer.Handler) (*members, error) {
+	group := fmt.Sprintf("bench-%d", c.groups.Add(1))
+	ctx, cancel := context.WithCancel(context.Background())
+	ms := &members{cancel: cancel}
+	for i := range m {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.etcd}, Logger: zap.NewNop()})
+		if err != nil {
+			return nil, err
+		}
+		cfg := consumer.DefaultConfig()
+		cfg.Group, cfg.Topics, cfg.MemberID = group, []string{topic}, fmt.Sprintf("b%d", i)
+		cfg.Kafka = kafka.ConfigMap{"bootstrap.servers": c.brokers, "log_level": 3, "fetch.wait.max.ms": 20}
+		cfg.Concurrency, cfg.MaxInFlight = concurrency, max(1000, 4*concurrency)
+		cfg.Handler, cfg.AutoOffsetReset = handle, reset
+		cfg.SessionTTL, cfg.RebalanceDebounce = 3*time.Second, 50*time.Millisecond
+		cfg.Logger = hclog.NewNullLogger()
+		k, err := consumer.New(cli, cfg)
+		if err != nil {
+			return nil, err
+		}
+		ms.cs = append(ms.cs, k)
+		ms.wg.Add(1)
+		go func() {
+			defer ms.wg.Done()
+			defer cli.Close()
+			if err := k.Run(ctx); err != nil {
+				fmt.Fprintf(os.Stderr, "bench member: %v\n", err)
+			}
+		}()
+	}
+	// Wait until every member owns a range and the assignment is stable.
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		ready, gens := true, map[int64]bool{}
+		for _, k := range ms.cs {
+			st := k.Status()
+			ready = ready && len(st.Ranges) > 0
+			gens[st.Generation] = true
+			for _, r := range st.Ranges {
+				ready = ready && r.State == "active"
+			}
+		}
+		if ready && len(gens) == 1 {
+			time.Sleep(300 * time.Millisecond)
+			return ms, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ms.stop()
+	return nil, fmt.Errorf("bench: %d members did not settle within 60s", m)
+}
+
+func (ms *members) stop() {
+	ms.cancel()
+	ms.wg.Wait()
+}
+
+func sleepFor(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// runKeyshare handles the n records already in topic with m members of
+// concurrency each; it returns the time from the first record handled to the
+// last.
+func (c *benchCommand) runKeyshare(topic string, n, m, concurrency int, work func(*kafka.Message) time.Duration) (time.Duration, error) {
+	var s span
+	ms, err := c.startMembers(topic, m, concurrency, "earliest", func(ctx context.Context, msg *kafka.Message) error {
+		if err := sleepFor(ctx, work(msg)); err != nil {
+			return err
+		}
+		s.hit()
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer ms.stop()
+	deadline := time.Now().Add(10 * time.Minute)
+	for s.n.Load() < int64(n) {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("bench: %d of %d records handled", s.n.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return s.elapsed(), nil
+}
+
+// runVanilla handles the n records of topic with one confluent-kafka-go
+// consumer-group member, one record at a time in partition order (the
+// partition cap: one member per partition).
+func (c *benchCommand) runVanilla(topic string, n int, work func(*kafka.Message) time.Duration) (time.Duration, error) {
+	kc, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": c.brokers, "group.id": fmt.Sprintf("vanilla-%d", c.groups.Add(1)), "auto.offset.reset": "earliest", "log_level": 3})
+	if err != nil {
+		return 0, err
+	}
+	defer kc.Close()
+	if err := kc.SubscribeTopics([]string{topic}, nil); err != nil {
+		return 0, err
+	}
+	var s span
+	for s.n.Load() < int64(n) {
+		m, err := kc.ReadMessage(30 * time.Second)
+		if err != nil {
+			return 0, fmt.Errorf("vanilla consumer: %w", err)
+		}
+		time.Sleep(work(m))
+		s.hit()
+	}
+	return s.elapsed(), nil
+}
+
+// stats is the median and the range of some durations.
+type stats struct{ med, lo, hi time.Duration }
+
+func summarize(ds []time.Duration) stats {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return stats{med: ds[len(ds)/2], lo: ds[0], hi: ds[len(ds)-1]}
+}
+
+func (s stats) String() string {
+	if s.lo == s.hi {
+		return fmt.Sprintf("%.2f s", s.med.Seconds())
+	}
+	return fmt.Sprintf("%.2f s [%.2f–%.2f]", s.med.Seconds(), s.lo.Seconds(), s.hi.Seconds())
+}
+
+func (c *benchCommand) repeat(f func() (time.Duration, error)) (stats, error) {
+	var ds []time.Duration
+	for range c.runs {
+		d, err := f()
+		if err != nil {
+			return stats{}, err
+		}
+		ds = append(ds, d)
+	}
+	return summarize(ds), nil
+}
