@@ -22,7 +22,7 @@ func benchPipeline(b *testing.B, ranges []ledger.HashRange, handler Handler) *pi
 	cfg.Concurrency = 16
 	c := &Consumer{cfg: cfg, log: hclog.NewNullLogger()}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &pipeline{c: c, ctx: ctx, stop: cancel, log: c.log}
+	p := &pipeline{c: c, ctx: ctx, stop: cancel, log: c.log, space: make(chan struct{}, 1)}
 	p.mu.cond = sync.NewCond(&p.mu.Mutex)
 	p.mu.ranges = make(map[string]*owned)
 	p.mu.byTP = make(map[tp][]*owned)

@@ -49,6 +49,7 @@ type pipeline struct {
 
 	resync  chan struct{} // ask the fetch loop to reread the assignment
 	flushCh chan struct{} // ask the flusher to write now
+	space   chan struct{} // a record finished: there may be room below the in-flight bound
 	// boundSince is when the fetch loop reached the in-flight bound (zero
 	// below it); only the fetch loop uses it.
 	boundSince time.Time
@@ -77,6 +78,7 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 		log:     c.log.With("member", sess.ID()),
 		resync:  make(chan struct{}, 1),
 		flushCh: make(chan struct{}, 1),
+		space:   make(chan struct{}, 1),
 	}
 	p.mu.cond = sync.NewCond(&p.mu.Mutex)
 	p.mu.ranges = make(map[string]*owned)
@@ -134,7 +136,15 @@ func (p *pipeline) fetchLoop() error {
 		default:
 		}
 		if p.backpressure() {
-			sleep(p.ctx, time.Millisecond)
+			// Wait for a record to finish (or for updates and the pause
+			// check).
+			t := time.NewTimer(10 * time.Millisecond)
+			select {
+			case <-p.space:
+			case <-t.C:
+			case <-p.ctx.Done():
+			}
+			t.Stop()
 			continue
 		}
 		switch ev := p.kc.Poll(50).(type) {
@@ -230,6 +240,7 @@ func (p *pipeline) finish(t tp, o int64, h uint32, done bool) {
 	delete(p.mu.jobs[t], o)
 	p.mu.inflight--
 	p.mu.cond.Broadcast()
+	poke(p.space)
 	if !done {
 		return
 	}
