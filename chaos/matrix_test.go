@@ -76,6 +76,7 @@ var rows = []row{
 			wg       sync.WaitGroup
 			mu       sync.Mutex
 			stopping = map[string]bool{}
+			started  = map[string]time.Time{}
 		)
 		for time.Now().Before(deadline) {
 			id := fmt.Sprintf("m%d", 1+rng.IntN(5))
@@ -84,12 +85,17 @@ var rows = []row{
 				running = running || m == id
 			}
 			mu.Lock()
-			busy := stopping[id]
+			// A process signalled before it installed its handler would
+			// die without leaving: give each member a second first.
+			busy := stopping[id] || time.Since(started[id]) < time.Second
 			mu.Unlock()
 			switch {
 			case busy:
 			case !running:
 				e.startID(id)
+				mu.Lock()
+				started[id] = time.Now()
+				mu.Unlock()
 			case len(e.members()) > 1:
 				mu.Lock()
 				stopping[id] = true
