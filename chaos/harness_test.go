@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +22,8 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/keyshare/keyshare/internal/devcluster"
 )
@@ -56,15 +61,19 @@ func TestMain(m *testing.M) {
 // env is one row's world: etcd, a broker, member processes, a producer and a
 // commit observer.
 type env struct {
-	t       *testing.T
-	dir     string
-	etcdURL string
-	brokers string
-	cli     *clientv3.Client
-	parts   int32
+	t        *testing.T
+	dir      string
+	etcdURL  string
+	etcdPeer string
+	brokers  string
+	cli      *clientv3.Client
+	etcdSrv  *devcluster.Etcd
+	kafkaSrv *kfake.Cluster
+	parts    int32 // guarded by mu
 
 	mu      sync.Mutex
 	procs   map[string]*exec.Cmd
+	metrics map[string]string // member id → metrics address
 	next    int
 	acked   []ack
 	commits []commitObs
@@ -87,24 +96,67 @@ type commitObs struct {
 
 func newEnv(t *testing.T, parts int32) *env {
 	dir := t.TempDir()
+	en := &env{t: t, dir: dir, parts: parts, procs: map[string]*exec.Cmd{}}
 	e, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: filepath.Join(dir, "etcd")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(e.Close)
-	k, err := devcluster.StartKafka(devcluster.KafkaOptions{Topics: map[string]int32{topic: parts}})
+	k, err := devcluster.StartKafka(devcluster.KafkaOptions{DataDir: filepath.Join(dir, "kafka"), Topics: map[string]int32{topic: parts}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(k.Close)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.ClientURL()}, Logger: zap.NewNop()})
+	en.etcdSrv, en.kafkaSrv = e, k
+	en.etcdURL, en.brokers = e.ClientURL(), k.ListenAddrs()[0]
+	en.etcdPeer = e.Peers[0].Addr().String()
+	t.Cleanup(func() {
+		en.mu.Lock()
+		defer en.mu.Unlock()
+		en.kafkaSrv.Close()
+		en.etcdSrv.Close()
+	})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{en.etcdURL}, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	en := &env{t: t, dir: dir, etcdURL: e.ClientURL(), brokers: k.ListenAddrs()[0], cli: cli, parts: parts, procs: map[string]*exec.Cmd{}}
+	en.cli = cli
 	t.Cleanup(en.killAll)
 	return en
+}
+
+// restartEtcd stops the etcd server for down, then starts it again on the
+// same addresses and data.
+func (e *env) restartEtcd(down time.Duration) {
+	e.mu.Lock()
+	e.etcdSrv.Close()
+	e.mu.Unlock()
+	e.fault()
+	time.Sleep(down)
+	srv, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: filepath.Join(e.dir, "etcd"),
+		ClientAddr: strings.TrimPrefix(e.etcdURL, "http://"), PeerAddr: e.etcdPeer})
+	if err != nil {
+		e.t.Fatalf("restart etcd: %v", err)
+	}
+	e.mu.Lock()
+	e.etcdSrv = srv
+	e.mu.Unlock()
+}
+
+// restartKafka stops the broker for down, then starts it again on the same
+// port from its data directory.
+func (e *env) restartKafka(down time.Duration) {
+	e.mu.Lock()
+	e.kafkaSrv.Close()
+	e.mu.Unlock()
+	e.fault()
+	time.Sleep(down)
+	k, err := devcluster.StartKafka(devcluster.KafkaOptions{Addr: e.brokers, DataDir: filepath.Join(e.dir, "kafka")})
+	if err != nil {
+		e.t.Fatalf("restart kafka: %v", err)
+	}
+	e.mu.Lock()
+	e.kafkaSrv = k
+	e.mu.Unlock()
 }
 
 // start launches a new member process and returns its id.
@@ -120,7 +172,7 @@ func (e *env) start() string {
 func (e *env) startID(id string) {
 	cmd := exec.Command(bin, "member", "--brokers", e.brokers, "--etcd", e.etcdURL, "--group", group, "--topic", topic,
 		"--id", id, "--work", "uniform:0-1ms", "--record", filepath.Join(e.dir, id+".jsonl"),
-		"--ttl", ttl.String(), "--drain-timeout", "10s", "--log-level", "info")
+		"--ttl", ttl.String(), "--drain-timeout", "10s", "--log-level", "info", "--metrics-addr", e.metricsAddr(id))
 	logf, err := os.OpenFile(filepath.Join(e.dir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		e.t.Fatal(err)
@@ -186,6 +238,55 @@ func (e *env) killAll() {
 	}
 }
 
+// metricsAddr is member id's metrics address (a port free when first asked).
+func (e *env) metricsAddr(id string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.metrics == nil {
+		e.metrics = map[string]string{}
+	}
+	if a, ok := e.metrics[id]; ok {
+		return a
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer ln.Close()
+	e.metrics[id] = ln.Addr().String()
+	return e.metrics[id]
+}
+
+// dumpMetrics logs the state gauges of every running member.
+func (e *env) dumpMetrics() {
+	for _, id := range e.members() {
+		resp, err := http.Get("http://" + e.metricsAddr(id) + "/metrics")
+		if err != nil {
+			e.t.Logf("%s metrics: %v", id, err)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var keep []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "keyshare_") && !strings.Contains(l, "_bucket") {
+				keep = append(keep, l)
+			}
+		}
+		e.t.Logf("%s metrics:\n%s", id, strings.Join(keep, "\n"))
+	}
+}
+
+// dumpLogs passes the tail of every member's log to t.Log.
+func (e *env) dumpLogs() {
+	files, _ := filepath.Glob(filepath.Join(e.dir, "*.log"))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		e.t.Logf("--- %s (last %d lines)\n%s", filepath.Base(f), min(40, len(lines)), strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
+}
+
 func (e *env) memberLog(id string) string {
 	b, _ := os.ReadFile(filepath.Join(e.dir, id+".log"))
 	return string(b)
@@ -210,7 +311,8 @@ func (e *env) fault() {
 // produce writes n keyed records at rate per second and records every
 // acknowledged one. Values are "key-K:SEQ".
 func (e *env) produce(ctx context.Context, n, keys int, rate float64) error {
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": e.brokers, "acks": "all", "enable.idempotence": true, "linger.ms": 5, "log_level": 3})
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": e.brokers, "acks": "all", "enable.idempotence": true, "linger.ms": 5, "log_level": 3,
+		"topic.metadata.refresh.interval.ms": 1000}) // sees added partitions
 	if err != nil {
 		return err
 	}
@@ -265,12 +367,15 @@ func (e *env) observeCommits(ctx context.Context) {
 	}
 	defer c.Close()
 	t := topic
-	var tps []kafka.TopicPartition
-	for p := range e.parts {
-		tps = append(tps, kafka.TopicPartition{Topic: &t, Partition: p})
-	}
 	last := map[int32]int64{}
 	for ctx.Err() == nil {
+		e.mu.Lock()
+		parts := e.parts
+		e.mu.Unlock()
+		var tps []kafka.TopicPartition
+		for p := range parts {
+			tps = append(tps, kafka.TopicPartition{Topic: &t, Partition: p})
+		}
 		now := time.Now()
 		res, err := c.Committed(tps, 2000)
 		if err == nil {

@@ -108,7 +108,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 		cc.OnLeader = c.commitLoop
 		sess, err := coord.Join(ctx, c.cli, cc)
 		if err != nil {
-			if first || errors.Is(err, coord.ErrMemberExists) {
+			// Only the first join fails Run. A rejoin can find our own
+			// old registration still alive (this side gave the session
+			// up, etcd has not expired the lease yet): it goes within
+			// one TTL, so keep trying.
+			if first {
 				return err
 			}
 			if ctx.Err() != nil {

@@ -57,15 +57,18 @@ type pipeline struct {
 	wg sync.WaitGroup
 	mu struct {
 		sync.Mutex
-		cond       *sync.Cond // signalled when in-flight work finishes
-		gen        int64
-		ranges     map[string]*owned // by range key
-		byTP       map[tp][]*owned   // sorted by first hash
-		assigned   map[tp]bool       // partitions assigned to the Kafka consumer
-		pos        map[tp]int64      // next offset the fetcher will deliver
-		paused     bool
-		fetching   bool // false once leaving: no new records
-		inflight   int
+		cond     *sync.Cond // signalled when in-flight work finishes
+		gen      int64
+		ranges   map[string]*owned // by range key
+		byTP     map[tp][]*owned   // sorted by first hash
+		assigned map[tp]bool       // partitions assigned to the Kafka consumer
+		pos      map[tp]int64      // next offset the fetcher will deliver
+		paused   bool
+		fetching bool // false once leaving: no new records
+		inflight int
+		// unflushed counts records completed since the flush that last
+		// reached etcd: they would run again if the member crashed now.
+		unflushed  int
 		jobs       map[tp]map[int64]*job
 		pendingAll int
 	}
@@ -244,6 +247,10 @@ func (p *pipeline) finish(t tp, o int64, h uint32, done bool) {
 	if !done {
 		return
 	}
+	p.mu.unflushed++
+	if p.mu.unflushed >= p.c.cfg.MaxInFlight/2 {
+		poke(p.flushCh) // flush early rather than let unflushed work pile up
+	}
 	for _, w := range p.mu.byTP[t] {
 		if w.st.Range().Contains(h) {
 			if err := w.st.Complete(o, h); err != nil {
@@ -267,7 +274,10 @@ const pauseAfter = 500 * time.Millisecond
 // made a member five times slower on Parallel Consumer's workload.
 func (p *pipeline) backpressure() bool {
 	p.mu.Lock()
-	inflight, paused := p.mu.inflight, p.mu.paused
+	// Unflushed completions count against the bound too: when etcd cannot
+	// be written, the member stops taking records rather than pile up work
+	// that a crash would run again.
+	inflight, paused := max(p.mu.inflight, p.mu.unflushed), p.mu.paused
 	var parts []kafka.TopicPartition
 	if inflight >= p.c.cfg.MaxInFlight || paused {
 		for t := range p.mu.assigned {
@@ -600,6 +610,7 @@ func (p *pipeline) flushLoop() {
 // assignment: the leader may only have split it.
 func (p *pipeline) flush(ctx context.Context) {
 	p.mu.Lock()
+	completions := p.mu.unflushed
 	var writes []ledger.Write
 	bytes := 0
 	versions := make(map[string]uint64)
@@ -614,6 +625,9 @@ func (p *pipeline) flush(ctx context.Context) {
 	}
 	p.mu.Unlock()
 	if len(writes) == 0 {
+		p.mu.Lock()
+		p.mu.unflushed -= completions
+		p.mu.Unlock()
 		return
 	}
 	start := time.Now()
@@ -640,7 +654,9 @@ func (p *pipeline) flush(ctx context.Context) {
 			w.flushed, w.dirty = v, false
 		}
 	}
+	p.mu.unflushed -= completions
 	p.mu.Unlock()
+	poke(p.space)
 	p.c.metrics.flushes.Add(1)
 	p.c.metrics.flushBytes.Add(int64(bytes))
 	p.log.Trace("flushed ledger", "ranges", len(writes), "took", time.Since(start))

@@ -14,6 +14,7 @@ type Status struct {
 	Generation   int64
 	Ranges       []RangeStatus
 	InFlight     int
+	Unflushed    int // records completed since the last flush that reached etcd
 	Paused       bool
 	StuckKeys    []StuckRecord
 	Handled      int64 // records handled (successfully) since start
@@ -77,7 +78,7 @@ func (c *Consumer) Status() Status {
 	s.Running, s.Leader = true, sess.IsLeader()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s.Generation, s.InFlight, s.Paused = p.mu.gen, p.mu.inflight, p.mu.paused
+	s.Generation, s.InFlight, s.Paused, s.Unflushed = p.mu.gen, p.mu.inflight, p.mu.paused, p.mu.unflushed
 	for _, w := range p.mu.ranges {
 		r := w.st.Range()
 		s.Ranges = append(s.Ranges, RangeStatus{
