@@ -257,8 +257,18 @@ func (e *env) metricsAddr(id string) string {
 	return e.metrics[id]
 }
 
-// dumpMetrics logs the state gauges of every running member.
+// dumpMetrics logs the state gauges of every running member and the group's
+// ranges and ledger in etcd.
 func (e *env) dumpMetrics() {
+	if resp, err := e.cli.Get(e.t.Context(), "/keyshare/"+group+"/", clientv3.WithPrefix()); err == nil {
+		var b strings.Builder
+		for _, kv := range resp.Kvs {
+			if k := string(kv.Key); strings.Contains(k, "/ranges/") || strings.Contains(k, "/ledger/") || strings.Contains(k, "/commits/") {
+				fmt.Fprintf(&b, "%s %s\n", k, kv.Value)
+			}
+		}
+		e.t.Logf("etcd state:\n%s", b.String())
+	}
 	for _, id := range e.members() {
 		resp, err := http.Get("http://" + e.metricsAddr(id) + "/metrics")
 		if err != nil {

@@ -460,8 +460,13 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 		if err := p.kc.IncrementalAssign(assign); err != nil {
 			return fmt.Errorf("consumer: assign: %w", err)
 		}
+		// librdkafka keeps a partition's pause flag across unassign and
+		// assign: a partition paused by an earlier session would stay
+		// paused for good. Set the flag to this pipeline's state.
 		if paused {
 			_ = p.kc.Pause(assign)
+		} else if err := p.kc.Resume(assign); err != nil {
+			p.log.Warn("resume newly assigned partitions", "error", err)
 		}
 	}
 	if len(seeks) > 0 {
@@ -673,6 +678,7 @@ func (p *pipeline) unassignAll() {
 	p.mu.assigned = make(map[tp]bool)
 	p.mu.Unlock()
 	if len(parts) > 0 {
+		_ = p.kc.Resume(parts) // the flag outlives the assignment (see reconcile)
 		if err := p.kc.IncrementalUnassign(parts); err != nil {
 			p.log.Debug("unassign", "error", err)
 		}
