@@ -127,13 +127,7 @@ func (p *pipeline) fetchLoop() error {
 				sleep(p.ctx, 200*time.Millisecond)
 				continue
 			}
-			a := coord.Assignment{Generation: snap.Generation.Generation, Rev: snap.Rev}
-			for _, r := range snap.Owned(p.sess.ID()) {
-				if r.EntryErr == nil {
-					a.Ranges = append(a.Ranges, r)
-				}
-			}
-			if err := p.reconcile(a); err != nil {
+			if err := p.reconcile(snap.AssignmentOf(p.sess.ID())); err != nil {
 				return err
 			}
 		default:

@@ -276,13 +276,7 @@ func (s *Session) drainWatch(wch clientv3.WatchChan, fn func() error) error {
 }
 
 func (s *Session) publish(snap *Snapshot) {
-	a := Assignment{Generation: snap.Generation.Generation, Rev: snap.Rev}
-	for _, r := range snap.Owned(s.ID()) {
-		if r.EntryErr != nil {
-			continue // the leader resets it; until then it cannot be worked on
-		}
-		a.Ranges = append(a.Ranges, r)
-	}
+	a := snap.AssignmentOf(s.ID())
 	select {
 	case <-s.updates:
 	default:

@@ -214,6 +214,18 @@ func (s *Snapshot) Owned(id string) []RangeState {
 	return out
 }
 
+// AssignmentOf is what member id owns in the snapshot, leaving out ranges
+// whose ledger entry is damaged (the leader resets those first).
+func (s *Snapshot) AssignmentOf(id string) Assignment {
+	a := Assignment{Generation: s.Generation.Generation, Rev: s.Rev}
+	for _, r := range s.Owned(id) {
+		if r.EntryErr == nil {
+			a.Ranges = append(a.Ranges, r)
+		}
+	}
+	return a
+}
+
 // Slices returns the current ownership as the assignor sees it: a range being
 // handed off already counts for its next owner.
 func (s *Snapshot) Slices() []Slice {
