@@ -381,4 +381,17 @@ Rows of the issue not built yet: 9 (three-member etcd cluster faults), the
 partition-leadership half of 11 (one broker here), and 15 (records deleted
 below the watermark: a member logs the reset error and holds the partition
 rather than skip, but the row and its report are not built).
+
+Bugs the matrix found, each fixed with its row as the regression test:
+
+- Row 8a: members kept handling records while no flush could reach etcd, so
+  a 1 s outage gave 6,473 duplicates. Unflushed completions now count
+  against the in-flight bound (0 duplicates since).
+- Row 8b: a rejoin that met the member's own still-live registration ended
+  the member. Rejoins now retry. librdkafka kept a partition's pause flag
+  across the member's sessions, so a range stalled forever. Partitions are
+  now resumed on reassignment.
+- Row 12 exposed a bug in the harness, not in keyshare: it restarted a member
+  id before the previous process had left, and keyshare refused the
+  duplicate id as designed.
 `
