@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -26,6 +27,7 @@ type benchCommand struct {
 	runs  int
 	write string
 	quick bool
+	only  string
 
 	cl      *started
 	brokers string
@@ -39,13 +41,14 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&c.runs, "runs", 3, "runs per figure (the median and the spread are reported)")
 	fs.StringVar(&c.write, "write", "", "also write the report (Markdown) to this file")
 	fs.BoolVar(&c.quick, "quick", false, "smaller workloads (a smoke test of the benchmark itself)")
+	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: pc, scale, hotkey, etcd, fetch, pauses, memory")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if c.runs < 1 {
 		return usageError{fmt.Errorf("--runs %d: want at least 1", c.runs)}
 	}
-	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12}
+	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "pauses": 2, "memory": 1}
 	cl, err := startCluster("127.0.0.1:0", "127.0.0.1:0", "", topics)
 	if err != nil {
 		return err
@@ -58,8 +61,18 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		c.runs, host, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02"))
 	c.printf("Brokers: kfake (in-process Kafka-protocol broker) through librdkafka; etcd embedded. No Apache Kafka broker can be installed on these machines.\n")
 	c.printf("Each figure is the median of %d runs with the range (min–max) in brackets, unless it says otherwise.\n\n", c.runs)
-	for _, s := range []func(context.Context) error{c.parallelConsumerWorkload, c.scaleOut, c.hotKey, c.etcdCost, c.fetchAmplification} {
-		if err := s(ctx); err != nil {
+	scenarios := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"pc", c.parallelConsumerWorkload}, {"scale", c.scaleOut}, {"hotkey", c.hotKey},
+		{"etcd", c.etcdCost}, {"fetch", c.fetchAmplification}, {"pauses", c.pauses}, {"memory", c.memory},
+	}
+	for _, s := range scenarios {
+		if c.only != "" && !slices.Contains(strings.Split(c.only, ","), s.name) {
+			continue
+		}
+		if err := s.run(ctx); err != nil {
 			return err
 		}
 	}
