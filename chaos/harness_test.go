@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/keyshare/keyshare/internal/devcluster"
+	"github.com/keyshare/keyshare/testutil"
 )
 
 const (
@@ -43,18 +44,14 @@ const (
 var bin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "keyshare-chaos-bin-")
+	var cleanup func()
+	var err error
+	bin, cleanup, err = testutil.BuildKeyshare("../cmd/keyshare", false)
 	if err != nil {
-		panic(err)
-	}
-	bin = filepath.Join(dir, "keyshare")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/keyshare").CombinedOutput()
-	if err != nil {
-		os.Stderr.Write(out)
 		panic(err)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

@@ -20,22 +20,14 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "keyshare-bin-")
+	var cleanup func()
+	var err error
+	bin, cleanup, err = testutil.BuildKeyshare(".", raceEnabled)
 	if err != nil {
-		panic(err)
-	}
-	bin = filepath.Join(dir, "keyshare")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
-	if err != nil {
-		os.Stderr.Write(out)
 		panic(err)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 

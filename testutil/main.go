@@ -1,0 +1,45 @@
+package testutil
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"go.uber.org/goleak"
+)
+
+// EtcdGoroutines are the process-wide goroutines etcd's client and embedded
+// server leave after Close (gRPC balancer, zap sinks, purge and scheduler
+// loops); pass them to goleak.VerifyTestMain so that only leaks of our own
+// show.
+func EtcdGoroutines() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreTopFunction("go.etcd.io/etcd/client/pkg/v3/logutil.(*MergeLogger).outputLoop"),
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/server/v3/etcdserver.(*EtcdServer).purgeFile"),
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/pkg/v3/schedule.(*fifo).run"),
+	}
+}
+
+// BuildKeyshare builds the keyshare command from pkgDir (a path relative to
+// the calling test's package) into a temporary directory, for tests that run
+// it as a process. It is meant for TestMain: build once per test binary. The
+// returned cleanup removes the directory.
+func BuildKeyshare(pkgDir string, race bool) (bin string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "keyshare-bin-")
+	if err != nil {
+		return "", nil, err
+	}
+	bin = filepath.Join(dir, "keyshare")
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, pkgDir)...).CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("go build %s: %w\n%s", pkgDir, err, out)
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
+}
