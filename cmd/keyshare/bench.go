@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -28,6 +29,7 @@ type benchCommand struct {
 	write string
 	quick bool
 	only  string
+	prof  string
 
 	cl      *started
 	brokers string
@@ -41,6 +43,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&c.runs, "runs", 3, "runs per figure (the median and the spread are reported)")
 	fs.StringVar(&c.write, "write", "", "also write the report (Markdown) to this file")
 	fs.BoolVar(&c.quick, "quick", false, "smaller workloads (a smoke test of the benchmark itself)")
+	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the benchmark process to this file")
 	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: pc, scale, hotkey, etcd, fetch, pauses, memory")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -48,7 +51,14 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	if c.runs < 1 {
 		return usageError{fmt.Errorf("--runs %d: want at least 1", c.runs)}
 	}
-	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "pauses": 2, "memory": 1}
+	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12}
+	for i := range 10 {
+		topics[fmt.Sprintf("pauses-%d", i)] = 2
+		topics[fmt.Sprintf("memory-%d", i)] = 1
+	}
+	if c.runs > 10 {
+		return usageError{fmt.Errorf("--runs %d: at most 10", c.runs)}
+	}
 	cl, err := startCluster("127.0.0.1:0", "127.0.0.1:0", "", topics)
 	if err != nil {
 		return err
@@ -61,6 +71,17 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		c.runs, host, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02"))
 	c.printf("Brokers: kfake (in-process Kafka-protocol broker) through librdkafka; etcd embedded. No Apache Kafka broker can be installed on these machines.\n")
 	c.printf("Each figure is the median of %d runs with the range (min–max) in brackets, unless it says otherwise.\n\n", c.runs)
+	if c.prof != "" {
+		f, err := os.Create(c.prof)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	scenarios := []struct {
 		name string
 		run  func(context.Context) error

@@ -94,38 +94,81 @@ func (c *benchCommand) memory(ctx context.Context) error {
 	if c.quick {
 		n = 100_000
 	}
-	m, err := c.spawnMember("memory", "bench-memory", "mem", "--concurrency", "16")
+	var idle, peak []time.Duration // bytes, carried in Durations to reuse stats
+	for run := range c.runs {
+		i, p, err := c.memoryRun(ctx, n, run)
+		if err != nil {
+			return err
+		}
+		idle, peak = append(idle, time.Duration(i)), append(peak, time.Duration(p))
+	}
+	mib := func(s stats) string {
+		f := func(d time.Duration) float64 { return float64(d) / (1 << 20) }
+		if s.lo == s.hi {
+			return fmt.Sprintf("%.1f MiB", f(s.med))
+		}
+		return fmt.Sprintf("%.1f MiB [%.1f–%.1f]", f(s.med), f(s.lo), f(s.hi))
+	}
+	c.printf("## 8. Memory\n\nOne `keyshare member` process (16 workers, the default in-flight bound of 1,000, librdkafka's default queue limits) handles %d records of about 20 bytes produced in advance, with no work per record.\n\n| peak RSS after joining | peak RSS over the run |\n|---|---|\n| %s | %s |\n\n", n, mib(summarize(idle)), mib(summarize(peak)))
+	return nil
+}
+
+// memoryRun runs one member over n fresh records and returns its peak RSS
+// after joining and at the end.
+func (c *benchCommand) memoryRun(ctx context.Context, n, run int) (int64, int64, error) {
+	group := fmt.Sprintf("bench-memory-%d", run)
+	topic := fmt.Sprintf("memory-%d", run)
+	m, err := c.spawnMember(topic, group, "mem", "--concurrency", "16")
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	defer m.stop(syscall.SIGKILL)
 	for m.metric("keyshare_generation") < 1 {
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Each run has its own topic, empty until now.
 	idle := m.peakRSS()
-	if _, err := produce(ctx, c.brokers, "memory", n, 1000, 0, 0, false); err != nil {
-		return err
+	before := m.metric("keyshare_records_handled_total")
+	if _, err := produce(ctx, c.brokers, topic, n, 1000, 0, 0, false); err != nil {
+		return 0, 0, err
 	}
 	deadline := time.Now().Add(10 * time.Minute)
-	for m.metric("keyshare_records_handled_total") < float64(n) {
+	for m.metric("keyshare_records_handled_total")-before < float64(n) {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: memory member handled %.0f of %d", m.metric("keyshare_records_handled_total"), n)
+			return 0, 0, fmt.Errorf("bench: memory member handled %.0f of %d", m.metric("keyshare_records_handled_total")-before, n)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	peak := m.peakRSS()
-	c.printf("## 8. Memory\n\nOne `keyshare member` process (16 workers, the default in-flight bound of 1,000, librdkafka's default queue limits) handles %d records of about 20 bytes produced in advance, with no work per record.\n\n| peak RSS after joining | peak RSS over the run |\n|---|---|\n| %.1f MiB | %.1f MiB |\n\n", n, float64(idle)/(1<<20), float64(peak)/(1<<20))
-	return nil
+	return idle, m.peakRSS(), nil
 }
 
 // pauses measures how long ranges stop making progress when a member is
 // SIGKILLed (until its ranges make progress on their new owners), and on a
 // graceful join for ranges that keep their owner and ranges that move.
 func (c *benchCommand) pauses(ctx context.Context) error {
-	group := "bench-pauses"
+	var killKept, killMoved, joinKept, joinMoved []time.Duration
+	for run := range c.runs {
+		r, err := c.pausesRun(ctx, run)
+		if err != nil {
+			return err
+		}
+		killKept, killMoved = append(killKept, r[0]), append(killMoved, r[1])
+		joinKept, joinMoved = append(joinKept, r[2]), append(joinMoved, r[3])
+	}
+	c.printf("## 7. Pauses on failover and scale-out\n\nThree `keyshare member` processes (TTL 2 s, 16 workers, 1 ms per record) on 2 partitions, 2,000 records/s. The ledger watermark of every range is sampled every 20 ms from etcd; a pause is the longest time a range's watermark stood still (flushes come every 500 ms, so about 0.5 s is the floor).\n\n| event | longest pause, ranges that kept their owner | longest pause, ranges that moved |\n|---|---|---|\n")
+	c.printf("| SIGKILL of a member | %s | %s |\n", summarize(killKept), summarize(killMoved))
+	c.printf("| graceful join of a member | %s | %s |\n\n", summarize(joinKept), summarize(joinMoved))
+	return nil
+}
+
+// pausesRun measures one SIGKILL and one join; it returns the longest pauses
+// of kept and moved ranges for each.
+func (c *benchCommand) pausesRun(ctx context.Context, run int) ([4]time.Duration, error) {
+	var out [4]time.Duration
+	group, topic := fmt.Sprintf("bench-pauses-%d", run), fmt.Sprintf("pauses-%d", run)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.etcd}, Logger: zap.NewNop()})
 	if err != nil {
-		return err
+		return out, err
 	}
 	defer cli.Close()
 	schema := keys.New("/keyshare", group)
@@ -136,15 +179,15 @@ func (c *benchCommand) pauses(ctx context.Context) error {
 		}
 	}()
 	for i := range 3 {
-		m, err := c.spawnMember("pauses", group, fmt.Sprintf("p%d", i), "--work", "1ms", "--concurrency", "16")
+		m, err := c.spawnMember(topic, group, fmt.Sprintf("p%d", i), "--work", "1ms", "--concurrency", "16")
 		if err != nil {
-			return err
+			return out, err
 		}
 		ms = append(ms, m)
 	}
 	pctx, stopProd := context.WithCancel(ctx)
 	defer stopProd()
-	go func() { _, _ = produce(pctx, c.brokers, "pauses", 1_000_000, 500, 0, 2000, false) }()
+	go func() { _, _ = produce(pctx, c.brokers, topic, 1_000_000, 500, 0, 2000, false) }()
 	time.Sleep(4 * time.Second)
 
 	// watch samples every range's watermark and returns, per range key, the
@@ -193,8 +236,7 @@ func (c *benchCommand) pauses(ctx context.Context) error {
 		}
 		return tracks, nil
 	}
-	report := func(title string, tracks map[string]*rangeTrack, victim string) {
-		var kept, moved time.Duration
+	split := func(tracks map[string]*rangeTrack, victim string) (kept, moved time.Duration) {
 		for _, t := range tracks {
 			if t.first == t.last && t.first != victim {
 				kept = max(kept, t.longest)
@@ -202,25 +244,23 @@ func (c *benchCommand) pauses(ctx context.Context) error {
 				moved = max(moved, t.longest)
 			}
 		}
-		c.printf("| %s | %.2f s | %.2f s |\n", title, kept.Seconds(), moved.Seconds())
+		return kept, moved
 	}
-	c.printf("## 7. Pauses on failover and scale-out\n\nThree `keyshare member` processes (TTL 2 s, 16 workers, 1 ms per record) on 2 partitions, 2,000 records/s. The ledger watermark of every range is sampled every 20 ms from etcd; a pause is the longest time a range's watermark stood still (flushes come every 500 ms, so about 0.5 s is the floor). One run each.\n\n| event | longest pause, ranges that kept their owner | longest pause, ranges that moved |\n|---|---|---|\n")
 	tracks, err := watch(8*time.Second, func() { ms[0].stop(syscall.SIGKILL) })
 	if err != nil {
-		return err
+		return out, err
 	}
 	ms = ms[1:]
-	report("SIGKILL of a member (p0)", tracks, "p0")
+	out[0], out[1] = split(tracks, "p0")
 	tracks, err = watch(8*time.Second, func() {
-		m, err := c.spawnMember("pauses", group, "p3", "--work", "1ms", "--concurrency", "16")
+		m, err := c.spawnMember(topic, group, "p3", "--work", "1ms", "--concurrency", "16")
 		if err == nil {
 			ms = append(ms, m)
 		}
 	})
 	if err != nil {
-		return err
+		return out, err
 	}
-	report("graceful join of a member (p3)", tracks, "")
-	c.printf("\n")
-	return nil
+	out[2], out[3] = split(tracks, "")
+	return out, nil
 }

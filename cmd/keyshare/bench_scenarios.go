@@ -42,14 +42,15 @@ func (c *benchCommand) parallelConsumerWorkload(ctx context.Context) error {
 		if err := c.produceKeys(kd.topic, n, kd.key); err != nil {
 			return err
 		}
-		van, err := c.runVanilla(kd.topic, n, work)
+		vs, err := c.repeat(func() (time.Duration, error) { return c.runVanilla(kd.topic, n, work) })
 		if err != nil {
 			return err
 		}
+		van := vs.med
 		row := func(name string, s stats) {
 			c.printf("| %s | %s | %s | %.0f | %.2f | %.1f× |\n", kd.name, name, s, float64(n)/s.med.Seconds(), s.med.Seconds()/ideal.Seconds(), van.Seconds()/s.med.Seconds())
 		}
-		row("vanilla consumer-group member (1 run)", stats{van, van, van})
+		row("vanilla consumer-group member", vs)
 		for _, cfg := range []struct {
 			name    string
 			m, conc int
