@@ -38,6 +38,7 @@ const (
 	// in-flight bound).
 	flushInterval = 500 * time.Millisecond
 	maxInFlight   = 1000
+	maxUnflushed  = 10000
 )
 
 // bin is the keyshare binary, built once.

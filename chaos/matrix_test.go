@@ -311,11 +311,11 @@ func runRow(t *testing.T, r row, long bool) result {
 	switch {
 	case r.everyone:
 		// Every member may lose its session: each re-runs at most its
-		// unflushed completions (capped at the in-flight bound, however
-		// long etcd is away) plus its records in flight.
-		bound = 3 * 2 * maxInFlight
+		// unflushed completions (capped at MaxUnflushed, however long
+		// etcd is away) plus its records in flight.
+		bound = 3 * (maxUnflushed + maxInFlight)
 	case !r.graceful:
-		bound = min(int(flushInterval.Seconds()*rate), maxInFlight) + maxInFlight
+		bound = min(int(flushInterval.Seconds()*rate), maxUnflushed) + maxInFlight
 	}
 	res := e.check(r.name, bound)
 	if res.Lost > 0 || res.OrderViolations > 0 || res.CommitRegression > 0 || res.CommitPastUndone > 0 {

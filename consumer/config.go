@@ -62,6 +62,11 @@ type Config struct {
 	// FlushInterval is how often completed offsets are written to etcd.
 	// Default 500 ms. It bounds the records that run twice after a crash.
 	FlushInterval time.Duration
+	// MaxUnflushed bounds the records completed but not yet recorded in
+	// etcd: at half of it the member flushes early, at the bound it stops
+	// taking records until a flush lands (so an etcd outage cannot pile
+	// up work that a crash would run again). Default 10,000.
+	MaxUnflushed int
 	// CommitInterval is how often the leader commits safe offsets to Kafka.
 	// Default 1 s.
 	CommitInterval time.Duration
@@ -112,6 +117,7 @@ func DefaultConfig() Config {
 		Concurrency:       16,
 		MaxInFlight:       1000,
 		FlushInterval:     500 * time.Millisecond,
+		MaxUnflushed:      10000,
 		CommitInterval:    time.Second,
 		Retry:             RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
 		Weight:            cc.Weight,
@@ -179,6 +185,8 @@ func (c Config) Validate() error {
 		return configErr("Concurrency %d must be at least 1 (default 16)", c.Concurrency)
 	case c.MaxInFlight < c.Concurrency:
 		return configErr("MaxInFlight %d must be at least Concurrency %d (default 1000)", c.MaxInFlight, c.Concurrency)
+	case c.MaxUnflushed < c.Concurrency:
+		return configErr("MaxUnflushed %d must be at least Concurrency %d (default 10000)", c.MaxUnflushed, c.Concurrency)
 	case c.FlushInterval <= 0:
 		return configErr("FlushInterval %s must be positive (default 500ms)", c.FlushInterval)
 	case c.CommitInterval <= 0:

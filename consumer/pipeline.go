@@ -242,7 +242,7 @@ func (p *pipeline) finish(t tp, o int64, h uint32, done bool) {
 		return
 	}
 	p.mu.unflushed++
-	if p.mu.unflushed >= p.c.cfg.MaxInFlight/2 {
+	if p.mu.unflushed >= p.c.cfg.MaxUnflushed/2 {
 		poke(p.flushCh) // flush early rather than let unflushed work pile up
 	}
 	for _, w := range p.mu.byTP[t] {
@@ -271,7 +271,10 @@ func (p *pipeline) backpressure() bool {
 	// Unflushed completions count against the bound too: when etcd cannot
 	// be written, the member stops taking records rather than pile up work
 	// that a crash would run again.
-	inflight, paused := max(p.mu.inflight, p.mu.unflushed), p.mu.paused
+	inflight, paused := p.mu.inflight, p.mu.paused
+	if p.mu.unflushed >= p.c.cfg.MaxUnflushed {
+		inflight = max(inflight, p.c.cfg.MaxInFlight) // at the bound either way
+	}
 	var parts []kafka.TopicPartition
 	if inflight >= p.c.cfg.MaxInFlight || paused {
 		for t := range p.mu.assigned {
