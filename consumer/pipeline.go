@@ -621,8 +621,9 @@ func (p *pipeline) flush(ctx context.Context) {
 			continue
 		}
 		e := w.st.Entry()
-		writes = append(writes, ledger.Write{Key: w.rs.LedgerKey, Entry: e, Guard: p.sess.Guard(w.rs)})
-		bytes += len(w.rs.LedgerKey) + len(ledger.Encode(e))
+		v := ledger.Encode(e) // once: for the write and for the byte count
+		writes = append(writes, ledger.Write{Key: w.rs.LedgerKey, Entry: e, Value: v, Guard: p.sess.Guard(w.rs)})
+		bytes += len(w.rs.LedgerKey) + len(v)
 		versions[k] = w.st.Version()
 	}
 	p.mu.Unlock()

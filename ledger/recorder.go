@@ -39,6 +39,7 @@ func (e *FencedError) Is(target error) bool { return target == ErrFenced }
 type Write struct {
 	Key   string         // the ledger key of the range
 	Entry Entry          // its state
+	Value []byte         // Encode(Entry), if the caller already has it
 	Guard []clientv3.Cmp // compares that hold only while the writer owns the range
 	Also  []clientv3.Op  // more operations to apply atomically with this write
 }
@@ -106,7 +107,11 @@ func (r *Recorder) txn(ctx context.Context, common []clientv3.Cmp, writes []Writ
 	var ops []clientv3.Op
 	for _, w := range writes {
 		cmps = append(cmps, w.Guard...)
-		ops = append(ops, clientv3.OpPut(w.Key, string(Encode(w.Entry))))
+		val := w.Value
+		if val == nil {
+			val = Encode(w.Entry)
+		}
+		ops = append(ops, clientv3.OpPut(w.Key, string(val)))
 		ops = append(ops, w.Also...)
 	}
 	resp, err := r.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()

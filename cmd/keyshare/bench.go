@@ -161,6 +161,18 @@ func (s *span) hit() {
 	s.n.Add(1)
 }
 
+// wait returns once n records were handled, or an error after d.
+func (s *span) wait(n int64, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for s.n.Load() < n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: %d of %d records handled", s.n.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
 func (s *span) elapsed() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -259,12 +271,8 @@ func (c *benchCommand) runKeyshare(topic string, n, m, concurrency int, work fun
 		return 0, err
 	}
 	defer ms.stop()
-	deadline := time.Now().Add(10 * time.Minute)
-	for s.n.Load() < int64(n) {
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("bench: %d of %d records handled", s.n.Load(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := s.wait(int64(n), 10*time.Minute); err != nil {
+		return 0, err
 	}
 	return s.elapsed(), nil
 }

@@ -123,8 +123,8 @@ func (c *benchCommand) hotKey(ctx context.Context) error {
 			return 0, err
 		}
 		defer ms.stop()
-		for s.n.Load() < int64(others) {
-			time.Sleep(5 * time.Millisecond)
+		if err := s.wait(int64(others), 10*time.Minute); err != nil {
+			return 0, err
 		}
 		return s.elapsed(), nil
 	}
