@@ -11,6 +11,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
@@ -26,6 +27,9 @@ type owned struct {
 	dirty    bool   // never written since acquired
 	revoking bool
 	draining bool // a drainer goroutine is releasing it
+	// losses are records Kafka deleted before the range handled them, not
+	// yet reported: the next flush writes them with the ledger entry.
+	losses []lossReport
 
 	// Stuck detection (stuck.go).
 	lastWM  int64
@@ -34,6 +38,11 @@ type owned struct {
 }
 
 func (o *owned) tp() tp { return o.rs.TP() }
+
+type lossReport struct {
+	loss ledger.Loss
+	at   time.Time
+}
 
 // pipeline is a member's data path for one etcd session: fetch, filter,
 // dispatch, complete, flush. When the session ends the whole pipeline is
@@ -50,6 +59,8 @@ type pipeline struct {
 	resync  chan struct{} // ask the fetch loop to reread the assignment
 	flushCh chan struct{} // ask the flusher to write now
 	space   chan struct{} // a record finished: there may be room below the in-flight bound
+	// retentionCh asks the fetch loop to look for deleted records again.
+	retentionCh chan kafka.Error
 	// boundSince is when the fetch loop reached the in-flight bound (zero
 	// below it); only the fetch loop uses it.
 	boundSince time.Time
@@ -82,6 +93,8 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 		resync:  make(chan struct{}, 1),
 		flushCh: make(chan struct{}, 1),
 		space:   make(chan struct{}, 1),
+
+		retentionCh: make(chan kafka.Error, 1),
 	}
 	p.mu.cond = sync.NewCond(&p.mu.Mutex)
 	p.mu.ranges = make(map[string]*owned)
@@ -130,6 +143,8 @@ func (p *pipeline) fetchLoop() error {
 			if err := p.reconcile(snap.AssignmentOf(p.sess.ID())); err != nil {
 				return err
 			}
+		case ev := <-p.retentionCh:
+			p.retention(ev)
 		default:
 		}
 		if p.backpressure() {
@@ -152,13 +167,105 @@ func (p *pipeline) fetchLoop() error {
 				return fmt.Errorf("consumer: fatal Kafka error: %w", ev)
 			}
 			if ev.Code() == kafka.ErrAutoOffsetReset {
-				p.log.Error("a range's start offset is no longer in the log (deleted by retention?); records below the log start are lost to retention, the partition is held", "error", ev)
+				p.retention(ev)
 				continue
 			}
 			p.log.Warn("kafka", "error", ev, "retriable", ev.IsRetriable())
 		}
 	}
 	return nil
+}
+
+// retention handles a fetch whose offset is no longer in the log: Kafka
+// deleted the records (retention, DeleteRecords) before this member read
+// them. librdkafka (auto.offset.reset=error) stops fetching the partition
+// and its error does not say which partition, so every assigned partition
+// whose fetch position is below its log start is handled: each owned range
+// moves its ledger past the deleted records it had not handled and keeps a
+// report of them, which the next flush writes to etcd in the same fenced
+// transaction as the ledger (see docs/consumer.md, "Records lost to
+// retention"). Then the partition is fetched again from its log start.
+func (p *pipeline) retention(ev kafka.Error) {
+	p.mu.Lock()
+	pos := make(map[tp]int64, len(p.mu.pos))
+	for t := range p.mu.assigned {
+		pos[t] = p.mu.pos[t]
+	}
+	p.mu.Unlock()
+	var seeks []kafka.TopicPartition
+	for t, at := range pos {
+		low, _, err := p.kc.QueryWatermarkOffsets(t.Topic, t.Partition, 5000)
+		if err != nil {
+			p.log.Warn("read the log start after an offset-out-of-range error; will retry", "topic", t.Topic, "partition", t.Partition, "error", err)
+			p.retryRetention(ev)
+			continue
+		}
+		if at >= low {
+			continue
+		}
+		p.mu.Lock()
+		now := time.Now()
+		for _, w := range p.mu.byTP[t] {
+			if w.revoking {
+				continue // its next owner finds the loss
+			}
+			loss, lost := w.st.Truncate(low)
+			if !lost {
+				continue
+			}
+			w.losses = append(w.losses, lossReport{loss: loss, at: now})
+			p.log.Error("records were deleted from Kafka before they were handled; they are lost to retention and reported in etcd",
+				"topic", t.Topic, "partition", t.Partition, "range", w.st.Range().String(),
+				"lost_from", loss.Window(), "log_start", low, "known_pending_lost", loss.Known(),
+				"report", p.sess.Schema().LostRange(t.Topic, t.Partition, w.rs.Record.Lo, low))
+		}
+		p.mu.pos[t] = low
+		p.mu.Unlock()
+		topic := t.Topic
+		seeks = append(seeks, kafka.TopicPartition{Topic: &topic, Partition: t.Partition, Offset: kafka.Offset(low)})
+	}
+	if len(seeks) == 0 {
+		return
+	}
+	poke(p.flushCh)
+	// librdkafka has stopped fetching these partitions and refuses a seek
+	// (its fetch state is "none"): assign them again at the log start.
+	if err := p.kc.IncrementalUnassign(seeks); err != nil {
+		p.log.Warn("unassign partitions to restart them at the log start; will retry", "error", err)
+		p.retryRetention(ev)
+		return
+	}
+	if err := p.kc.IncrementalAssign(seeks); err != nil {
+		p.log.Warn("assign partitions at the log start; will retry", "error", err)
+		p.retryRetention(ev)
+		return
+	}
+	p.syncPause(seeks)
+}
+
+// syncPause sets librdkafka's pause flag of freshly assigned partitions to
+// the pipeline's: the flag outlives unassign and assign, so a partition
+// paused by an earlier session would otherwise stay paused for good.
+func (p *pipeline) syncPause(parts []kafka.TopicPartition) {
+	p.mu.Lock()
+	paused := p.mu.paused
+	p.mu.Unlock()
+	if paused {
+		_ = p.kc.Pause(parts)
+	} else if err := p.kc.Resume(parts); err != nil {
+		p.log.Warn("resume newly assigned partitions", "error", err)
+	}
+}
+
+// retryRetention runs retention again after a pause, from the fetch loop.
+func (p *pipeline) retryRetention(ev kafka.Error) {
+	p.goFunc(func() {
+		sleep(p.ctx, time.Second)
+		select {
+		case p.retentionCh <- ev:
+		default:
+		}
+	})
 }
 
 // handle filters one fetched record through the ranges of its partition.
@@ -359,6 +466,11 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 			w = src
 		case src != nil:
 			w = &owned{st: src.st.Clip(r.Record.Range()), flushed: 0, revoking: src.revoking}
+			for _, l := range src.losses { // not reported yet: the part reports its share
+				if c, ok := l.loss.Clip(r.Record.Range()); ok {
+					w.losses = append(w.losses, lossReport{loss: c, at: l.at})
+				}
+			}
 		default:
 			start, ok := starts[t]
 			if !r.Entry.Initialized() && !ok {
@@ -445,7 +557,6 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 			delete(p.mu.pos, t)
 		}
 	}
-	paused := p.mu.paused
 	p.mu.Unlock()
 
 	if len(unassign) > 0 {
@@ -457,20 +568,19 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 		if err := p.kc.IncrementalAssign(assign); err != nil {
 			return fmt.Errorf("consumer: assign: %w", err)
 		}
-		// librdkafka keeps a partition's pause flag across unassign and
-		// assign: a partition paused by an earlier session would stay
-		// paused for good. Set the flag to this pipeline's state.
-		if paused {
-			_ = p.kc.Pause(assign)
-		} else if err := p.kc.Resume(assign); err != nil {
-			p.log.Warn("resume newly assigned partitions", "error", err)
-		}
+		p.syncPause(assign)
 	}
 	if len(seeks) > 0 {
 		// SeekPartitions returns once no record fetched before the seek
 		// can be delivered any more.
-		if _, err := p.kc.SeekPartitions(seeks); err != nil {
+		res, err := p.kc.SeekPartitions(seeks)
+		if err != nil {
 			return fmt.Errorf("consumer: seek: %w", err)
+		}
+		for _, r := range res {
+			if r.Error != nil {
+				return fmt.Errorf("consumer: seek %s/%d to %d: %w", *r.Topic, r.Partition, r.Offset, r.Error)
+			}
 		}
 	}
 	if len(assign)+len(unassign)+len(seeks) > 0 {
@@ -537,12 +647,17 @@ func (p *pipeline) drain(w *owned) {
 		p.log.Warn("drain timeout passed with records in flight; they will run again on the next owner", "range", w.st.Range().String(), "in_flight", n)
 	}
 	rs, final := w.rs, w.st.Entry()
+	var losses []clientv3.Op
+	for _, l := range w.losses {
+		losses = append(losses, p.sess.LossOp(rs, l.loss, l.at))
+	}
 	p.mu.Unlock()
 
 	for p.ctx.Err() == nil {
-		err := p.sess.Release(p.ctx, rs, final)
+		err := p.sess.Release(p.ctx, rs, final, losses...)
 		if err == nil {
 			p.c.handoffSeconds.Observe(time.Since(rs.Record.Since).Seconds())
+			p.c.metrics.retentionLosses.Add(int64(len(losses)))
 		}
 		if err == nil || errors.Is(err, ledger.ErrFenced) {
 			if err != nil {
@@ -616,13 +731,19 @@ func (p *pipeline) flush(ctx context.Context) {
 	var writes []ledger.Write
 	bytes := 0
 	versions := make(map[string]uint64)
+	reported := make(map[string]int) // range key → loss reports in this flush
 	for k, w := range p.mu.ranges {
 		if !w.dirty && w.st.Version() == w.flushed {
 			continue
 		}
 		e := w.st.Entry()
 		v := ledger.Encode(e) // once: for the write and for the byte count
-		writes = append(writes, ledger.Write{Key: w.rs.LedgerKey, Entry: e, Value: v, Guard: p.sess.Guard(w.rs)})
+		wr := ledger.Write{Key: w.rs.LedgerKey, Entry: e, Value: v, Guard: p.sess.Guard(w.rs)}
+		for _, l := range w.losses {
+			wr.Also = append(wr.Also, p.sess.LossOp(w.rs, l.loss, l.at))
+		}
+		reported[k] = len(w.losses)
+		writes = append(writes, wr)
 		bytes += len(w.rs.LedgerKey) + len(v)
 		versions[k] = w.st.Version()
 	}
@@ -655,6 +776,8 @@ func (p *pipeline) flush(ctx context.Context) {
 	for k, v := range versions {
 		if w := p.mu.ranges[k]; w != nil && !bad[w.rs.LedgerKey] {
 			w.flushed, w.dirty = v, false
+			w.losses = w.losses[reported[k]:]
+			p.c.metrics.retentionLosses.Add(int64(reported[k]))
 		}
 	}
 	p.mu.unflushed -= completions

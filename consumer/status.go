@@ -25,6 +25,9 @@ type Status struct {
 	FlushBytes   int64 // keys and values written by flushes
 	Fetched      int64 // records fetched, including those passed over
 	Commits      int64 // Kafka commits made while leader
+	// RetentionLosses counts the loss reports this member wrote: ranges
+	// that found records deleted from Kafka before they were handled.
+	RetentionLosses int64
 }
 
 // RangeStatus is one owned range.
@@ -69,6 +72,7 @@ func (c *Consumer) Status() Status {
 		Fetched:      c.metrics.fetched.Load(),
 		Commits:      c.metrics.commits.Load(),
 	}
+	s.RetentionLosses = c.metrics.retentionLosses.Load()
 	c.mu.Lock()
 	p, sess := c.mu.p, c.mu.sess
 	c.mu.Unlock()

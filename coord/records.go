@@ -99,6 +99,41 @@ func DecodeStuck(key string, data []byte) (StuckRecord, error) {
 	return r, nil
 }
 
+// LossRecord is the value of lost/<topic>/<partition>/<lo>/<log start>: the
+// records of a range that Kafka deleted (retention, DeleteRecords) before the
+// range handled them. The owner writes it in the same fenced transaction
+// that moves the range's ledger past them. It has no lease: it stays until
+// an operator deletes it.
+type LossRecord struct {
+	V         int       `json:"v"`
+	Member    string    `json:"member"`
+	Topic     string    `json:"topic"`
+	Partition int32     `json:"partition"`
+	Lo        uint64    `json:"lo"` // the range that lost the records
+	Hi        uint64    `json:"hi"`
+	At        time.Time `json:"at"`
+	ledger.Loss
+}
+
+// DecodeLoss reads a loss report and checks it against its key.
+func DecodeLoss(s keys.Schema, key string, data []byte) (LossRecord, error) {
+	var r LossRecord
+	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
+		return LossRecord{}, err
+	}
+	topic, part, lo, start, err := keys.ParseLostKey(s.Lost(), key)
+	if err != nil {
+		return LossRecord{}, &BadValueError{Key: key, Problem: err.Error()}
+	}
+	if r.Topic != topic || r.Partition != part || r.Lo != lo || r.LogStart != start || r.Lo >= r.Hi {
+		return LossRecord{}, &BadValueError{Key: key, Problem: fmt.Sprintf("report of %s/%d [%d,%d) log start %d does not match its key", r.Topic, r.Partition, r.Lo, r.Hi, r.LogStart)}
+	}
+	if err := r.Loss.Check(); err != nil {
+		return LossRecord{}, &BadValueError{Key: key, Problem: err.Error()}
+	}
+	return r, nil
+}
+
 // BadValueError says which stored value could not be read and why.
 type BadValueError struct {
 	Key     string

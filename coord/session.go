@@ -175,15 +175,16 @@ func (s *Session) Recorder() *ledger.Recorder { return s.rec }
 
 // Release acknowledges a revoked range: it writes the range's final ledger
 // entry and marks the range released in one fenced transaction. The leader
-// then hands the range to its next owner.
-func (s *Session) Release(ctx context.Context, r RangeState, final ledger.Entry) error {
+// then hands the range to its next owner. also are more operations for the
+// same transaction (the range's loss reports not yet written).
+func (s *Session) Release(ctx context.Context, r RangeState, final ledger.Entry, also ...clientv3.Op) error {
 	rec := r.Record
 	rec.State, rec.Since = StateReleased, time.Now().UTC()
 	err := s.rec.Record(ctx, s.Common(), []ledger.Write{{
 		Key:   r.LedgerKey,
 		Entry: final,
 		Guard: s.Guard(r),
-		Also:  []clientv3.Op{clientv3.OpPut(r.Key, mustJSON(rec))},
+		Also:  append([]clientv3.Op{clientv3.OpPut(r.Key, mustJSON(rec))}, also...),
 	}})
 	if err == nil {
 		s.log.Info("range released", "topic", rec.Topic, "partition", rec.Partition, "range", rec.Range().String(), "to", rec.Target)
@@ -200,6 +201,15 @@ func (s *Session) SetStuck(ctx context.Context, r RangeState, rec StuckRecord) e
 	key := s.schema.StuckRange(rec.Topic, rec.Partition, rec.Lo)
 	_, err := s.cli.Txn(ctx).If(s.Common()...).Then(clientv3.OpPut(key, mustJSON(rec), clientv3.WithLease(s.es.Lease()))).Commit()
 	return err
+}
+
+// LossOp returns the write of the report that range r lost the records in
+// loss. It belongs in the Also of the ledger write that truncates the range,
+// so that the report and the ledger move together or not at all.
+func (s *Session) LossOp(r RangeState, loss ledger.Loss, at time.Time) clientv3.Op {
+	rec := LossRecord{V: recordVersion, Member: s.ID(), Topic: r.Record.Topic, Partition: r.Record.Partition,
+		Lo: r.Record.Lo, Hi: r.Record.Hi, At: at, Loss: loss}
+	return clientv3.OpPut(s.schema.LostRange(rec.Topic, rec.Partition, rec.Lo, loss.LogStart), mustJSON(rec))
 }
 
 // ClearStuck removes the stuck report of range r.

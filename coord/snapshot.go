@@ -22,6 +22,9 @@ type Snapshot struct {
 	CommitRevs map[TopicPartition]int64 // ModRevision of each commit key
 	// Stuck lists the ranges their owners report as held by a stuck record.
 	Stuck []StuckRecord
+	// Losses lists the records ranges lost to retention, oldest log start
+	// first per range.
+	Losses []LossRecord
 	// Orphans are ledger keys without a range record (left by a damaged
 	// range record); the leader deletes them when it fills the gap.
 	Orphans []string
@@ -65,6 +68,7 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		clientv3.OpGet(s.Commits(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.Generation()),
 		clientv3.OpGet(s.Stuck(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Lost(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("coord: read group state under %s: %w", s.Root(), err)
@@ -150,6 +154,14 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 			continue
 		}
 		snap.Stuck = append(snap.Stuck, st)
+	}
+	for _, kv := range r[6].GetResponseRange().Kvs {
+		l, err := DecodeLoss(s, string(kv.Key), kv.Value)
+		if err != nil {
+			snap.Problems = append(snap.Problems, err)
+			continue
+		}
+		snap.Losses = append(snap.Losses, l)
 	}
 	return snap, nil
 }

@@ -34,6 +34,7 @@ type groupStatus struct {
 	Members    []coord.Member      `json:"members"`
 	Partitions []partitionStatus   `json:"partitions"`
 	Stuck      []coord.StuckRecord `json:"stuck,omitempty"`
+	Losses     []coord.LossRecord  `json:"lost_to_retention,omitempty"`
 	Problems   []string            `json:"problems,omitempty"`
 }
 
@@ -135,6 +136,7 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s
 		st.Problems = append(st.Problems, p.Error())
 	}
 	st.Stuck = snap.Stuck
+	st.Losses = snap.Losses
 	marks := snap.Watermarks()
 	byTP := snap.Partitions()
 	var tps []coord.TopicPartition
@@ -241,6 +243,10 @@ func printStatus(out io.Writer, st *groupStatus) {
 			line += fmt.Sprintf(", %d failed attempts, last: %s", s.Attempts, s.Error)
 		}
 		fmt.Fprintln(out, line+")")
+	}
+	for _, l := range st.Losses {
+		fmt.Fprintf(out, "%s/%d lost to retention in range [%d,%d): records from offset %d up to the log start %d (%d known pending), found by %s at %s\n",
+			l.Topic, l.Partition, l.Lo, l.Hi, l.Window(), l.LogStart, l.Known(), l.Member, l.At.Format(time.RFC3339))
 	}
 	for _, p := range st.Problems {
 		fmt.Fprintf(out, "problem: %s\n", p)

@@ -8,6 +8,8 @@
 //	ledger/<topic>/<ppppp>/<llllllllll> completion state of the same range
 //	commits/<topic>/<ppppp>             safe offset the leader committed to Kafka
 //	stuck/<topic>/<ppppp>/<llllllllll>  a range held by a stuck record, under its owner's lease
+//	lost/<topic>/<ppppp>/<llllllllll>/<ssssssssssssssssssss>
+//	                                    records the range lost to retention; <s> is the log start
 //
 // <ppppp> is the partition, 5 digits; <llllllllll> is the range's first hash,
 // 10 digits, so keys sort by partition and then by hash as a human expects.
@@ -72,6 +74,34 @@ func (s Schema) Stuck() string { return s.root + "stuck/" }
 // at lo is held by a stuck record.
 func (s Schema) StuckRange(topic string, partition int32, lo uint64) string {
 	return fmt.Sprintf("%s%s/%05d/%010d", s.Stuck(), topic, partition, lo)
+}
+
+// Lost is the prefix of retention loss reports.
+func (s Schema) Lost() string { return s.root + "lost/" }
+
+// LostRange is the key reporting the records the range of topic/partition
+// starting at lo lost when the log started at logStart. A range loses
+// records at most once per log start (its ledger then moves past it), so
+// the key is unique.
+func (s Schema) LostRange(topic string, partition int32, lo uint64, logStart int64) string {
+	return fmt.Sprintf("%s%s/%05d/%010d/%020d", s.Lost(), topic, partition, lo, logStart)
+}
+
+// ParseLostKey splits a loss report key into its range key fields and the
+// log start.
+func ParseLostKey(prefix, key string) (topic string, partition int32, lo uint64, logStart int64, err error) {
+	i := strings.LastIndexByte(key, '/')
+	if i < 0 {
+		return "", 0, 0, 0, fmt.Errorf("key %q: want %s<topic>/<partition>/<lo>/<log start>", key, prefix)
+	}
+	if topic, partition, lo, err = ParseRangeKey(prefix, key[:i]); err != nil {
+		return "", 0, 0, 0, fmt.Errorf("loss report key %q: %w", key, err)
+	}
+	logStart, err = strconv.ParseInt(key[i+1:], 10, 64)
+	if err != nil || logStart < 0 || key[i+1:] != fmt.Sprintf("%020d", logStart) {
+		return "", 0, 0, 0, fmt.Errorf("key %q: the log start must be written as %%020d", key)
+	}
+	return topic, partition, lo, logStart, nil
 }
 
 // Commit is the key of topic/partition's committed offset.

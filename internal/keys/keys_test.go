@@ -198,3 +198,27 @@ func TestParseKeysCanonical(t *testing.T) {
 		}
 	}
 }
+
+func TestLostKey(t *testing.T) {
+	t.Parallel()
+	s := New("/keyshare", "g")
+	key := s.LostRange("orders", 3, 2147483648, 1200)
+	if want := "/keyshare/g/lost/orders/00003/2147483648/00000000000000001200"; key != want {
+		t.Fatalf("LostRange = %q, want %q", key, want)
+	}
+	topic, p, lo, start, err := ParseLostKey(s.Lost(), key)
+	if err != nil || topic != "orders" || p != 3 || lo != 2147483648 || start != 1200 {
+		t.Fatalf("ParseLostKey(%q) = %q, %d, %d, %d, %v", key, topic, p, lo, start, err)
+	}
+	for _, bad := range []string{
+		s.Lost() + "orders/00003/2147483648",                      // no log start
+		s.Lost() + "orders/00003/2147483648/1200",                 // not %020d
+		s.Lost() + "orders/00003/2147483648/-0000000000000000001", // negative
+		s.Lost() + "orders/3/2147483648/00000000000000001200",     // partition not %05d
+		"/other/orders/00003/2147483648/00000000000000001200",
+	} {
+		if _, _, _, _, err := ParseLostKey(s.Lost(), bad); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("ParseLostKey(%q) = %v, want an error naming the key", bad, err)
+		}
+	}
+}
