@@ -25,7 +25,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/devcluster"
+	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -76,6 +79,8 @@ type env struct {
 	acked   []ack
 	commits []commitObs
 	faults  []time.Time
+	deleted map[int32]int64    // partition → log start after DeleteRecords
+	losses  []coord.LossRecord // loss reports found in etcd by check
 }
 
 type ack struct {
@@ -155,6 +160,59 @@ func (e *env) restartKafka(down time.Duration) {
 	e.mu.Lock()
 	e.kafkaSrv = k
 	e.mu.Unlock()
+}
+
+// deleteRecords moves the log start of every partition to its end, as
+// retention would, through the Kafka admin API.
+func (e *env) deleteRecords() {
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": e.brokers, "log_level": 3})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer a.Close()
+	e.mu.Lock()
+	parts := e.parts
+	e.mu.Unlock()
+	t := topic
+	var tps []kafka.TopicPartition
+	for p := range parts {
+		tps = append(tps, kafka.TopicPartition{Topic: &t, Partition: p, Offset: kafka.OffsetEnd})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := a.DeleteRecords(ctx, tps)
+	if err != nil {
+		e.t.Fatalf("delete records: %v", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.deleted = map[int32]int64{}
+	for _, r := range res.DeleteRecordsResults {
+		if r.TopicPartition.Error != nil || r.DeletedRecords == nil {
+			e.t.Fatalf("delete records of partition %d: %v", r.TopicPartition.Partition, r.TopicPartition.Error)
+		}
+		e.deleted[r.TopicPartition.Partition] = int64(r.DeletedRecords.LowWatermark)
+	}
+	e.t.Logf("log starts moved to %v", e.deleted)
+}
+
+// readLosses reads the loss reports the members wrote to etcd.
+func (e *env) readLosses() []coord.LossRecord {
+	s := keys.New("/keyshare", group)
+	resp, err := e.cli.Get(e.t.Context(), s.Lost(), clientv3.WithPrefix())
+	if err != nil {
+		e.t.Fatalf("read loss reports: %v", err)
+	}
+	var out []coord.LossRecord
+	for _, kv := range resp.Kvs {
+		l, err := coord.DecodeLoss(s, string(kv.Key), kv.Value)
+		if err != nil {
+			e.t.Errorf("loss report: %v", err)
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // start launches a new member process and returns its id.
@@ -439,7 +497,8 @@ type result struct {
 	Row              string
 	Faults           int
 	Acked            int
-	Lost             int
+	Lost             int // acknowledged, never handled, not reported lost
+	LostToRetention  int // deleted from Kafka before it was handled, and reported
 	Duplicates       int
 	WorstPerFault    int
 	OrderViolations  int
@@ -451,8 +510,20 @@ type result struct {
 
 // check reads the history and computes the row's result.
 func (e *env) check(row string, bound int) result {
+	losses := e.readLosses()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.losses = losses
+	// reported says when a record was reported lost to retention (zero if
+	// it was not).
+	reported := func(a ack) time.Time {
+		for _, l := range losses {
+			if l.Partition == a.partition && l.Covers(a.offset, ledger.Hash([]byte(a.key), a.offset)) {
+				return l.At
+			}
+		}
+		return time.Time{}
+	}
 	r := result{Row: row, Faults: len(e.faults), Acked: len(e.acked), Bound: bound}
 	files, _ := filepath.Glob(filepath.Join(e.dir, "*.jsonl"))
 	var lines []handledLine
@@ -491,7 +562,13 @@ func (e *env) check(row string, bound int) result {
 		seqs[pk] = append(seqs[pk], n)
 	}
 	for _, a := range e.acked {
-		if _, ok := first[id{a.partition, a.offset}]; !ok {
+		if _, ok := first[id{a.partition, a.offset}]; ok {
+			continue
+		}
+		if at := reported(a); !at.IsZero() {
+			r.LostToRetention++
+			first[id{a.partition, a.offset}] = at // accounted for from the report on
+		} else {
 			r.Lost++
 		}
 	}
@@ -573,6 +650,6 @@ func (e *env) check(row string, bound int) result {
 }
 
 func (r result) String() string {
-	return fmt.Sprintf("%-28s faults %d  acked %d  lost %d  dups %d (worst fault %d, bound %d per fault)  order %d  regressions %d  commit-past-undone %d  recovery %s",
-		r.Row, r.Faults, r.Acked, r.Lost, r.Duplicates, r.WorstPerFault, r.Bound, r.OrderViolations, r.CommitRegression, r.CommitPastUndone, r.Recovery.Round(10*time.Millisecond))
+	return fmt.Sprintf("%-28s faults %d  acked %d  lost %d  lost to retention (reported) %d  dups %d (worst fault %d, bound %d per fault)  order %d  regressions %d  commit-past-undone %d  recovery %s",
+		r.Row, r.Faults, r.Acked, r.Lost, r.LostToRetention, r.Duplicates, r.WorstPerFault, r.Bound, r.OrderViolations, r.CommitRegression, r.CommitPastUndone, r.Recovery.Round(10*time.Millisecond))
 }
