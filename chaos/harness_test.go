@@ -97,19 +97,21 @@ type commitObs struct {
 	offset    int64
 }
 
-func newEnv(t *testing.T, parts int32) *env {
+// newEnv starts etcd and a kfake cluster of brokers brokers with a topic of
+// parts partitions.
+func newEnv(t *testing.T, parts int32, brokers int) *env {
 	dir := t.TempDir()
 	en := &env{t: t, dir: dir, parts: parts, procs: map[string]*exec.Cmd{}}
 	e, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: filepath.Join(dir, "etcd")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := devcluster.StartKafka(devcluster.KafkaOptions{DataDir: filepath.Join(dir, "kafka"), Topics: map[string]int32{topic: parts}})
+	k, err := devcluster.StartKafka(devcluster.KafkaOptions{DataDir: filepath.Join(dir, "kafka"), Topics: map[string]int32{topic: parts}, Brokers: brokers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	en.etcdSrv, en.kafkaSrv = e, k
-	en.etcdURL, en.brokers = e.ClientURL(), k.ListenAddrs()[0]
+	en.etcdURL, en.brokers = e.ClientURL(), strings.Join(k.ListenAddrs(), ",")
 	en.etcdPeer = e.Peers[0].Addr().String()
 	t.Cleanup(func() {
 		en.mu.Lock()

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 
 	"fmt"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +35,8 @@ type row struct {
 	// everyone: the fault hits every member at once (their sessions may
 	// all be lost), so each may run its unflushed records again.
 	everyone bool
+	// brokers in the kfake cluster (default 1).
+	brokers int
 }
 
 var rows = []row{
@@ -157,10 +161,71 @@ var rows = []row{
 			kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.NotCoordinator, Count: 3},
 			kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: topic, Err: kerr.NotLeaderForPartition, Count: 10},
 		)
+		// Then connections dropped: the broker closes the connection
+		// instead of answering the next fetches and commits.
+		drops := map[kmsg.Key]*atomic.Int32{kmsg.Fetch: {}, kmsg.OffsetCommit: {}}
+		for key, n := range map[kmsg.Key]int32{kmsg.Fetch: 6, kmsg.OffsetCommit: 3} {
+			left := drops[key]
+			left.Store(n)
+			k.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+				// KeepControl is sticky in kfake: the last drop must
+				// remove the control explicitly.
+				if left.Add(-1) > 0 {
+					k.KeepControl()
+				} else {
+					k.DropControl()
+				}
+				return nil, errors.New("chaos: connection dropped"), true
+			})
+		}
 		time.Sleep(3 * time.Second)
 		h.Remove()
+		for key, left := range drops {
+			if n := left.Load(); n > 0 {
+				e.t.Errorf("%d planned connection drops on %s never happened", n, key.Name())
+			}
+		}
 	}},
-	{name: "11 broker restart from its data dir", graceful: true, fault: func(e *env, _ bool, _ *rand.Rand) {
+	{name: "11a partition leadership moves", graceful: true, brokers: 3, fault: func(e *env, long bool, _ *rand.Rand) {
+		// Every second each partition's leader moves to the next broker
+		// (its leader epoch grows, fetches at the old leader fail with
+		// NOT_LEADER_OR_FOLLOWER), and the group coordinator moves too.
+		e.mu.Lock()
+		k, parts := e.kafkaSrv, e.parts
+		e.mu.Unlock()
+		// Count the fetches each broker serves, to show that the members
+		// followed the leaders.
+		var fetches []*kfake.FaultHandle
+		for node := range int32(3) {
+			fetches = append(fetches, k.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Nodes: []int32{node}, Topic: topic, Count: -1, Observe: true}))
+		}
+		defer func() {
+			served := 0
+			var hits []int
+			for _, f := range fetches {
+				hits = append(hits, f.Hits())
+				if f.Hits() > 0 {
+					served++
+				}
+				f.Remove()
+			}
+			e.t.Logf("fetches served per broker while leadership moved: %v", hits)
+			if served < 3 {
+				e.t.Errorf("only %d of 3 brokers served fetches (%v): the members did not follow the moving leaders", served, hits)
+			}
+		}()
+		for i := range rounds(long, 4, 10) {
+			e.fault()
+			for p := range parts {
+				if err := k.MoveTopicPartition(topic, p, int32(i+int(p)+1)%3); err != nil {
+					e.t.Fatalf("move partition %d: %v", p, err)
+				}
+			}
+			k.RehashCoordinators()
+			time.Sleep(time.Second)
+		}
+	}},
+	{name: "11b broker restart from its data dir", graceful: true, fault: func(e *env, _ bool, _ *rand.Rand) {
 		e.restartKafka(2 * time.Second)
 	}},
 	{name: "13 partitions added while running", graceful: true, fault: func(e *env, _ bool, _ *rand.Rand) {
@@ -307,7 +372,7 @@ func runRow(t *testing.T, r row, long bool) result {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
-	e := newEnv(t, 2)
+	e := newEnv(t, 2, max(1, r.brokers))
 	for range 3 {
 		e.start()
 	}

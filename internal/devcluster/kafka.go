@@ -18,12 +18,20 @@ type KafkaOptions struct {
 	DataDir string
 	// Topics to create, with their partition counts.
 	Topics map[string]int32
+	// Brokers is the number of brokers, each on a free port; partition
+	// leadership is spread over them. Default 1. More than one cannot be
+	// combined with Addr.
+	Brokers int
 	// Extra kfake options (faults, brokers configs) for tests.
 	Extra []kfake.Opt
 }
 
-// StartKafka starts a one-broker kfake cluster.
+// StartKafka starts a kfake cluster (one broker unless o.Brokers says more).
+// Its bootstrap list is strings.Join(c.ListenAddrs(), ",").
 func StartKafka(o KafkaOptions) (*kfake.Cluster, error) {
+	if o.Brokers > 1 && o.Addr != "" {
+		return nil, fmt.Errorf("devcluster: %d brokers cannot share the address %q: leave Addr empty for free ports", o.Brokers, o.Addr)
+	}
 	port := 0
 	if o.Addr != "" {
 		_, p, err := net.SplitHostPort(o.Addr)
@@ -35,6 +43,9 @@ func StartKafka(o KafkaOptions) (*kfake.Cluster, error) {
 		}
 	}
 	opts := []kfake.Opt{kfake.Ports(port)}
+	if o.Brokers > 1 {
+		opts = []kfake.Opt{kfake.NumBrokers(o.Brokers)}
+	}
 	if o.DataDir != "" {
 		opts = append(opts, kfake.DataDir(o.DataDir))
 	}
