@@ -10,4 +10,7 @@
 //	k, err := devcluster.StartKafka(devcluster.KafkaOptions{Topics: map[string]int32{"orders": 3}})
 //	defer k.Close()
 //	brokers := k.ListenAddrs()[0]
+//
+// For fault-injection tests, StartEtcdCluster runs several etcd members in
+// the process, which a test can stop, restart and cut off from each other.
 package devcluster
