@@ -229,7 +229,7 @@ func (e *env) start() string {
 
 func (e *env) startID(id string) {
 	cmd := exec.Command(bin, "member", "--brokers", e.brokers, "--etcd", e.etcdURL, "--group", group, "--topic", topic,
-		"--id", id, "--work", "uniform:0-1ms", "--record", filepath.Join(e.dir, id+".jsonl"),
+		"--id", id, "--work", "uniform:0-1ms", "--record", filepath.Join(e.dir, id+".jsonl"), "--audit", filepath.Join(e.dir, id+".audit"),
 		"--ttl", ttl.String(), "--drain-timeout", "10s", "--log-level", "info", "--metrics-addr", e.metricsAddr(id))
 	logf, err := os.OpenFile(filepath.Join(e.dir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -506,6 +506,7 @@ type result struct {
 	OrderViolations  int
 	CommitRegression int
 	CommitPastUndone int
+	StaleWrites      int           // writes etcd accepted from a member that was not the owner or leader
 	Recovery         time.Duration // worst time from a fault to every partition's commit moving again
 	Bound            int           // duplicates allowed
 }
@@ -513,6 +514,10 @@ type result struct {
 // check reads the history and computes the row's result.
 func (e *env) check(row string, bound int) result {
 	losses := e.readLosses()
+	stale := e.staleWrites(e.t.Context())
+	for _, w := range stale {
+		e.t.Errorf("stale write accepted: %s", w)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.losses = losses
@@ -526,7 +531,7 @@ func (e *env) check(row string, bound int) result {
 		}
 		return time.Time{}
 	}
-	r := result{Row: row, Faults: len(e.faults), Acked: len(e.acked), Bound: bound}
+	r := result{Row: row, Faults: len(e.faults), Acked: len(e.acked), Bound: bound, StaleWrites: len(stale)}
 	files, _ := filepath.Glob(filepath.Join(e.dir, "*.jsonl"))
 	var lines []handledLine
 	for _, f := range files {
@@ -652,6 +657,6 @@ func (e *env) check(row string, bound int) result {
 }
 
 func (r result) String() string {
-	return fmt.Sprintf("%-28s faults %d  acked %d  lost %d  lost to retention (reported) %d  dups %d (worst fault %d, bound %d per fault)  order %d  regressions %d  commit-past-undone %d  recovery %s",
-		r.Row, r.Faults, r.Acked, r.Lost, r.LostToRetention, r.Duplicates, r.WorstPerFault, r.Bound, r.OrderViolations, r.CommitRegression, r.CommitPastUndone, r.Recovery.Round(10*time.Millisecond))
+	return fmt.Sprintf("%-28s faults %d  acked %d  lost %d  lost to retention (reported) %d  dups %d (worst fault %d, bound %d per fault)  order %d  regressions %d  commit-past-undone %d  stale writes %d  recovery %s",
+		r.Row, r.Faults, r.Acked, r.Lost, r.LostToRetention, r.Duplicates, r.WorstPerFault, r.Bound, r.OrderViolations, r.CommitRegression, r.CommitPastUndone, r.StaleWrites, r.Recovery.Round(10*time.Millisecond))
 }

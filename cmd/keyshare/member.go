@@ -18,16 +18,17 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/keyshare/keyshare/consumer"
 )
 
 type memberCommand struct {
-	brokers, etcd, group, id, work, record, dlq, logLevel, metrics, stall string
-	topics                                                                listFlag
-	concurrency, maxInFlight                                              int
-	failRate                                                              float64
-	ttl, drain, stuck                                                     time.Duration
+	brokers, etcd, group, id, work, record, dlq, logLevel, metrics, stall, audit string
+	topics                                                                       listFlag
+	concurrency, maxInFlight                                                     int
+	failRate                                                                     float64
+	ttl, drain, stuck                                                            time.Duration
 }
 
 func (c *memberCommand) Run(ctx context.Context, args []string) error {
@@ -49,6 +50,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.stall, "stall", "", "simulate a stuck key: KEY:DURATION makes the first record of KEY take DURATION")
 	fs.StringVar(&c.metrics, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this host:port")
 	fs.DurationVar(&c.stuck, "stuck-timeout", 30*time.Second, "report a range whose watermark has not moved for this long")
+	fs.StringVar(&c.audit, "audit", "", "append one JSON line per etcd write etcd accepted (keys and revision) to this file")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -76,7 +78,19 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		}
 		defer rec.close()
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(c.etcd, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	etcdCfg := clientv3.Config{Endpoints: strings.Split(c.etcd, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if c.audit != "" {
+		if c.id == "" {
+			return usageError{errors.New("--audit needs --id: each line names the member")}
+		}
+		audit, err := openAuditLog(c.audit, c.id)
+		if err != nil {
+			return err
+		}
+		defer audit.close()
+		etcdCfg.DialOptions = append(etcdCfg.DialOptions, grpc.WithChainUnaryInterceptor(audit.interceptor()))
+	}
+	cli, err := clientv3.New(etcdCfg)
 	if err != nil {
 		return fmt.Errorf("etcd client for %s: %w", c.etcd, err)
 	}
