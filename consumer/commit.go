@@ -16,11 +16,10 @@ import (
 // committed to Kafka. It never commits below what etcd or Kafka already
 // hold, so the committed offset never goes backwards.
 func (c *Consumer) commitLoop(ctx context.Context, l *coord.Leader) {
-	log := c.log.Named("commit")
 	// What Kafka holds at takeover: a group migrating from a plain
 	// consumer group may be ahead of anything keyshare recorded.
 	kafkaAt := make(map[tp]int64)
-	var known map[tp]bool
+	known := make(map[tp]bool) // partitions whose kafkaAt is read
 	t := time.NewTicker(c.cfg.CommitInterval)
 	defer t.Stop()
 	defer func() {
@@ -34,49 +33,65 @@ func (c *Consumer) commitLoop(ctx context.Context, l *coord.Leader) {
 			return
 		case <-t.C:
 		}
-		snap, err := l.Snapshot(ctx)
-		if err != nil {
-			log.Warn("read ledger", "error", err)
-			continue
+		c.commitRound(ctx, l, kafkaAt, known)
+	}
+}
+
+// commitRound is one round of commitLoop. Each etcd request is bounded by
+// EtcdTimeout; what does not finish is done again next round.
+func (c *Consumer) commitRound(ctx context.Context, l *coord.Leader, kafkaAt map[tp]int64, known map[tp]bool) {
+	log := c.log.Named("commit")
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.EtcdTimeout)
+	snap, err := l.Snapshot(rctx)
+	cancel()
+	if err != nil {
+		log.Warn("read ledger", "error", err)
+		return
+	}
+	marks := snap.Watermarks()
+	for part, w := range marks {
+		if !known[part] {
+			kafkaAt[part] = c.kafkaCommitted(part)
+			known[part] = true
 		}
-		marks := snap.Watermarks()
-		if known == nil {
-			known = make(map[tp]bool)
+		rec, hasRec := snap.Commits[part]
+		floor := kafkaAt[part]
+		if hasRec && rec.Offset > floor {
+			floor = rec.Offset
 		}
-		for part, w := range marks {
-			if !known[part] {
-				kafkaAt[part] = c.kafkaCommitted(part)
-				known[part] = true
-			}
-			rec, hasRec := snap.Commits[part]
-			floor := kafkaAt[part]
-			if hasRec && rec.Offset > floor {
-				floor = rec.Offset
-			}
-			if w <= floor {
-				continue
-			}
+		// The offset to hold in Kafka: the new watermark once etcd
+		// holds it, else what etcd already holds (a record whose
+		// answer was lost may be ahead of Kafka).
+		target := floor
+		if w > floor {
 			prevRev := int64(0)
 			if hasRec {
 				prevRev = snap.CommitRevs[part]
 			}
-			if _, err := l.RecordCommit(ctx, part, prevRev, w); err != nil {
+			rctx, cancel := context.WithTimeout(ctx, c.cfg.EtcdTimeout)
+			_, err := l.RecordCommit(rctx, part, prevRev, w)
+			cancel()
+			if err != nil {
 				log.Warn("record commit in etcd; not committing to Kafka", "topic", part.Topic, "partition", part.Partition, "offset", w, "error", err)
 				continue
 			}
-			topic := part.Topic
-			if _, err := c.kc.CommitOffsets([]kafka.TopicPartition{{Topic: &topic, Partition: part.Partition, Offset: kafka.Offset(w)}}); err != nil {
-				// etcd holds it; the next round commits again.
-				log.Warn("commit to Kafka", "topic", part.Topic, "partition", part.Partition, "offset", w, "error", err)
-				known[part] = false
-				continue
-			}
-			kafkaAt[part] = w
-			c.metrics.commits.Add(1)
-			log.Debug("committed", "topic", part.Topic, "partition", part.Partition, "offset", w)
+			target = w
 		}
-		c.updatePartitionGauges(marks, kafkaAt)
+		if target <= kafkaAt[part] {
+			continue
+		}
+		topic := part.Topic
+		if _, err := c.kc.CommitOffsets([]kafka.TopicPartition{{Topic: &topic, Partition: part.Partition, Offset: kafka.Offset(target)}}); err != nil {
+			// etcd holds it; the next round commits again.
+			log.Warn("commit to Kafka", "topic", part.Topic, "partition", part.Partition, "offset", target, "error", err)
+			known[part] = false
+			continue
+		}
+		kafkaAt[part] = target
+		c.metrics.commits.Add(1)
+		log.Debug("committed", "topic", part.Topic, "partition", part.Partition, "offset", target)
 	}
+	c.updatePartitionGauges(marks, kafkaAt)
 }
 
 // updatePartitionGauges records each partition's end offset, safe watermark

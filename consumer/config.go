@@ -67,6 +67,13 @@ type Config struct {
 	// taking records until a flush lands (so an etcd outage cannot pile
 	// up work that a crash would run again). Default 10,000.
 	MaxUnflushed int
+	// EtcdTimeout bounds each etcd request of the data path: a ledger
+	// flush, and the leader's reads and commit records. A request still
+	// unanswered is abandoned and made again on the next round. Without a
+	// bound a member would wait as long as etcd holds a request when its
+	// own leader fails (etcd's request timeout, 7 s by default) instead of
+	// retrying on the new leader. Default 2 s.
+	EtcdTimeout time.Duration
 	// CommitInterval is how often the leader commits safe offsets to Kafka.
 	// Default 1 s.
 	CommitInterval time.Duration
@@ -117,6 +124,7 @@ func DefaultConfig() Config {
 		Concurrency:       16,
 		MaxInFlight:       1000,
 		FlushInterval:     500 * time.Millisecond,
+		EtcdTimeout:       2 * time.Second,
 		MaxUnflushed:      10000,
 		CommitInterval:    time.Second,
 		Retry:             RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
@@ -189,6 +197,8 @@ func (c Config) Validate() error {
 		return configErr("MaxUnflushed %d must be at least Concurrency %d (default 10000)", c.MaxUnflushed, c.Concurrency)
 	case c.FlushInterval <= 0:
 		return configErr("FlushInterval %s must be positive (default 500ms)", c.FlushInterval)
+	case c.EtcdTimeout <= 0:
+		return configErr("EtcdTimeout %s must be positive (default 2s)", c.EtcdTimeout)
 	case c.CommitInterval <= 0:
 		return configErr("CommitInterval %s must be positive (default 1s)", c.CommitInterval)
 	case c.StuckTimeout <= 0:

@@ -718,7 +718,9 @@ func (p *pipeline) flushLoop() {
 		case <-t.C:
 		case <-p.flushCh:
 		}
-		p.flush(p.ctx)
+		ctx, cancel := context.WithTimeout(p.ctx, p.c.cfg.EtcdTimeout)
+		p.flush(ctx)
+		cancel()
 	}
 }
 

@@ -286,6 +286,7 @@ func TestBadConfigRefusedBeforeJoining(t *testing.T) {
 		"no brokers":      func(c *consumer.Config) { delete(c.Kafka, "bootstrap.servers") },
 		"bad reset":       func(c *consumer.Config) { c.AutoOffsetReset = "middle" },
 		"in-flight small": func(c *consumer.Config) { c.MaxInFlight = 1 },
+		"etcd timeout 0":  func(c *consumer.Config) { c.EtcdTimeout = 0 },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
