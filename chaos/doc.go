@@ -5,12 +5,16 @@
 // Kafka-protocol broker run in the test process.
 //
 // For every row of the fault matrix the checker reads the members' record
-// logs, the producer's acknowledged records and every Kafka commit it
-// observed, and reports: records lost, duplicates, per-key order violations,
-// commit regressions, commits that passed an unhandled record, and the time
-// to recover.
+// logs, the producer's acknowledged records, every Kafka commit it observed,
+// the loss reports in etcd, and the members' audit logs of accepted etcd
+// writes replayed against etcd's history. It reports: records lost, records
+// lost to retention (reported), duplicates, per-key order violations, commit
+// regressions, commits that passed an unhandled record, stale writes
+// accepted, and the time to recover.
 //
 //	go test ./chaos/                                     # short form (make test)
 //	KEYSHARE_CHAOS=long go test -timeout 30m ./chaos/    # long form (make chaos),
 //	                                                     # writes docs/reliability.md
+//	KEYSHARE_CHAOS_LOGS=1 go test -v -run 'TestFaultMatrix/9a' ./chaos/
+//	                                                     # a row with its members' logs
 package chaos

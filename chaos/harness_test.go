@@ -62,15 +62,16 @@ func TestMain(m *testing.M) {
 // env is one row's world: etcd, a broker, member processes, a producer and a
 // commit observer.
 type env struct {
-	t        *testing.T
-	dir      string
-	etcdURL  string
-	etcdPeer string
-	brokers  string
-	cli      *clientv3.Client
-	etcdSrv  *devcluster.Etcd
-	kafkaSrv *kfake.Cluster
-	parts    int32 // guarded by mu
+	t           *testing.T
+	dir         string
+	etcdURL     string
+	etcdPeer    string
+	brokers     string
+	cli         *clientv3.Client
+	etcdSrv     *devcluster.Etcd        // one etcd server, or
+	etcdCluster *devcluster.EtcdCluster // several
+	kafkaSrv    *kfake.Cluster
+	parts       int32 // guarded by mu
 
 	mu      sync.Mutex
 	procs   map[string]*exec.Cmd
@@ -100,26 +101,46 @@ type commitObs struct {
 // newEnv starts etcd and a kfake cluster of brokers brokers with a topic of
 // parts partitions.
 func newEnv(t *testing.T, parts int32, brokers int) *env {
+	return newEnvEtcd(t, parts, brokers, 1)
+}
+
+// newEnvEtcd is newEnv with an etcd cluster of etcdMembers members (1 or
+// more).
+func newEnvEtcd(t *testing.T, parts int32, brokers, etcdMembers int) *env {
 	dir := t.TempDir()
 	en := &env{t: t, dir: dir, parts: parts, procs: map[string]*exec.Cmd{}}
-	e, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: filepath.Join(dir, "etcd")})
-	if err != nil {
-		t.Fatal(err)
+	var endpoints []string
+	if etcdMembers > 1 {
+		c, err := devcluster.StartEtcdCluster(devcluster.EtcdClusterOptions{Dir: filepath.Join(dir, "etcd"), Size: etcdMembers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		en.etcdCluster, endpoints = c, c.Endpoints()
+	} else {
+		e, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: filepath.Join(dir, "etcd")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		en.etcdSrv, endpoints = e, []string{e.ClientURL()}
+		en.etcdPeer = e.Peers[0].Addr().String()
 	}
 	k, err := devcluster.StartKafka(devcluster.KafkaOptions{DataDir: filepath.Join(dir, "kafka"), Topics: map[string]int32{topic: parts}, Brokers: brokers})
 	if err != nil {
 		t.Fatal(err)
 	}
-	en.etcdSrv, en.kafkaSrv = e, k
-	en.etcdURL, en.brokers = e.ClientURL(), strings.Join(k.ListenAddrs(), ",")
-	en.etcdPeer = e.Peers[0].Addr().String()
+	en.kafkaSrv = k
+	en.etcdURL, en.brokers = strings.Join(endpoints, ","), strings.Join(k.ListenAddrs(), ",")
 	t.Cleanup(func() {
 		en.mu.Lock()
 		defer en.mu.Unlock()
 		en.kafkaSrv.Close()
-		en.etcdSrv.Close()
+		if en.etcdCluster != nil {
+			en.etcdCluster.Close()
+		} else {
+			en.etcdSrv.Close()
+		}
 	})
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{en.etcdURL}, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,13 +366,16 @@ func (e *env) dumpMetrics() {
 	}
 }
 
+// logTail is how many lines of each member's log dumpLogs shows.
+const logTail = 200
+
 // dumpLogs passes the tail of every member's log to t.Log.
 func (e *env) dumpLogs() {
 	files, _ := filepath.Glob(filepath.Join(e.dir, "*.log"))
 	for _, f := range files {
 		b, _ := os.ReadFile(f)
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-		e.t.Logf("--- %s (last %d lines)\n%s", filepath.Base(f), min(40, len(lines)), strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		e.t.Logf("--- %s (last %d lines)\n%s", filepath.Base(f), min(logTail, len(lines)), strings.Join(lines[max(0, len(lines)-logTail):], "\n"))
 	}
 }
 
