@@ -94,6 +94,9 @@ type machine struct {
 	inflight map[int64]*part // record offset → the part whose state has it in flight
 	parts    []*part         // ordered by range, adjacent
 	trace    []string
+	// Records below logStart were deleted from the partition (retention).
+	logStart int64
+	deleted  []record
 }
 
 // interesting hashes: the ends of the space and of its halves.
@@ -183,9 +186,59 @@ func (m *machine) step() {
 		m.restart(p)
 	case op < 94:
 		m.badComplete(p)
-	default:
+	case op < 97:
 		m.inherit(m.parts[p])
+	default:
+		m.truncate()
 	}
+}
+
+// truncate deletes the records below a new log start, as retention does,
+// and truncates every part (an owner truncates all its ranges of the
+// partition when its fetch finds the offset gone).
+func (m *machine) truncate() {
+	m.t.Helper()
+	cut := m.c.intn(len(m.log)+1, "log start")
+	m.logStart = m.next
+	if cut < len(m.log) {
+		m.logStart = m.log[cut].off
+	}
+	m.tracef("log start moves to %d", m.logStart)
+	m.deleted = append(m.deleted, m.log[:cut]...)
+	m.log = m.log[cut:]
+	for _, pt := range m.parts {
+		pt.pos = max(0, pt.pos-cut)
+		m.lose(pt)
+	}
+}
+
+// lose truncates pt at the log start and checks that it reports exactly the
+// deleted records of its range that are neither done nor in flight; from
+// then on those count as handled.
+func (m *machine) lose(pt *part) {
+	m.t.Helper()
+	loss, reported := pt.st.Truncate(m.logStart)
+	if err := loss.Check(); reported && err != nil {
+		m.fatalf("part %s: Truncate(%d) = %+v: %v", pt.r(), m.logStart, loss, err)
+	}
+	var lost []int64
+	for _, rec := range m.deleted {
+		if !pt.r().Contains(rec.hash) {
+			continue
+		}
+		want := !m.done[rec.off] && m.inflight[rec.off] == nil
+		if got := reported && loss.Covers(rec.off, rec.hash); got != want {
+			m.fatalf("part %s: Truncate(%d) = %+v covers record %d (hash %d): %v, want %v (done %v, in flight %v)",
+				pt.r(), m.logStart, loss, rec.off, rec.hash, got, want, m.done[rec.off], m.inflight[rec.off] != nil)
+		}
+		if want {
+			lost = append(lost, rec.off)
+		}
+	}
+	for _, o := range lost {
+		m.done[o] = true
+	}
+	m.check(pt)
 }
 
 func (m *machine) fetch(p, n int) {
@@ -463,7 +516,7 @@ func (m *machine) restart(p int) {
 	}
 	q := m.newPart(st, m.index(st.Watermark()))
 	m.parts[p] = q
-	m.check(q)
+	m.lose(q) // its inherited records may be gone from the log
 }
 
 // inherit builds a new state from pt's stored entry, delivers every record
@@ -476,6 +529,7 @@ func (m *machine) inherit(pt *part) {
 	if err != nil {
 		m.fatalf("NewState(%s, %v): %v", pt.r(), e, err)
 	}
+	st.Truncate(m.logStart) // as a new owner does when its start offset is gone
 	from := m.index(st.Watermark())
 	runs := 0
 	for round := range 2 {
