@@ -230,17 +230,24 @@ func (p *pipeline) retention(ev kafka.Error) {
 	poke(p.flushCh)
 	// librdkafka has stopped fetching these partitions and refuses a seek
 	// (its fetch state is "none"): assign them again at the log start.
-	if err := p.kc.IncrementalUnassign(seeks); err != nil {
-		p.log.Warn("unassign partitions to restart them at the log start; will retry", "error", err)
+	if err := p.reassign(seeks); err != nil {
+		p.log.Warn("restart partitions at the log start; will retry", "error", err)
 		p.retryRetention(ev)
-		return
 	}
-	if err := p.kc.IncrementalAssign(seeks); err != nil {
-		p.log.Warn("assign partitions at the log start; will retry", "error", err)
-		p.retryRetention(ev)
-		return
+}
+
+// reassign makes librdkafka fetch parts from their offsets by unassigning
+// and assigning them: unlike a seek, it works on a partition whose fetching
+// librdkafka has stopped.
+func (p *pipeline) reassign(parts []kafka.TopicPartition) error {
+	if err := p.kc.IncrementalUnassign(parts); err != nil {
+		return fmt.Errorf("unassign: %w", err)
 	}
-	p.syncPause(seeks)
+	if err := p.kc.IncrementalAssign(parts); err != nil {
+		return fmt.Errorf("assign: %w", err)
+	}
+	p.syncPause(parts)
+	return nil
 }
 
 // syncPause sets librdkafka's pause flag of freshly assigned partitions to
@@ -577,9 +584,18 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 		if err != nil {
 			return fmt.Errorf("consumer: seek: %w", err)
 		}
+		// A partition librdkafka stopped (its offset was deleted, and the
+		// error is still on its way to the fetch loop) refuses a seek.
+		var refused []kafka.TopicPartition
 		for _, r := range res {
 			if r.Error != nil {
-				return fmt.Errorf("consumer: seek %s/%d to %d: %w", *r.Topic, r.Partition, r.Offset, r.Error)
+				p.log.Debug("seek refused; assigning the partition again", "topic", *r.Topic, "partition", r.Partition, "offset", r.Offset, "error", r.Error)
+				refused = append(refused, kafka.TopicPartition{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
+			}
+		}
+		if len(refused) > 0 {
+			if err := p.reassign(refused); err != nil {
+				return fmt.Errorf("consumer: restart partitions %v: %w", refused, err)
 			}
 		}
 	}
