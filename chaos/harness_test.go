@@ -150,11 +150,18 @@ func newEnvEtcd(t *testing.T, parts int32, brokers, etcdMembers int) *env {
 	return en
 }
 
-// restartEtcd stops the etcd server for down, then starts it again on the
-// same addresses and data.
-func (e *env) restartEtcd(down time.Duration) {
+// restartEtcd stops the etcd server as a crash would, waits down, then
+// starts it again on the same addresses and data. With graceful, it stops
+// the server with embed's Close instead, which for up to 7 s keeps serving
+// the streams already open (lease keepalives) while refusing new requests:
+// sessions stay alive while no write lands.
+func (e *env) restartEtcd(down time.Duration, graceful bool) {
 	e.mu.Lock()
-	e.etcdSrv.Close()
+	if graceful {
+		e.etcdSrv.Close()
+	} else {
+		e.etcdSrv.Kill()
+	}
 	e.mu.Unlock()
 	e.fault()
 	time.Sleep(down)

@@ -82,10 +82,13 @@ var rows = []row{
 		e.fault()
 	}},
 	{name: "8a etcd down 1 s (< TTL)", fault: func(e *env, _ bool, _ *rand.Rand) {
-		e.restartEtcd(time.Second)
+		e.restartEtcd(time.Second, false)
 	}, everyone: true},
 	{name: "8b etcd down 5 s (> TTL)", short: true, fault: func(e *env, _ bool, _ *rand.Rand) {
-		e.restartEtcd(5 * time.Second)
+		e.restartEtcd(5*time.Second, false)
+	}, everyone: true},
+	{name: "8c etcd refusing writes, keeping leases (graceful stop), then down 5 s", fault: func(e *env, _ bool, _ *rand.Rand) {
+		e.restartEtcd(5*time.Second, true)
 	}, everyone: true},
 	{name: "9a etcd leader stopped, restarted (3-member etcd)", etcdMembers: 3, fault: func(e *env, long bool, _ *rand.Rand) {
 		for range rounds(long, 1, 3) {
@@ -506,7 +509,9 @@ observed (polled every 50 ms by a separate client), and reports:
   (` + "`lost/...`" + `, written with the ledger entry that moves past them);
 - **duplicates**: handlings beyond the first, attributed to the latest fault
   before them; graceful rows must have none, crash rows at most
-  flush interval × rate + in-flight bound per fault (500 + 1,000);
+  flush interval × rate + in-flight bound per fault (500 + 1,000), and rows
+  whose fault can end every member's session at once (8a–8c, 9b, 15) at most
+  3 × (MaxUnflushed + in-flight bound) = 33,000;
 - **order violations**: a key's records first handled out of sequence;
 - **commit regressions**: an observed committed offset lower than the last;
 - **commits past unhandled**: a committed offset observed before some record
@@ -536,6 +541,14 @@ every write etcd accepted from a keyshare leader came from the member whose
 election key was oldest at that revision (stale writes accepted, 0). Row 11a
 runs three kfake brokers and moves every partition's leader each second.
 
+Rows 8a and 8b kill the etcd server as a crash would (client connections
+dropped at once) and restart it on its data. Row 8c stops it with embed's
+graceful Close instead, which for up to 7 s keeps serving the streams already
+open, lease keepalives included, while it refuses new requests: sessions
+stay alive while no flush lands, and members keep working until
+` + "`MaxUnflushed`" + ` (10,000 each) stops them. Its duplicates are the records
+completed in that time, re-run once the sessions end.
+
 Bugs the matrix found, each fixed with its row as the regression test:
 
 - Row 8a: members kept handling records while no flush could reach etcd, so
@@ -557,6 +570,9 @@ Bugs the matrix found, each fixed with its row as the regression test:
 - Row 12 exposed a bug in the harness, not in keyshare: it restarted a member
   id before the previous process had left, and keyshare refused the
   duplicate id as designed.
+- Rows 8a and 8b had a harness flaw too: until this version they stopped
+  etcd gracefully, so they measured 8c's fault plus the outage (8b: 10,002
+  duplicates; killed as a crash, 2,647).
 
 Found while reading the commit loop for the 9a fix, not by a row: if etcd
 applied a commit record but its answer was lost, Kafka's committed offset

@@ -3,10 +3,12 @@ package devcluster
 import (
 	"fmt"
 	"net/url"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // EtcdOptions configures an embedded etcd server.
@@ -29,6 +31,46 @@ type EtcdOptions struct {
 // Etcd is a running embedded etcd server.
 type Etcd struct {
 	*embed.Etcd
+	grpc *clientServer
+}
+
+// Kill stops the server as a crash would (Close is a graceful stop, which
+// keeps serving open streams for up to 7 s).
+func (e *Etcd) Kill() { e.grpc.kill(e.Etcd) }
+
+// clientServer captures the gRPC server etcd creates for its clients, so
+// that it can be stopped at once. etcd creates it once the server is ready
+// and hands it to the config's ServiceRegister from its own goroutine,
+// hence the mutex.
+type clientServer struct {
+	mu sync.Mutex
+	s  *grpc.Server
+}
+
+func (c *clientServer) capture(cfg *embed.Config) {
+	cfg.ServiceRegister = func(s *grpc.Server) {
+		c.mu.Lock()
+		c.s = s
+		c.mu.Unlock()
+	}
+}
+
+// kill stops e without coordination. embed's Close alone is a graceful
+// shutdown: it waits up to its request timeout (7 s) for clients' streams
+// (watches, lease keepalives) to end, serving them meanwhile while it
+// refuses new requests, and a leader first hands its leadership to a peer,
+// which waits as long if that peer is cut off or closing too. So the client
+// gRPC server and raft stop first; Close then only cleans up.
+func (c *clientServer) kill(e *embed.Etcd) {
+	c.mu.Lock()
+	s := c.s
+	c.s = nil
+	c.mu.Unlock()
+	if s != nil {
+		s.Stop()
+	}
+	e.Server.HardStop()
+	e.Close()
 }
 
 // ClientURL is the URL clients connect to, with the real port.
@@ -66,6 +108,8 @@ func StartEtcd(o EtcdOptions) (*Etcd, error) {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*purl}, []url.URL{*purl}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(o.Logger)
+	cs := &clientServer{}
+	cs.capture(cfg)
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("devcluster: start etcd on %s: %w (is the port in use? choose another address)", o.ClientAddr, err)
@@ -80,5 +124,5 @@ func StartEtcd(o EtcdOptions) (*Etcd, error) {
 		e.Close()
 		return nil, fmt.Errorf("devcluster: etcd not ready after %s", o.StartTimeout)
 	}
-	return &Etcd{Etcd: e}, nil
+	return &Etcd{Etcd: e, grpc: cs}, nil
 }

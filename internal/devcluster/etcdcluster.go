@@ -16,7 +16,6 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 )
 
 // leaderWait bounds how long Leader waits for an election. etcd's election
@@ -63,12 +62,7 @@ type member struct {
 	id       types.ID
 	etcd     *embed.Etcd // nil while stopped
 	isolated bool
-
-	// grpc serves the member's clients. etcd creates it once the member
-	// is ready and hands it to the config's ServiceRegister, from its own
-	// goroutine, hence the mutex.
-	grpcMu sync.Mutex
-	grpc   *grpc.Server
+	grpc     clientServer
 }
 
 // StartEtcdCluster starts o.Size members on free ports and waits until
@@ -168,11 +162,7 @@ func (c *EtcdCluster) config(m *member) *embed.Config {
 	cfg.InitialCluster = c.initial
 	cfg.InitialClusterToken = c.token
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(c.o.Logger)
-	cfg.ServiceRegister = func(gs *grpc.Server) {
-		m.grpcMu.Lock()
-		m.grpc = gs
-		m.grpcMu.Unlock()
-	}
+	m.grpc.capture(cfg)
 	return cfg
 }
 
@@ -359,21 +349,9 @@ func (c *EtcdCluster) closeAll() {
 	wg.Wait()
 }
 
-// kill stops running member m without coordination. embed's Close alone
-// is a graceful shutdown: it waits up to its request timeout (7 s) for
-// clients' watch streams to end, and a leader first hands its leadership
-// to a peer, which waits as long if that peer is cut off or closing too.
-// So stop the client gRPC server and raft first; Close then only cleans up.
+// kill stops running member m as a crash would (see clientServer.kill).
 func (m *member) kill() {
-	m.grpcMu.Lock()
-	gs := m.grpc
-	m.grpc = nil
-	m.grpcMu.Unlock()
-	if gs != nil {
-		gs.Stop()
-	}
-	m.etcd.Server.HardStop()
-	m.etcd.Close()
+	m.grpc.kill(m.etcd)
 	m.etcd = nil
 }
 
