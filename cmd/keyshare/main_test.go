@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -211,5 +213,77 @@ func TestStatusExplainsStuckKey(t *testing.T) {
 	_ = member.Process.Signal(os.Interrupt)
 	if err := member.Wait(); err != nil {
 		t.Fatalf("member did not leave cleanly: %v\n%s", err, mout.String())
+	}
+}
+
+// TestStatusReportsRetentionLoss: a member leaves with key-3's records
+// unfinished, Kafka deletes them, and the next member reports the loss;
+// status prints it (table and JSON) and the committed offset reaches the
+// end.
+func TestStatusReportsRetentionLoss(t *testing.T) {
+	_, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
+	if out, code := run(t, time.Minute, "produce", "--brokers", k.Brokers, "--topic", "orders", "--count", "300", "--keys", "20", "--quiet"); code != 0 {
+		t.Fatalf("produce: %s", out)
+	}
+	start := func(id string, extra ...string) (*exec.Cmd, *bytes.Buffer) {
+		args := append([]string{"member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders",
+			"--id", id, "--drain-timeout", "1s", "--ttl", "2s"}, extra...)
+		cmd := exec.Command(bin, args...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd, &out
+	}
+	status := func(args ...string) string {
+		out, _ := run(t, 30*time.Second, append([]string{"status", "--etcd", e.Endpoints[0], "--brokers", k.Brokers, "--group", "g"}, args...)...)
+		return out
+	}
+	a, aout := start("a", "--stall", "key-3:60s", "--stuck-timeout", "1s")
+	testutil.WaitFor(t, "a holds key-3", 60*time.Second, func() bool {
+		st := status()
+		return strings.Contains(st, "by key key-3") && strings.Contains(st, "held back by the unfinished record")
+	})
+	_ = a.Process.Signal(os.Interrupt)
+	if err := a.Wait(); err != nil {
+		t.Fatalf("a did not leave cleanly: %v\n%s", err, aout)
+	}
+	if err := k.DeleteRecords("orders", 0, 200); err != nil {
+		t.Fatal(err)
+	}
+	start("b")
+	var table string
+	testutil.WaitFor(t, "the loss reported and the commit at the end", 60*time.Second, func() bool {
+		table = status()
+		return strings.Contains(table, "lost to retention") && testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == 300
+	})
+	t.Log(table)
+	if !strings.Contains(table, "orders/0 lost to retention in range [0,4294967296): records from offset ") ||
+		!strings.Contains(table, " up to the log start 200 (") || !strings.Contains(table, "found by b") {
+		t.Fatalf("status does not describe the loss:\n%s", table)
+	}
+	var js struct {
+		Losses []struct {
+			Member   string `json:"member"`
+			LogStart int64  `json:"log_start"`
+			Segments []struct {
+				Pending []int64 `json:"pending"`
+			} `json:"segments"`
+		} `json:"lost_to_retention"`
+	}
+	if err := json.Unmarshal([]byte(status("--json")), &js); err != nil {
+		t.Fatal(err)
+	}
+	if len(js.Losses) != 1 || js.Losses[0].Member != "b" || js.Losses[0].LogStart != 200 || len(js.Losses[0].Segments) != 1 {
+		t.Fatalf("status --json losses = %+v", js.Losses)
+	}
+	// key-3's records below 200 were pending when a left: all of them, and
+	// only them, are named.
+	pending := js.Losses[0].Segments[0].Pending
+	if len(pending) == 0 || pending[len(pending)-1] >= 200 || !strings.Contains(table, fmt.Sprintf("(%d known pending)", len(pending))) {
+		t.Fatalf("pending offsets lost %v; status:\n%s", pending, table)
 	}
 }
