@@ -157,12 +157,13 @@ func newEnvEtcd(t *testing.T, parts int32, brokers, etcdMembers int) *env {
 // sessions stay alive while no write lands.
 func (e *env) restartEtcd(down time.Duration, graceful bool) {
 	e.mu.Lock()
-	if graceful {
-		e.etcdSrv.Close()
-	} else {
-		e.etcdSrv.Kill()
-	}
+	srv := e.etcdSrv // only this goroutine replaces it
 	e.mu.Unlock()
+	if graceful {
+		srv.Close() // up to 7 s: not under e.mu, which the producer needs
+	} else {
+		srv.Kill()
+	}
 	e.fault()
 	time.Sleep(down)
 	srv, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: filepath.Join(e.dir, "etcd"),
