@@ -185,6 +185,12 @@ func (p *pipeline) fetchLoop() error {
 // report of them, which the next flush writes to etcd in the same fenced
 // transaction as the ledger (see docs/consumer.md, "Records lost to
 // retention"). Then the partition is fetched again from its log start.
+//
+// A partition that has not failed yet is handled too if its position is
+// below the log start: librdkafka may still hold some of its deleted
+// records, fetched but not delivered. Those are reported lost rather than
+// handled (the reassignment drops librdkafka's queue); nothing is skipped
+// without a report.
 func (p *pipeline) retention(ev kafka.Error) {
 	p.mu.Lock()
 	pos := make(map[tp]int64, len(p.mu.pos))
