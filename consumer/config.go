@@ -51,6 +51,13 @@ type Config struct {
 	// AutoOffsetReset says where a range starts when the group has no state
 	// and no committed offset: "earliest" or "latest". Default "earliest".
 	AutoOffsetReset string
+	// RetentionLoss says what a member does when Kafka deleted records its
+	// ranges had not handled (retention, DeleteRecords): "report" moves the
+	// ranges past them with a loss report in etcd (lost/...) and goes on
+	// from the log start; "halt" stops fetching the partition, holds its
+	// committed offset and waits for an operator, as a plain consumer with
+	// auto.offset.reset=none would. Default "report".
+	RetentionLoss string
 	// Handler handles records. Required.
 	Handler Handler
 	// Concurrency is the number of records handled at once (different keys
@@ -121,6 +128,7 @@ func DefaultConfig() Config {
 	return Config{
 		Kafka:             kafka.ConfigMap{},
 		AutoOffsetReset:   "earliest",
+		RetentionLoss:     "report",
 		Concurrency:       16,
 		MaxInFlight:       1000,
 		FlushInterval:     500 * time.Millisecond,
@@ -187,6 +195,11 @@ func (c Config) Validate() error {
 	case "earliest", "latest":
 	default:
 		return configErr(`AutoOffsetReset %q: want "earliest" or "latest"`, c.AutoOffsetReset)
+	}
+	switch c.RetentionLoss {
+	case "report", "halt":
+	default:
+		return configErr(`RetentionLoss %q: want "report" or "halt"`, c.RetentionLoss)
 	}
 	switch {
 	case c.Concurrency <= 0:

@@ -33,6 +33,7 @@ var (
 	descLeader       = prometheus.NewDesc("keyshare_leader", "1 while the member leads its group.", nil, nil)
 	descGeneration   = prometheus.NewDesc("keyshare_generation", "Assignment generation last seen.", nil, nil)
 	descStuck        = prometheus.NewDesc("keyshare_stuck_ranges", "Owned ranges held by a stuck record.", nil, nil)
+	descHalted       = prometheus.NewDesc("keyshare_retention_halted_partitions", "Partitions halted because Kafka deleted records not yet handled (RetentionLoss \"halt\").", nil, nil)
 
 	rangeLabels       = []string{"topic", "partition", "range"}
 	descRangePending  = prometheus.NewDesc("keyshare_range_pending", "Pending offsets of an owned range.", rangeLabels, nil)
@@ -80,6 +81,7 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descPaused, b2f(st.Paused))
 	gauge(descUnflushed, float64(st.Unflushed))
 	gauge(descSession, b2f(st.Running))
+	gauge(descHalted, float64(len(st.Halted)))
 	gauge(descLeader, b2f(st.Leader))
 	gauge(descGeneration, float64(st.Generation))
 	stuck := 0

@@ -82,6 +82,9 @@ type pipeline struct {
 		unflushed  int
 		jobs       map[tp]map[int64]*job
 		pendingAll int
+		// halted are partitions whose unhandled records Kafka deleted,
+		// held for an operator (RetentionLoss "halt").
+		halted map[tp]bool
 	}
 }
 
@@ -102,6 +105,7 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 	p.mu.assigned = make(map[tp]bool)
 	p.mu.pos = make(map[tp]int64)
 	p.mu.jobs = make(map[tp]map[int64]*job)
+	p.mu.halted = make(map[tp]bool)
 	p.mu.fetching = true
 	p.sched = newScheduler(c.cfg.Concurrency, p.runJob)
 	return p
@@ -210,6 +214,15 @@ func (p *pipeline) retention(ev kafka.Error) {
 			continue
 		}
 		p.mu.Lock()
+		if p.c.cfg.RetentionLoss == "halt" {
+			if !p.mu.halted[t] {
+				p.mu.halted[t] = true
+				p.log.Error("records were deleted from Kafka before they were handled; the partition is halted (RetentionLoss is \"halt\"): restart the members with RetentionLoss \"report\" to go on from the log start with a loss report",
+					"topic", t.Topic, "partition", t.Partition, "position", at, "log_start", low)
+			}
+			p.mu.Unlock()
+			continue
+		}
 		now := time.Now()
 		for _, w := range p.mu.byTP[t] {
 			if w.revoking {
@@ -568,6 +581,7 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 			unassign = append(unassign, kafka.TopicPartition{Topic: &topic, Partition: t.Partition})
 			delete(p.mu.assigned, t)
 			delete(p.mu.pos, t)
+			delete(p.mu.halted, t)
 		}
 	}
 	p.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
@@ -16,8 +17,9 @@ import (
 )
 
 // TestRecordsLostToRetention: Kafka deletes records a range has not handled
-// — some it had read and left pending, some it had never read. The next
-// owner reports exactly those in etcd (lost/...), moves past them, handles
+// — some it had read and left pending, some it had never read. A member with
+// RetentionLoss "halt" holds the partition. The next owner, reporting,
+// reports exactly those records in etcd (lost/...), moves past them, handles
 // everything still in the log, and the committed offset reaches the end. No
 // record is skipped without a report.
 func TestRecordsLostToRetention(t *testing.T) {
@@ -46,13 +48,31 @@ func TestRecordsLostToRetention(t *testing.T) {
 	if err := k.DeleteRecords("orders", 0, logStart); err != nil {
 		t.Fatal(err)
 	}
+	cli := testutil.NewEtcdClient(t, cl.endpoints)
+	schema := keys.New("/keyshare", "g")
+
+	// With RetentionLoss "halt" a member holds the partition: no report,
+	// no record handled, the committed offset stays at the first lost
+	// record (key-7's first, offset 7).
+	cl.mutate = func(c *consumer.Config) { c.DrainTimeout, c.RetentionLoss = time.Second, "halt" }
+	halted := cl.start("halt", h.handler("halt", 0))
+	waitFor(t, "the partition halted", 30*time.Second, func() bool { return len(halted.c.Status().Halted) == 1 })
+	time.Sleep(time.Second) // time for a wrong report or commit to show
+	if resp, err := cli.Get(t.Context(), schema.Lost(), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+		t.Fatalf("halted member: %d loss reports (%v), want none", resp.Count, err)
+	}
+	if c := testutil.Committed(t, k.Brokers, "g", "orders", 1)[0]; c > 7 || h.count() != 2000-20 {
+		t.Fatalf("halted member: committed %d (want at most 7), %d handled (want %d)", c, h.count(), 2000-20)
+	}
+	halted.stop(t)
+
+	cl.mutate = func(c *consumer.Config) { c.DrainTimeout = time.Second }
 	b := cl.start("b", h.handler("b", 0))
 	waitFor(t, "commit reaches the end", 60*time.Second, func() bool {
 		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == int64(len(produced))
 	})
 
-	cli := testutil.NewEtcdClient(t, cl.endpoints)
-	snap, err := coord.ReadSnapshot(t.Context(), cli, keys.New("/keyshare", "g"))
+	snap, err := coord.ReadSnapshot(t.Context(), cli, schema)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -287,6 +287,7 @@ func TestBadConfigRefusedBeforeJoining(t *testing.T) {
 		"bad reset":       func(c *consumer.Config) { c.AutoOffsetReset = "middle" },
 		"in-flight small": func(c *consumer.Config) { c.MaxInFlight = 1 },
 		"etcd timeout 0":  func(c *consumer.Config) { c.EtcdTimeout = 0 },
+		"bad retention":   func(c *consumer.Config) { c.RetentionLoss = "skip" },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

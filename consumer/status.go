@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"time"
+
+	"github.com/keyshare/keyshare/coord"
 )
 
 // Status is a snapshot of a member's state.
@@ -28,6 +30,9 @@ type Status struct {
 	// RetentionLosses counts the loss reports this member wrote: ranges
 	// that found records deleted from Kafka before they were handled.
 	RetentionLosses int64
+	// Halted lists the partitions held because Kafka deleted records not
+	// yet handled (RetentionLoss "halt").
+	Halted []coord.TopicPartition
 }
 
 // RangeStatus is one owned range.
@@ -83,6 +88,12 @@ func (c *Consumer) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s.Generation, s.InFlight, s.Paused, s.Unflushed = p.mu.gen, p.mu.inflight, p.mu.paused, p.mu.unflushed
+	for t := range p.mu.halted {
+		s.Halted = append(s.Halted, t)
+	}
+	slices.SortFunc(s.Halted, func(a, b coord.TopicPartition) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
 	for _, w := range p.mu.ranges {
 		r := w.st.Range()
 		s.Ranges = append(s.Ranges, RangeStatus{

@@ -24,11 +24,11 @@ import (
 )
 
 type memberCommand struct {
-	brokers, etcd, group, id, work, record, dlq, logLevel, metrics, stall, audit string
-	topics                                                                       listFlag
-	concurrency, maxInFlight                                                     int
-	failRate                                                                     float64
-	ttl, drain, stuck                                                            time.Duration
+	brokers, etcd, group, id, work, record, dlq, logLevel, metrics, stall, audit, retentionLoss string
+	topics                                                                                      listFlag
+	concurrency, maxInFlight                                                                    int
+	failRate                                                                                    float64
+	ttl, drain, stuck                                                                           time.Duration
 }
 
 func (c *memberCommand) Run(ctx context.Context, args []string) error {
@@ -50,6 +50,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.stall, "stall", "", "simulate a stuck key: KEY:DURATION makes the first record of KEY take DURATION")
 	fs.StringVar(&c.metrics, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this host:port")
 	fs.DurationVar(&c.stuck, "stuck-timeout", 30*time.Second, "report a range whose watermark has not moved for this long")
+	fs.StringVar(&c.retentionLoss, "retention-loss", "report", `records Kafka deleted before they were handled: "report" them in etcd and go on, or "halt" the partition`)
 	fs.StringVar(&c.audit, "audit", "", "append one JSON line per etcd write etcd accepted (keys and revision) to this file")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -103,6 +104,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	cfg.SessionTTL, cfg.DrainTimeout = c.ttl, c.drain
 	cfg.DeadLetterTopic = c.dlq
 	cfg.MetricsAddr, cfg.StuckTimeout = c.metrics, c.stuck
+	cfg.RetentionLoss = c.retentionLoss
 	cfg.Logger = log
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
