@@ -18,7 +18,7 @@ import (
 // column flags exactly the writes a fenced member or a deposed leader must
 // not get through, given a history written by hand.
 func TestFencingCheck(t *testing.T) {
-	e := newEnv(t, 1, 1)
+	e := newEnv(t, 1, 1, 1)
 	ctx := t.Context()
 	s := keys.New("/keyshare", group)
 	audits := map[string][]auditLine{}

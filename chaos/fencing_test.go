@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -94,12 +95,10 @@ func (e *env) staleWrites(ctx context.Context) []string {
 	}
 	var bad []string
 	next := 0
-	for i := 0; i <= len(history); i++ {
-		// Check the audits of revision rev against the state before it.
-		rev := int64(1 << 62)
-		if i < len(history) {
-			rev = history[i].Kv.ModRevision
-		}
+	// checkUpTo checks the audited writes at revisions up to rev: those at
+	// rev against the current state (the state just before rev), those
+	// below it are missing from etcd's history.
+	checkUpTo := func(rev int64) {
 		for ; next < len(audits) && audits[next].Rev <= rev; next++ {
 			a := audits[next]
 			if a.Rev != rev {
@@ -128,9 +127,10 @@ func (e *env) staleWrites(ctx context.Context) []string {
 				}
 			}
 		}
-		if i == len(history) {
-			break
-		}
+	}
+	for i := 0; i < len(history); {
+		rev := history[i].Kv.ModRevision
+		checkUpTo(rev)
 		// Apply every event of this revision.
 		for ; i < len(history) && history[i].Kv.ModRevision == rev; i++ {
 			ev := history[i]
@@ -140,8 +140,8 @@ func (e *env) staleWrites(ctx context.Context) []string {
 				state[string(ev.Kv.Key)] = ev.Kv
 			}
 		}
-		i--
 	}
+	checkUpTo(math.MaxInt64) // audited writes past the history's end
 	e.t.Logf("fencing: %d accepted writes checked against %d etcd events", len(audits), len(history))
 	return bad
 }

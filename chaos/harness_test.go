@@ -98,15 +98,9 @@ type commitObs struct {
 	offset    int64
 }
 
-// newEnv starts etcd and a kfake cluster of brokers brokers with a topic of
-// parts partitions.
-func newEnv(t *testing.T, parts int32, brokers int) *env {
-	return newEnvEtcd(t, parts, brokers, 1)
-}
-
-// newEnvEtcd is newEnv with an etcd cluster of etcdMembers members (1 or
-// more).
-func newEnvEtcd(t *testing.T, parts int32, brokers, etcdMembers int) *env {
+// newEnv starts etcd (etcdMembers members) and a kfake cluster of brokers
+// brokers with a topic of parts partitions.
+func newEnv(t *testing.T, parts int32, brokers, etcdMembers int) *env {
 	dir := t.TempDir()
 	en := &env{t: t, dir: dir, parts: parts, procs: map[string]*exec.Cmd{}}
 	var endpoints []string

@@ -413,7 +413,7 @@ func runRow(t *testing.T, r row, long bool) result {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
-	e := newEnvEtcd(t, 2, max(1, r.brokers), max(1, r.etcdMembers))
+	e := newEnv(t, 2, max(1, r.brokers), max(1, r.etcdMembers))
 	for range 3 {
 		e.start()
 	}

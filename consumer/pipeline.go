@@ -60,7 +60,7 @@ type pipeline struct {
 	flushCh chan struct{} // ask the flusher to write now
 	space   chan struct{} // a record finished: there may be room below the in-flight bound
 	// retentionCh asks the fetch loop to look for deleted records again.
-	retentionCh chan kafka.Error
+	retentionCh chan struct{}
 	// boundSince is when the fetch loop reached the in-flight bound (zero
 	// below it); only the fetch loop uses it.
 	boundSince time.Time
@@ -97,7 +97,7 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 		flushCh: make(chan struct{}, 1),
 		space:   make(chan struct{}, 1),
 
-		retentionCh: make(chan kafka.Error, 1),
+		retentionCh: make(chan struct{}, 1),
 	}
 	p.mu.cond = sync.NewCond(&p.mu.Mutex)
 	p.mu.ranges = make(map[string]*owned)
@@ -147,8 +147,8 @@ func (p *pipeline) fetchLoop() error {
 			if err := p.reconcile(snap.AssignmentOf(p.sess.ID())); err != nil {
 				return err
 			}
-		case ev := <-p.retentionCh:
-			p.retention(ev)
+		case <-p.retentionCh:
+			p.retention()
 		default:
 		}
 		if p.backpressure() {
@@ -171,7 +171,7 @@ func (p *pipeline) fetchLoop() error {
 				return fmt.Errorf("consumer: fatal Kafka error: %w", ev)
 			}
 			if ev.Code() == kafka.ErrAutoOffsetReset {
-				p.retention(ev)
+				p.retention()
 				continue
 			}
 			p.log.Warn("kafka", "error", ev, "retriable", ev.IsRetriable())
@@ -195,7 +195,7 @@ func (p *pipeline) fetchLoop() error {
 // records, fetched but not delivered. Those are reported lost rather than
 // handled (the reassignment drops librdkafka's queue); nothing is skipped
 // without a report.
-func (p *pipeline) retention(ev kafka.Error) {
+func (p *pipeline) retention() {
 	p.mu.Lock()
 	pos := make(map[tp]int64, len(p.mu.pos))
 	for t := range p.mu.assigned {
@@ -207,7 +207,7 @@ func (p *pipeline) retention(ev kafka.Error) {
 		low, _, err := p.kc.QueryWatermarkOffsets(t.Topic, t.Partition, 5000)
 		if err != nil {
 			p.log.Warn("read the log start after an offset-out-of-range error; will retry", "topic", t.Topic, "partition", t.Partition, "error", err)
-			p.retryRetention(ev)
+			p.retryRetention()
 			continue
 		}
 		if at >= low {
@@ -251,7 +251,7 @@ func (p *pipeline) retention(ev kafka.Error) {
 	// (its fetch state is "none"): assign them again at the log start.
 	if err := p.reassign(seeks); err != nil {
 		p.log.Warn("restart partitions at the log start; will retry", "error", err)
-		p.retryRetention(ev)
+		p.retryRetention()
 	}
 }
 
@@ -284,13 +284,10 @@ func (p *pipeline) syncPause(parts []kafka.TopicPartition) {
 }
 
 // retryRetention runs retention again after a pause, from the fetch loop.
-func (p *pipeline) retryRetention(ev kafka.Error) {
+func (p *pipeline) retryRetention() {
 	p.goFunc(func() {
 		sleep(p.ctx, time.Second)
-		select {
-		case p.retentionCh <- ev:
-		default:
-		}
+		poke(p.retentionCh)
 	})
 }
 
@@ -768,8 +765,13 @@ func (p *pipeline) flush(ctx context.Context) {
 	completions := p.mu.unflushed
 	var writes []ledger.Write
 	bytes := 0
-	versions := make(map[string]uint64)
-	reported := make(map[string]int) // range key → loss reports in this flush
+	// written is, per range key, the state version and the loss reports
+	// this flush writes.
+	type written struct {
+		version uint64
+		losses  int
+	}
+	versions := make(map[string]written)
 	for k, w := range p.mu.ranges {
 		if !w.dirty && w.st.Version() == w.flushed {
 			continue
@@ -780,10 +782,9 @@ func (p *pipeline) flush(ctx context.Context) {
 		for _, l := range w.losses {
 			wr.Also = append(wr.Also, p.sess.LossOp(w.rs, l.loss, l.at))
 		}
-		reported[k] = len(w.losses)
 		writes = append(writes, wr)
 		bytes += len(w.rs.LedgerKey) + len(v)
-		versions[k] = w.st.Version()
+		versions[k] = written{version: w.st.Version(), losses: len(w.losses)}
 	}
 	p.mu.Unlock()
 	if len(writes) == 0 {
@@ -813,9 +814,9 @@ func (p *pipeline) flush(ctx context.Context) {
 	p.mu.Lock()
 	for k, v := range versions {
 		if w := p.mu.ranges[k]; w != nil && !bad[w.rs.LedgerKey] {
-			w.flushed, w.dirty = v, false
-			w.losses = w.losses[reported[k]:]
-			p.c.metrics.retentionLosses.Add(int64(reported[k]))
+			w.flushed, w.dirty = v.version, false
+			w.losses = w.losses[v.losses:]
+			p.c.metrics.retentionLosses.Add(int64(v.losses))
 		}
 	}
 	p.mu.unflushed -= completions
