@@ -147,10 +147,14 @@ func startsPiece(gap ledger.HashRange, want []Slice, lo uint64) bool {
 }
 
 func (in planInput) record(tp TopicPartition, p piece, state, target string) RangeRecord {
-	return RangeRecord{
+	rec := RangeRecord{
 		V: recordVersion, Topic: tp.Topic, Partition: tp.Partition, Lo: p.r.Lo, Hi: p.r.Hi,
 		Owner: p.owner, State: state, Target: target, Gen: in.gen, Since: in.now,
 	}
+	if state == StateRevoking {
+		rec.DrainMs = in.drainTimeout.Milliseconds()
+	}
+	return rec
 }
 
 // rangeChange decides what happens to one existing range.

@@ -38,6 +38,11 @@ type RangeRecord struct {
 	Target    string    `json:"target,omitempty"` // next owner, while revoking or released
 	Gen       int64     `json:"gen"`              // generation that last changed the record
 	Since     time.Time `json:"since"`            // when State was set
+	// DrainMs is, on a revoking range, how long the owner may drain it,
+	// in milliseconds, measured on the owner's own clock from when it sees
+	// the revoke. The leader sets it from its DrainTimeout, so the budget is
+	// one party's decision and no wall-clock instant crosses machines.
+	DrainMs int64 `json:"drain_ms,omitempty"`
 }
 
 // Range is the record's hash range.
@@ -188,6 +193,8 @@ func DecodeRange(s keys.Schema, key string, data []byte) (RangeRecord, error) {
 		return bad("unknown state %q (want %s, %s or %s)", r.State, StateActive, StateRevoking, StateReleased)
 	case r.Gen < 0:
 		return bad("negative generation %d", r.Gen)
+	case r.DrainMs < 0:
+		return bad("negative drain budget %dms", r.DrainMs)
 	}
 	return r, nil
 }
