@@ -231,6 +231,10 @@ func (c *Consumer) openKafka(ctx context.Context) error {
 		c.closeKafka()
 		return err
 	}
+	if err := c.checkPlainGroup(ctx); err != nil {
+		c.closeKafka()
+		return err
+	}
 	if c.cfg.DeadLetterTopic != "" {
 		pm := kafka.ConfigMap{"bootstrap.servers": cm["bootstrap.servers"], "acks": "all", "enable.idempotence": true}
 		p, err := kafka.NewProducer(&pm)

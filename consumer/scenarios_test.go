@@ -362,3 +362,53 @@ func TestBackpressureBoundsInFlight(t *testing.T) {
 		t.Fatalf("%d duplicates", dups)
 	}
 }
+
+// TestRefusedWhilePlainGroupIsLive: a group id that a plain Kafka consumer
+// group still uses (a member subscribed and assigned) is refused at start
+// with ErrPlainGroupLive, naming the member, and nothing is written to etcd;
+// once the plain member leaves, keyshare starts and takes over from its
+// committed offset.
+func TestRefusedWhilePlainGroupIsLive(t *testing.T) {
+	cl, k := newCluster(t, map[string]int32{"orders": 1})
+	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(100, 10))
+	plain, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": k.Brokers, "group.id": cl.group, "client.id": "legacy-app", "enable.auto.commit": false, "auto.offset.reset": "earliest", "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.SubscribeTopics([]string{"orders"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.ReadMessage(30 * time.Second); err != nil { // joined and assigned
+		t.Fatal(err)
+	}
+
+	cli := testutil.NewEtcdClient(t, cl.endpoints)
+	h := newHistory(t)
+	c, err := consumer.New(cli, cl.config("m1", h.handler("m1", 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bounded: without the check Run would consume (and fight the plain
+	// group over the committed offset) until the context ends.
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	err = c.Run(ctx)
+	if !errors.Is(err, consumer.ErrPlainGroupLive) || !strings.Contains(err.Error(), "legacy-app") {
+		t.Fatalf("Run: %v, want ErrPlainGroupLive naming client legacy-app", err)
+	}
+	t.Log(err)
+	resp, err := cli.Get(t.Context(), "/keyshare/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Count != 0 {
+		t.Fatalf("%d keys written to etcd before the refusal", resp.Count)
+	}
+
+	plain.Close() // leaves the group
+	cl.start("m2", h.handler("m2", 0))
+	waitFor(t, "every record handled after the plain member left", 60*time.Second, func() bool { return h.count() == len(produced) })
+	if dups := h.check(produced); dups != 0 {
+		t.Fatalf("%d duplicates", dups)
+	}
+}
