@@ -215,7 +215,8 @@ func probeOne(ctx context.Context, host string, tc *tls.Config) error {
 	defer conn.Close()
 	deadline, _ := dctx.Deadline()
 	conn.SetDeadline(deadline)
-	if _, err := conn.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")); err == nil {
+	_, err = conn.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"))
+	if err == nil {
 		_, err = conn.Read(make([]byte, 9))
 	}
 	if err != nil {
