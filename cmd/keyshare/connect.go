@@ -359,12 +359,19 @@ func isSecretKey(k string) bool { return secretKeys.MatchString(k) }
 // timeout. It also refuses an unknown property, naming where it was set.
 func checkKafka(ctx context.Context, s *kafkaSettings) error {
 	cm := producerConfig(s.m)
-	cm["log_level"] = 3
+	// This short-lived client's own logs are dropped: its errors arrive
+	// as events, which name the failure below.
+	cm["go.logs.channel.enable"] = true
 	p, err := kafka.NewProducer(&cm)
 	if err != nil {
 		return s.explain(fmt.Errorf("Kafka client: %w", err))
 	}
 	defer p.Close()
+	go func() {
+		for range p.Logs() {
+		}
+	}()
+	var last error
 	type result struct{ err error }
 	done := make(chan result, 1)
 	go func() {
@@ -376,15 +383,19 @@ func checkKafka(ctx context.Context, s *kafkaSettings) error {
 		select {
 		case r := <-done:
 			if r.err != nil {
+				if last != nil {
+					return fmt.Errorf("Kafka brokers %v did not answer within %s: %w (last error: %v); check that the brokers are reachable (--brokers) and the security settings (security.protocol, ssl.ca.location)", brokers, connectTimeout, r.err, last)
+				}
 				return fmt.Errorf("Kafka brokers %v did not answer within %s: %w; check that the brokers are reachable (--brokers) and the security settings (security.protocol, ssl.ca.location)", brokers, connectTimeout, r.err)
 			}
 			return nil
 		case ev := <-p.Events():
 			if ke, ok := ev.(kafka.Error); ok {
-				switch ke.Code() {
-				case kafka.ErrAuthentication:
+				last = ke
+				switch {
+				case ke.Code() == kafka.ErrAuthentication || strings.Contains(ke.Error(), "SASL authentication error"):
 					return fmt.Errorf("Kafka brokers %v refused the credentials: %v; check sasl.mechanism, sasl.username and sasl.password", brokers, ke)
-				case kafka.ErrSsl:
+				case ke.Code() == kafka.ErrSsl:
 					return fmt.Errorf("Kafka brokers %v: TLS failed: %v; check ssl.ca.location and the client certificate", brokers, ke)
 				}
 			}

@@ -325,3 +325,40 @@ func TestKafkaConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestControlSequencesEscaped: a producer writes a record whose key is the
+// terminal sequence "clear screen"; the member's handler keeps failing on
+// it. The member's logs, the stuck/ report and keyshare status show the
+// key Go-quoted, and no ESC byte reaches the operator's terminal.
+func TestControlSequencesEscaped(t *testing.T) {
+	_, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
+	const evil = "\x1b[2J"
+	recs := append([]testutil.Record{{Key: []byte(evil), Value: []byte("v")}}, testutil.KeyedRecords(20, 4)...)
+	testutil.Produce(t, k.Brokers, "orders", recs)
+	m := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1",
+		"--fail-rate", "1", "--stuck-timeout", "1s", "--log-level", "debug", "--ttl", "2s", "--drain-timeout", "1s")
+	var mout bytes.Buffer
+	m.Stdout, m.Stderr = &mout, &mout
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Process.Kill(); _ = m.Wait() })
+	var status string
+	testutil.WaitFor(t, "status to name the stuck key", 60*time.Second, func() bool {
+		status, _ = run(t, 30*time.Second, "status", "--etcd", e.Endpoints[0], "--brokers", k.Brokers, "--group", "g")
+		return strings.Contains(status, `by key "\x1b[2J"`) && strings.Contains(status, "failed attempts")
+	})
+	js, _ := run(t, 30*time.Second, "status", "--etcd", e.Endpoints[0], "--group", "g", "--json")
+	_ = m.Process.Signal(os.Interrupt)
+	_ = m.Wait()
+	t.Log(status)
+	if !strings.Contains(mout.String(), `key="\"\x1b[2J\""`) {
+		t.Errorf("the member's log does not show the key escaped:\n%.3000s", mout.String())
+	}
+	for name, s := range map[string]string{"status": status, "status --json": js, "member log": mout.String()} {
+		if strings.Contains(s, "\x1b") {
+			t.Errorf("%s contains a raw ESC byte", name)
+		}
+	}
+}
