@@ -78,6 +78,11 @@ func (c *statusCommand) Run(ctx context.Context, args []string) error {
 	if c.group == "" {
 		return usageError{fmt.Errorf("--group is required")}
 	}
+	return c.show(ctx)
+}
+
+// show connects and prints the group's status (also keyshare group describe).
+func (c *statusCommand) show(ctx context.Context) error {
 	if err := keys.CheckName("--group", c.group); err != nil {
 		return usageError{err}
 	}
