@@ -28,6 +28,7 @@ type Consumer struct {
 	kc       *kafka.Consumer
 	dlq      *kafka.Producer
 	logsDone chan struct{} // closed when librdkafka's log channel is drained
+	dlqLogs  chan struct{} // the same for the dead-letter producer
 
 	metrics struct {
 		handled, failed, retried, deadLettered, flushes, flushBytes, fetched, commits, retentionLosses atomic.Int64
@@ -236,13 +237,12 @@ func (c *Consumer) openKafka(ctx context.Context) error {
 		return err
 	}
 	if c.cfg.DeadLetterTopic != "" {
-		pm := kafka.ConfigMap{"bootstrap.servers": cm["bootstrap.servers"], "acks": "all", "enable.idempotence": true}
-		p, err := kafka.NewProducer(&pm)
+		p, logsDone, err := newDeadLetterProducer(c.cfg.Kafka, c.log.Named("librdkafka").Named("dlq"))
 		if err != nil {
 			c.closeKafka()
-			return fmt.Errorf("consumer: create dead-letter producer: %w", err)
+			return err
 		}
-		c.dlq = p
+		c.dlq, c.dlqLogs = p, logsDone
 	}
 	return nil
 }
@@ -250,7 +250,8 @@ func (c *Consumer) openKafka(ctx context.Context) error {
 func (c *Consumer) closeKafka() {
 	if c.dlq != nil {
 		c.dlq.Flush(5000)
-		c.dlq.Close()
+		c.dlq.Close() // closes the log channel
+		<-c.dlqLogs
 		c.dlq = nil
 	}
 	if c.kc != nil {

@@ -3,6 +3,8 @@ package consumer
 import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
 // forwardLogs routes librdkafka's log events (syslog levels) into hclog
@@ -10,6 +12,7 @@ import (
 func forwardLogs(log hclog.Logger, logs <-chan kafka.LogEvent) {
 	for ev := range logs {
 		args := []any{"name", ev.Name, "tag", ev.Tag}
+		ev.Message = textsafe.Escape(ev.Message)
 		switch {
 		case ev.Level <= 3:
 			log.Error(ev.Message, args...)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
 // watchStuck reports ranges whose watermark has not moved for StuckTimeout
@@ -50,7 +51,7 @@ func (p *pipeline) watchStuck() {
 			w.stuck = true
 			rec := coord.StuckRecord{Offset: oldest, Since: w.wmSince}
 			if j := p.mu.jobs[w.tp()][oldest]; j != nil {
-				rec.Key, rec.Attempts, rec.Error = string(j.m.Key), j.attempts, j.lastErr
+				rec.Key, rec.Attempts, rec.Error = textsafe.Bytes(j.m.Key), j.attempts, j.lastErr
 			}
 			reports = append(reports, report{rs: w.rs, rec: rec})
 		}

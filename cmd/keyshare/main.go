@@ -22,6 +22,7 @@ var commands = map[string]func() command{
 	"produce": func() command { return &produceCommand{} },
 	"member":  func() command { return &memberCommand{} },
 	"status":  func() command { return &statusCommand{} },
+	"group":   func() command { return &groupCommand{} },
 	"demo":    func() command { return &demoCommand{} },
 	"bench":   func() command { return &benchCommand{} },
 }
@@ -36,6 +37,7 @@ Commands:
   produce   write keyed records with per-key sequence numbers
   member    run one member against any brokers and etcd
   status    show a group's leader, members, ranges, watermarks and lag
+  group     administer a group: describe, reset-offsets, delete
   bench     measure keyshare against a vanilla consumer group (writes docs/benchmarks.md with --write)
 
 Run 'keyshare <command> -h' for a command's flags.

@@ -16,26 +16,28 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/hashicorp/go-hclog"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/internal/keys"
 )
 
 type memberCommand struct {
-	brokers, etcd, group, id, work, record, dlq, logLevel, metrics, stall, audit, retentionLoss string
-	topics                                                                                      listFlag
-	concurrency, maxInFlight                                                                    int
-	failRate                                                                                    float64
-	ttl, drain, stuck                                                                           time.Duration
+	etcdConn                                                                             etcdFlags
+	kafkaConn                                                                            kafkaFlags
+	prefix, group, id, work, record, dlq, logLevel, metrics, stall, audit, retentionLoss string
+	topics                                                                               listFlag
+	concurrency, maxInFlight                                                             int
+	failRate                                                                             float64
+	ttl, drain, stuck                                                                    time.Duration
 }
 
 func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("member", flag.ContinueOnError)
-	fs.StringVar(&c.brokers, "brokers", "127.0.0.1:9092", "Kafka bootstrap servers")
-	fs.StringVar(&c.etcd, "etcd", "127.0.0.1:2379", "etcd endpoints, comma-separated")
+	c.kafkaConn.register(fs, "127.0.0.1:9092", "Kafka bootstrap servers")
+	c.etcdConn.register(fs)
 	fs.StringVar(&c.group, "group", "", "group name (required)")
+	fs.StringVar(&c.prefix, "prefix", "/keyshare", "etcd prefix of all groups")
 	fs.Var(&c.topics, "topic", "topic to consume (repeatable, at least one)")
 	fs.StringVar(&c.id, "id", "", "member id (default hostname-pid-random)")
 	fs.IntVar(&c.concurrency, "concurrency", 16, "records handled at once")
@@ -79,7 +81,14 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		}
 		defer rec.close()
 	}
-	etcdCfg := clientv3.Config{Endpoints: strings.Split(c.etcd, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	ks, err := c.kafkaConn.settings()
+	if err != nil {
+		return err
+	}
+	etcdCfg, err := c.etcdConn.config()
+	if err != nil {
+		return err
+	}
 	if c.audit != "" {
 		if c.id == "" {
 			return usageError{errors.New("--audit needs --id: each line names the member")}
@@ -91,15 +100,25 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		defer audit.close()
 		etcdCfg.DialOptions = append(etcdCfg.DialOptions, grpc.WithChainUnaryInterceptor(audit.interceptor()))
 	}
-	cli, err := clientv3.New(etcdCfg)
+	if err := keys.CheckName("--group", c.group); err != nil {
+		return usageError{err}
+	}
+	if err := checkKafka(ctx, ks); err != nil {
+		return err
+	}
+	cli, err := c.etcdConn.connect(ctx, etcdCfg, keys.New(c.prefix, c.group).Root())
 	if err != nil {
-		return fmt.Errorf("etcd client for %s: %w", c.etcd, err)
+		return err
 	}
 	defer cli.Close()
 
 	cfg := consumer.DefaultConfig()
 	cfg.Group, cfg.Topics, cfg.MemberID = c.group, c.topics, c.id
-	cfg.Kafka = kafka.ConfigMap{"bootstrap.servers": c.brokers, "log_level": 4}
+	cfg.Kafka = ks.with(nil)
+	if _, ok := cfg.Kafka["log_level"]; !ok {
+		cfg.Kafka["log_level"] = 4
+	}
+	cfg.Prefix = c.prefix
 	cfg.Concurrency, cfg.MaxInFlight = c.concurrency, c.maxInFlight
 	cfg.SessionTTL, cfg.DrainTimeout = c.ttl, c.drain
 	cfg.DeadLetterTopic = c.dlq
@@ -138,7 +157,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Info("member starting", "id", self.ID(), "group", c.group, "topics", strings.Join(c.topics, ","))
-	return self.Run(ctx)
+	return ks.explain(self.Run(ctx))
 }
 
 // parseStall reads KEY:DURATION ("" means no stall).

@@ -12,16 +12,17 @@ import (
 )
 
 type produceCommand struct {
-	brokers, topic string
-	count, keys    int
-	zipf           float64
-	rate           float64
-	quiet          bool
+	kafkaConn   kafkaFlags
+	topic       string
+	count, keys int
+	zipf        float64
+	rate        float64
+	quiet       bool
 }
 
 func (c *produceCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
-	fs.StringVar(&c.brokers, "brokers", "127.0.0.1:9092", "Kafka bootstrap servers")
+	c.kafkaConn.register(fs, "127.0.0.1:9092", "Kafka bootstrap servers")
 	fs.StringVar(&c.topic, "topic", "", "topic to write to (required)")
 	fs.IntVar(&c.count, "count", 10000, "records to write")
 	fs.IntVar(&c.keys, "keys", 100, "distinct keys (key-0 … key-N-1)")
@@ -41,18 +42,34 @@ func (c *produceCommand) Run(ctx context.Context, args []string) error {
 	case c.rate < 0:
 		return usageError{fmt.Errorf("--rate %g must not be negative", c.rate)}
 	}
-	n, err := produce(ctx, c.brokers, c.topic, c.count, c.keys, c.zipf, c.rate, !c.quiet)
+	ks, err := c.kafkaConn.settings()
+	if err != nil {
+		return err
+	}
+	cm := producerConfig(ks.m)
+	for k, v := range (kafka.ConfigMap{"acks": "all", "enable.idempotence": true, "linger.ms": 5, "log_level": 3}) {
+		if _, ok := cm[k]; !ok {
+			cm[k] = v
+		}
+	}
+	n, err := produceWith(ctx, cm, c.topic, c.count, c.keys, c.zipf, c.rate, !c.quiet)
 	fmt.Printf("produced %d records to %s\n", n, c.topic)
-	return err
+	return ks.explain(err)
 }
 
 // produce writes count records and waits for their acks. Each value is
 // "key-K:SEQ", SEQ counting that key's records from 0, so that order can be
 // checked downstream. It returns how many were acknowledged.
 func produce(ctx context.Context, brokers, topic string, count, keys int, zipf, rate float64, progress bool) (int, error) {
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": brokers, "acks": "all", "enable.idempotence": true, "linger.ms": 5, "log_level": 3})
+	return produceWith(ctx, kafka.ConfigMap{"bootstrap.servers": brokers, "acks": "all", "enable.idempotence": true, "linger.ms": 5, "log_level": 3},
+		topic, count, keys, zipf, rate, progress)
+}
+
+// produceWith is produce with a full producer configuration.
+func produceWith(ctx context.Context, cm kafka.ConfigMap, topic string, count, keys int, zipf, rate float64, progress bool) (int, error) {
+	p, err := kafka.NewProducer(&cm)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("Kafka producer: %w", err)
 	}
 	defer p.Close()
 	if err := checkTopic(p, topic); err != nil {

@@ -14,16 +14,18 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
 )
 
 type statusCommand struct {
-	etcd, brokers, group, prefix string
-	asJSON, watch                bool
+	etcdConn      etcdFlags
+	kafkaConn     kafkaFlags
+	group, prefix string
+	asJSON, watch bool
 }
 
 // groupStatus is what status prints (and its JSON form).
@@ -64,8 +66,8 @@ type rangeStatus struct {
 
 func (c *statusCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.StringVar(&c.etcd, "etcd", "127.0.0.1:2379", "etcd endpoints, comma-separated")
-	fs.StringVar(&c.brokers, "brokers", "", "Kafka bootstrap servers, to show committed and end offsets and lag")
+	c.etcdConn.register(fs)
+	c.kafkaConn.register(fs, "", "Kafka bootstrap servers, to show committed and end offsets and lag")
 	fs.StringVar(&c.group, "group", "", "group name (required)")
 	fs.StringVar(&c.prefix, "prefix", "/keyshare", "etcd prefix of all groups")
 	fs.BoolVar(&c.asJSON, "json", false, "print JSON")
@@ -76,17 +78,32 @@ func (c *statusCommand) Run(ctx context.Context, args []string) error {
 	if c.group == "" {
 		return usageError{fmt.Errorf("--group is required")}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(c.etcd, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	return c.show(ctx)
+}
+
+// show connects and prints the group's status (also keyshare group describe).
+func (c *statusCommand) show(ctx context.Context) error {
+	if err := keys.CheckName("--group", c.group); err != nil {
+		return usageError{err}
+	}
+	ks, err := c.kafkaConn.settings()
+	if err != nil {
+		return err
+	}
+	etcdCfg, err := c.etcdConn.config()
+	if err != nil {
+		return err
+	}
+	cli, err := c.etcdConn.connect(ctx, etcdCfg, keys.New(c.prefix, c.group).Root())
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	var kc *kafka.Consumer
-	if c.brokers != "" {
-		kc, err = kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": c.brokers, "group.id": c.group, "log_level": 3})
-		if err != nil {
-			return err
-		}
+	kc, err := statusConsumer(ks, c.group)
+	if err != nil {
+		return err
+	}
+	if kc != nil {
 		defer kc.Close()
 	}
 	for {
@@ -115,6 +132,23 @@ func (c *statusCommand) Run(ctx context.Context, args []string) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// statusConsumer is the Kafka client status reads offsets with (nil when no
+// brokers are configured): the user's settings, the group's id.
+func statusConsumer(ks *kafkaSettings, group string) (*kafka.Consumer, error) {
+	if !ks.has() {
+		return nil, nil
+	}
+	cm := ks.with(kafka.ConfigMap{"group.id": group, "enable.auto.commit": false})
+	if _, ok := cm["log_level"]; !ok {
+		cm["log_level"] = 3
+	}
+	kc, err := kafka.NewConsumer(&cm)
+	if err != nil {
+		return nil, ks.explain(fmt.Errorf("Kafka client: %w", err))
+	}
+	return kc, nil
 }
 
 func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s keys.Schema, group string) (*groupStatus, error) {
@@ -190,6 +224,9 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s
 	return st, nil
 }
 
+// esc shows text read from etcd safely on a terminal (textsafe.Escape).
+func esc(s string) string { return textsafe.Escape(s) }
+
 func opt(p *int64) string {
 	if p == nil {
 		return "-"
@@ -198,7 +235,7 @@ func opt(p *int64) string {
 }
 
 func printStatus(out io.Writer, st *groupStatus) {
-	leader := st.Leader
+	leader := esc(st.Leader)
 	if leader == "" {
 		leader = "(none)"
 	}
@@ -206,7 +243,7 @@ func printStatus(out io.Writer, st *groupStatus) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tHOST\tPID\tWEIGHT\tSTARTED\tLEAVING")
 	for _, m := range st.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%v\n", m.ID, m.Host, m.PID, m.Weight, m.Started.Format(time.RFC3339), m.Leaving)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%v\n", esc(m.ID), esc(m.Host), m.PID, m.Weight, m.Started.Format(time.RFC3339), m.Leaving)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
@@ -214,9 +251,9 @@ func printStatus(out io.Writer, st *groupStatus) {
 	fmt.Fprintln(tw, "PARTITION\tRANGE\tSHARE\tOWNER\tSTATE\tWATERMARK\tPENDING\tSAFE\tCOMMITTED\tEND\tLAG")
 	for _, p := range st.Partitions {
 		for i, r := range p.Ranges {
-			owner := r.Owner
+			owner := esc(r.Owner)
 			if r.Target != "" {
-				owner += " → " + r.Target
+				owner += " → " + esc(r.Target)
 			}
 			share := fmt.Sprintf("%5.1f%%", 100*float64(r.Hi-r.Lo)/float64(ledger.HashSpace))
 			if i == 0 {
@@ -238,17 +275,19 @@ func printStatus(out io.Writer, st *groupStatus) {
 			p.Topic, p.Partition, *p.Lag, waiting, *p.Safe, max(0, *p.End-*p.Fetched))
 	}
 	for _, s := range st.Stuck {
-		line := fmt.Sprintf("%s/%d held at %d by key %s, %s (member %s", s.Topic, s.Partition, s.Offset, s.Key, time.Since(s.Since).Round(time.Second), s.Member)
+		// Key and error come from producers and handlers: escaped, so
+		// that no control sequence reaches the operator's terminal.
+		line := fmt.Sprintf("%s/%d held at %d by key %s, %s (member %s", esc(s.Topic), s.Partition, s.Offset, esc(s.Key), time.Since(s.Since).Round(time.Second), esc(s.Member))
 		if s.Attempts > 0 {
-			line += fmt.Sprintf(", %d failed attempts, last: %s", s.Attempts, s.Error)
+			line += fmt.Sprintf(", %d failed attempts, last: %s", s.Attempts, esc(s.Error))
 		}
 		fmt.Fprintln(out, line+")")
 	}
 	for _, l := range st.Losses {
 		fmt.Fprintf(out, "%s/%d lost to retention in range [%d,%d): records from offset %d up to the log start %d (%d known pending), found by %s at %s\n",
-			l.Topic, l.Partition, l.Lo, l.Hi, l.Window(), l.LogStart, l.Known(), l.Member, l.At.Format(time.RFC3339))
+			l.Topic, l.Partition, l.Lo, l.Hi, l.Window(), l.LogStart, l.Known(), esc(l.Member), l.At.Format(time.RFC3339))
 	}
 	for _, p := range st.Problems {
-		fmt.Fprintf(out, "problem: %s\n", p)
+		fmt.Fprintf(out, "problem: %s\n", esc(p))
 	}
 }

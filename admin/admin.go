@@ -1,0 +1,382 @@
+// Package admin administers a keyshare group from outside its members: it
+// plans and applies offset resets and deletes a group's state, in etcd and
+// in Kafka together. Every change is refused while the group has live
+// members (keys under members/), and the etcd side of a change is one
+// transaction per batch guarded by that condition, so a member that joins
+// meanwhile makes the change fail rather than run beside it.
+//
+//	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": "localhost:9092"}, "/keyshare", "orders")
+//	defer g.Close()
+//	plan, err := g.PlanReset(ctx, []admin.Selector{{Topic: "orders", Partition: -1}}, admin.Reset{To: admin.ToEarliest})
+//	err = g.ApplyReset(ctx, plan)
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+// Errors a caller branches on.
+var (
+	// ErrLiveMembers: the group has live members; stop them first.
+	ErrLiveMembers = errors.New("admin: the group has live members")
+	// ErrUnknownGroup: nothing is stored under the group's prefix.
+	ErrUnknownGroup = errors.New("admin: unknown group")
+	// ErrBadReset: the reset names a topic, partition or offset that does
+	// not exist, or a time in the future.
+	ErrBadReset = errors.New("admin: bad reset")
+)
+
+// maxOpsPerTxn keeps each etcd transaction under etcd's default limit of
+// 128 operations.
+const maxOpsPerTxn = 100
+
+// Group administers one keyshare group.
+type Group struct {
+	cli    *clientv3.Client
+	schema keys.Schema
+	name   string
+	kcfg   kafka.ConfigMap
+	kc     *kafka.Consumer // never subscribes: metadata, offsets, commits
+}
+
+// Open returns an administrator of group under prefix. kafkaCfg holds the
+// librdkafka settings (bootstrap.servers and the security properties); it
+// may be nil when only etcd state is touched (Delete without Kafka
+// offsets).
+func Open(cli *clientv3.Client, kafkaCfg kafka.ConfigMap, prefix, group string) (*Group, error) {
+	if err := keys.CheckName("group", group); err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	g := &Group{cli: cli, schema: keys.New(prefix, group), name: group, kcfg: kafkaCfg}
+	if kafkaCfg != nil {
+		cm := kafka.ConfigMap{}
+		for k, v := range kafkaCfg {
+			cm[k] = v
+		}
+		cm["group.id"] = group
+		cm["enable.auto.commit"] = false
+		if _, ok := cm["log_level"]; !ok {
+			cm["log_level"] = 3
+		}
+		kc, err := kafka.NewConsumer(&cm)
+		if err != nil {
+			return nil, fmt.Errorf("admin: Kafka client: %w", err)
+		}
+		g.kc = kc
+	}
+	return g, nil
+}
+
+// Close releases the Kafka client.
+func (g *Group) Close() {
+	if g.kc != nil {
+		g.kc.Close()
+		g.kc = nil
+	}
+}
+
+// Root is the group's etcd prefix.
+func (g *Group) Root() string { return g.schema.Root() }
+
+// LiveMembers lists the ids of the group's live members.
+func (g *Group) LiveMembers(ctx context.Context) ([]string, error) {
+	resp, err := g.cli.Get(ctx, g.schema.Members(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, fmt.Errorf("admin: read members of %s: %w", g.name, err)
+	}
+	var ids []string
+	for _, kv := range resp.Kvs {
+		ids = append(ids, strings.TrimPrefix(string(kv.Key), g.schema.Members()))
+	}
+	return ids, nil
+}
+
+// check refuses when the group is unknown or has live members.
+func (g *Group) check(ctx context.Context) error {
+	resp, err := g.cli.Get(ctx, g.schema.Root(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("admin: read %s: %w", g.schema.Root(), err)
+	}
+	if resp.Count == 0 {
+		return fmt.Errorf("%w %q: nothing under %s (check --group and --prefix)", ErrUnknownGroup, g.name, g.schema.Root())
+	}
+	ids, err := g.LiveMembers(ctx)
+	if err != nil {
+		return err
+	}
+	if len(ids) > 0 {
+		return fmt.Errorf("%w %q (%s): stop them first; nothing was changed", ErrLiveMembers, g.name, strings.Join(ids, ", "))
+	}
+	return nil
+}
+
+// noMembers is the guard of every write: no key under members/.
+func (g *Group) noMembers() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(g.schema.Members()), "=", 0).WithPrefix()
+}
+
+// Delete removes the group's etcd state and, with kafkaOffsets, its
+// committed offsets in Kafka (DeleteConsumerGroups). It is refused while
+// the group has live members.
+func (g *Group) Delete(ctx context.Context, kafkaOffsets bool) error {
+	if kafkaOffsets && g.kcfg == nil {
+		return errors.New("admin: deleting Kafka offsets needs the Kafka settings")
+	}
+	if err := g.check(ctx); err != nil {
+		return err
+	}
+	resp, err := g.cli.Txn(ctx).If(g.noMembers()).Then(clientv3.OpDelete(g.schema.Root(), clientv3.WithPrefix())).Commit()
+	if err != nil {
+		return fmt.Errorf("admin: delete %s: %w", g.schema.Root(), err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w %q: a member joined; nothing was changed", ErrLiveMembers, g.name)
+	}
+	if !kafkaOffsets {
+		return nil
+	}
+	a, err := kafka.NewAdminClientFromConsumer(g.kc)
+	if err != nil {
+		return fmt.Errorf("admin: Kafka admin client: %w", err)
+	}
+	defer a.Close()
+	res, err := a.DeleteConsumerGroups(ctx, []string{g.name})
+	if err == nil {
+		for _, r := range res.ConsumerGroupResults {
+			if r.Error.Code() != kafka.ErrNoError && r.Error.Code() != kafka.ErrGroupIDNotFound {
+				err = r.Error
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("admin: etcd state of %q deleted, but not its Kafka offsets: %w (retry with Kafka tools or kafka-consumer-groups --delete)", g.name, err)
+	}
+	return nil
+}
+
+// Target says where a reset moves a partition.
+type Target int
+
+// Reset targets.
+const (
+	ToEarliest Target = iota + 1 // the log start
+	ToLatest                     // the log end
+	ToOffset                     // Reset.Offset
+	ToDatetime                   // the first record at or after Reset.Time
+	ShiftBy                      // current + Reset.Shift
+)
+
+// Reset describes an offset reset.
+type Reset struct {
+	To     Target
+	Offset int64
+	Time   time.Time
+	Shift  int64
+}
+
+// Selector picks a topic's partition, or all of them (Partition -1).
+type Selector struct {
+	Topic     string
+	Partition int32
+}
+
+// PlanRow is one partition of a reset plan.
+type PlanRow struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Current   int64  `json:"current"` // committed offset; -1 if none
+	New       int64  `json:"new"`
+	LogStart  int64  `json:"log_start"`
+	LogEnd    int64  `json:"log_end"`
+}
+
+const kafkaTimeoutMs = 10000
+
+// PlanReset computes the new offset of each selected partition; it changes
+// nothing. It is refused for an unknown group or topic, a partition the
+// topic does not have, an offset outside the log, a time in the future,
+// and while the group has live members.
+func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanRow, error) {
+	if g.kc == nil {
+		return nil, errors.New("admin: a reset needs the Kafka settings")
+	}
+	if err := g.check(ctx); err != nil {
+		return nil, err
+	}
+	if r.To == ToDatetime && r.Time.After(time.Now()) {
+		return nil, fmt.Errorf("%w: --to-datetime %s is in the future", ErrBadReset, r.Time.Format(time.RFC3339))
+	}
+	var tps []kafka.TopicPartition
+	for _, s := range sel {
+		topic := s.Topic
+		md, err := g.kc.GetMetadata(&topic, false, kafkaTimeoutMs)
+		if err != nil {
+			return nil, fmt.Errorf("admin: read metadata of topic %q: %w", s.Topic, err)
+		}
+		tm, ok := md.Topics[s.Topic]
+		if !ok || tm.Error.Code() != kafka.ErrNoError || len(tm.Partitions) == 0 {
+			return nil, fmt.Errorf("%w: topic %q does not exist", ErrBadReset, s.Topic)
+		}
+		n := int32(len(tm.Partitions))
+		if s.Partition >= n {
+			return nil, fmt.Errorf("%w: topic %q has partitions 0-%d, not %d", ErrBadReset, s.Topic, n-1, s.Partition)
+		}
+		for p := range n {
+			if s.Partition < 0 || s.Partition == p {
+				tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p})
+			}
+		}
+	}
+	committed, err := g.kc.Committed(tps, kafkaTimeoutMs)
+	if err != nil {
+		return nil, fmt.Errorf("admin: read committed offsets of %q: %w", g.name, err)
+	}
+	var times []kafka.TopicPartition
+	if r.To == ToDatetime {
+		for _, tp := range tps {
+			times = append(times, kafka.TopicPartition{Topic: tp.Topic, Partition: tp.Partition, Offset: kafka.Offset(r.Time.UnixMilli())})
+		}
+		if times, err = g.kc.OffsetsForTimes(times, kafkaTimeoutMs); err != nil {
+			return nil, fmt.Errorf("admin: offsets for %s: %w", r.Time.Format(time.RFC3339), err)
+		}
+	}
+	plan := make([]PlanRow, 0, len(tps))
+	for i, tp := range tps {
+		lo, hi, err := g.kc.QueryWatermarkOffsets(*tp.Topic, tp.Partition, kafkaTimeoutMs)
+		if err != nil {
+			return nil, fmt.Errorf("admin: log bounds of %s/%d: %w", *tp.Topic, tp.Partition, err)
+		}
+		row := PlanRow{Topic: *tp.Topic, Partition: tp.Partition, Current: -1, LogStart: lo, LogEnd: hi}
+		if c := committed[i].Offset; c >= 0 {
+			row.Current = int64(c)
+		}
+		switch r.To {
+		case ToEarliest:
+			row.New = lo
+		case ToLatest:
+			row.New = hi
+		case ToOffset:
+			row.New = r.Offset
+		case ToDatetime:
+			row.New = hi
+			if o := times[i].Offset; o >= 0 {
+				row.New = int64(o)
+			}
+		case ShiftBy:
+			if row.Current < 0 {
+				return nil, fmt.Errorf("%w: --shift-by: %s/%d has no committed offset to shift", ErrBadReset, row.Topic, row.Partition)
+			}
+			row.New = row.Current + r.Shift
+		default:
+			return nil, fmt.Errorf("%w: no target", ErrBadReset)
+		}
+		if row.New < lo || row.New > hi {
+			return nil, fmt.Errorf("%w: offset %d for %s/%d is outside the log [%d, %d]", ErrBadReset, row.New, row.Topic, row.Partition, lo, hi)
+		}
+		plan = append(plan, row)
+	}
+	sort.Slice(plan, func(i, j int) bool {
+		if plan[i].Topic != plan[j].Topic {
+			return plan[i].Topic < plan[j].Topic
+		}
+		return plan[i].Partition < plan[j].Partition
+	})
+	return plan, nil
+}
+
+// ApplyReset writes plan: in etcd, each partition's commit record and a
+// fresh ledger entry (next = the new offset) for every range of the
+// partition, so that the next member starts there; then the group's
+// committed offsets in Kafka. The etcd writes are one transaction per
+// batch of partitions, guarded by "no live members" and by every ledger
+// key being as read; Kafka's commit follows. If it fails, etcd already
+// holds the reset: apply the same plan again.
+func (g *Group) ApplyReset(ctx context.Context, plan []PlanRow) error {
+	if err := g.check(ctx); err != nil {
+		return err
+	}
+	snap, err := coord.ReadSnapshot(ctx, g.cli, g.schema)
+	if err != nil {
+		return fmt.Errorf("admin: %w", err)
+	}
+	byTP := snap.Partitions()
+	now := time.Now().UTC()
+	var cmps []clientv3.Cmp
+	var ops []clientv3.Op
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		resp, err := g.cli.Txn(ctx).If(append(cmps, g.noMembers())...).Then(ops...).Commit()
+		if err != nil {
+			return fmt.Errorf("admin: write the reset to etcd: %w", err)
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("%w %q, or its ledger changed, while resetting: run the reset again once no member runs", ErrLiveMembers, g.name)
+		}
+		cmps, ops = nil, nil
+		return nil
+	}
+	for _, row := range plan {
+		tp := coord.TopicPartition{Topic: row.Topic, Partition: row.Partition}
+		add := []clientv3.Op{clientv3.OpPut(g.schema.Commit(row.Topic, row.Partition), commitJSON(row.New, now))}
+		var guard []clientv3.Cmp
+		for _, r := range byTP[tp] {
+			e := ledger.Entry{Segments: []ledger.Segment{{Lo: r.Record.Lo, Hi: r.Record.Hi, Next: row.New}}}
+			add = append(add, clientv3.OpPut(r.LedgerKey, string(ledger.Encode(e))))
+			guard = append(guard, clientv3.Compare(clientv3.ModRevision(r.LedgerKey), "=", r.EntryRev))
+		}
+		if len(ops)+len(add) > maxOpsPerTxn {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		ops, cmps = append(ops, add...), append(cmps, guard...)
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	var tps []kafka.TopicPartition
+	for _, row := range plan {
+		topic := row.Topic
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: row.Partition, Offset: kafka.Offset(row.New)})
+	}
+	a, err := kafka.NewAdminClientFromConsumer(g.kc)
+	if err != nil {
+		return fmt.Errorf("admin: Kafka admin client: %w", err)
+	}
+	defer a.Close()
+	res, err := a.AlterConsumerGroupOffsets(ctx, []kafka.ConsumerGroupTopicPartitions{{Group: g.name, Partitions: tps}})
+	if err == nil {
+		for _, gr := range res.ConsumerGroupsTopicPartitions {
+			for _, tp := range gr.Partitions {
+				if tp.Error != nil && err == nil {
+					err = fmt.Errorf("%s/%d: %w", *tp.Topic, tp.Partition, tp.Error)
+				}
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("admin: etcd holds the reset of %q but Kafka's committed offsets were not changed: %w; apply the reset again", g.name, err)
+	}
+	return nil
+}
+
+// commitJSON is a commit record written by an administrator.
+func commitJSON(offset int64, at time.Time) string {
+	b, _ := json.Marshal(coord.CommitRecord{V: 1, Offset: offset, Leader: "keyshare group reset-offsets", At: at})
+	return string(b)
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/admin"
+	"github.com/keyshare/keyshare/internal/keys"
+)
+
+// groupCommand administers a group: describe, reset-offsets, delete.
+type groupCommand struct {
+	etcdConn      etcdFlags
+	kafkaConn     kafkaFlags
+	group, prefix string
+}
+
+const groupUsage = `Usage: keyshare group <describe|reset-offsets|delete> --group G [flags]
+
+  describe        members, ranges, watermarks, committed and end offsets, lag
+  reset-offsets   --topic T[:P] ... and one of --to-earliest, --to-latest,
+                  --to-offset N, --to-datetime T, --shift-by N; prints the
+                  plan, applies it with --execute (refused while members run)
+  delete          remove the group's etcd state (--kafka-offsets: and its
+                  Kafka committed offsets); refused while members run
+`
+
+func (c *groupCommand) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprint(os.Stderr, groupUsage)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return flag.ErrHelp
+		}
+		return usageError{errors.New("want a subcommand: describe, reset-offsets or delete")}
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("group "+sub, flag.ContinueOnError)
+	c.etcdConn.register(fs)
+	c.kafkaConn.register(fs, "", "Kafka bootstrap servers")
+	fs.StringVar(&c.group, "group", "", "group name (required)")
+	fs.StringVar(&c.prefix, "prefix", "/keyshare", "etcd prefix of all groups")
+	switch sub {
+	case "describe":
+		return c.describe(ctx, fs, args)
+	case "reset-offsets":
+		return c.reset(ctx, fs, args)
+	case "delete":
+		return c.delete(ctx, fs, args)
+	}
+	return usageError{fmt.Errorf("unknown group subcommand %q: want describe, reset-offsets or delete", sub)}
+}
+
+// open parses the connection flags and connects to etcd (and Kafka when
+// needKafka or brokers are given).
+func (c *groupCommand) open(ctx context.Context, needKafka bool) (*clientv3.Client, *admin.Group, *kafkaSettings, error) {
+	if err := keys.CheckName("--group", c.group); err != nil {
+		return nil, nil, nil, usageError{err}
+	}
+	ks, err := c.kafkaConn.settings()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if needKafka && !ks.has() {
+		return nil, nil, nil, usageError{errors.New("--brokers (or bootstrap.servers in --kafka-config or -X) is required")}
+	}
+	cfg, err := c.etcdConn.config()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cli, err := c.etcdConn.connect(ctx, cfg, keys.New(c.prefix, c.group).Root())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var kcfg kafka.ConfigMap
+	if ks.has() {
+		if err := checkKafka(ctx, ks); err != nil {
+			cli.Close()
+			return nil, nil, nil, err
+		}
+		kcfg = ks.with(nil)
+	}
+	g, err := admin.Open(cli, kcfg, c.prefix, c.group)
+	if err != nil {
+		cli.Close()
+		return nil, nil, nil, ks.explain(err)
+	}
+	return cli, g, ks, nil
+}
+
+func (c *groupCommand) describe(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	st := statusCommand{etcdConn: c.etcdConn, kafkaConn: c.kafkaConn, group: c.group, prefix: c.prefix}
+	return st.show(ctx)
+}
+
+func (c *groupCommand) reset(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	var topics listFlag
+	var toEarliest, toLatest, execute bool
+	var toOffset, shiftBy int64
+	var toDatetime string
+	fs.Var(&topics, "topic", "T (all partitions) or T:P (repeatable, at least one)")
+	fs.BoolVar(&toEarliest, "to-earliest", false, "reset to the log start")
+	fs.BoolVar(&toLatest, "to-latest", false, "reset to the log end")
+	fs.Int64Var(&toOffset, "to-offset", 0, "reset to this offset")
+	fs.StringVar(&toDatetime, "to-datetime", "", "reset to the first record at or after this time (RFC 3339, e.g. 2024-05-01T12:00:00Z)")
+	fs.Int64Var(&shiftBy, "shift-by", 0, "move the committed offset by N (negative: back)")
+	fs.BoolVar(&execute, "execute", false, "apply the plan (default: print it only)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var modes []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "to-earliest", "to-latest", "to-offset", "to-datetime", "shift-by":
+			modes = append(modes, "--"+f.Name)
+		}
+	})
+	if len(modes) != 1 {
+		return usageError{fmt.Errorf("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by (got %s)", orNone(strings.Join(modes, ", ")))}
+	}
+	if len(topics) == 0 {
+		return usageError{errors.New("--topic T or T:P is required")}
+	}
+	r := admin.Reset{Offset: toOffset, Shift: shiftBy}
+	switch modes[0] {
+	case "--to-earliest":
+		r.To = admin.ToEarliest
+	case "--to-latest":
+		r.To = admin.ToLatest
+	case "--to-offset":
+		r.To = admin.ToOffset
+	case "--shift-by":
+		r.To = admin.ShiftBy
+	case "--to-datetime":
+		t, err := time.Parse(time.RFC3339, toDatetime)
+		if err != nil {
+			return usageError{fmt.Errorf("--to-datetime %q: want RFC 3339, e.g. 2024-05-01T12:00:00Z", toDatetime)}
+		}
+		r.To, r.Time = admin.ToDatetime, t
+	}
+	var sel []admin.Selector
+	for _, t := range topics {
+		name, p, hasP := strings.Cut(t, ":")
+		s := admin.Selector{Topic: name, Partition: -1}
+		if hasP {
+			n, err := strconv.ParseInt(p, 10, 32)
+			if err != nil || n < 0 {
+				return usageError{fmt.Errorf("--topic %q: want T or T:P with P a partition number", t)}
+			}
+			s.Partition = int32(n)
+		}
+		if err := keys.CheckName("--topic", name); err != nil {
+			return usageError{err}
+		}
+		sel = append(sel, s)
+	}
+	cli, g, _, err := c.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	defer g.Close()
+	plan, err := g.PlanReset(ctx, sel, r)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCURRENT\tNEW\tLOG START\tLOG END")
+	for _, row := range plan {
+		cur := "-"
+		if row.Current >= 0 {
+			cur = strconv.FormatInt(row.Current, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\n", row.Topic, row.Partition, cur, row.New, row.LogStart, row.LogEnd)
+	}
+	tw.Flush()
+	if !execute {
+		fmt.Println("dry run: nothing changed; add --execute to apply")
+		return nil
+	}
+	if err := g.ApplyReset(ctx, plan); err != nil {
+		return err
+	}
+	fmt.Printf("reset %d partitions of group %s\n", len(plan), c.group)
+	return nil
+}
+
+func (c *groupCommand) delete(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	var kafkaOffsets bool
+	fs.BoolVar(&kafkaOffsets, "kafka-offsets", false, "also delete the group's committed offsets in Kafka (DeleteConsumerGroups)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cli, g, _, err := c.open(ctx, kafkaOffsets)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	defer g.Close()
+	if err := g.Delete(ctx, kafkaOffsets); err != nil {
+		return err
+	}
+	what := "etcd state under " + g.Root()
+	if kafkaOffsets {
+		what += " and its Kafka committed offsets"
+	}
+	fmt.Printf("deleted group %s: %s\n", c.group, what)
+	return nil
+}

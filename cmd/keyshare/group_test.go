@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/testutil"
+)
+
+// TestGroupResetAndDelete runs keyshare group as an operator would: bad
+// input and a reset while a member runs are refused naming the value, with
+// nothing changed; a dry run changes nothing; --to-earliest --execute moves
+// etcd and Kafka together, so the next member handles every record again;
+// delete --kafka-offsets removes both.
+func TestGroupResetAndDelete(t *testing.T) {
+	cli, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 2})
+	if out, code := run(t, time.Minute, "produce", "--brokers", k.Brokers, "--topic", "orders", "--count", "100", "--keys", "10", "--quiet"); code != 0 {
+		t.Fatalf("produce: %s", out)
+	}
+	conn := []string{"--etcd", e.Endpoints[0], "--brokers", k.Brokers}
+	startMember := func(rec string) *exec.Cmd {
+		m := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1", "--ttl", "2s", "--record", rec)
+		var out bytes.Buffer
+		m.Stdout, m.Stderr = &out, &out
+		if err := m.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Process.Kill(); _ = m.Wait() })
+		return m
+	}
+	committed := func() int64 {
+		c := testutil.Committed(t, k.Brokers, "g", "orders", 2)
+		return c[0] + c[1]
+	}
+	lines := func(p string) int {
+		b, _ := os.ReadFile(p)
+		return bytes.Count(b, []byte("\n"))
+	}
+	rec1 := filepath.Join(t.TempDir(), "1.jsonl")
+	m := startMember(rec1)
+	testutil.WaitFor(t, "the first pass to commit all 100", 60*time.Second, func() bool { return committed() == 100 })
+
+	rev := func() int64 {
+		r, err := cli.Get(t.Context(), "/keyshare/g/ledger/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var max int64
+		for _, kv := range r.Kvs {
+			max = maxInt(max, kv.ModRevision)
+		}
+		r2, _ := cli.Get(t.Context(), "/keyshare/g/commits/", clientv3.WithPrefix())
+		for _, kv := range r2.Kvs {
+			max = maxInt(max, kv.ModRevision)
+		}
+		return max
+	}
+	group := func(args ...string) (string, int) {
+		return run(t, time.Minute, append(append([]string{"group"}, args...), conn...)...)
+	}
+	// While m1 runs.
+	out, code := group("reset-offsets", "--group", "g", "--topic", "orders", "--to-earliest", "--execute")
+	if code != 1 || !strings.Contains(out, `the group has live members "g" (m1)`) {
+		t.Fatalf("reset while live: exit %d:\n%s", code, out)
+	}
+	out, code = group("delete", "--group", "g")
+	if code != 1 || !strings.Contains(out, "live members") {
+		t.Fatalf("delete while live: exit %d:\n%s", code, out)
+	}
+	out, code = group("describe", "--group", "g")
+	if code != 0 || !strings.Contains(out, "leader m1") || !strings.Contains(out, "orders/1") {
+		t.Fatalf("describe: exit %d:\n%s", code, out)
+	}
+	_ = m.Process.Signal(os.Interrupt)
+	_ = m.Wait()
+	before := rev()
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"reset-offsets", "--group", "nope", "--topic", "orders", "--to-earliest"}, 1, `unknown group "nope"`},
+		{[]string{"reset-offsets", "--group", "g", "--topic", "missing", "--to-earliest"}, 1, `topic "missing" does not exist`},
+		{[]string{"reset-offsets", "--group", "g", "--topic", "orders:7", "--to-earliest"}, 1, `topic "orders" has partitions 0-1, not 7`},
+		{[]string{"reset-offsets", "--group", "g", "--topic", "orders:0", "--to-offset", "100000", "--execute"}, 1, "offset 100000 for orders/0 is outside the log [0, "},
+		{[]string{"reset-offsets", "--group", "g", "--topic", "orders", "--shift-by", "-1000", "--execute"}, 1, "is outside the log"},
+		{[]string{"reset-offsets", "--group", "g", "--topic", "orders", "--to-datetime", time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "--execute"}, 1, "is in the future"},
+		{[]string{"reset-offsets", "--group", "g", "--topic", "orders", "--to-datetime", "yesterday"}, 2, `--to-datetime "yesterday": want RFC 3339`},
+		{[]string{"reset-offsets", "--group", "g", "--topic", "orders", "--to-earliest", "--to-latest"}, 2, "give exactly one of"},
+		{[]string{"reset-offsets", "--group", "g", "--to-earliest"}, 2, "--topic T or T:P is required"},
+		{[]string{"reset-offsets", "--group", "g", "--topic", "orders:x", "--to-earliest"}, 2, `--topic "orders:x"`},
+		{[]string{"delete", "--group", "nope"}, 1, `unknown group "nope"`},
+		{[]string{"frob", "--group", "g"}, 2, `unknown group subcommand "frob"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, code := group(tc.args...)
+			if code != tc.code || !strings.Contains(out, tc.want) {
+				t.Fatalf("exit %d (want %d), output:\n%s\nwant it to contain %q", code, tc.code, out, tc.want)
+			}
+		})
+	}
+	// Dry run: the plan, and nothing changed.
+	out, code = group("reset-offsets", "--group", "g", "--topic", "orders", "--to-earliest")
+	t.Log(out)
+	if code != 0 || !strings.Contains(out, "dry run: nothing changed") || !strings.Contains(out, "orders  0") {
+		t.Fatalf("dry run: exit %d:\n%s", code, out)
+	}
+	if rev() != before || committed() != 100 {
+		t.Fatalf("bad input or the dry run changed etcd (revision %d → %d) or Kafka (committed %d)", before, rev(), committed())
+	}
+	out, code = group("reset-offsets", "--group", "g", "--topic", "orders", "--to-earliest", "--execute")
+	if code != 0 || !strings.Contains(out, "reset 2 partitions of group g") {
+		t.Fatalf("execute: exit %d:\n%s", code, out)
+	}
+	if c := committed(); c != 0 {
+		t.Fatalf("Kafka committed offsets sum to %d after --to-earliest, want 0", c)
+	}
+	js, _ := run(t, time.Minute, "status", "--etcd", e.Endpoints[0], "--group", "g")
+	t.Log(js)
+	// The next member starts at the new offsets: it handles all 100 again.
+	rec2 := filepath.Join(t.TempDir(), "2.jsonl")
+	m = startMember(rec2)
+	testutil.WaitFor(t, "the second pass to handle all 100 again", 60*time.Second, func() bool { return lines(rec2) >= 100 && committed() == 100 })
+	_ = m.Process.Signal(os.Interrupt)
+	_ = m.Wait()
+
+	out, code = group("delete", "--group", "g", "--kafka-offsets")
+	if code != 0 || !strings.Contains(out, "deleted group g") {
+		t.Fatalf("delete: exit %d:\n%s", code, out)
+	}
+	if n := keyCount(t, cli, "/keyshare/g/"); n != 0 {
+		t.Fatalf("%d keys left under /keyshare/g/", n)
+	}
+	if c := testutil.Committed(t, k.Brokers, "g", "orders", 2); len(c) != 0 {
+		t.Fatalf("Kafka still has committed offsets %v", c)
+	}
+}
+
+func maxInt(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,21 @@
+package textsafe
+
+import "testing"
+
+func TestEscape(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"key-3", "key-3"},
+		{"a b", "a b"},
+		{"ключ", "ключ"},
+		{"", ""},
+		{"\x1b[2J", `"\x1b[2J"`},
+		{"line\nnext", `"line\nnext"`},
+		{"csi\u009b2J", `"csi\u009b2J"`},
+		{"bad\xff", `"bad\xff"`},
+		{"bell\a", `"bell\a"`},
+	} {
+		if got := Escape(tc.in); got != tc.want {
+			t.Errorf("Escape(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
