@@ -339,6 +339,13 @@ func (p *pipeline) dispatchLocked(t tp, m *kafka.Message, o int64, h uint32) {
 		jobs = make(map[int64]*job)
 		p.mu.jobs[t] = jobs
 	}
+	if old := jobs[o]; old != nil {
+		// Not expected (the ledger answers InFlight for a record in flight
+		// here), but if it happens the old job is abandoned: its finish
+		// will find it gone and not count it again.
+		old.cancel()
+		p.mu.inflight--
+	}
 	jobs[o] = j
 	p.mu.inflight++
 	p.sched.submit(j)
@@ -354,15 +361,20 @@ func (p *pipeline) runJob(j *job) {
 		// pending for the range's next owner.
 		done = p.c.process(j.ctx, j, &p.mu.Mutex) == nil
 	}
-	p.finish(j.t, j.o, j.h, done)
+	p.finish(j, done)
 }
 
-// finish records that a dispatched record is done (or abandoned).
-func (p *pipeline) finish(t tp, o int64, h uint32, done bool) {
+// finish records that a dispatched record is done (or failed for good). A
+// job is known by identity, not by its offset: one that was removed from
+// p.mu.jobs (its range dropped, drained or released) is abandoned and its
+// outcome ignored, even if a new job of the same offset has been dispatched
+// since (the range came back) and waits behind it.
+func (p *pipeline) finish(j *job, done bool) {
+	t, o, h := j.t, j.o, j.h
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := p.mu.jobs[t][o]; !ok {
-		return // its range was dropped
+	if p.mu.jobs[t][o] != j {
+		return // abandoned: whoever removed it counted it out of inflight
 	}
 	delete(p.mu.jobs[t], o)
 	p.mu.inflight--
