@@ -70,6 +70,7 @@ type pipeline struct {
 		sync.Mutex
 		cond     *sync.Cond // signalled when in-flight work finishes
 		gen      int64
+		rev      int64             // etcd revision of the assignment applied last
 		ranges   map[string]*owned // by range key
 		byTP     map[tp][]*owned   // sorted by first hash
 		assigned map[tp]bool       // partitions assigned to the Kafka consumer
@@ -464,7 +465,18 @@ func (p *pipeline) setPaused(v bool) {
 // ledger state, ranges whose hash space stays keep their in-memory state
 // (clipped if the leader split them), revoked ranges start draining, and
 // ranges no longer owned are dropped with their in-flight work cancelled.
+//
+// An assignment read at an older etcd revision than the one applied last is
+// ignored: the watch's update and a resync's snapshot can arrive in either
+// order, and the older one would undo what the newer one applied.
 func (p *pipeline) reconcile(a coord.Assignment) error {
+	p.mu.Lock()
+	applied := p.mu.rev
+	p.mu.Unlock()
+	if a.Rev < applied {
+		p.log.Debug("ignoring an assignment older than the one applied", "rev", a.Rev, "applied_rev", applied, "generation", a.Generation)
+		return nil
+	}
 	// Resolve start offsets of ranges without ledger state before taking
 	// the lock: it may ask etcd and Kafka.
 	starts := make(map[tp]int64)
@@ -488,7 +500,7 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 	}
 
 	p.mu.Lock()
-	p.mu.gen = a.Generation
+	p.mu.gen, p.mu.rev = a.Generation, a.Rev
 	old := p.mu.ranges
 	next := make(map[string]*owned, len(a.Ranges))
 	seek := make(map[tp]bool)

@@ -284,6 +284,46 @@ func TestFinishIgnoresAbandonedJob(t *testing.T) {
 	}
 }
 
+// TestOlderAssignmentIgnored: the fetch loop applies a resync snapshot and
+// then a watch update read before it. The older assignment must not undo the
+// newer one: a range handed to another member stays dropped.
+func TestOlderAssignmentIgnored(t *testing.T) {
+	r := newRig(t, func(context.Context, *kafka.Message) error { return nil }, false, nil)
+	read := func() coord.Assignment {
+		snap, err := coord.ReadSnapshot(t.Context(), r.cli, r.schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.AssignmentOf("m")
+	}
+	r.put(r.full(coord.StateActive), &ledger.Entry{})
+	older := read()
+	moved := r.full(coord.StateActive)
+	moved.Owner = "other"
+	r.put(moved, nil)
+	newer := read()
+	if len(older.Ranges) != 1 || len(newer.Ranges) != 0 || newer.Rev <= older.Rev {
+		t.Fatalf("setup: older %+v, newer %+v", older, newer)
+	}
+	if err := r.p.reconcile(newer); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.p.reconcile(older); err != nil { // the late watch update
+		t.Fatal(err)
+	}
+	r.p.mu.Lock()
+	defer r.p.mu.Unlock()
+	if n := len(r.p.mu.ranges); n != 0 {
+		t.Errorf("member owns %d ranges after an older assignment; the newer one gave the range to another member", n)
+	}
+	if n := len(r.p.mu.assigned); n != 0 {
+		t.Errorf("member fetches %d partitions it owns nothing of", n)
+	}
+	if r.p.mu.gen != newer.Generation {
+		t.Errorf("generation %d, want the newer %d", r.p.mu.gen, newer.Generation)
+	}
+}
+
 // slowFirst returns a handler that counts runs and holds the record with key
 // "slow" until release is closed or its context ends.
 func slowFirst(rn *runs, started chan struct{}, release <-chan struct{}) Handler {
