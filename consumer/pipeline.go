@@ -27,6 +27,9 @@ type owned struct {
 	dirty    bool   // never written since acquired
 	revoking bool
 	draining bool // a drainer goroutine is releasing it
+	// drains counts the drains started; a drainer goes on only while it is
+	// the latest and the range is still revoking.
+	drains int
 	// losses are records Kafka deleted before the range handled them, not
 	// yet reported: the next flush writes them with the ledger entry.
 	losses []lossReport
@@ -537,11 +540,20 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 		w.revoking = r.Record.State == coord.StateRevoking
 		if wasRevoking && !w.revoking {
 			seek[t] = true // it observed nothing while revoking: fetch again from its watermark
+			if w.draining {
+				// The leader took the revoke back: the drainer stops
+				// (cond is broadcast below) and a later revoke starts a
+				// new one.
+				w.draining = false
+				p.log.Info("revoke taken back; keeping the range", "topic", t.Topic, "partition", t.Partition, "range", r.Record.Range().String())
+			}
 		}
 		if w.revoking && !w.draining {
 			w.draining = true
+			w.drains++
 			p.log.Info("range revoked; draining", "topic", t.Topic, "partition", t.Partition, "range", r.Record.Range().String(), "to", r.Record.Target)
-			p.goFunc(func() { p.drain(w) })
+			seq := w.drains
+			p.goFunc(func() { p.drain(w, seq) })
 		}
 		next[r.Key] = w
 	}
@@ -676,8 +688,10 @@ func ownsHash(ranges map[string]*owned, t tp, h uint32) bool {
 
 // drain finishes a revoked range: it waits until none of its records is in
 // flight (or the drain timeout passes), then writes its final state and
-// releases it to the leader.
-func (p *pipeline) drain(w *owned) {
+// releases it to the leader. seq is the drain's number (w.drains when it
+// started): if the leader takes the revoke back, or a later revoke started
+// another drain, this one stops without releasing.
+func (p *pipeline) drain(w *owned, seq int) {
 	deadline := w.rs.Record.Since.Add(p.c.cfg.DrainTimeout)
 	timer := time.AfterFunc(time.Until(deadline), func() {
 		p.mu.Lock()
@@ -692,11 +706,15 @@ func (p *pipeline) drain(w *owned) {
 	})
 	defer stop()
 
+	// current holds while this drain is still wanted (under p.mu).
+	current := func() bool {
+		return p.ctx.Err() == nil && p.mu.ranges[w.rs.Key] == w && w.revoking && w.drains == seq
+	}
 	p.mu.Lock()
-	for p.ctx.Err() == nil && p.mu.ranges[w.rs.Key] == w && p.inFlightLocked(w) > 0 && time.Now().Before(deadline) {
+	for current() && p.inFlightLocked(w) > 0 && time.Now().Before(deadline) {
 		p.mu.cond.Wait()
 	}
-	if p.ctx.Err() != nil || p.mu.ranges[w.rs.Key] != w {
+	if !current() {
 		p.mu.Unlock()
 		return
 	}
@@ -721,6 +739,12 @@ func (p *pipeline) drain(w *owned) {
 				p.log.Warn("release fenced", "range", rs.Key, "error", err)
 			}
 			p.mu.Lock()
+			if err != nil && !current() {
+				// Fenced because the leader took the revoke back (or
+				// revoked it again: a newer drain releases it).
+				p.mu.Unlock()
+				return
+			}
 			if p.mu.ranges[rs.Key] == w {
 				delete(p.mu.ranges, rs.Key)
 				p.mu.byTP[w.tp()] = slices.DeleteFunc(p.mu.byTP[w.tp()], func(x *owned) bool { return x == w })

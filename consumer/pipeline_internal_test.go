@@ -348,3 +348,48 @@ func produceSlowFirst(t *testing.T, r *rig, n int) {
 	recs := append([]testutil.Record{{Key: []byte("slow"), Value: []byte("slow:0")}}, testutil.KeyedRecords(n-1, 5)...)
 	testutil.Produce(t, r.k.Brokers, rigTopic, recs)
 }
+
+// TestCancelledRevokeKeepsTheRange: the leader revokes a range while a slow
+// record is in flight, then takes the revoke back (coord's plan, "keep").
+// The member must keep the range: no release is written, the slow record
+// and everything after it run once, and a later revoke drains and releases
+// again.
+func TestCancelledRevokeKeepsTheRange(t *testing.T) {
+	rn := newRuns()
+	started, release := make(chan struct{}), make(chan struct{})
+	r := newRig(t, slowFirst(rn, started, release), true, nil)
+	r.put(r.full(coord.StateActive), &ledger.Entry{})
+	produceSlowFirst(t, r, 21)
+	wait(t, "the slow record", started)
+	testutil.WaitFor(t, "the other records handled", 30*time.Second, func() bool { return rn.doneCount() == 20 })
+
+	rev := r.full(coord.StateRevoking)
+	rev.Target, rev.DrainMs = "other", 20000
+	r.put(rev, nil)
+	testutil.WaitFor(t, "the member draining", 10*time.Second, func() bool {
+		return r.owned(func(w *owned) bool { return w != nil && w.revoking && w.draining })
+	})
+	keepRev := r.put(r.full(coord.StateActive), nil) // the leader takes the revoke back
+	testutil.WaitFor(t, "the member keeping the range", 10*time.Second, func() bool {
+		return r.owned(func(w *owned) bool { return w != nil && w.rs.Rev == keepRev && !w.revoking })
+	})
+	close(release)
+	testutil.WaitFor(t, "the slow record handled", 10*time.Second, func() bool { return rn.isDone(0) })
+	testutil.WaitFor(t, "its completion in etcd", 10*time.Second, func() bool {
+		w, _ := r.stored().Entry.Watermark()
+		return w == 21
+	})
+	produceSlowFirst(t, r, 10) // slow:0 again at offset 21: nothing holds it now
+	testutil.WaitFor(t, "records produced after the revoke was taken back", 20*time.Second, func() bool { return rn.doneCount() == 31 })
+	if st := r.stored(); st.Rev != keepRev || st.Record.State != coord.StateActive {
+		t.Fatalf("range record %s at rev %d after the leader kept the range at rev %d: the member released a range it keeps", st.Record.State, st.Rev, keepRev)
+	}
+	rn.twice(t)
+
+	// A later revoke drains and releases again.
+	r.put(rev, nil)
+	testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == coord.StateReleased })
+	if w, _ := r.stored().Entry.Watermark(); w != 31 {
+		t.Fatalf("released at watermark %d, want 31", w)
+	}
+}
