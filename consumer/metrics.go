@@ -129,7 +129,7 @@ func (c *Consumer) newRegistry() *prometheus.Registry {
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 	})
 	c.handoffSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "keyshare_handoff_seconds", Help: "Time from a range's revocation to its release by this member.",
+		Name: "keyshare_handoff_seconds", Help: "Time from when this member saw a range revoked to its release.",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 	})
 	reg.MustRegister(collector{c}, c.flushSeconds, c.handoffSeconds)

@@ -552,8 +552,8 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 			w.draining = true
 			w.drains++
 			p.log.Info("range revoked; draining", "topic", t.Topic, "partition", t.Partition, "range", r.Record.Range().String(), "to", r.Record.Target)
-			seq := w.drains
-			p.goFunc(func() { p.drain(w, seq) })
+			seq, budget := w.drains, drainBudget(r.Record, p.c.cfg.DrainTimeout)
+			p.goFunc(func() { p.drain(w, seq, time.Now(), budget) })
 		}
 		next[r.Key] = w
 	}
@@ -686,13 +686,26 @@ func ownsHash(ranges map[string]*owned, t tp, h uint32) bool {
 	return false
 }
 
+// drainBudget is how long the owner of revoking range rec may drain it: the
+// leader's budget written in the record, else the member's own DrainTimeout
+// (a record from a leader that does not write one).
+func drainBudget(rec coord.RangeRecord, own time.Duration) time.Duration {
+	if rec.DrainMs > 0 {
+		return time.Duration(rec.DrainMs) * time.Millisecond
+	}
+	return own
+}
+
 // drain finishes a revoked range: it waits until none of its records is in
-// flight (or the drain timeout passes), then writes its final state and
-// releases it to the leader. seq is the drain's number (w.drains when it
-// started): if the leader takes the revoke back, or a later revoke started
-// another drain, this one stops without releasing.
-func (p *pipeline) drain(w *owned, seq int) {
-	deadline := w.rs.Record.Since.Add(p.c.cfg.DrainTimeout)
+// flight (or the drain budget is spent), then writes its final state and
+// releases it to the leader; what is still in flight then is cancelled and
+// runs again on the next owner. The budget runs on this member's monotonic
+// clock from received, when reconcile saw the revoke: the record's Since is
+// the leader's wall clock and says nothing here. seq is the drain's number
+// (w.drains when it started): if the leader takes the revoke back, or a
+// later revoke started another drain, this one stops without releasing.
+func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Duration) {
+	deadline := received.Add(budget)
 	timer := time.AfterFunc(time.Until(deadline), func() {
 		p.mu.Lock()
 		p.mu.cond.Broadcast()
@@ -719,7 +732,7 @@ func (p *pipeline) drain(w *owned, seq int) {
 		return
 	}
 	if n := p.inFlightLocked(w); n > 0 {
-		p.log.Warn("drain timeout passed with records in flight; they will run again on the next owner", "range", w.st.Range().String(), "in_flight", n)
+		p.log.Warn("drain budget spent with records in flight; they will run again on the next owner", "range", w.st.Range().String(), "in_flight", n, "budget", budget)
 	}
 	rs, final := w.rs, w.st.Entry()
 	var losses []clientv3.Op
@@ -731,7 +744,7 @@ func (p *pipeline) drain(w *owned, seq int) {
 	for p.ctx.Err() == nil {
 		err := p.sess.Release(p.ctx, rs, final, losses...)
 		if err == nil {
-			p.c.handoffSeconds.Observe(time.Since(rs.Record.Since).Seconds())
+			p.c.handoffSeconds.Observe(time.Since(received).Seconds())
 			p.c.metrics.retentionLosses.Add(int64(len(losses)))
 		}
 		if err == nil || errors.Is(err, ledger.ErrFenced) {

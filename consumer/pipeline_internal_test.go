@@ -393,3 +393,68 @@ func TestCancelledRevokeKeepsTheRange(t *testing.T) {
 		t.Fatalf("released at watermark %d, want 31", w)
 	}
 }
+
+// TestDrainBudgetFromReceipt: a revoking record carries the leader's drain
+// budget (DrainMs); the member drains for that long on its own clock from
+// when it sees the revoke, whatever the record's Since (the leader's wall
+// clock) says. The next owner (here m again, as the leader's handoff) runs
+// nothing twice that the drain finished.
+func TestDrainBudgetFromReceipt(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		since   time.Duration // Since relative to now
+		drainMs int64
+		ownMs   time.Duration // the member's own DrainTimeout
+		// finish: the slow record finishes within the budget (else it
+		// holds until cancelled, and the drain must end on the budget).
+		finish bool
+	}{
+		{"since an hour ago", -time.Hour, 20000, 10 * time.Second, true},
+		{"since in an hour", time.Hour, 500, 10 * time.Second, false},
+		{"no budget in the record", time.Hour, 0, 500 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rn := newRuns()
+			started, release := make(chan struct{}), make(chan struct{})
+			r := newRig(t, slowFirst(rn, started, release), true, func(c *Config) { c.DrainTimeout = tc.ownMs })
+			r.put(r.full(coord.StateActive), &ledger.Entry{})
+			produceSlowFirst(t, r, 21)
+			wait(t, "the slow record", started)
+			testutil.WaitFor(t, "the other records handled", 30*time.Second, func() bool { return rn.doneCount() == 20 })
+
+			rev := r.full(coord.StateRevoking)
+			rev.Since = time.Now().Add(tc.since).UTC()
+			rev.Target, rev.DrainMs = "other", tc.drainMs
+			r.put(rev, nil)
+			if tc.finish {
+				testutil.WaitFor(t, "the member draining", 10*time.Second, func() bool {
+					return r.owned(func(w *owned) bool { return w == nil || w.revoking && w.draining })
+				})
+				if st := r.stored(); st.Record.State != coord.StateRevoking {
+					t.Fatalf("range %s while its slow record is in flight and the budget not spent", st.Record.State)
+				}
+				close(release)
+			}
+			testutil.WaitFor(t, "the range released", 30*time.Second, func() bool { return r.stored().Record.State == coord.StateReleased })
+			st := r.stored()
+			wm, _ := st.Entry.Watermark()
+			if tc.finish && wm != 21 {
+				t.Fatalf("released at watermark %d with the slow record done, want 21", wm)
+			}
+			if !tc.finish && wm != 0 {
+				t.Fatalf("released at watermark %d with the slow record cancelled, want 0", wm)
+			}
+			// The leader hands the range on (to m again).
+			if !tc.finish {
+				close(release)
+			}
+			r.put(r.full(coord.StateActive), nil)
+			testutil.WaitFor(t, "everything handled", 20*time.Second, func() bool { return rn.doneCount() == 21 })
+			if tc.finish {
+				rn.twice(t)
+			} else {
+				rn.twice(t, 0) // cancelled at the end of the budget: it runs again
+			}
+		})
+	}
+}
