@@ -30,7 +30,7 @@ type Consumer struct {
 	logsDone chan struct{} // closed when librdkafka's log channel is drained
 
 	metrics struct {
-		handled, failed, retried, deadLettered, flushes, flushBytes, fetched, commits, retentionLosses atomic.Int64
+		handled, failed, retried, deadLettered, flushes, flushBytes, fetched, commits, commitRepairs, retentionLosses atomic.Int64
 	}
 	registry                     *prometheus.Registry
 	flushSeconds, handoffSeconds prometheus.Histogram
