@@ -101,7 +101,10 @@ type Config struct {
 	// after. Default 10 s.
 	SessionTTL time.Duration
 	// DrainTimeout bounds how long a revoked range may take to finish its
-	// in-flight records before it is handed over anyway. Default 30 s.
+	// in-flight records before it is handed over anyway. The leader writes
+	// its own into each revoking range record (drain_ms); the owner drains
+	// for that long from when it sees the revoke, on its own clock, and
+	// uses its DrainTimeout only for a record without one. Default 30 s.
 	DrainTimeout time.Duration
 	// RebalanceDebounce batches membership changes. Default 200 ms.
 	RebalanceDebounce time.Duration

@@ -26,6 +26,7 @@ var (
 	descFetched      = prometheus.NewDesc("keyshare_records_fetched_total", "Records fetched from Kafka (including records of other members' ranges, passed over).", nil, nil)
 	descLosses       = prometheus.NewDesc("keyshare_retention_losses_total", "Loss reports written: owned ranges that found records deleted from Kafka before they were handled (see lost/ in etcd).", nil, nil)
 	descCommits      = prometheus.NewDesc("keyshare_kafka_commits_total", "Offsets committed to Kafka while leader.", nil, nil)
+	descRepairs      = prometheus.NewDesc("keyshare_commit_repairs_total", "Kafka committed offsets the leader found below the offset recorded in etcd (a deposed leader's late commit) and committed again.", nil, nil)
 	descInFlight     = prometheus.NewDesc("keyshare_in_flight", "Records fetched and not finished.", nil, nil)
 	descUnflushed    = prometheus.NewDesc("keyshare_unflushed", "Records completed since the last ledger flush that reached etcd (they run again after a crash).", nil, nil)
 	descPaused       = prometheus.NewDesc("keyshare_paused", "1 while fetching is paused at the in-flight bound.", nil, nil)
@@ -75,6 +76,7 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descFlushBytes, c.metrics.flushBytes.Load())
 	counter(descFetched, c.metrics.fetched.Load())
 	counter(descCommits, c.metrics.commits.Load())
+	counter(descRepairs, c.metrics.commitRepairs.Load())
 	counter(descLosses, c.metrics.retentionLosses.Load())
 	st := c.Status()
 	gauge(descInFlight, float64(st.InFlight))
@@ -129,7 +131,7 @@ func (c *Consumer) newRegistry() *prometheus.Registry {
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 	})
 	c.handoffSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "keyshare_handoff_seconds", Help: "Time from a range's revocation to its release by this member.",
+		Name: "keyshare_handoff_seconds", Help: "Time from when this member saw a range revoked to its release.",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 	})
 	reg.MustRegister(collector{c}, c.flushSeconds, c.handoffSeconds)

@@ -27,6 +27,9 @@ type owned struct {
 	dirty    bool   // never written since acquired
 	revoking bool
 	draining bool // a drainer goroutine is releasing it
+	// drains counts the drains started; a drainer goes on only while it is
+	// the latest and the range is still revoking.
+	drains int
 	// losses are records Kafka deleted before the range handled them, not
 	// yet reported: the next flush writes them with the ledger entry.
 	losses []lossReport
@@ -70,6 +73,7 @@ type pipeline struct {
 		sync.Mutex
 		cond     *sync.Cond // signalled when in-flight work finishes
 		gen      int64
+		rev      int64             // etcd revision of the assignment applied last
 		ranges   map[string]*owned // by range key
 		byTP     map[tp][]*owned   // sorted by first hash
 		assigned map[tp]bool       // partitions assigned to the Kafka consumer
@@ -339,6 +343,13 @@ func (p *pipeline) dispatchLocked(t tp, m *kafka.Message, o int64, h uint32) {
 		jobs = make(map[int64]*job)
 		p.mu.jobs[t] = jobs
 	}
+	if old := jobs[o]; old != nil {
+		// Not expected (the ledger answers InFlight for a record in flight
+		// here), but if it happens the old job is abandoned: its finish
+		// will find it gone and not count it again.
+		old.cancel()
+		p.mu.inflight--
+	}
 	jobs[o] = j
 	p.mu.inflight++
 	p.sched.submit(j)
@@ -354,15 +365,20 @@ func (p *pipeline) runJob(j *job) {
 		// pending for the range's next owner.
 		done = p.c.process(j.ctx, j, &p.mu.Mutex) == nil
 	}
-	p.finish(j.t, j.o, j.h, done)
+	p.finish(j, done)
 }
 
-// finish records that a dispatched record is done (or abandoned).
-func (p *pipeline) finish(t tp, o int64, h uint32, done bool) {
+// finish records that a dispatched record is done (or failed for good). A
+// job is known by identity, not by its offset: one that was removed from
+// p.mu.jobs (its range dropped, drained or released) is abandoned and its
+// outcome ignored, even if a new job of the same offset has been dispatched
+// since (the range came back) and waits behind it.
+func (p *pipeline) finish(j *job, done bool) {
+	t, o, h := j.t, j.o, j.h
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := p.mu.jobs[t][o]; !ok {
-		return // its range was dropped
+	if p.mu.jobs[t][o] != j {
+		return // abandoned: whoever removed it counted it out of inflight
 	}
 	delete(p.mu.jobs[t], o)
 	p.mu.inflight--
@@ -452,7 +468,18 @@ func (p *pipeline) setPaused(v bool) {
 // ledger state, ranges whose hash space stays keep their in-memory state
 // (clipped if the leader split them), revoked ranges start draining, and
 // ranges no longer owned are dropped with their in-flight work cancelled.
+//
+// An assignment read at an older etcd revision than the one applied last is
+// ignored: the watch's update and a resync's snapshot can arrive in either
+// order, and the older one would undo what the newer one applied.
 func (p *pipeline) reconcile(a coord.Assignment) error {
+	p.mu.Lock()
+	applied := p.mu.rev
+	p.mu.Unlock()
+	if a.Rev < applied {
+		p.log.Debug("ignoring an assignment older than the one applied", "rev", a.Rev, "applied_rev", applied, "generation", a.Generation)
+		return nil
+	}
 	// Resolve start offsets of ranges without ledger state before taking
 	// the lock: it may ask etcd and Kafka.
 	starts := make(map[tp]int64)
@@ -476,7 +503,7 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 	}
 
 	p.mu.Lock()
-	p.mu.gen = a.Generation
+	p.mu.gen, p.mu.rev = a.Generation, a.Rev
 	old := p.mu.ranges
 	next := make(map[string]*owned, len(a.Ranges))
 	seek := make(map[tp]bool)
@@ -513,11 +540,20 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 		w.revoking = r.Record.State == coord.StateRevoking
 		if wasRevoking && !w.revoking {
 			seek[t] = true // it observed nothing while revoking: fetch again from its watermark
+			if w.draining {
+				// The leader took the revoke back: the drainer stops
+				// (cond is broadcast below) and a later revoke starts a
+				// new one.
+				w.draining = false
+				p.log.Info("revoke taken back; keeping the range", "topic", t.Topic, "partition", t.Partition, "range", r.Record.Range().String())
+			}
 		}
 		if w.revoking && !w.draining {
 			w.draining = true
+			w.drains++
 			p.log.Info("range revoked; draining", "topic", t.Topic, "partition", t.Partition, "range", r.Record.Range().String(), "to", r.Record.Target)
-			p.goFunc(func() { p.drain(w) })
+			seq, budget := w.drains, drainBudget(r.Record, p.c.cfg.DrainTimeout)
+			p.goFunc(func() { p.drain(w, seq, time.Now(), budget) })
 		}
 		next[r.Key] = w
 	}
@@ -650,11 +686,26 @@ func ownsHash(ranges map[string]*owned, t tp, h uint32) bool {
 	return false
 }
 
+// drainBudget is how long the owner of revoking range rec may drain it: the
+// leader's budget written in the record, else the member's own DrainTimeout
+// (a record from a leader that does not write one).
+func drainBudget(rec coord.RangeRecord, own time.Duration) time.Duration {
+	if rec.DrainMs > 0 {
+		return time.Duration(rec.DrainMs) * time.Millisecond
+	}
+	return own
+}
+
 // drain finishes a revoked range: it waits until none of its records is in
-// flight (or the drain timeout passes), then writes its final state and
-// releases it to the leader.
-func (p *pipeline) drain(w *owned) {
-	deadline := w.rs.Record.Since.Add(p.c.cfg.DrainTimeout)
+// flight (or the drain budget is spent), then writes its final state and
+// releases it to the leader; what is still in flight then is cancelled and
+// runs again on the next owner. The budget runs on this member's monotonic
+// clock from received, when reconcile saw the revoke: the record's Since is
+// the leader's wall clock and says nothing here. seq is the drain's number
+// (w.drains when it started): if the leader takes the revoke back, or a
+// later revoke started another drain, this one stops without releasing.
+func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Duration) {
+	deadline := received.Add(budget)
 	timer := time.AfterFunc(time.Until(deadline), func() {
 		p.mu.Lock()
 		p.mu.cond.Broadcast()
@@ -668,16 +719,20 @@ func (p *pipeline) drain(w *owned) {
 	})
 	defer stop()
 
+	// current holds while this drain is still wanted (under p.mu).
+	current := func() bool {
+		return p.ctx.Err() == nil && p.mu.ranges[w.rs.Key] == w && w.revoking && w.drains == seq
+	}
 	p.mu.Lock()
-	for p.ctx.Err() == nil && p.mu.ranges[w.rs.Key] == w && p.inFlightLocked(w) > 0 && time.Now().Before(deadline) {
+	for current() && p.inFlightLocked(w) > 0 && time.Now().Before(deadline) {
 		p.mu.cond.Wait()
 	}
-	if p.ctx.Err() != nil || p.mu.ranges[w.rs.Key] != w {
+	if !current() {
 		p.mu.Unlock()
 		return
 	}
 	if n := p.inFlightLocked(w); n > 0 {
-		p.log.Warn("drain timeout passed with records in flight; they will run again on the next owner", "range", w.st.Range().String(), "in_flight", n)
+		p.log.Warn("drain budget spent with records in flight; they will run again on the next owner", "range", w.st.Range().String(), "in_flight", n, "budget", budget)
 	}
 	rs, final := w.rs, w.st.Entry()
 	var losses []clientv3.Op
@@ -689,7 +744,7 @@ func (p *pipeline) drain(w *owned) {
 	for p.ctx.Err() == nil {
 		err := p.sess.Release(p.ctx, rs, final, losses...)
 		if err == nil {
-			p.c.handoffSeconds.Observe(time.Since(rs.Record.Since).Seconds())
+			p.c.handoffSeconds.Observe(time.Since(received).Seconds())
 			p.c.metrics.retentionLosses.Add(int64(len(losses)))
 		}
 		if err == nil || errors.Is(err, ledger.ErrFenced) {
@@ -697,6 +752,12 @@ func (p *pipeline) drain(w *owned) {
 				p.log.Warn("release fenced", "range", rs.Key, "error", err)
 			}
 			p.mu.Lock()
+			if err != nil && !current() {
+				// Fenced because the leader took the revoke back (or
+				// revoked it again: a newer drain releases it).
+				p.mu.Unlock()
+				return
+			}
 			if p.mu.ranges[rs.Key] == w {
 				delete(p.mu.ranges, rs.Key)
 				p.mu.byTP[w.tp()] = slices.DeleteFunc(p.mu.byTP[w.tp()], func(x *owned) bool { return x == w })
