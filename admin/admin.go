@@ -104,14 +104,22 @@ func (g *Group) LiveMembers(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// check refuses when the group is unknown or has live members.
-func (g *Group) check(ctx context.Context) error {
+// known refuses when nothing is stored for the group.
+func (g *Group) known(ctx context.Context) error {
 	resp, err := g.cli.Get(ctx, g.schema.Root(), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return fmt.Errorf("admin: read %s: %w", g.schema.Root(), err)
 	}
 	if resp.Count == 0 {
 		return fmt.Errorf("%w %q: nothing under %s (check --group and --prefix)", ErrUnknownGroup, g.name, g.schema.Root())
+	}
+	return nil
+}
+
+// check refuses when the group is unknown or has live members.
+func (g *Group) check(ctx context.Context) error {
+	if err := g.known(ctx); err != nil {
+		return err
 	}
 	ids, err := g.LiveMembers(ctx)
 	if err != nil {
@@ -126,6 +134,27 @@ func (g *Group) check(ctx context.Context) error {
 // noMembers is the guard of every write: no key under members/.
 func (g *Group) noMembers() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(g.schema.Members()), "=", 0).WithPrefix()
+}
+
+// Pause asks every member of the group to stop taking records: each keeps
+// its ranges and session, finishes and flushes what is in flight, and the
+// leader goes on committing, so the committed offset settles. The pause is
+// stored in etcd without a lease: it outlives member restarts until Resume.
+// by names who paused it (shown by status); reason is free text.
+func (g *Group) Pause(ctx context.Context, by, reason string) error {
+	if err := g.known(ctx); err != nil {
+		return err
+	}
+	return coord.WritePause(ctx, g.cli, g.schema, coord.PauseRecord{By: by, Reason: reason})
+}
+
+// Resume lets the members take records again; it reports whether the group
+// was paused.
+func (g *Group) Resume(ctx context.Context) (bool, error) {
+	if err := g.known(ctx); err != nil {
+		return false, err
+	}
+	return coord.DeletePause(ctx, g.cli, g.schema)
 }
 
 // Delete removes the group's etcd state and, with kafkaOffsets, its

@@ -79,8 +79,12 @@ type pipeline struct {
 		assigned map[tp]bool       // partitions assigned to the Kafka consumer
 		pos      map[tp]int64      // next offset the fetcher will deliver
 		paused   bool
-		fetching bool // false once leaving: no new records
-		inflight int
+		// held: an operator paused the group (coord.PauseRecord), or
+		// the pause state is not read yet; the member takes no records.
+		held      bool
+		heldKnown bool // the pause state has been read once
+		fetching  bool // false once leaving: no new records
+		inflight  int
 		// unflushed counts records completed since the flush that last
 		// reached etcd: they would run again if the member crashed now.
 		unflushed  int
@@ -111,6 +115,7 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 	p.mu.jobs = make(map[tp]map[int64]*job)
 	p.mu.halted = make(map[tp]bool)
 	p.mu.fetching = true
+	p.mu.held = true // until the first read of the pause state
 	p.sched = newScheduler(c.cfg.Concurrency, p.runJob)
 	return p
 }
@@ -153,6 +158,8 @@ func (p *pipeline) fetchLoop() error {
 			}
 		case <-p.retentionCh:
 			p.retention()
+		case st := <-p.sess.PauseUpdates():
+			p.hold(st)
 		default:
 		}
 		if p.backpressure() {
@@ -417,12 +424,12 @@ func (p *pipeline) backpressure() bool {
 	// Unflushed completions count against the bound too: when etcd cannot
 	// be written, the member stops taking records rather than pile up work
 	// that a crash would run again.
-	inflight, paused := p.mu.inflight, p.mu.paused
+	inflight, paused, held := p.mu.inflight, p.mu.paused, p.mu.held
 	if p.mu.unflushed >= p.c.cfg.MaxUnflushed {
 		inflight = max(inflight, p.c.cfg.MaxInFlight) // at the bound either way
 	}
 	var parts []kafka.TopicPartition
-	if inflight >= p.c.cfg.MaxInFlight || paused {
+	if inflight >= p.c.cfg.MaxInFlight || paused || held {
 		for t := range p.mu.assigned {
 			parts = append(parts, kafka.TopicPartition{Topic: &t.Topic, Partition: t.Partition})
 		}
@@ -433,6 +440,17 @@ func (p *pipeline) backpressure() bool {
 		p.boundSince = time.Time{}
 	}
 	switch {
+	case held:
+		// Paused by an operator: take nothing, and let librdkafka stop
+		// fetching at once. In-flight records finish and are flushed.
+		if !paused && len(parts) > 0 {
+			if err := p.kc.Pause(parts); err != nil {
+				p.log.Warn("pause", "error", err)
+			} else {
+				p.setPaused(true)
+			}
+		}
+		return true
 	case inflight >= limit:
 		if p.boundSince.IsZero() {
 			p.boundSince = time.Now()
@@ -456,6 +474,20 @@ func (p *pipeline) backpressure() bool {
 		p.setPaused(false)
 	}
 	return false
+}
+
+// hold applies the group's pause state; backpressure does the rest.
+func (p *pipeline) hold(st coord.PauseState) {
+	p.mu.Lock()
+	was, known := p.mu.held, p.mu.heldKnown
+	p.mu.held, p.mu.heldKnown = st.Paused, true
+	p.mu.Unlock()
+	switch {
+	case st.Paused && (!was || !known):
+		p.log.Info("group paused by an operator: taking no records until it is resumed", "by", st.Record.By, "reason", st.Record.Reason)
+	case !st.Paused && was && known:
+		p.log.Info("group resumed")
+	}
 }
 
 func (p *pipeline) setPaused(v bool) {

@@ -10,14 +10,16 @@ import (
 
 // Status is a snapshot of a member's state.
 type Status struct {
-	MemberID     string
-	Running      bool // has a session
-	Leader       bool
-	Generation   int64
-	Ranges       []RangeStatus
-	InFlight     int
-	Unflushed    int // records completed since the last flush that reached etcd
-	Paused       bool
+	MemberID   string
+	Running    bool // has a session
+	Leader     bool
+	Generation int64
+	Ranges     []RangeStatus
+	InFlight   int
+	Unflushed  int  // records completed since the last flush that reached etcd
+	Paused     bool // fetching paused in librdkafka (in-flight bound, or GroupPaused)
+	// GroupPaused: an operator paused the group (keyshare group pause).
+	GroupPaused  bool
 	StuckKeys    []StuckRecord
 	Handled      int64 // records handled (successfully) since start
 	Failed       int64 // handler failures (each attempt)
@@ -88,6 +90,7 @@ func (c *Consumer) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s.Generation, s.InFlight, s.Paused, s.Unflushed = p.mu.gen, p.mu.inflight, p.mu.paused, p.mu.unflushed
+	s.GroupPaused = p.mu.held && p.mu.heldKnown
 	for t := range p.mu.halted {
 		s.Halted = append(s.Halted, t)
 	}

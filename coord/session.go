@@ -43,6 +43,7 @@ type Session struct {
 	cancel  context.CancelCauseFunc
 	leaving chan struct{} // closed by Leave: stop campaigning
 	updates chan Assignment
+	pauses  chan PauseState
 	wg      sync.WaitGroup
 
 	mu struct {
@@ -69,6 +70,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 		log:     cfg.Logger.Named("coord").With("member", cfg.MemberID),
 		leaving: make(chan struct{}),
 		updates: make(chan Assignment, 1),
+		pauses:  make(chan PauseState, 1),
 		rec:     ledger.NewRecorder(cli, cfg.MaxTxnOps),
 	}
 	s.memberKey = s.schema.Member(cfg.MemberID)
@@ -119,6 +121,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 		}
 	})
 	s.goFunc(s.watchAssignment)
+	s.goFunc(s.watchPause)
 	s.goFunc(s.campaign)
 	return s, nil
 }

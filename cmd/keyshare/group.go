@@ -25,12 +25,15 @@ type groupCommand struct {
 	group, prefix string
 }
 
-const groupUsage = `Usage: keyshare group <describe|reset-offsets|delete> --group G [flags]
+const groupUsage = `Usage: keyshare group <describe|reset-offsets|pause|resume|delete> --group G [flags]
 
   describe        members, ranges, watermarks, committed and end offsets, lag
   reset-offsets   --topic T[:P] ... and one of --to-earliest, --to-latest,
                   --to-offset N, --to-datetime T, --shift-by N; prints the
                   plan, applies it with --execute (refused while members run)
+  pause           members stop taking records (in-flight ones finish) and keep
+                  their ranges; lasts across member restarts (--reason TEXT)
+  resume          members take records again
   delete          remove the group's etcd state (--kafka-offsets: and its
                   Kafka committed offsets); refused while members run
 `
@@ -41,7 +44,7 @@ func (c *groupCommand) Run(ctx context.Context, args []string) error {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return flag.ErrHelp
 		}
-		return usageError{errors.New("want a subcommand: describe, reset-offsets or delete")}
+		return usageError{errors.New("want a subcommand: describe, reset-offsets, pause, resume or delete")}
 	}
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("group "+sub, flag.ContinueOnError)
@@ -54,10 +57,12 @@ func (c *groupCommand) Run(ctx context.Context, args []string) error {
 		return c.describe(ctx, fs, args)
 	case "reset-offsets":
 		return c.reset(ctx, fs, args)
+	case "pause", "resume":
+		return c.pause(ctx, fs, args, sub == "pause")
 	case "delete":
 		return c.delete(ctx, fs, args)
 	}
-	return usageError{fmt.Errorf("unknown group subcommand %q: want describe, reset-offsets or delete", sub)}
+	return usageError{fmt.Errorf("unknown group subcommand %q: want describe, reset-offsets, pause, resume or delete", sub)}
 }
 
 // open parses the connection flags and connects to etcd (and Kafka when
@@ -218,4 +223,47 @@ func (c *groupCommand) delete(ctx context.Context, fs *flag.FlagSet, args []stri
 	}
 	fmt.Printf("deleted group %s: %s\n", c.group, what)
 	return nil
+}
+
+func (c *groupCommand) pause(ctx context.Context, fs *flag.FlagSet, args []string, pause bool) error {
+	var reason string
+	if pause {
+		fs.StringVar(&reason, "reason", "", "why, shown by status")
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cli, g, _, err := c.open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	defer g.Close()
+	if pause {
+		if err := g.Pause(ctx, operator(), reason); err != nil {
+			return err
+		}
+		fmt.Printf("paused group %s: members finish what is in flight and take no more records until 'keyshare group resume'\n", c.group)
+		return nil
+	}
+	was, err := g.Resume(ctx)
+	if err != nil {
+		return err
+	}
+	if !was {
+		fmt.Printf("group %s was not paused\n", c.group)
+		return nil
+	}
+	fmt.Printf("resumed group %s\n", c.group)
+	return nil
+}
+
+// operator names who runs the command, for the pause record.
+func operator() string {
+	host, _ := os.Hostname()
+	user := os.Getenv("USER")
+	if user == "" {
+		user = "unknown"
+	}
+	return user + "@" + host
 }

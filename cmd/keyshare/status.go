@@ -33,6 +33,7 @@ type groupStatus struct {
 	Group      string              `json:"group"`
 	Leader     string              `json:"leader"`
 	Generation int64               `json:"generation"`
+	Paused     *coord.PauseRecord  `json:"paused,omitempty"`
 	Members    []coord.Member      `json:"members"`
 	Partitions []partitionStatus   `json:"partitions"`
 	Stuck      []coord.StuckRecord `json:"stuck,omitempty"`
@@ -171,6 +172,14 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s
 	}
 	st.Stuck = snap.Stuck
 	st.Losses = snap.Losses
+	if ps, _, err := coord.ReadPause(rctx, cli, s); err != nil {
+		return nil, fmt.Errorf("%w; check --etcd", err)
+	} else if ps.Paused {
+		st.Paused = &ps.Record
+		if ps.Err != nil {
+			st.Problems = append(st.Problems, ps.Err.Error())
+		}
+	}
 	marks := snap.Watermarks()
 	byTP := snap.Partitions()
 	var tps []coord.TopicPartition
@@ -239,7 +248,15 @@ func printStatus(out io.Writer, st *groupStatus) {
 	if leader == "" {
 		leader = "(none)"
 	}
-	fmt.Fprintf(out, "group %s   leader %s   generation %d   members %d\n\n", st.Group, leader, st.Generation, len(st.Members))
+	fmt.Fprintf(out, "group %s   leader %s   generation %d   members %d\n", st.Group, leader, st.Generation, len(st.Members))
+	if p := st.Paused; p != nil {
+		fmt.Fprintf(out, "PAUSED since %s by %s", p.At.Format(time.RFC3339), esc(p.By))
+		if p.Reason != "" {
+			fmt.Fprintf(out, ": %s", esc(p.Reason))
+		}
+		fmt.Fprintln(out, " (members take no records; keyshare group resume)")
+	}
+	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tHOST\tPID\tWEIGHT\tSTARTED\tLEAVING")
 	for _, m := range st.Members {

@@ -10,6 +10,7 @@
 //	stuck/<topic>/<ppppp>/<llllllllll>  a range held by a stuck record, under its owner's lease
 //	lost/<topic>/<ppppp>/<llllllllll>/<ssssssssssssssssssss>
 //	                                    records the range lost to retention; <s> is the log start
+//	paused                              the group is paused by an operator (keyshare group pause)
 //
 // <ppppp> is the partition, 5 digits; <llllllllll> is the range's first hash,
 // 10 digits, so keys sort by partition and then by hash as a human expects.
@@ -47,6 +48,9 @@ func (s Schema) Election() string { return s.root + "election" }
 
 // Generation is the key of the assignment generation.
 func (s Schema) Generation() string { return s.root + "generation" }
+
+// Paused is the key that exists while an operator has paused the group.
+func (s Schema) Paused() string { return s.root + "paused" }
 
 // Ranges is the prefix of all range records.
 func (s Schema) Ranges() string { return s.root + "ranges/" }

@@ -1,0 +1,120 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/internal/keys"
+)
+
+// PauseRecord is the value of the group's paused key: an operator asked every
+// member to stop taking records. Members keep their ranges and sessions,
+// finish what is in flight and flush it; the leader goes on committing. The
+// key has no lease, so the pause outlives member restarts until an operator
+// resumes the group.
+type PauseRecord struct {
+	V      int       `json:"v"`
+	By     string    `json:"by"`               // who paused it (user@host)
+	Reason string    `json:"reason,omitempty"` // free text from the operator
+	At     time.Time `json:"at"`
+}
+
+// DecodePause reads a pause record.
+func DecodePause(key string, data []byte) (PauseRecord, error) {
+	var r PauseRecord
+	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
+		return PauseRecord{}, err
+	}
+	return r, nil
+}
+
+// PauseState is whether the group is paused, as a member sees it.
+type PauseState struct {
+	Paused bool
+	Record PauseRecord // when Paused and the value is readable
+	Err    error       // the value is damaged (the group counts as paused)
+}
+
+// ReadPause reads the group's pause state. A damaged value counts as paused:
+// stopping is the side on which nothing is lost.
+func ReadPause(ctx context.Context, cli *clientv3.Client, s keys.Schema) (PauseState, int64, error) {
+	resp, err := cli.Get(ctx, s.Paused())
+	if err != nil {
+		return PauseState{}, 0, fmt.Errorf("coord: read %s: %w", s.Paused(), err)
+	}
+	if len(resp.Kvs) == 0 {
+		return PauseState{}, resp.Header.Revision, nil
+	}
+	return pauseState(string(resp.Kvs[0].Key), resp.Kvs[0].Value), resp.Header.Revision, nil
+}
+
+func pauseState(key string, value []byte) PauseState {
+	r, err := DecodePause(key, value)
+	return PauseState{Paused: true, Record: r, Err: err}
+}
+
+// WritePause pauses the group (rec.V and rec.At are filled in).
+func WritePause(ctx context.Context, cli *clientv3.Client, s keys.Schema, rec PauseRecord) error {
+	rec.V = recordVersion
+	if rec.At.IsZero() {
+		rec.At = time.Now().UTC()
+	}
+	if _, err := cli.Put(ctx, s.Paused(), mustJSON(rec)); err != nil {
+		return fmt.Errorf("coord: write %s: %w", s.Paused(), err)
+	}
+	return nil
+}
+
+// DeletePause resumes the group; it reports whether it was paused.
+func DeletePause(ctx context.Context, cli *clientv3.Client, s keys.Schema) (bool, error) {
+	resp, err := cli.Delete(ctx, s.Paused())
+	if err != nil {
+		return false, fmt.Errorf("coord: delete %s: %w", s.Paused(), err)
+	}
+	return resp.Deleted > 0, nil
+}
+
+// PauseUpdates delivers the group's pause state each time it changes, the
+// first time as soon as it is read. Only the latest is kept.
+func (s *Session) PauseUpdates() <-chan PauseState { return s.pauses }
+
+// watchPause feeds PauseUpdates for the session's life.
+func (s *Session) watchPause() {
+	publish := func(st PauseState) {
+		select {
+		case <-s.pauses: // drop the stale one
+		default:
+		}
+		s.pauses <- st
+		if st.Err != nil {
+			s.log.Error("the group's pause key is damaged; the member stays paused until an operator resumes the group (keyshare group resume)", "error", st.Err)
+		}
+	}
+	for s.ctx.Err() == nil {
+		st, rev, err := ReadPause(s.ctx, s.cli, s.schema)
+		if err != nil {
+			s.log.Warn("read pause state", "error", err)
+			sleep(s.ctx, time.Second)
+			continue
+		}
+		publish(st)
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
+		for wr := range s.cli.Watch(wctx, s.schema.Paused(), clientv3.WithRev(rev+1)) {
+			if wr.Err() != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					publish(PauseState{})
+				} else {
+					publish(pauseState(string(ev.Kv.Key), ev.Kv.Value))
+				}
+			}
+		}
+		cancel()
+		sleep(s.ctx, 200*time.Millisecond)
+	}
+}
