@@ -96,9 +96,14 @@ func (c *Consumer) commitRound(ctx context.Context, l *coord.Leader, kafkaAt map
 		last, knew := before[part]
 		repair := hasRec && held < rec.Offset && (!knew || held < last)
 		topic := part.Topic
-		if _, err := c.kc.CommitOffsets([]kafka.TopicPartition{{Topic: &topic, Partition: part.Partition, Offset: kafka.Offset(target)}}); err != nil {
+		if err := commitErr(c.kc.CommitOffsets([]kafka.TopicPartition{{Topic: &topic, Partition: part.Partition, Offset: kafka.Offset(target)}})); err != nil {
 			// etcd holds it; the next round reads Kafka and commits again.
-			log.Warn("commit to Kafka", "topic", part.Topic, "partition", part.Partition, "offset", target, "error", err)
+			if plainGroupLive(err) {
+				log.Error("Kafka refuses keyshare's commits: a plain Kafka consumer group with live members uses this group id, and it would fight keyshare over the committed offset; stop it (keyshare goes on committing once it has gone)",
+					"group", c.cfg.Group, "topic", part.Topic, "partition", part.Partition, "offset", target, "error", err)
+			} else {
+				log.Warn("commit to Kafka", "topic", part.Topic, "partition", part.Partition, "offset", target, "error", err)
+			}
 			continue
 		}
 		kafkaAt[part] = target
@@ -193,4 +198,34 @@ func (c *Consumer) queryEnds(parts map[kafka.TopicPartition]kafka.OffsetSpec, fo
 			found(tp{Topic: *k.Topic, Partition: k.Partition}, int64(r.Offset))
 		}
 	}
+}
+
+// commitErr is the error of a CommitOffsets call: the call's own, or the
+// first partition's.
+func commitErr(res []kafka.TopicPartition, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		if r.Error != nil {
+			return r.Error
+		}
+	}
+	return nil
+}
+
+// plainGroupLive reports whether a commit was refused because the group id
+// has live members of a plain consumer group: the coordinator accepts a
+// standalone commit (no member id, no generation) only for a group with no
+// members.
+func plainGroupLive(err error) bool {
+	var kerr kafka.Error
+	if !errors.As(err, &kerr) {
+		return false
+	}
+	switch kerr.Code() {
+	case kafka.ErrUnknownMemberID, kafka.ErrIllegalGeneration, kafka.ErrStaleMemberEpoch, kafka.ErrRebalanceInProgress:
+		return true
+	}
+	return false
 }

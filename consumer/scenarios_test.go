@@ -1,14 +1,17 @@
 package consumer_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/consumer"
@@ -411,4 +414,71 @@ func TestRefusedWhilePlainGroupIsLive(t *testing.T) {
 	if dups := h.check(produced); dups != 0 {
 		t.Fatalf("%d duplicates", dups)
 	}
+}
+
+// TestPlainGroupJoiningLaterIsNamed: a plain consumer group that joins under
+// keyshare's group id after keyshare started makes Kafka refuse the leader's
+// commits; the leader says why in one clear error, commits nothing else, and
+// goes on committing once the plain member has gone.
+func TestPlainGroupJoiningLaterIsNamed(t *testing.T) {
+	cl, k := newCluster(t, map[string]int32{"orders": 1})
+	var logs syncBuffer
+	cl.mutate = func(c *consumer.Config) {
+		c.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
+	}
+	h := newHistory(t)
+	cl.start("m1", h.handler("m1", 0))
+	first := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(50, 5))
+	waitFor(t, "the first records committed", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, cl.group, "orders", 1)[0] == 50
+	})
+
+	plain, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": k.Brokers, "group.id": cl.group, "enable.auto.commit": false, "auto.offset.reset": "latest", "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.SubscribeTopics([]string{"orders"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the plain member assigned", 30*time.Second, func() bool {
+		plain.Poll(100)
+		a, _ := plain.Assignment()
+		return len(a) == 1
+	})
+	late := testutil.KeyedRecords(50, 5)
+	for i := range late { // other keys: their sequence numbers start again
+		late[i].Key = append([]byte("late-"), late[i].Key...)
+	}
+	more := testutil.Produce(t, k.Brokers, "orders", late)
+	waitFor(t, "the leader naming the plain group", 30*time.Second, func() bool {
+		return strings.Contains(logs.String(), "a plain Kafka consumer group with live members uses this group id")
+	})
+	if c := testutil.Committed(t, k.Brokers, cl.group, "orders", 1)[0]; c != 50 {
+		t.Fatalf("committed %d while the plain member is live, want keyshare's commits refused (50)", c)
+	}
+	plain.Close()
+	waitFor(t, "committed == end after the plain member left", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, cl.group, "orders", 1)[0] == 100
+	})
+	if dups := h.check(append(first, more...)); dups != 0 {
+		t.Fatalf("%d duplicates", dups)
+	}
+}
+
+// syncBuffer is a bytes.Buffer that many goroutines may write.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
