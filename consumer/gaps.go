@@ -32,12 +32,12 @@ import (
 // skipAbsentLocked records that the fetcher of t, whose next offset was
 // p.mu.pos[t], found no record below to.
 func (p *pipeline) skipAbsentLocked(t tp, to int64) {
+	if p.mu.aboveEnd[t] != nil {
+		delete(p.mu.aboveEnd, t) // fetching again
+	}
 	from, ok := p.mu.pos[t]
 	if !ok || to <= from {
 		return
-	}
-	if p.mu.aboveEnd[t] != nil {
-		delete(p.mu.aboveEnd, t) // fetching again
 	}
 	for _, w := range p.mu.byTP[t] {
 		if w.revoking {
