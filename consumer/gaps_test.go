@@ -179,6 +179,73 @@ func TestTransactionsAbortedEveryOther(t *testing.T) {
 	}
 }
 
+// TestTransactionsWhileMembersChange: transactions (every second aborted)
+// are written while members join (1→3) and leave (3→1), so ranges move,
+// split and seek back while the fetchers cross markers and aborted
+// records. Every committed record is handled exactly once (graceful
+// changes), no aborted one, and the committed offset reaches the log end:
+// nothing was skipped that had a record.
+func TestTransactionsWhileMembersChange(t *testing.T) {
+	const topic = "txn-members-change"
+	cl, k := newCluster(t, map[string]int32{topic: 1})
+	tp := newTxnProducer(t, k.Brokers, topic)
+	h := newHistory(t)
+	work := 5 * time.Millisecond // ranges take a while to drain: records arrive while they are revoking
+	members := map[string]*member{"m1": cl.start("m1", h.handler("m1", work))}
+
+	type result struct{ committed, aborted []int64 }
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		recs := testutil.KeyedRecords(40*30, 30)
+		for i := range 40 {
+			offs := tp.write(recs[i*30 : (i+1)*30])
+			tp.end(i%2 == 0)
+			if i%2 == 0 {
+				r.committed = append(r.committed, offs...)
+			} else {
+				r.aborted = append(r.aborted, offs...)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		done <- r
+	}()
+	for _, id := range []string{"m2", "m3", "-m3", "-m2"} {
+		time.Sleep(400 * time.Millisecond)
+		if id[0] == '-' {
+			members[id[1:]].stop(t)
+			continue
+		}
+		members[id] = cl.start(id, h.handler(id, work))
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("transactions not written after 60s")
+	}
+	end := logEnd(t, k.Brokers, topic, 0)
+	w := watchCommits(t, k.Brokers, cl.group, topic, 1)
+	waitFor(t, "the committed offset reaches the log end", 60*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, cl.group, topic, 1)[0] == end
+	})
+	w.close()
+	w.checkMonotonic(t)
+	for _, o := range r.aborted {
+		if h.handledOffset(topic, o) {
+			t.Errorf("aborted record %d handled", o)
+		}
+	}
+	var produced []kafka.TopicPartition
+	for _, o := range r.committed {
+		topic := topic
+		produced = append(produced, kafka.TopicPartition{Topic: &topic, Partition: 0, Offset: kafka.Offset(o)})
+	}
+	if dups := h.check(produced); dups != 0 {
+		t.Errorf("graceful changes ran %d records twice", dups)
+	}
+}
+
 // TestOpenTransactionHoldsCommit: while a transaction is open, the
 // committed offset stops at its first record (the last stable offset) —
 // the records after it are not readable yet under read_committed — and
