@@ -44,9 +44,12 @@ type Config struct {
 	// Kafka is passed to librdkafka for the fetching consumer (and the
 	// dead-letter producer); "bootstrap.servers" is required. keyshare sets
 	// "group.id" (to Group), "enable.auto.commit" (false),
-	// "enable.auto.offset.store" (false) and "auto.offset.reset" (error:
-	// keyshare decides where to start, see AutoOffsetReset), and refuses a
-	// conflicting value for any of them.
+	// "enable.auto.offset.store" (false), "auto.offset.reset" (error:
+	// keyshare decides where to start, see AutoOffsetReset) and
+	// "enable.partition.eof" (true: the end of the log moves the ledger
+	// past transaction markers), and refuses a conflicting value for any of
+	// them. "isolation.level" passes through: read_committed (librdkafka's
+	// default) skips aborted transactions, read_uncommitted handles them.
 	Kafka kafka.ConfigMap
 	// AutoOffsetReset says where a range starts when the group has no state
 	// and no committed offset: "earliest" or "latest". Default "earliest".
@@ -187,6 +190,9 @@ func (c Config) Validate() error {
 		if v, ok := c.Kafka[k]; ok && !strings.EqualFold(fmt.Sprint(v), want) {
 			return configErr("Kafka setting %s=%v is not allowed: keyshare commits offsets itself (remove it or set %s)", k, v, want)
 		}
+	}
+	if v, ok := c.Kafka["enable.partition.eof"]; ok && !strings.EqualFold(fmt.Sprint(v), "true") {
+		return configErr("Kafka setting enable.partition.eof=%v is not allowed: keyshare needs the end-of-partition events to move past transaction markers and aborted or compacted records at the end of the log (remove it)", v)
 	}
 	if v, ok := c.Kafka["group.id"]; ok && fmt.Sprint(v) != c.Group {
 		return configErr(`Kafka setting group.id=%v differs from Config.Group %q: remove it (keyshare sets it)`, v, c.Group)

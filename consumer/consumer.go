@@ -217,6 +217,7 @@ func (c *Consumer) openKafka(ctx context.Context) error {
 	cm["enable.auto.commit"] = false
 	cm["enable.auto.offset.store"] = false
 	cm["auto.offset.reset"] = "error"
+	cm["enable.partition.eof"] = true // the end of the log moves the ledger past markers (gaps.go)
 	cm["go.logs.channel.enable"] = true
 	kc, err := kafka.NewConsumer(&cm)
 	if err != nil {

@@ -36,6 +36,7 @@ var (
 	descGeneration   = prometheus.NewDesc("keyshare_generation", "Assignment generation last seen.", nil, nil)
 	descStuck        = prometheus.NewDesc("keyshare_stuck_ranges", "Owned ranges held by a stuck record.", nil, nil)
 	descHalted       = prometheus.NewDesc("keyshare_retention_halted_partitions", "Partitions halted because Kafka deleted records not yet handled (RetentionLoss \"halt\").", nil, nil)
+	descAboveEnd     = prometheus.NewDesc("keyshare_partitions_above_log_end", "Partitions not fetched because the group's position is above the log end (log truncated, or topic recreated).", nil, nil)
 
 	rangeLabels       = []string{"topic", "partition", "range"}
 	descRangePending  = prometheus.NewDesc("keyshare_range_pending", "Pending offsets of an owned range.", rangeLabels, nil)
@@ -86,6 +87,7 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descUnflushed, float64(st.Unflushed))
 	gauge(descSession, b2f(st.Running))
 	gauge(descHalted, float64(len(st.Halted)))
+	gauge(descAboveEnd, float64(len(st.AboveLogEnd)))
 	gauge(descLeader, b2f(st.Leader))
 	gauge(descGeneration, float64(st.Generation))
 	stuck := 0

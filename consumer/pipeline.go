@@ -93,6 +93,9 @@ type pipeline struct {
 		// halted are partitions whose unhandled records Kafka deleted,
 		// held for an operator (RetentionLoss "halt").
 		halted map[tp]bool
+		// aboveEnd are partitions whose position is above the log end
+		// (gaps.go); nil until one is found.
+		aboveEnd map[tp]*AboveLogEnd
 	}
 }
 
@@ -177,6 +180,8 @@ func (p *pipeline) fetchLoop() error {
 		switch ev := p.kc.Poll(50).(type) {
 		case *kafka.Message:
 			p.handle(ev)
+		case kafka.PartitionEOF:
+			p.partitionEOF(ev)
 		case kafka.Error:
 			if ev.IsFatal() {
 				return fmt.Errorf("consumer: fatal Kafka error: %w", ev)
@@ -215,13 +220,14 @@ func (p *pipeline) retention() {
 	p.mu.Unlock()
 	var seeks []kafka.TopicPartition
 	for t, at := range pos {
-		low, _, err := p.kc.QueryWatermarkOffsets(t.Topic, t.Partition, 5000)
+		low, high, err := p.kc.QueryWatermarkOffsets(t.Topic, t.Partition, 5000)
 		if err != nil {
 			p.log.Warn("read the log start after an offset-out-of-range error; will retry", "topic", t.Topic, "partition", t.Partition, "error", err)
 			p.retryRetention()
 			continue
 		}
 		if at >= low {
+			p.checkAboveEnd(t, at, high)
 			continue
 		}
 		p.mu.Lock()
@@ -313,6 +319,7 @@ func (p *pipeline) handle(m *kafka.Message) {
 	if !p.mu.fetching {
 		return
 	}
+	p.skipAbsentLocked(t, o) // offsets between the position and o hold no record (gaps.go)
 	p.mu.pos[t] = o + 1
 	var run *owned
 	for _, w := range p.mu.byTP[t] {

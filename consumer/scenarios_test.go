@@ -281,16 +281,17 @@ func TestBadConfigRefusedBeforeJoining(t *testing.T) {
 	cli := testutil.NewEtcdClient(t, cl.endpoints)
 	ok := func(context.Context, *kafka.Message) error { return nil }
 	cases := map[string]func(*consumer.Config){
-		"auto commit on":  func(c *consumer.Config) { c.Kafka["enable.auto.commit"] = true },
-		"concurrency 0":   func(c *consumer.Config) { c.Concurrency = 0 },
-		"nil handler":     func(c *consumer.Config) { c.Handler = nil },
-		"empty topics":    func(c *consumer.Config) { c.Topics = nil },
-		"group mismatch":  func(c *consumer.Config) { c.Kafka["group.id"] = "other" },
-		"no brokers":      func(c *consumer.Config) { delete(c.Kafka, "bootstrap.servers") },
-		"bad reset":       func(c *consumer.Config) { c.AutoOffsetReset = "middle" },
-		"in-flight small": func(c *consumer.Config) { c.MaxInFlight = 1 },
-		"etcd timeout 0":  func(c *consumer.Config) { c.EtcdTimeout = 0 },
-		"bad retention":   func(c *consumer.Config) { c.RetentionLoss = "skip" },
+		"auto commit on":    func(c *consumer.Config) { c.Kafka["enable.auto.commit"] = true },
+		"concurrency 0":     func(c *consumer.Config) { c.Concurrency = 0 },
+		"nil handler":       func(c *consumer.Config) { c.Handler = nil },
+		"empty topics":      func(c *consumer.Config) { c.Topics = nil },
+		"group mismatch":    func(c *consumer.Config) { c.Kafka["group.id"] = "other" },
+		"no brokers":        func(c *consumer.Config) { delete(c.Kafka, "bootstrap.servers") },
+		"bad reset":         func(c *consumer.Config) { c.AutoOffsetReset = "middle" },
+		"in-flight small":   func(c *consumer.Config) { c.MaxInFlight = 1 },
+		"etcd timeout 0":    func(c *consumer.Config) { c.EtcdTimeout = 0 },
+		"bad retention":     func(c *consumer.Config) { c.RetentionLoss = "skip" },
+		"partition eof off": func(c *consumer.Config) { c.Kafka["enable.partition.eof"] = false },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -35,6 +35,10 @@ type Status struct {
 	// Halted lists the partitions held because Kafka deleted records not
 	// yet handled (RetentionLoss "halt").
 	Halted []coord.TopicPartition
+	// AboveLogEnd lists the assigned partitions whose position is above
+	// the log end (the log was truncated, or the topic recreated): they are
+	// not fetched until an operator acts. See docs/consumer.md.
+	AboveLogEnd []AboveLogEnd
 }
 
 // RangeStatus is one owned range.
@@ -95,6 +99,14 @@ func (c *Consumer) Status() Status {
 		s.Halted = append(s.Halted, t)
 	}
 	slices.SortFunc(s.Halted, func(a, b coord.TopicPartition) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	for t, a := range p.mu.aboveEnd {
+		if p.mu.assigned[t] {
+			s.AboveLogEnd = append(s.AboveLogEnd, *a)
+		}
+	}
+	slices.SortFunc(s.AboveLogEnd, func(a, b AboveLogEnd) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	for _, w := range p.mu.ranges {

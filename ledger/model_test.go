@@ -1,9 +1,12 @@
 package ledger_test
 
 // The model: a partition's records (offset → key hash) and, for each record,
-// whether it was completed and which part's state has it in flight. Random
-// sequences of fetches, seeks, completions, clips, concatenations and
-// restarts run against one or more States; after each step the states are
+// whether it was completed and which part's state has it in flight. Offsets
+// between records hold none (transaction markers, aborted or compacted
+// records); each part's fetcher tells its state so (State.Skip) when it
+// delivers past them or reaches the end of the log. Random sequences of
+// fetches, seeks, completions, clips, concatenations, restarts and
+// compactions run against one or more States; after each step the states are
 // checked against the model. TestModel drives the machine with rapid,
 // FuzzOperations with the fuzzer's bytes.
 
@@ -75,7 +78,8 @@ type record struct {
 // part is one owner's state of one range of the partition.
 type part struct {
 	st    *ledger.State
-	pos   int // index in the log of the next record this owner's fetcher delivers
+	pos   int   // index in the log of the next record this owner's fetcher delivers
+	at    int64 // the fetcher's position: the offset it reads next; index(at) == pos
 	lastW int64
 	lastE ledger.Entry
 	lastV uint64
@@ -97,6 +101,7 @@ type machine struct {
 	// Records below logStart were deleted from the partition (retention).
 	logStart int64
 	deleted  []record
+	start    int64 // the first offset the partition's state began at
 }
 
 // interesting hashes: the ends of the space and of its halves.
@@ -120,18 +125,19 @@ func newMachine(t fataler, c chooser) *machine {
 	// Records below start exist but were handled before the state began
 	// (the group's committed offset).
 	start := int64(c.intn(4, "start"))
-	m.next = start
+	m.next, m.start = start, start
 	st, err := ledger.NewState(root, ledger.Entry{}, start)
 	if err != nil {
 		t.Fatalf("NewState(%s, {}, %d): %v", root, start, err)
 	}
-	m.parts = []*part{m.newPart(st, 0)}
+	m.parts = []*part{m.newPart(st, start)}
 	m.tracef("start %s at %d, key hashes %v", root, start, m.hashes)
 	return m
 }
 
-func (m *machine) newPart(st *ledger.State, pos int) *part {
-	return &part{st: st, pos: pos, lastW: st.Watermark(), lastE: st.Entry(), lastV: st.Version()}
+// newPart is a part whose fetcher reads from offset at.
+func (m *machine) newPart(st *ledger.State, at int64) *part {
+	return &part{st: st, pos: m.index(at), at: at, lastW: st.Watermark(), lastE: st.Entry(), lastV: st.Version()}
 }
 
 func (m *machine) tracef(format string, args ...any) {
@@ -186,8 +192,12 @@ func (m *machine) step() {
 		m.restart(p)
 	case op < 94:
 		m.badComplete(p)
-	case op < 97:
+	case op < 95:
 		m.inherit(m.parts[p])
+	case op < 97:
+		m.eof(p)
+	case op < 98:
+		m.compact()
 	default:
 		m.truncate()
 	}
@@ -207,7 +217,7 @@ func (m *machine) truncate() {
 	m.deleted = append(m.deleted, m.log[:cut]...)
 	m.log = m.log[cut:]
 	for _, pt := range m.parts {
-		pt.pos = max(0, pt.pos-cut)
+		pt.pos, pt.at = max(0, pt.pos-cut), max(pt.at, m.logStart)
 		m.lose(pt)
 	}
 }
@@ -258,6 +268,8 @@ func (m *machine) deliver(pt *part) record {
 	}
 	rec := m.log[pt.pos]
 	pt.pos++
+	m.skip(pt, pt.st, pt.at, rec.off)
+	pt.at = rec.off + 1
 	want := m.expect(pt, rec)
 	got, err := pt.st.Observe(rec.off, rec.hash)
 	m.tracef("part %s: observe(%d, %d) = %v", pt.r(), rec.off, rec.hash, got)
@@ -371,6 +383,74 @@ func (m *machine) seek(p int) {
 	}
 	m.tracef("part %s: seek to log[%d] (watermark %d)", pt.r(), w, pt.st.Watermark())
 	pt.pos = w
+	// The fetcher seeks to an offset whose first record is log[w]: the
+	// record's own offset, or the lowest offset above the record before.
+	pt.at = m.next
+	if w < len(m.log) {
+		pt.at = m.log[w].off
+	}
+	if m.c.intn(2, "seek into the gap") == 0 {
+		pt.at = max(m.start, m.logStart)
+		if w > 0 {
+			pt.at = m.log[w-1].off + 1
+		}
+	}
+}
+
+// skip tells st that the fetcher, reading from from, found no record below
+// to, and checks what it dropped.
+func (m *machine) skip(pt *part, st *ledger.State, from, to int64) {
+	m.t.Helper()
+	if to <= from {
+		return
+	}
+	dropped := st.Skip(from, to)
+	m.tracef("part %s: skip [%d, %d) dropped %v", pt.r(), from, to, dropped)
+	for _, o := range dropped {
+		if o < from || o >= to || !slices.IsSorted(dropped) {
+			m.fatalf("part %s: Skip(%d, %d) dropped %v", pt.r(), from, to, dropped)
+		}
+		if _, ok := m.hashOf[o]; !ok {
+			m.fatalf("part %s: Skip(%d, %d) dropped %d, which was never a record", pt.r(), from, to, o)
+		}
+		if owner := m.inflight[o]; owner != nil && owner.st == st {
+			m.fatalf("part %s: Skip(%d, %d) dropped %d, which is in flight", pt.r(), from, to, o)
+		}
+		if i := m.index(o); i < len(m.log) && m.log[i].off == o {
+			m.fatalf("part %s: Skip(%d, %d) dropped %d, whose record is still in the log", pt.r(), from, to, o)
+		}
+	}
+}
+
+// eof: pt's fetcher has read the whole log and reaches its end (the offsets
+// from the last record up to the end hold none).
+func (m *machine) eof(p int) {
+	m.t.Helper()
+	pt := m.parts[p]
+	if pt.pos < len(m.log) {
+		return
+	}
+	m.skip(pt, pt.st, pt.at, m.next)
+	pt.at = m.next
+	m.check(pt)
+}
+
+// compact removes a record from the log, as the log cleaner does to a
+// record whose key has a later one. Whether it was handled no longer
+// matters: no reader will see it.
+func (m *machine) compact() {
+	m.t.Helper()
+	if len(m.log) == 0 {
+		return
+	}
+	i := m.c.intn(len(m.log), "compacted record")
+	m.tracef("record %d compacted away", m.log[i].off)
+	m.log = slices.Delete(m.log, i, i+1)
+	for _, pt := range m.parts {
+		if pt.pos > i {
+			pt.pos--
+		}
+	}
 }
 
 // cut picks a hash that splits r into two non-empty ranges.
@@ -403,7 +483,7 @@ func (m *machine) clip(p int) {
 	ra, rb := ledger.HashRange{Lo: r.Lo, Hi: c}, ledger.HashRange{Lo: c, Hi: r.Hi}
 	m.tracef("part %s: clip at %d", r, c)
 	e, w := pt.st.Entry(), pt.st.Watermark()
-	a, b := m.newPart(pt.st.Clip(ra), pt.pos), m.newPart(pt.st.Clip(rb), pt.pos)
+	a, b := m.newPart(pt.st.Clip(ra), pt.at), m.newPart(pt.st.Clip(rb), pt.at)
 	for _, q := range []*part{a, b} {
 		qe := q.st.Entry()
 		if err := qe.Validate(q.r()); err != nil {
@@ -477,7 +557,7 @@ func (m *machine) concat(p int) {
 			m.fatalf("Entry.Concat(%v, %v) = %v: record %d (hash %d) done=%v, was %v in its part", ea, eb, ee, rec.off, rec.hash, got, want)
 		}
 	}
-	j := m.newPart(js, m.index(js.Watermark()))
+	j := m.newPart(js, js.Watermark())
 	for o, owner := range m.inflight {
 		if owner == a || owner == b {
 			m.inflight[o] = j
@@ -514,7 +594,7 @@ func (m *machine) restart(p int) {
 			delete(m.inflight, o)
 		}
 	}
-	q := m.newPart(st, m.index(st.Watermark()))
+	q := m.newPart(st, st.Watermark())
 	m.parts[p] = q
 	m.lose(q) // its inherited records may be gone from the log
 }
@@ -530,10 +610,14 @@ func (m *machine) inherit(pt *part) {
 		m.fatalf("NewState(%s, %v): %v", pt.r(), e, err)
 	}
 	st.Truncate(m.logStart) // as a new owner does when its start offset is gone
-	from := m.index(st.Watermark())
+	w0 := st.Watermark()
+	from := m.index(w0)
 	runs := 0
 	for round := range 2 {
+		at := w0 // the fetcher seeks to the watermark, twice
 		for _, rec := range m.log[from:] {
+			m.skip(pt, st, at, rec.off)
+			at = rec.off + 1
 			want := ledger.Pass
 			switch {
 			case !pt.r().Contains(rec.hash):
@@ -550,6 +634,7 @@ func (m *machine) inherit(pt *part) {
 				m.fatalf("state inherited from %v, delivery %d from %d: Observe(%d, %d) = %v, %v; want %v", e, round+1, st.Watermark(), rec.off, rec.hash, got, err, want)
 			}
 		}
+		m.skip(pt, st, at, m.next) // the end of the log
 	}
 	if st.Pending() != runs {
 		m.fatalf("state inherited from %v: %d pending after delivering everything, want the %d it ran", e, st.Pending(), runs)
@@ -616,7 +701,8 @@ func (m *machine) finish() {
 	}
 	m.produce() // one record past everything, so each state moves its next
 	for _, pt := range m.parts {
-		pt.pos = m.index(pt.st.Watermark())
+		pt.at = pt.st.Watermark()
+		pt.pos = m.index(pt.at)
 		for pt.pos < len(m.log) {
 			rec := m.deliver(pt)
 			if m.inflight[rec.off] == pt {
