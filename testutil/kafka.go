@@ -3,6 +3,7 @@ package testutil
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,22 +14,115 @@ import (
 	"github.com/keyshare/keyshare/internal/devcluster"
 )
 
-// Kafka is an in-process Kafka-protocol broker started for one test.
+// Kafka is the broker a test runs against: kfake, in the test process, or
+// (KEYSHARE_KAFKA=apache) a real Apache Kafka broker shared by the tests of
+// one test binary.
 type Kafka struct {
+	// Cluster is the kfake cluster; nil on the Apache backend. Tests that
+	// need kfake's own features (faults, moving partitions) get it with
+	// Fake, which skips the test on the Apache backend.
 	*kfake.Cluster
+	// Apache is the real broker; nil on the kfake backend.
+	Apache  *devcluster.ApacheKafka
 	Brokers string // bootstrap address, host:port
 }
 
-// StartKafka starts a one-broker kfake cluster on a free port with the given
-// topics and partition counts. It is closed when the test ends.
+// Backends of StartKafka, chosen by the environment variable KEYSHARE_KAFKA.
+const (
+	BackendKfake  = "kfake"  // default: franz-go's kfake, in process
+	BackendApache = "apache" // Apache Kafka devcluster.ApacheKafkaVersion, one JVM per test binary
+)
+
+// KafkaBackend is the backend StartKafka uses: KEYSHARE_KAFKA, default
+// kfake. `make test-kafka` sets KEYSHARE_KAFKA=apache.
+func KafkaBackend() string {
+	if v := os.Getenv("KEYSHARE_KAFKA"); v != "" {
+		return v
+	}
+	return BackendKfake
+}
+
+// StartKafka starts a broker with the given topics and partition counts,
+// closed or cleaned when the test ends.
+//
+// On the kfake backend it is a one-broker kfake cluster on a free port, new
+// for each test. On the Apache backend every test of the binary shares one
+// broker, started on first use (a JVM per test would cost seconds each):
+// StartKafka empties it first (deletes every topic and consumer group), then
+// creates the topics, so a test sees what it would see on a fresh broker as
+// long as tests that use it do not run in parallel. extra kfake options
+// skip the test on the Apache backend.
 func StartKafka(t testing.TB, topics map[string]int32, extra ...kfake.Opt) *Kafka {
 	t.Helper()
+	switch b := KafkaBackend(); b {
+	case BackendKfake:
+	case BackendApache:
+		if len(extra) > 0 {
+			t.Skip("kfake options (faults, broker configs): this test needs the kfake broker")
+		}
+		a := sharedApache(t)
+		resetKafka(t, a.Brokers())
+		if err := a.CreateTopics(topics); err != nil {
+			t.Fatalf("create topics on Apache Kafka: %v", err)
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("Apache Kafka %s broker log (kept when a test fails): %s", devcluster.ApacheKafkaVersion, a.LogFiles()[0])
+			}
+		})
+		return &Kafka{Apache: a, Brokers: a.Brokers()}
+	default:
+		t.Fatalf("KEYSHARE_KAFKA=%q: want %q or %q", b, BackendKfake, BackendApache)
+	}
 	c, err := devcluster.StartKafka(devcluster.KafkaOptions{Topics: topics, Extra: extra})
 	if err != nil {
 		t.Fatalf("start kafka: %v", err)
 	}
 	t.Cleanup(c.Close)
 	return &Kafka{Cluster: c, Brokers: c.ListenAddrs()[0]}
+}
+
+// Fake returns the kfake cluster, or skips the test on the Apache backend.
+func (k *Kafka) Fake(t testing.TB) *kfake.Cluster {
+	t.Helper()
+	if k.Cluster == nil {
+		t.Skip("kfake-only feature: this test needs the kfake broker")
+	}
+	return k.Cluster
+}
+
+// RequireKfake skips the test unless the backend is kfake, saying why.
+func RequireKfake(t testing.TB, why string) {
+	t.Helper()
+	if KafkaBackend() != BackendKfake {
+		t.Skipf("kfake only: %s", why)
+	}
+}
+
+// DeleteRecords moves the log start of topic/partition to offset, as
+// retention would: through kfake directly, or the admin API of a real
+// broker.
+func (k *Kafka) DeleteRecords(topic string, partition int32, offset int64) error {
+	if k.Cluster != nil {
+		return k.Cluster.DeleteRecords(topic, partition, offset)
+	}
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := a.DeleteRecords(ctx, []kafka.TopicPartition{{Topic: &topic, Partition: partition, Offset: kafka.Offset(offset)}})
+	if err != nil {
+		return fmt.Errorf("delete records of %s/%d below %d: %w", topic, partition, offset, err)
+	}
+	for _, r := range res.DeleteRecordsResults {
+		if r.TopicPartition.Error != nil {
+			return fmt.Errorf("delete records of %s/%d below %d: %w", topic, partition, offset, r.TopicPartition.Error)
+		}
+	}
+	return nil
 }
 
 // Record is a record to produce.

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	code := m.Run()
+	code := testutil.RunTests(m)
 	cleanup()
 	os.Exit(code)
 }
