@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -194,37 +195,51 @@ func Produce(t testing.TB, brokers, topic string, records []Record) []kafka.Topi
 }
 
 // Committed returns the group's committed offsets for partitions 0..n-1 of
-// topic, read with a separate admin client; a partition with no commit is
-// absent from the map.
+// topic, read with a separate consumer that never joins the group; a
+// partition with no commit is absent from the map.
+//
+// Not with AdminClient.ListConsumerGroupOffsets: librdkafka (2.11.1 and
+// earlier) crashes the process when a real broker answers that request with
+// NOT_COORDINATOR, as Apache Kafka does while it loads a group's coordinator
+// (confluentinc/librdkafka#5040; kfake never answers so). A consumer's
+// Committed goes through the group code, which looks the coordinator up
+// again.
 func Committed(t testing.TB, brokers, group, topic string, n int32) map[int32]int64 {
 	t.Helper()
-	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": brokers, "log_level": 3})
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": brokers, "group.id": group, "enable.auto.commit": false, "log_level": 3})
 	if err != nil {
-		t.Fatalf("admin client: %v", err)
+		t.Fatalf("consumer: %v", err)
 	}
-	defer a.Close()
+	defer c.Close()
 	tps := make([]kafka.TopicPartition, n)
 	for p := range n {
 		tps[p] = kafka.TopicPartition{Topic: &topic, Partition: p}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	res, err := a.ListConsumerGroupOffsets(ctx, []kafka.ConsumerGroupTopicPartitions{{Group: group, Partitions: tps}})
+	// A real broker answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS
+	// while it moves or loads the group's coordinator: ask again.
+	var res []kafka.TopicPartition
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err = c.Committed(tps, 20000)
+		var kerr kafka.Error
+		if !errors.As(err, &kerr) || !kerr.IsRetriable() && kerr.Code() != kafka.ErrNotCoordinator || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil && strings.Contains(err.Error(), "group id does not exist") {
 		return map[int32]int64{} // the group never committed
 	}
 	if err != nil {
-		t.Fatalf("list committed offsets of group %q: %v", group, err)
+		t.Fatalf("committed offsets of group %q: %v", group, err)
 	}
 	out := make(map[int32]int64)
-	for _, g := range res.ConsumerGroupsTopicPartitions {
-		for _, tp := range g.Partitions {
-			if tp.Error != nil {
-				t.Fatalf("committed offset of %s/%d: %v", topic, tp.Partition, tp.Error)
-			}
-			if tp.Offset >= 0 {
-				out[tp.Partition] = int64(tp.Offset)
-			}
+	for _, tp := range res {
+		if tp.Error != nil {
+			t.Fatalf("committed offset of %s/%d: %v", topic, tp.Partition, tp.Error)
+		}
+		if tp.Offset >= 0 {
+			out[tp.Partition] = int64(tp.Offset)
 		}
 	}
 	return out

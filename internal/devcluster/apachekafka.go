@@ -186,7 +186,35 @@ func (k *ApacheKafka) start() error {
 			return err
 		}
 	}
+	if err := k.waitGroupCoordinator(deadline); err != nil {
+		k.Close()
+		return err
+	}
 	return nil
+}
+
+// waitGroupCoordinator waits until the cluster serves offset fetches of a
+// consumer group. Kafka creates __consumer_offsets on the first request for
+// a group coordinator and answers NOT_COORDINATOR or
+// COORDINATOR_NOT_AVAILABLE until its partitions are led and loaded; a
+// cluster that is "ready" should not answer its first users so.
+func (k *ApacheKafka) waitGroupCoordinator(deadline time.Time) error {
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": k.Brokers(), "group.id": "keyshare-devcluster-ready", "log_level": 0})
+	if err != nil {
+		return fmt.Errorf("devcluster: consumer: %w", err)
+	}
+	defer c.Close()
+	topic := "keyshare-devcluster-ready"
+	for {
+		_, err := c.Committed([]kafka.TopicPartition{{Topic: &topic, Partition: 0}}, 5000)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("devcluster: kafka group coordinator not available after %s: %w; see %s", k.o.StartTimeout, err, k.LogFiles()[0])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // format writes each node's meta.properties and bootstrap metadata with
