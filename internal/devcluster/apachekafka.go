@@ -294,6 +294,9 @@ num.network.threads=2
 num.io.threads=4
 num.recovery.threads.per.data.dir=1
 background.threads=4
+# A killed node loses its partitions' leadership after 3 s, not 9.
+broker.heartbeat.interval.ms=500
+broker.session.timeout.ms=3000
 `, ApacheKafkaVersion, nd.id, voters, nd.host, nd.port, nd.ctrlPort, nd.dataDir(), rf)
 }
 
