@@ -94,7 +94,11 @@ type ack struct {
 }
 
 type commitObs struct {
-	at        time.Time
+	// The commit was in Kafka at some moment between sent and at. The
+	// check counts from sent (strict); a violation's log line shows both,
+	// to tell a record handled while a slow answer was on its way.
+	at        time.Time // when the observer had the answer
+	sent      time.Time // when it asked
 	partition int32
 	offset    int64
 }
@@ -496,14 +500,15 @@ func (e *env) observeCommits(ctx context.Context) {
 		for p := range parts {
 			tps = append(tps, kafka.TopicPartition{Topic: &t, Partition: p})
 		}
-		now := time.Now()
+		sent := time.Now()
 		res, err := c.Committed(tps, 2000)
+		now := time.Now()
 		if err == nil {
 			for _, tp := range res {
 				if tp.Offset >= 0 && last[tp.Partition] != int64(tp.Offset) {
 					last[tp.Partition] = int64(tp.Offset)
 					e.mu.Lock()
-					e.commits = append(e.commits, commitObs{at: now, partition: tp.Partition, offset: int64(tp.Offset)})
+					e.commits = append(e.commits, commitObs{at: now, sent: sent, partition: tp.Partition, offset: int64(tp.Offset)})
 					e.mu.Unlock()
 				}
 			}
@@ -650,8 +655,14 @@ func (e *env) check(row string, bound int) result {
 		last[c.partition] = c.offset
 		for _, a := range byPart[c.partition] {
 			if a.offset < c.offset {
-				if t, ok := first[id{a.partition, a.offset}]; !ok || t.After(c.at) {
+				if t, ok := first[id{a.partition, a.offset}]; !ok || t.After(c.sent) {
 					r.CommitPastUndone++
+					handled := "never"
+					if ok {
+						handled = t.Format("15:04:05.000")
+					}
+					e.t.Logf("commit of %d in partition %d observed by a request sent at %s and answered at %s; record %d below it handled at %s",
+						c.offset, c.partition, c.sent.Format("15:04:05.000"), c.at.Format("15:04:05.000"), a.offset, handled)
 					break
 				}
 			}
