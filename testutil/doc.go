@@ -11,6 +11,10 @@
 //		...
 //	}
 //
+// Set KEYSHARE_KAFKA=apache to run StartKafka on a real Apache Kafka broker
+// instead of kfake (make test-kafka; docs/compatibility.md); packages that
+// use it call RunTests from TestMain.
+//
 // Set KEYSHARE_TEST_LOG=debug (or trace, warn, off) to change what Logger
 // passes to t.Log; the default is info.
 package testutil

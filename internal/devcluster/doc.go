@@ -13,4 +13,9 @@
 //
 // For fault-injection tests, StartEtcdCluster runs several etcd members in
 // the process, which a test can stop, restart and cut off from each other.
+//
+// StartApacheKafka runs a real Apache Kafka (ApacheKafkaVersion, KRaft) as
+// child JVMs, one or three nodes that can be killed and restarted, for the
+// second test tier and `keyshare cluster --kafka apache`; its jars come from
+// Maven Central (kafka-pom.xml, KafkaJarDir). See docs/compatibility.md.
 package devcluster
