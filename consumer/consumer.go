@@ -76,7 +76,8 @@ func (c *Consumer) ID() string { return c.cfg.MemberID }
 // finish, so no record runs twice. If the etcd session is lost, Run drops
 // all work at once (another member may own the ranges now) and joins again.
 // Errors at start (bad configuration, missing topic, etcd or Kafka
-// unreachable, duplicate member id) are returned within StartTimeout.
+// unreachable, duplicate member id) are returned within StartTimeout; if
+// ctx ends before the member has joined, Run returns nil.
 func (c *Consumer) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.mu.running || c.mu.closed {
@@ -99,6 +100,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		defer stop()
 	}
 	if err := c.openKafka(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: nothing joined, nothing to leave
+		}
 		return err
 	}
 	defer c.closeKafka()
@@ -114,6 +118,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 			// up, etcd has not expired the lease yet): it goes within
 			// one TTL, so keep trying.
 			if first {
+				if ctx.Err() != nil {
+					return nil // stopped while joining
+				}
 				return err
 			}
 			if ctx.Err() != nil {
