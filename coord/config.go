@@ -40,7 +40,8 @@ type Config struct {
 	// and contain no '/'. Default: hostname-pid-random.
 	MemberID string
 	// Weight is the member's capacity relative to the others: a member of
-	// weight 2 gets twice the hash space of one of weight 1. Default 1.
+	// weight 2 gets twice the hash space of one of weight 1. From 1 to
+	// MaxWeight (1,000,000). Default 1.
 	Weight int
 	// Topics the group consumes. Required.
 	Topics []string
@@ -125,6 +126,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Weight <= 0:
 		return fmt.Errorf("coord: weight %d must be at least 1 (Config.Weight, default 1)", c.Weight)
+	case c.Weight > MaxWeight:
+		return fmt.Errorf("coord: weight %d is above the limit %d (Config.Weight, default 1): weights are relative, scale them down", c.Weight, MaxWeight)
 	case c.SessionTTL < time.Second:
 		return fmt.Errorf("coord: session TTL %s must be at least 1s (Config.SessionTTL, default 10s)", c.SessionTTL)
 	case c.DrainTimeout <= 0:
@@ -147,3 +150,9 @@ func DefaultMemberID() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), time.Now().UnixNano()&0xffff)
 }
+
+// MaxWeight is the largest member weight (Config.Weight). A million to one is
+// far more spread than capacities of real machines have, and with it the
+// assignor's sums stay exact for any number of members. A registration with
+// a larger weight is a damaged value (the leader does not count the member).
+const MaxWeight = 1_000_000

@@ -2,6 +2,8 @@ package coord
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -54,6 +56,14 @@ type next struct {
 //
 // Ranges that keep their owner are not touched.
 func plan(in planInput) ([]change, []Slice) {
+	var changes []change
+	for _, k := range slices.Sorted(maps.Keys(in.snap.BadMembers)) {
+		changes = append(changes, change{
+			what: fmt.Sprintf("delete member key %s written without a lease", k),
+			cmps: []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", in.snap.BadMembers[k])},
+			ops:  []clientv3.Op{clientv3.OpDelete(k)},
+		})
+	}
 	var eligible []MemberWeight
 	for _, m := range in.snap.Members {
 		if !m.Leaving {
@@ -62,14 +72,13 @@ func plan(in planInput) ([]change, []Slice) {
 	}
 	desired := Assign(in.parts, eligible, in.snap.Slices())
 	if len(desired) == 0 {
-		return nil, nil
+		return changes, nil
 	}
 	want := make(map[TopicPartition][]Slice)
 	for _, s := range desired {
 		want[s.TopicPartition] = append(want[s.TopicPartition], s)
 	}
 	have := in.snap.Partitions()
-	var changes []change
 	for _, p := range in.parts {
 		tp := p.TopicPartition
 		at := uint64(0)

@@ -31,6 +31,10 @@ type Snapshot struct {
 	// BadRanges maps range keys whose record is damaged to their
 	// ModRevision; the leader replaces them.
 	BadRanges map[string]int64
+	// BadMembers maps member keys written without a lease to their
+	// ModRevision: no session keeps them alive, so they are not members
+	// and the leader deletes them.
+	BadMembers map[string]int64
 	// Problems lists every value that could not be read. The leader
 	// repairs what it can: it replaces bad range records and ledger entries
 	// and writes a fresh generation.
@@ -80,10 +84,18 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 
 		CommitRevs: make(map[TopicPartition]int64),
 
-		BadRanges: make(map[string]int64),
+		BadRanges:  make(map[string]int64),
+		BadMembers: make(map[string]int64),
 	}
 	r := resp.Responses
 	for _, kv := range r[0].GetResponseRange().Kvs {
+		if kv.Lease == 0 {
+			// Not a session's registration: it would hold ranges for a
+			// process that does not exist, forever.
+			snap.Problems = append(snap.Problems, &BadValueError{Key: string(kv.Key), Problem: "member registered without a lease (no session keeps it alive); not counted as a member, the leader deletes it"})
+			snap.BadMembers[string(kv.Key)] = kv.ModRevision
+			continue
+		}
 		m, err := DecodeMember(s, string(kv.Key), kv.Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
