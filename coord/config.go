@@ -27,7 +27,9 @@ var (
 
 // PartitionSource returns the partition count of each topic. The leader calls
 // it to learn the partitions to assign (the consumer package reads them from
-// Kafka). An unknown topic is an error.
+// Kafka). A topic it cannot count (unknown, or not authorised) is left out of
+// the map: the leader reports it and assigns the other topics, leaving the
+// missing topic's ranges as they are. An error means no count could be read.
 type PartitionSource func(ctx context.Context, topics []string) (map[string]int32, error)
 
 // Config configures a member's coordination.

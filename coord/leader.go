@@ -167,6 +167,8 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 	var (
 		parts    []PartitionWeight
 		partsAt  time.Time
+		partsOK  bool
+		missing  string // topics the last read could not count, joined
 		problems string
 	)
 	poke()
@@ -181,13 +183,23 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 				return err
 			}
 		}
-		if parts == nil || time.Since(partsAt) > s.cfg.PartitionRefresh {
-			p, err := s.readPartitions(ctx)
+		if !partsOK || time.Since(partsAt) > s.cfg.PartitionRefresh {
+			p, gone, err := s.readPartitions(ctx)
 			if err != nil {
 				s.log.Error("read partition counts; assignment not updated", "error", err)
 				continue
 			}
-			parts, partsAt = p, time.Now()
+			parts, partsAt, partsOK = p, time.Now(), true
+			// Report once per change of the set of missing topics.
+			if m := strings.Join(gone, ","); m != missing {
+				if m != "" {
+					s.log.Error("topics missing from the partition counts (deleted, not created yet, or not authorised for Describe); their ranges are left as they are, the other topics are assigned: create the topics, grant access, or remove them from Config.Topics",
+						"topics", fmt.Sprintf("[%s]", m))
+				} else {
+					s.log.Info("every topic has partition counts again")
+				}
+				missing = m
+			}
 		}
 		snap, err := ReadSnapshot(ctx, s.cli, s.schema)
 		if err != nil {
@@ -228,25 +240,32 @@ func joinErrors(errs []error) string {
 	return b.String()
 }
 
-func (s *Session) readPartitions(ctx context.Context) ([]PartitionWeight, error) {
+// readPartitions returns the partitions of the topics whose counts could be
+// read, and the topics whose could not (missing from the source's answer, or
+// with no partitions). The leader plans only the partitions it read: the
+// ranges of a missing topic are neither reassigned nor deleted on the basis
+// of a failed read, and one missing topic does not hold back the others.
+func (s *Session) readPartitions(ctx context.Context) (parts []PartitionWeight, missing []string, err error) {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	counts, err := s.cfg.Partitions(rctx, s.cfg.Topics)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []PartitionWeight
 	for _, t := range s.cfg.Topics {
 		n, ok := counts[t]
 		if !ok || n <= 0 {
-			return nil, fmt.Errorf("coord: topic %q has no partitions (does it exist?)", t)
+			missing = append(missing, t)
+			continue
 		}
 		for p := range n {
 			out = append(out, PartitionWeight{TopicPartition: TopicPartition{Topic: t, Partition: p}})
 		}
 	}
 	slices.SortFunc(out, func(a, b PartitionWeight) int { return compareTP(a.TopicPartition, b.TopicPartition) })
-	return out, nil
+	slices.Sort(missing)
+	return out, slices.Compact(missing), nil
 }
 
 // apply writes the changes in as few transactions as etcd's limits allow,
