@@ -215,6 +215,7 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 		changes, _ := plan(planInput{
 			schema: s.schema, snap: snap, parts: parts, now: time.Now().UTC(),
 			drainTimeout: s.cfg.DrainTimeout, gen: snap.Generation.Generation + 1,
+			maxTxnOps: s.cfg.MaxTxnOps,
 		})
 		if len(changes) == 0 {
 			continue
@@ -289,7 +290,14 @@ func (s *Session) apply(ctx context.Context, l *Leader, gen int64, changes []cha
 		ok, err := s.applyBatch(ctx, l, genOp, gen, batch)
 		if err != nil || ok {
 			if err != nil && !errors.Is(err, ErrNotLeader) {
-				return true, nil // transient: the next round reads again
+				// etcd unreachable, or a transaction it refused (a
+				// change over its limits would be refused every
+				// round): say which, then read again next round.
+				if ctx.Err() != nil {
+					return false, ctx.Err()
+				}
+				s.log.Warn("assignment not written; trying again next round", "generation", gen, "error", err, "changes", whats(batch))
+				return true, nil
 			}
 			if err != nil {
 				return false, err
@@ -305,10 +313,29 @@ func (s *Session) apply(ctx context.Context, l *Leader, gen int64, changes []cha
 			}
 			if _, err := s.applyBatch(ctx, l, genOp, gen, []change{c}); errors.Is(err, ErrNotLeader) {
 				return false, err
+			} else if err != nil {
+				s.log.Warn("assignment change not written; trying again next round", "generation", gen, "error", err, "change", c.what)
 			}
 		}
 	}
 	return retry, nil
+}
+
+// whats describes a batch of changes for a log line: the first few, and how
+// many more.
+func whats(batch []change) string {
+	var b strings.Builder
+	for i, c := range batch {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(batch)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(c.what)
+	}
+	return b.String()
 }
 
 // applyBatch writes changes in one transaction. It returns false if a compare
