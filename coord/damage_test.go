@@ -2,6 +2,7 @@ package coord_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"slices"
 	"strings"
@@ -103,4 +104,62 @@ func TestMissingTopicDoesNotFreezeOthers(t *testing.T) {
 	if n := strings.Count(logs.String(), "topics=[gone]"); n != 1 {
 		t.Errorf("missing topic reported %d times, want once", n)
 	}
+}
+
+// TestOverlappingRangeRepaired: a range record that overlaps another of its
+// partition (a damaged state: the leader never writes one) must not give
+// its hashes to a second member. The record that starts first wins; the
+// other is reported and the leader deletes it.
+func TestOverlappingRangeRepaired(t *testing.T) {
+	cli, e := testutil.StartEtcd(t)
+	counts := map[string]int32{"t": 2}
+	join(t, e.Endpoints, testConfig(t, "a", counts))
+	join(t, e.Endpoints, testConfig(t, "b", counts))
+	var whole coord.RangeState
+	waitFor(t, "a and b own a partition each", 30*time.Second, func() bool {
+		snap := snapshot(t, cli)
+		if !settled(snap) || len(snap.Owned("a")) != 1 || len(snap.Owned("b")) != 1 {
+			return false
+		}
+		whole = snap.Owned("a")[0]
+		return true
+	})
+	// b gets [100, 200) of a's whole partition.
+	bad := whole.Record
+	bad.Lo, bad.Hi, bad.Owner = 100, 200, "b"
+	badKey := schema.Range(bad.Topic, bad.Partition, bad.Lo)
+	if _, err := cli.Put(t.Context(), badKey, mustJSON(t, bad)); err != nil {
+		t.Fatal(err)
+	}
+	noOverlap := func(snap *coord.Snapshot) {
+		t.Helper()
+		byTP := map[coord.TopicPartition][]coord.RangeState{}
+		for _, id := range []string{"a", "b"} {
+			for _, r := range snap.AssignmentOf(id).Ranges {
+				for _, o := range byTP[r.TP()] {
+					if !o.Record.Range().Intersect(r.Record.Range()).Empty() {
+						t.Fatalf("rev %d: %s/%d %s of %s overlaps %s of %s", snap.Rev, r.Record.Topic, r.Record.Partition, r.Record.Range(), r.Record.Owner, o.Record.Range(), o.Record.Owner)
+					}
+				}
+				byTP[r.TP()] = append(byTP[r.TP()], r)
+			}
+		}
+	}
+	noOverlap(snapshot(t, cli))
+	waitFor(t, "the overlapping record to be deleted", 30*time.Second, func() bool {
+		snap := snapshot(t, cli)
+		noOverlap(snap)
+		resp, err := cli.Get(t.Context(), badKey)
+		return err == nil && len(resp.Kvs) == 0 && len(snap.Problems) == 0 && len(snap.Orphans) == 0 && settled(snap)
+	})
+	checkCoverage(t, snapshot(t, cli), counts)
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

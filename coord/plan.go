@@ -106,6 +106,7 @@ func plan(in planInput) ([]change, []Slice) {
 		if at < ledger.HashSpace {
 			changes = append(changes, in.fill(tp, ledger.HashRange{Lo: at, Hi: ledger.HashSpace}, want[tp])...)
 		}
+		changes = append(changes, in.clean(tp, have[tp], want[tp])...)
 	}
 	return changes, desired
 }
@@ -200,6 +201,48 @@ func (in planInput) fill(tp TopicPartition, gap ledger.HashRange, want []Slice) 
 		c.what += fmt.Sprintf(" (part of the gap %s; the rest is filled next round)", gap)
 	}
 	return append([]change{c}, spill...)
+}
+
+// clean deletes damaged range records (an overlapping one, say) and orphaned
+// ledger keys that lie inside a range of tp, each only if unchanged since the
+// snapshot. (fill deletes those in gaps.) A key where a range of this round's
+// plan starts is left alone: that range's write replaces it.
+func (in planInput) clean(tp TopicPartition, have []RangeState, want []Slice) []change {
+	type del struct{ key, what string }
+	var dels []del
+	find := func(prefix string, k string) {
+		topic, part, lo, err := keys.ParseRangeKey(prefix, k)
+		if err != nil || topic != tp.Topic || part != tp.Partition {
+			return
+		}
+		i, _ := slices.BinarySearchFunc(have, lo, func(r RangeState, lo uint64) int { return cmp.Compare(r.Record.Hi, lo+1) })
+		if i == len(have) || !have[i].Record.Range().Contains(uint32(lo)) || startsPiece(split(have[i].Record.Range(), want), lo) {
+			return
+		}
+		dels = append(dels, del{k, have[i].Record.Range().String()})
+	}
+	for k := range in.snap.BadRanges {
+		find(in.schema.Ranges(), k)
+	}
+	for _, k := range in.snap.Orphans {
+		find(in.schema.Ledger(), k)
+	}
+	slices.SortFunc(dels, func(a, b del) int { return cmp.Compare(a.key, b.key) })
+	var out []change
+	for _, d := range dels {
+		if n := len(out); n == 0 || len(out[n-1].ops) >= in.budget() {
+			out = append(out, change{what: fmt.Sprintf("delete damaged or orphaned keys inside ranges of %s/%d", tp.Topic, tp.Partition)})
+		}
+		c := &out[len(out)-1]
+		rev, bad := in.snap.BadRanges[d.key]
+		if !bad {
+			rev = in.snap.orphanRevs[d.key]
+		}
+		c.cmps = append(c.cmps, clientv3.Compare(clientv3.ModRevision(d.key), "=", rev))
+		c.ops = append(c.ops, clientv3.OpDelete(d.key))
+		c.what += fmt.Sprintf(" %s (in %s)", d.key, d.what)
+	}
+	return out
 }
 
 func startsPiece(pieces []piece, lo uint64) bool {

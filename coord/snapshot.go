@@ -26,10 +26,15 @@ type Snapshot struct {
 	// first per range.
 	Losses []LossRecord
 	// Orphans are ledger keys without a range record (left by a damaged
-	// range record); the leader deletes them when it fills the gap.
-	Orphans []string
+	// range record); the leader deletes them.
+	Orphans    []string
+	orphanRevs map[string]int64 // ModRevision of each orphan
 	// BadRanges maps range keys whose record is damaged to their
-	// ModRevision; the leader replaces them.
+	// ModRevision; the leader replaces or deletes them. A record that
+	// overlaps an earlier-starting record of its partition is damaged too
+	// (the earlier one wins): it is in BadRanges and Problems, never in
+	// Ranges, so no view (Owned, AssignmentOf, Slices, Watermarks,
+	// Partitions) gives one hash to two members.
 	BadRanges map[string]int64
 	// BadMembers maps member keys written without a lease to their
 	// ModRevision: no session keeps them alive, so they are not members
@@ -114,29 +119,50 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 			snap.BadRanges[string(kv.Key)] = kv.ModRevision
 			continue
 		}
-		rs := RangeState{Key: string(kv.Key), Record: rec, Rev: kv.ModRevision, LedgerKey: s.LedgerEntry(rec.Topic, rec.Partition, rec.Lo)}
-		if e, ok := entries[rs.LedgerKey]; ok {
-			e.used = true
-			rs.EntryRev = e.rev
-			rs.Entry, rs.EntryErr = ledger.Decode(rs.LedgerKey, e.value, rec.Range())
-			if rs.EntryErr != nil {
-				snap.Problems = append(snap.Problems, rs.EntryErr)
-			}
-		}
-		snap.Ranges = append(snap.Ranges, rs)
+		snap.Ranges = append(snap.Ranges, RangeState{Key: string(kv.Key), Record: rec, Rev: kv.ModRevision, LedgerKey: s.LedgerEntry(rec.Topic, rec.Partition, rec.Lo)})
 	}
-	for k, e := range entries {
-		if !e.used {
-			snap.Orphans = append(snap.Orphans, k)
-		}
-	}
-	slices.Sort(snap.Orphans)
 	slices.SortFunc(snap.Ranges, func(a, b RangeState) int {
 		if c := compareTP(a.TP(), b.TP()); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Record.Lo, b.Record.Lo)
 	})
+	// A record that overlaps an earlier one of its partition is damaged
+	// (the leader never writes one): the record that starts first (the
+	// lower key) wins, and the other is left out of every view, so no hash
+	// has two owners; the leader deletes it and its ledger entry.
+	kept := snap.Ranges[:0]
+	for _, rs := range snap.Ranges {
+		if n := len(kept); n > 0 && kept[n-1].TP() == rs.TP() && kept[n-1].Record.Hi > rs.Record.Lo {
+			prev := kept[n-1].Record
+			snap.Problems = append(snap.Problems, &BadValueError{Key: rs.Key, Problem: fmt.Sprintf(
+				"range %s of %s overlaps range %s of %s, which starts first and keeps its hashes; the leader deletes this record",
+				rs.Record.Range(), rs.Record.Owner, prev.Range(), prev.Owner)})
+			snap.BadRanges[rs.Key] = rs.Rev
+			continue
+		}
+		kept = append(kept, rs)
+	}
+	snap.Ranges = kept
+	for i := range snap.Ranges {
+		rs := &snap.Ranges[i]
+		if e, ok := entries[rs.LedgerKey]; ok {
+			e.used = true
+			rs.EntryRev = e.rev
+			rs.Entry, rs.EntryErr = ledger.Decode(rs.LedgerKey, e.value, rs.Record.Range())
+			if rs.EntryErr != nil {
+				snap.Problems = append(snap.Problems, rs.EntryErr)
+			}
+		}
+	}
+	snap.orphanRevs = make(map[string]int64)
+	for k, e := range entries {
+		if !e.used {
+			snap.Orphans = append(snap.Orphans, k)
+			snap.orphanRevs[k] = e.rev
+		}
+	}
+	slices.Sort(snap.Orphans)
 	for _, kv := range r[3].GetResponseRange().Kvs {
 		topic, part, err := keys.ParseCommitKey(s.Commits(), string(kv.Key))
 		if err != nil {
@@ -184,8 +210,9 @@ type ledgerKV struct {
 	used  bool
 }
 
-// Partitions groups the snapshot's ranges by partition, dropping ranges
-// that overlap an earlier one (a damaged state; the leader repairs it).
+// Partitions groups the snapshot's ranges by partition. ReadSnapshot leaves
+// overlapping records out of Ranges; a range that overlaps an earlier one
+// anyway (a Snapshot built by hand) is dropped here too.
 func (s *Snapshot) Partitions() map[TopicPartition][]RangeState {
 	out := make(map[TopicPartition][]RangeState)
 	for _, r := range s.Ranges {
