@@ -52,8 +52,10 @@ type Config struct {
 	// SessionTTL is the etcd lease TTL: a member that stops answering loses
 	// its ranges this long after. Default 10 s; etcd may grant more.
 	SessionTTL time.Duration
-	// DrainTimeout bounds how long the leader waits for an owner to finish
-	// a revoked range before handing it over anyway. Default 30 s.
+	// DrainTimeout bounds how long an owner may drain a revoked range (the
+	// leader writes it into the record as drain_ms). The leader hands the
+	// range over anyway once DrainTimeout plus max(1s, SessionTTL) has
+	// passed on its own clock since it first saw the revoke. Default 30 s.
 	DrainTimeout time.Duration
 	// Debounce is how long the leader waits after a change before
 	// reassigning, to batch bursts of joins. Default 200 ms.

@@ -170,6 +170,9 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 		partsOK  bool
 		missing  string // topics the last read could not count, joined
 		problems string
+		// When this leader first saw each revoking record, on its own
+		// clock: a new leader starts counting drains again.
+		seen = make(map[rangeObs]time.Time)
 	)
 	poke()
 	for {
@@ -212,10 +215,13 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 			}
 			problems = p
 		}
+		clock := time.Now() // monotonic; .UTC() below drops that reading
+		observe(seen, snap, clock)
 		changes, _ := plan(planInput{
-			schema: s.schema, snap: snap, parts: parts, now: time.Now().UTC(),
+			schema: s.schema, snap: snap, parts: parts, now: clock.UTC(),
 			drainTimeout: s.cfg.DrainTimeout, gen: snap.Generation.Generation + 1,
 			maxTxnOps: s.cfg.MaxTxnOps,
+			clock:     clock, seen: seen, grace: drainGrace(s.cfg.SessionTTL),
 		})
 		if len(changes) == 0 {
 			continue
@@ -228,6 +234,36 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 			poke()
 		}
 	}
+}
+
+// observe notes the first time each revoking record of snap is seen and
+// forgets records that changed or are gone.
+func observe(seen map[rangeObs]time.Time, snap *Snapshot, now time.Time) {
+	current := make(map[rangeObs]bool)
+	for _, r := range snap.Ranges {
+		if r.Record.State == StateRevoking {
+			o := rangeObs{r.Key, r.Rev}
+			current[o] = true
+			if _, ok := seen[o]; !ok {
+				seen[o] = now
+			}
+		}
+	}
+	for o := range seen {
+		if !current[o] {
+			delete(seen, o)
+		}
+	}
+}
+
+// drainGrace is how long past a revoking range's drain budget the leader
+// waits before handing it on: time for the revoke to reach the owner, which
+// starts its own drain clock when it sees it. A member that cannot hear
+// from etcd for longer than its session TTL loses its session and stops
+// all work (self-fencing), so max(1s, SessionTTL) covers any owner still
+// working on the range.
+func drainGrace(ttl time.Duration) time.Duration {
+	return max(time.Second, ttl)
 }
 
 func joinErrors(errs []error) string {

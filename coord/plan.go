@@ -31,6 +31,42 @@ type planInput struct {
 	drainTimeout time.Duration
 	gen          int64 // generation of the changes
 	maxTxnOps    int   // the etcd server's --max-txn-ops; 0 means 128
+
+	// clock is the leader's monotonic now, and seen when it first observed
+	// each revoking record (time.Now values of this process, never a
+	// stored time). A revoking range is handed on once its drain budget
+	// plus grace has passed since then; a record not in seen counts as
+	// observed now. See drainOver.
+	clock time.Time
+	seen  map[rangeObs]time.Time
+	grace time.Duration
+}
+
+// rangeObs names one version of a range record: a rewrite of the record
+// (new ModRevision) is a new revoke, observed afresh.
+type rangeObs struct {
+	key string
+	rev int64
+}
+
+// drainOver reports whether the owner of revoking range r has had its whole
+// drain budget: DrainMs (or the leader's DrainTimeout if the record has
+// none) plus grace, counted from when this leader first observed the
+// record. The owner counts DrainMs on its own clock from when it first sees
+// the revoke, which is at most the delivery delay after the write; the write
+// is before the leader's observation, so grace covers the delivery. No
+// wall-clock instant of another machine (the record's Since) is used, so
+// clock skew cannot cut a drain short; a new leader starts counting again.
+func (in planInput) drainOver(r RangeState) bool {
+	budget := in.drainTimeout
+	if r.Record.DrainMs > 0 {
+		budget = time.Duration(r.Record.DrainMs) * time.Millisecond
+	}
+	at, ok := in.seen[rangeObs{r.Key, r.Rev}]
+	if !ok {
+		return false
+	}
+	return in.clock.Sub(at) >= budget+in.grace
 }
 
 // budget is how many compares, and how many ops, one change may hold: apply
@@ -294,7 +330,7 @@ func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 		// The assignment changed back while draining: keep it.
 		out = append(out, next{pieces[0], StateActive, ""})
 		return in.replace(r, out, false, "keep"), true
-	case rec.State == StateRevoking && alive && in.now.Sub(rec.Since) < in.drainTimeout:
+	case rec.State == StateRevoking && alive && !in.drainOver(r):
 		return change{}, false // still draining
 	}
 	// Phase two (released, drain timed out, or owner gone), or an active

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,5 +64,83 @@ func TestPlanChangesFitOneTransaction(t *testing.T) {
 		snap := evenSnapshot(65)
 		snap.Ranges = nil
 		check(t, snap)
+	})
+}
+
+// TestPlanDrainClock: the leader hands a revoking range on after the drain
+// budget plus the grace period, measured on its own clock from when it first
+// observed the revoking record, never from the wall-clock Since another
+// machine (or an earlier leader) wrote.
+func TestPlanDrainClock(t *testing.T) {
+	t.Parallel()
+	const half = ledger.HashSpace / 2
+	parts := []PartitionWeight{{TopicPartition: TopicPartition{Topic: "t"}}}
+	snapWith := func(since time.Time, drainMs int64) *Snapshot {
+		snap := &Snapshot{Members: map[string]Member{
+			"a": {MemberInfo: MemberInfo{V: 1, ID: "a", Weight: 1}, CreateRev: 1},
+			"b": {MemberInfo: MemberInfo{V: 1, ID: "b", Weight: 1}, CreateRev: 2},
+		}, BadRanges: map[string]int64{}}
+		for i, r := range []RangeRecord{
+			{V: 1, Topic: "t", Lo: 0, Hi: half, Owner: "a", State: StateActive, Gen: 1, Since: since},
+			{V: 1, Topic: "t", Lo: half, Hi: ledger.HashSpace, Owner: "a", State: StateRevoking, Target: "b", Gen: 1, Since: since, DrainMs: drainMs},
+		} {
+			snap.Ranges = append(snap.Ranges, RangeState{
+				Key: planSchema.Range("t", 0, r.Lo), Record: r, Rev: int64(10 + i),
+				LedgerKey: planSchema.LedgerEntry("t", 0, r.Lo), EntryRev: int64(10 + i),
+				Entry: ledger.Entry{Segments: []ledger.Segment{{Lo: r.Lo, Hi: r.Hi, Next: 5}}},
+			})
+		}
+		return snap
+	}
+	wall := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	seenAt := time.Now() // the leader's monotonic clock
+	const grace = 2 * time.Second
+	handsOff := func(snap *Snapshot, after time.Duration) bool {
+		in := planInput{
+			schema: planSchema, snap: snap, parts: parts, now: wall, drainTimeout: 30 * time.Second, gen: 2, maxTxnOps: 128,
+			clock: seenAt.Add(after), grace: grace,
+			seen: map[rangeObs]time.Time{{snap.Ranges[1].Key, snap.Ranges[1].Rev}: seenAt},
+		}
+		changes, _ := plan(in)
+		for _, c := range changes {
+			if strings.Contains(c.what, "hand off after drain timeout") {
+				return true
+			}
+			t.Logf("other change: %s", c.what)
+		}
+		return false
+	}
+	tests := []struct {
+		name    string
+		since   time.Time
+		drainMs int64
+		after   time.Duration
+		want    bool
+	}{
+		{"since long ago, just observed", wall.Add(-365 * 24 * time.Hour), 1000, 0, false},
+		{"since long ago, budget not yet over", wall.Add(-365 * 24 * time.Hour), 1000, time.Second, false},
+		{"since long ago, grace not yet over", wall.Add(-365 * 24 * time.Hour), 1000, time.Second + grace - time.Millisecond, false},
+		{"since long ago, budget and grace over", wall.Add(-365 * 24 * time.Hour), 1000, time.Second + grace, true},
+		{"since in the future, just observed", wall.Add(365 * 24 * time.Hour), 1000, 0, false},
+		{"since in the future, budget and grace over", wall.Add(365 * 24 * time.Hour), 1000, time.Second + grace, true},
+		{"no drain_ms: the leader's drain timeout", wall, 0, time.Second + grace, false},
+		{"no drain_ms: the leader's drain timeout over", wall, 0, 30*time.Second + grace, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := handsOff(snapWith(tt.since, tt.drainMs), tt.after); got != tt.want {
+				t.Fatalf("handed off %v after %s (since %s, drain_ms %d), want %v", got, tt.after, tt.since, tt.drainMs, tt.want)
+			}
+		})
+	}
+	t.Run("never observed counts as observed now", func(t *testing.T) {
+		in := planInput{schema: planSchema, snap: snapWith(wall.Add(-time.Hour), 1000), parts: parts, now: wall,
+			drainTimeout: time.Second, gen: 2, maxTxnOps: 128, clock: seenAt, grace: grace}
+		changes, _ := plan(in)
+		for _, c := range changes {
+			if strings.Contains(c.what, "hand off") {
+				t.Fatalf("handed off a range never observed: %s", c.what)
+			}
+		}
 	})
 }
