@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/internal/keys"
@@ -82,8 +83,22 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 	if err != nil {
 		return nil, fmt.Errorf("coord: read group state under %s: %w", s.Root(), err)
 	}
+	var kvs groupKVs
+	for i := range kvs {
+		kvs[i] = resp.Responses[i].GetResponseRange().Kvs
+	}
+	return buildSnapshot(s, resp.Header.Revision, kvs), nil
+}
+
+// groupKVs is what ReadSnapshot reads, in its order: members, ranges,
+// ledger, commits, generation, stuck, lost.
+type groupKVs [7][]*mvccpb.KeyValue
+
+// buildSnapshot decodes and classifies the group's keys read at rev. It does
+// no I/O.
+func buildSnapshot(s keys.Schema, rev int64, r groupKVs) *Snapshot {
 	snap := &Snapshot{
-		Rev:     resp.Header.Revision,
+		Rev:     rev,
 		Members: make(map[string]Member),
 		Commits: make(map[TopicPartition]CommitRecord),
 
@@ -92,8 +107,7 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		BadRanges:  make(map[string]int64),
 		BadMembers: make(map[string]int64),
 	}
-	r := resp.Responses
-	for _, kv := range r[0].GetResponseRange().Kvs {
+	for _, kv := range r[0] {
 		if kv.Lease == 0 {
 			// Not a session's registration: it would hold ranges for a
 			// process that does not exist, forever.
@@ -109,10 +123,10 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		snap.Members[m.ID] = Member{MemberInfo: m, CreateRev: kv.CreateRevision}
 	}
 	entries := make(map[string]*ledgerKV)
-	for _, kv := range r[2].GetResponseRange().Kvs {
+	for _, kv := range r[2] {
 		entries[string(kv.Key)] = &ledgerKV{value: kv.Value, rev: kv.ModRevision}
 	}
-	for _, kv := range r[1].GetResponseRange().Kvs {
+	for _, kv := range r[1] {
 		rec, err := DecodeRange(s, string(kv.Key), kv.Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
@@ -163,7 +177,7 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		}
 	}
 	slices.Sort(snap.Orphans)
-	for _, kv := range r[3].GetResponseRange().Kvs {
+	for _, kv := range r[3] {
 		topic, part, err := keys.ParseCommitKey(s.Commits(), string(kv.Key))
 		if err != nil {
 			snap.Problems = append(snap.Problems, &BadValueError{Key: string(kv.Key), Problem: err.Error()})
@@ -177,7 +191,7 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		snap.Commits[TopicPartition{topic, part}] = c
 		snap.CommitRevs[TopicPartition{topic, part}] = kv.ModRevision
 	}
-	if kvs := r[4].GetResponseRange().Kvs; len(kvs) == 1 {
+	if kvs := r[4]; len(kvs) == 1 {
 		g, err := DecodeGeneration(string(kvs[0].Key), kvs[0].Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
@@ -185,7 +199,7 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 			snap.Generation = g
 		}
 	}
-	for _, kv := range r[5].GetResponseRange().Kvs {
+	for _, kv := range r[5] {
 		st, err := DecodeStuck(string(kv.Key), kv.Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
@@ -193,7 +207,7 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		}
 		snap.Stuck = append(snap.Stuck, st)
 	}
-	for _, kv := range r[6].GetResponseRange().Kvs {
+	for _, kv := range r[6] {
 		l, err := DecodeLoss(s, string(kv.Key), kv.Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
@@ -201,7 +215,7 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		}
 		snap.Losses = append(snap.Losses, l)
 	}
-	return snap, nil
+	return snap
 }
 
 type ledgerKV struct {
