@@ -22,7 +22,8 @@ type PartitionWeight struct {
 	Weight int
 }
 
-// MemberWeight is an eligible member and its capacity. Weight 0 means 1.
+// MemberWeight is an eligible member and its capacity. Weight 0 or less means
+// 1; a weight above MaxWeight counts as MaxWeight.
 type MemberWeight struct {
 	ID     string
 	Weight int
@@ -80,12 +81,20 @@ func weightOf(w int) uint64 {
 	return uint64(w)
 }
 
+// memberWeight is w within 1..MaxWeight. Config.Validate and DecodeMember
+// refuse weights outside it; the clamp keeps the sum of any number of
+// members' weights far below 2^64, so that it cannot wrap (a wrapped sum
+// below one member's weight makes bits.Div64 panic).
+func memberWeight(w int) uint64 {
+	return min(weightOf(w), MaxWeight)
+}
+
 // quotas splits total units among members in proportion to their weights by
 // largest remainder: each share is the floor or the ceiling of its ideal.
 func quotas(total uint64, members []MemberWeight) map[string]uint64 {
 	var sum uint64
 	for _, m := range members {
-		sum += weightOf(m.Weight)
+		sum += memberWeight(m.Weight)
 	}
 	q := make(map[string]uint64, len(members))
 	type rem struct {
@@ -95,7 +104,7 @@ func quotas(total uint64, members []MemberWeight) map[string]uint64 {
 	rems := make([]rem, 0, len(members))
 	var given uint64
 	for _, m := range members {
-		hi, lo := bits.Mul64(total, weightOf(m.Weight))
+		hi, lo := bits.Mul64(total, memberWeight(m.Weight))
 		share, r := bits.Div64(hi, lo, sum)
 		q[m.ID] = share
 		given += share

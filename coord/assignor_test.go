@@ -3,6 +3,7 @@ package coord
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -37,7 +38,7 @@ func uniqueMembers(members []MemberWeight) map[string]uint64 {
 	out := make(map[string]uint64, len(members))
 	for _, m := range members {
 		if _, ok := out[m.ID]; !ok {
-			out[m.ID] = weightOf(m.Weight)
+			out[m.ID] = memberWeight(m.Weight)
 		}
 	}
 	return out
@@ -846,8 +847,10 @@ func TestQuotas(t *testing.T) {
 		{"weights zero and negative count as one", 3, []MemberWeight{mw("a", 0), mw("b", -1), mw("c", 1)}, map[string]uint64{"a": 1, "b": 1, "c": 1}},
 		{"a share may be zero", 1, []MemberWeight{mw("a", 1), mw("b", 5)}, map[string]uint64{"a": 0, "b": 1}},
 		{"nothing to share", 0, []MemberWeight{mw("a", 1)}, map[string]uint64{"a": 0}},
-		{"a long line does not overflow", 1000 * hs, []MemberWeight{mw("a", 1<<30), mw("b", 1<<30+1)},
-			map[string]uint64{"a": 2147483647000, "b": 2147483649000}},
+		{"a long line does not overflow", 10000 * hs, []MemberWeight{mw("a", MaxWeight-1), mw("b", MaxWeight)},
+			map[string]uint64{"a": 21474825742576, "b": 21474847217424}},
+		{"weights above MaxWeight count as MaxWeight", 4, []MemberWeight{mw("a", math.MaxInt64), mw("b", math.MaxInt64), mw("c", 2)},
+			map[string]uint64{"a": 2, "b": 2, "c": 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -885,4 +888,21 @@ func TestQuotas(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestAssignHugeWeights: weights that would wrap a 64-bit sum (three members
+// of MaxInt64, MaxInt64 and 2 sum to 0 modulo 2^64) must not panic the
+// leader; they count as MaxWeight.
+func TestAssignHugeWeights(t *testing.T) {
+	t.Parallel()
+	for _, parts := range [][]PartitionWeight{
+		{pw("t", 0, 1)}, // line mode
+		{pw("t", 0, 1), pw("t", 1, 1), pw("t", 2, 1), pw("t", 3, 1)}, // whole mode
+	} {
+		members := []MemberWeight{mw("a", math.MaxInt64), mw("b", math.MaxInt64), mw("c", 2)}
+		out := Assign(parts, members, nil)
+		if err := checkCover(parts, members, out); err != nil {
+			t.Fatalf("%d partitions: %v", len(parts), err)
+		}
+	}
 }

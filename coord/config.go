@@ -27,7 +27,9 @@ var (
 
 // PartitionSource returns the partition count of each topic. The leader calls
 // it to learn the partitions to assign (the consumer package reads them from
-// Kafka). An unknown topic is an error.
+// Kafka). A topic it cannot count (unknown, or not authorised) is left out of
+// the map: the leader reports it and assigns the other topics, leaving the
+// missing topic's ranges as they are. An error means no count could be read.
 type PartitionSource func(ctx context.Context, topics []string) (map[string]int32, error)
 
 // Config configures a member's coordination.
@@ -40,7 +42,8 @@ type Config struct {
 	// and contain no '/'. Default: hostname-pid-random.
 	MemberID string
 	// Weight is the member's capacity relative to the others: a member of
-	// weight 2 gets twice the hash space of one of weight 1. Default 1.
+	// weight 2 gets twice the hash space of one of weight 1. From 1 to
+	// MaxWeight (1,000,000). Default 1.
 	Weight int
 	// Topics the group consumes. Required.
 	Topics []string
@@ -49,8 +52,10 @@ type Config struct {
 	// SessionTTL is the etcd lease TTL: a member that stops answering loses
 	// its ranges this long after. Default 10 s; etcd may grant more.
 	SessionTTL time.Duration
-	// DrainTimeout bounds how long the leader waits for an owner to finish
-	// a revoked range before handing it over anyway. Default 30 s.
+	// DrainTimeout bounds how long an owner may drain a revoked range (the
+	// leader writes it into the record as drain_ms). The leader hands the
+	// range over anyway once DrainTimeout plus max(1s, SessionTTL) has
+	// passed on its own clock since it first saw the revoke. Default 30 s.
 	DrainTimeout time.Duration
 	// Debounce is how long the leader waits after a change before
 	// reassigning, to batch bursts of joins. Default 200 ms.
@@ -125,6 +130,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Weight <= 0:
 		return fmt.Errorf("coord: weight %d must be at least 1 (Config.Weight, default 1)", c.Weight)
+	case c.Weight > MaxWeight:
+		return fmt.Errorf("coord: weight %d is above the limit %d (Config.Weight, default 1): weights are relative, scale them down", c.Weight, MaxWeight)
 	case c.SessionTTL < time.Second:
 		return fmt.Errorf("coord: session TTL %s must be at least 1s (Config.SessionTTL, default 10s)", c.SessionTTL)
 	case c.DrainTimeout <= 0:
@@ -147,3 +154,9 @@ func DefaultMemberID() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), time.Now().UnixNano()&0xffff)
 }
+
+// MaxWeight is the largest member weight (Config.Weight). A million to one is
+// far more spread than capacities of real machines have, and with it the
+// assignor's sums stay exact for any number of members. A registration with
+// a larger weight is a damaged value (the leader does not count the member).
+const MaxWeight = 1_000_000

@@ -196,6 +196,7 @@ func TestBadConfigRefusedBeforeWriting(t *testing.T) {
 		"slash in id":  func(c *coord.Config) { c.MemberID = "a/b" },
 		"weight zero":  func(c *coord.Config) { c.Weight = 0 },
 		"weight neg":   func(c *coord.Config) { c.Weight = -3 },
+		"weight huge":  func(c *coord.Config) { c.Weight = coord.MaxWeight + 1 },
 		"no topics":    func(c *coord.Config) { c.Topics = nil },
 		"no source":    func(c *coord.Config) { c.Partitions = nil },
 		"drain zero":   func(c *coord.Config) { c.DrainTimeout = 0 },

@@ -167,7 +167,12 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 	var (
 		parts    []PartitionWeight
 		partsAt  time.Time
+		partsOK  bool
+		missing  string // topics the last read could not count, joined
 		problems string
+		// When this leader first saw each revoking record, on its own
+		// clock: a new leader starts counting drains again.
+		seen = make(map[rangeObs]time.Time)
 	)
 	poke()
 	for {
@@ -181,13 +186,23 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 				return err
 			}
 		}
-		if parts == nil || time.Since(partsAt) > s.cfg.PartitionRefresh {
-			p, err := s.readPartitions(ctx)
+		if !partsOK || time.Since(partsAt) > s.cfg.PartitionRefresh {
+			p, gone, err := s.readPartitions(ctx)
 			if err != nil {
 				s.log.Error("read partition counts; assignment not updated", "error", err)
 				continue
 			}
-			parts, partsAt = p, time.Now()
+			parts, partsAt, partsOK = p, time.Now(), true
+			// Report once per change of the set of missing topics.
+			if m := strings.Join(gone, ","); m != missing {
+				if m != "" {
+					s.log.Error("topics missing from the partition counts (deleted, not created yet, or not authorised for Describe); their ranges are left as they are, the other topics are assigned: create the topics, grant access, or remove them from Config.Topics",
+						"topics", fmt.Sprintf("[%s]", m))
+				} else {
+					s.log.Info("every topic has partition counts again")
+				}
+				missing = m
+			}
 		}
 		snap, err := ReadSnapshot(ctx, s.cli, s.schema)
 		if err != nil {
@@ -200,9 +215,13 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 			}
 			problems = p
 		}
+		clock := time.Now() // monotonic; .UTC() below drops that reading
+		observe(seen, snap, clock)
 		changes, _ := plan(planInput{
-			schema: s.schema, snap: snap, parts: parts, now: time.Now().UTC(),
+			schema: s.schema, snap: snap, parts: parts, now: clock.UTC(),
 			drainTimeout: s.cfg.DrainTimeout, gen: snap.Generation.Generation + 1,
+			maxTxnOps: s.cfg.MaxTxnOps,
+			clock:     clock, seen: seen, grace: drainGrace(s.cfg.SessionTTL),
 		})
 		if len(changes) == 0 {
 			continue
@@ -217,6 +236,36 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 	}
 }
 
+// observe notes the first time each revoking record of snap is seen and
+// forgets records that changed or are gone.
+func observe(seen map[rangeObs]time.Time, snap *Snapshot, now time.Time) {
+	current := make(map[rangeObs]bool)
+	for _, r := range snap.Ranges {
+		if r.Record.State == StateRevoking {
+			o := rangeObs{r.Key, r.Rev}
+			current[o] = true
+			if _, ok := seen[o]; !ok {
+				seen[o] = now
+			}
+		}
+	}
+	for o := range seen {
+		if !current[o] {
+			delete(seen, o)
+		}
+	}
+}
+
+// drainGrace is how long past a revoking range's drain budget the leader
+// waits before handing it on: time for the revoke to reach the owner, which
+// starts its own drain clock when it sees it. A member that cannot hear
+// from etcd for longer than its session TTL loses its session and stops
+// all work (self-fencing), so max(1s, SessionTTL) covers any owner still
+// working on the range.
+func drainGrace(ttl time.Duration) time.Duration {
+	return max(time.Second, ttl)
+}
+
 func joinErrors(errs []error) string {
 	var b strings.Builder
 	for i, e := range errs {
@@ -228,25 +277,32 @@ func joinErrors(errs []error) string {
 	return b.String()
 }
 
-func (s *Session) readPartitions(ctx context.Context) ([]PartitionWeight, error) {
+// readPartitions returns the partitions of the topics whose counts could be
+// read, and the topics whose could not (missing from the source's answer, or
+// with no partitions). The leader plans only the partitions it read: the
+// ranges of a missing topic are neither reassigned nor deleted on the basis
+// of a failed read, and one missing topic does not hold back the others.
+func (s *Session) readPartitions(ctx context.Context) (parts []PartitionWeight, missing []string, err error) {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	counts, err := s.cfg.Partitions(rctx, s.cfg.Topics)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []PartitionWeight
 	for _, t := range s.cfg.Topics {
 		n, ok := counts[t]
 		if !ok || n <= 0 {
-			return nil, fmt.Errorf("coord: topic %q has no partitions (does it exist?)", t)
+			missing = append(missing, t)
+			continue
 		}
 		for p := range n {
 			out = append(out, PartitionWeight{TopicPartition: TopicPartition{Topic: t, Partition: p}})
 		}
 	}
 	slices.SortFunc(out, func(a, b PartitionWeight) int { return compareTP(a.TopicPartition, b.TopicPartition) })
-	return out, nil
+	slices.Sort(missing)
+	return out, slices.Compact(missing), nil
 }
 
 // apply writes the changes in as few transactions as etcd's limits allow,
@@ -270,7 +326,14 @@ func (s *Session) apply(ctx context.Context, l *Leader, gen int64, changes []cha
 		ok, err := s.applyBatch(ctx, l, genOp, gen, batch)
 		if err != nil || ok {
 			if err != nil && !errors.Is(err, ErrNotLeader) {
-				return true, nil // transient: the next round reads again
+				// etcd unreachable, or a transaction it refused (a
+				// change over its limits would be refused every
+				// round): say which, then read again next round.
+				if ctx.Err() != nil {
+					return false, ctx.Err()
+				}
+				s.log.Warn("assignment not written; trying again next round", "generation", gen, "error", err, "changes", whats(batch))
+				return true, nil
 			}
 			if err != nil {
 				return false, err
@@ -286,10 +349,29 @@ func (s *Session) apply(ctx context.Context, l *Leader, gen int64, changes []cha
 			}
 			if _, err := s.applyBatch(ctx, l, genOp, gen, []change{c}); errors.Is(err, ErrNotLeader) {
 				return false, err
+			} else if err != nil {
+				s.log.Warn("assignment change not written; trying again next round", "generation", gen, "error", err, "change", c.what)
 			}
 		}
 	}
 	return retry, nil
+}
+
+// whats describes a batch of changes for a log line: the first few, and how
+// many more.
+func whats(batch []change) string {
+	var b strings.Builder
+	for i, c := range batch {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(batch)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(c.what)
+	}
+	return b.String()
 }
 
 // applyBatch writes changes in one transaction. It returns false if a compare

@@ -1,7 +1,10 @@
 package coord
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,6 +30,53 @@ type planInput struct {
 	now          time.Time
 	drainTimeout time.Duration
 	gen          int64 // generation of the changes
+	maxTxnOps    int   // the etcd server's --max-txn-ops; 0 means 128
+
+	// clock is the leader's monotonic now, and seen when it first observed
+	// each revoking record (time.Now values of this process, never a
+	// stored time). A revoking range is handed on once its drain budget
+	// plus grace has passed since then; a record not in seen counts as
+	// observed now. See drainOver.
+	clock time.Time
+	seen  map[rangeObs]time.Time
+	grace time.Duration
+}
+
+// rangeObs names one version of a range record: a rewrite of the record
+// (new ModRevision) is a new revoke, observed afresh.
+type rangeObs struct {
+	key string
+	rev int64
+}
+
+// drainOver reports whether the owner of revoking range r has had its whole
+// drain budget: DrainMs (or the leader's DrainTimeout if the record has
+// none) plus grace, counted from when this leader first observed the
+// record. The owner counts DrainMs on its own clock from when it first sees
+// the revoke, which is at most the delivery delay after the write; the write
+// is before the leader's observation, so grace covers the delivery. No
+// wall-clock instant of another machine (the record's Since) is used, so
+// clock skew cannot cut a drain short; a new leader starts counting again.
+func (in planInput) drainOver(r RangeState) bool {
+	budget := in.drainTimeout
+	if r.Record.DrainMs > 0 {
+		budget = time.Duration(r.Record.DrainMs) * time.Millisecond
+	}
+	at, ok := in.seen[rangeObs{r.Key, r.Rev}]
+	if !ok {
+		return false
+	}
+	return in.clock.Sub(at) >= budget+in.grace
+}
+
+// budget is how many compares, and how many ops, one change may hold: apply
+// adds the leadership guard and the generation write to every transaction.
+func (in planInput) budget() int {
+	n := in.maxTxnOps
+	if n <= 0 {
+		n = 128
+	}
+	return n - 1
 }
 
 // piece is a part of a range and who should own it next.
@@ -54,6 +104,14 @@ type next struct {
 //
 // Ranges that keep their owner are not touched.
 func plan(in planInput) ([]change, []Slice) {
+	var changes []change
+	for _, k := range slices.Sorted(maps.Keys(in.snap.BadMembers)) {
+		changes = append(changes, change{
+			what: fmt.Sprintf("delete member key %s written without a lease", k),
+			cmps: []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", in.snap.BadMembers[k])},
+			ops:  []clientv3.Op{clientv3.OpDelete(k)},
+		})
+	}
 	var eligible []MemberWeight
 	for _, m := range in.snap.Members {
 		if !m.Leaving {
@@ -62,20 +120,19 @@ func plan(in planInput) ([]change, []Slice) {
 	}
 	desired := Assign(in.parts, eligible, in.snap.Slices())
 	if len(desired) == 0 {
-		return nil, nil
+		return changes, nil
 	}
 	want := make(map[TopicPartition][]Slice)
 	for _, s := range desired {
 		want[s.TopicPartition] = append(want[s.TopicPartition], s)
 	}
 	have := in.snap.Partitions()
-	var changes []change
 	for _, p := range in.parts {
 		tp := p.TopicPartition
 		at := uint64(0)
 		for _, r := range have[tp] {
 			if r.Record.Lo > at {
-				changes = append(changes, in.fill(tp, ledger.HashRange{Lo: at, Hi: r.Record.Lo}, want[tp]))
+				changes = append(changes, in.fill(tp, ledger.HashRange{Lo: at, Hi: r.Record.Lo}, want[tp])...)
 			}
 			if c, ok := in.rangeChange(r, want[tp]); ok {
 				changes = append(changes, c)
@@ -83,8 +140,9 @@ func plan(in planInput) ([]change, []Slice) {
 			at = r.Record.Hi
 		}
 		if at < ledger.HashSpace {
-			changes = append(changes, in.fill(tp, ledger.HashRange{Lo: at, Hi: ledger.HashSpace}, want[tp]))
+			changes = append(changes, in.fill(tp, ledger.HashRange{Lo: at, Hi: ledger.HashSpace}, want[tp])...)
 		}
+		changes = append(changes, in.clean(tp, have[tp], want[tp])...)
 	}
 	return changes, desired
 }
@@ -106,39 +164,125 @@ func split(r ledger.HashRange, want []Slice) []piece {
 	return out
 }
 
-// fill creates ranges with no ledger state for a gap, deleting orphaned
-// ledger keys inside it.
-func (in planInput) fill(tp TopicPartition, gap ledger.HashRange, want []Slice) change {
-	c := change{what: fmt.Sprintf("new ranges for %s/%d %s", tp.Topic, tp.Partition, gap)}
-	for _, p := range split(gap, want) {
+// fill creates ranges with no ledger state for a gap, deleting damaged
+// range records and orphaned ledger keys inside it.
+//
+// A change must fit in one transaction (budget): a gap cut into more pieces
+// than fit gets its first pieces now and the rest stays a gap, which the next
+// round fills (every state between is a valid assignment: the rest of the gap
+// had no owner before either). Deletes that do not fit with the pieces
+// they lie in go into changes of their own.
+func (in planInput) fill(tp TopicPartition, gap ledger.HashRange, want []Slice) []change {
+	pieces := split(gap, want)
+	budget := in.budget()
+	// Keys inside the gap that no new range replaces, in hash order: damaged
+	// records (deleted if unchanged) and orphaned ledger entries. (A key
+	// whose name cannot be parsed is only reported: it is not in any
+	// partition's hash space.)
+	type del struct {
+		lo  uint64
+		cmp *clientv3.Cmp
+		op  clientv3.Op
+	}
+	var dels []del
+	for k, rev := range in.snap.BadRanges {
+		topic, part, lo, err := keys.ParseRangeKey(in.schema.Ranges(), k)
+		if err == nil && topic == tp.Topic && part == tp.Partition && gap.Contains(uint32(lo)) && !startsPiece(pieces, lo) {
+			c := clientv3.Compare(clientv3.ModRevision(k), "=", rev)
+			dels = append(dels, del{lo, &c, clientv3.OpDelete(k)})
+		}
+	}
+	for _, k := range in.snap.Orphans {
+		topic, part, lo, err := keys.ParseRangeKey(in.schema.Ledger(), k)
+		if err == nil && topic == tp.Topic && part == tp.Partition && gap.Contains(uint32(lo)) && !startsPiece(pieces, lo) {
+			dels = append(dels, del{lo, nil, clientv3.OpDelete(k)})
+		}
+	}
+	slices.SortStableFunc(dels, func(a, b del) int { return cmp.Compare(a.lo, b.lo) })
+
+	c := change{}
+	var spill []change
+	add := func(d del) {
+		target := &c
+		if len(c.ops)+1 > budget || len(c.cmps)+1 > budget {
+			if len(spill) == 0 || len(spill[len(spill)-1].ops)+1 > budget || len(spill[len(spill)-1].cmps)+1 > budget {
+				spill = append(spill, change{what: fmt.Sprintf("delete damaged and orphaned keys in %s/%d %s", tp.Topic, tp.Partition, gap)})
+			}
+			target = &spill[len(spill)-1]
+		}
+		if d.cmp != nil {
+			target.cmps = append(target.cmps, *d.cmp)
+		}
+		target.ops = append(target.ops, d.op)
+	}
+	filled := ledger.HashRange{Lo: gap.Lo, Hi: gap.Lo}
+	for i, p := range pieces {
+		if i > 0 && (len(c.ops)+2 > budget || len(c.cmps)+1 > budget) {
+			break
+		}
 		key := in.schema.Range(tp.Topic, tp.Partition, p.r.Lo)
 		// The key is free, or holds a damaged record being replaced.
 		c.cmps = append(c.cmps, clientv3.Compare(clientv3.ModRevision(key), "=", in.snap.BadRanges[key]))
 		c.ops = append(c.ops,
 			clientv3.OpPut(key, mustJSON(in.record(tp, p, StateActive, ""))),
 			clientv3.OpPut(in.schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(ledger.Entry{}))))
-	}
-	for k := range in.snap.BadRanges {
-		topic, part, lo, err := keys.ParseRangeKey(in.schema.Ranges(), k)
-		if err == nil && topic == tp.Topic && part == tp.Partition && gap.Contains(uint32(lo)) && !startsPiece(gap, want, lo) {
-			// A damaged record inside the gap that no new range
-			// replaces. (A key whose name cannot be parsed is only
-			// reported: it is not in any partition's hash space.)
-			c.cmps = append(c.cmps, clientv3.Compare(clientv3.ModRevision(k), "=", in.snap.BadRanges[k]))
-			c.ops = append(c.ops, clientv3.OpDelete(k))
+		filled.Hi = p.r.Hi
+		for len(dels) > 0 && p.r.Contains(uint32(dels[0].lo)) {
+			add(dels[0])
+			dels = dels[1:]
 		}
 	}
-	for _, k := range in.snap.Orphans {
-		topic, part, lo, err := keys.ParseRangeKey(in.schema.Ledger(), k)
-		if err == nil && topic == tp.Topic && part == tp.Partition && gap.Contains(uint32(lo)) && !startsPiece(gap, want, lo) {
-			c.ops = append(c.ops, clientv3.OpDelete(k))
-		}
+	c.what = fmt.Sprintf("new ranges for %s/%d %s", tp.Topic, tp.Partition, filled)
+	if filled != gap {
+		c.what += fmt.Sprintf(" (part of the gap %s; the rest is filled next round)", gap)
 	}
-	return c
+	return append([]change{c}, spill...)
 }
 
-func startsPiece(gap ledger.HashRange, want []Slice, lo uint64) bool {
-	for _, p := range split(gap, want) {
+// clean deletes damaged range records (an overlapping one, say) and orphaned
+// ledger keys that lie inside a range of tp, each only if unchanged since the
+// snapshot. (fill deletes those in gaps.) A key where a range of this round's
+// plan starts is left alone: that range's write replaces it.
+func (in planInput) clean(tp TopicPartition, have []RangeState, want []Slice) []change {
+	type del struct{ key, what string }
+	var dels []del
+	find := func(prefix string, k string) {
+		topic, part, lo, err := keys.ParseRangeKey(prefix, k)
+		if err != nil || topic != tp.Topic || part != tp.Partition {
+			return
+		}
+		i, _ := slices.BinarySearchFunc(have, lo, func(r RangeState, lo uint64) int { return cmp.Compare(r.Record.Hi, lo+1) })
+		if i == len(have) || !have[i].Record.Range().Contains(uint32(lo)) || startsPiece(split(have[i].Record.Range(), want), lo) {
+			return
+		}
+		dels = append(dels, del{k, have[i].Record.Range().String()})
+	}
+	for k := range in.snap.BadRanges {
+		find(in.schema.Ranges(), k)
+	}
+	for _, k := range in.snap.Orphans {
+		find(in.schema.Ledger(), k)
+	}
+	slices.SortFunc(dels, func(a, b del) int { return cmp.Compare(a.key, b.key) })
+	var out []change
+	for _, d := range dels {
+		if n := len(out); n == 0 || len(out[n-1].ops) >= in.budget() {
+			out = append(out, change{what: fmt.Sprintf("delete damaged or orphaned keys inside ranges of %s/%d", tp.Topic, tp.Partition)})
+		}
+		c := &out[len(out)-1]
+		rev, bad := in.snap.BadRanges[d.key]
+		if !bad {
+			rev = in.snap.orphanRevs[d.key]
+		}
+		c.cmps = append(c.cmps, clientv3.Compare(clientv3.ModRevision(d.key), "=", rev))
+		c.ops = append(c.ops, clientv3.OpDelete(d.key))
+		c.what += fmt.Sprintf(" %s (in %s)", d.key, d.what)
+	}
+	return out
+}
+
+func startsPiece(pieces []piece, lo uint64) bool {
+	for _, p := range pieces {
 		if p.r.Lo == lo {
 			return true
 		}
@@ -186,7 +330,7 @@ func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 		// The assignment changed back while draining: keep it.
 		out = append(out, next{pieces[0], StateActive, ""})
 		return in.replace(r, out, false, "keep"), true
-	case rec.State == StateRevoking && alive && in.now.Sub(rec.Since) < in.drainTimeout:
+	case rec.State == StateRevoking && alive && !in.drainOver(r):
 		return change{}, false // still draining
 	}
 	// Phase two (released, drain timed out, or owner gone), or an active
@@ -206,6 +350,13 @@ func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 // replace writes the records that take the place of r. Its ledger entry is
 // clipped to each part (and reset if asked); the change only applies if
 // neither the record nor the entry changed since the snapshot.
+//
+// A change must fit in one transaction: when r is cut into more parts than
+// fit (each part is two writes), the first parts are written and the rest of
+// r stays one range exactly as r was (owner, state, target) with its ledger
+// entry clipped to it, for the next round to continue. Every state between
+// is a valid assignment: no hash gains a second owner and none is left
+// without a range.
 func (in planInput) replace(r RangeState, parts []next, reset bool, what string) change {
 	tp := r.TP()
 	c := change{
@@ -214,6 +365,31 @@ func (in planInput) replace(r RangeState, parts []next, reset bool, what string)
 			clientv3.Compare(clientv3.ModRevision(r.Key), "=", r.Rev),
 			clientv3.Compare(clientv3.ModRevision(r.LedgerKey), "=", r.EntryRev),
 		},
+	}
+	if 2*len(parts) > in.budget() {
+		k := max(1, (in.budget()-2)/2) // two writes are left for the rest
+		rest := r.Record
+		rest.Lo, rest.Gen = parts[k].r.Lo, in.gen
+		entry := ledger.Entry{}
+		if !reset {
+			entry = r.Entry.Clip(rest.Range())
+		}
+		c.what += fmt.Sprintf(" (first %d of %d parts; %s stays as it is until the next round)", k, len(parts), rest.Range())
+		parts = parts[:k]
+		c.ops = append(c.ops,
+			clientv3.OpPut(in.schema.Range(tp.Topic, tp.Partition, rest.Lo), mustJSON(rest)),
+			clientv3.OpPut(in.schema.LedgerEntry(tp.Topic, tp.Partition, rest.Lo), string(ledger.Encode(entry))))
+		// The parts written now are cut from r: each needs its own entry.
+		for _, p := range parts {
+			rec := in.record(tp, p.piece, p.state, p.target)
+			c.ops = append(c.ops, clientv3.OpPut(in.schema.Range(tp.Topic, tp.Partition, p.r.Lo), mustJSON(rec)))
+			e := ledger.Entry{}
+			if !reset {
+				e = r.Entry.Clip(p.r)
+			}
+			c.ops = append(c.ops, clientv3.OpPut(in.schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(e))))
+		}
+		return c
 	}
 	for _, p := range parts {
 		rec := in.record(tp, p.piece, p.state, p.target)

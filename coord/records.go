@@ -211,6 +211,9 @@ func DecodeMember(s keys.Schema, key string, data []byte) (MemberInfo, error) {
 	if m.Weight <= 0 {
 		return MemberInfo{}, &BadValueError{Key: key, Problem: fmt.Sprintf("weight %d must be positive", m.Weight)}
 	}
+	if m.Weight > MaxWeight {
+		return MemberInfo{}, &BadValueError{Key: key, Problem: fmt.Sprintf("weight %d is above the limit %d", m.Weight, MaxWeight)}
+	}
 	return m, nil
 }
 

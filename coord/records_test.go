@@ -2,6 +2,7 @@ package coord
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -142,6 +143,8 @@ func TestRecordDecodeMember(t *testing.T) {
 		{"key of another group", keys.New("/keyshare", "h").Member("m1"), base, `value names member "m1"`},
 		{"zero weight", key, with(func(m *MemberInfo) { m.Weight = 0 }), "weight 0 must be positive"},
 		{"negative weight", key, with(func(m *MemberInfo) { m.Weight = -2 }), "weight -2 must be positive"},
+		{"weight above the limit", key, with(func(m *MemberInfo) { m.Weight = MaxWeight + 1 }), "weight 1000001 is above the limit 1000000"},
+		{"absurd weight", key, with(func(m *MemberInfo) { m.Weight = math.MaxInt64 }), "weight 9223372036854775807 is above the limit 1000000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/internal/keys"
@@ -26,11 +27,20 @@ type Snapshot struct {
 	// first per range.
 	Losses []LossRecord
 	// Orphans are ledger keys without a range record (left by a damaged
-	// range record); the leader deletes them when it fills the gap.
-	Orphans []string
+	// range record); the leader deletes them.
+	Orphans    []string
+	orphanRevs map[string]int64 // ModRevision of each orphan
 	// BadRanges maps range keys whose record is damaged to their
-	// ModRevision; the leader replaces them.
+	// ModRevision; the leader replaces or deletes them. A record that
+	// overlaps an earlier-starting record of its partition is damaged too
+	// (the earlier one wins): it is in BadRanges and Problems, never in
+	// Ranges, so no view (Owned, AssignmentOf, Slices, Watermarks,
+	// Partitions) gives one hash to two members.
 	BadRanges map[string]int64
+	// BadMembers maps member keys written without a lease to their
+	// ModRevision: no session keeps them alive, so they are not members
+	// and the leader deletes them.
+	BadMembers map[string]int64
 	// Problems lists every value that could not be read. The leader
 	// repairs what it can: it replaces bad range records and ledger entries
 	// and writes a fresh generation.
@@ -73,17 +83,38 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 	if err != nil {
 		return nil, fmt.Errorf("coord: read group state under %s: %w", s.Root(), err)
 	}
+	var kvs groupKVs
+	for i := range kvs {
+		kvs[i] = resp.Responses[i].GetResponseRange().Kvs
+	}
+	return buildSnapshot(s, resp.Header.Revision, kvs), nil
+}
+
+// groupKVs is what ReadSnapshot reads, in its order: members, ranges,
+// ledger, commits, generation, stuck, lost.
+type groupKVs [7][]*mvccpb.KeyValue
+
+// buildSnapshot decodes and classifies the group's keys read at rev. It does
+// no I/O.
+func buildSnapshot(s keys.Schema, rev int64, r groupKVs) *Snapshot {
 	snap := &Snapshot{
-		Rev:     resp.Header.Revision,
+		Rev:     rev,
 		Members: make(map[string]Member),
 		Commits: make(map[TopicPartition]CommitRecord),
 
 		CommitRevs: make(map[TopicPartition]int64),
 
-		BadRanges: make(map[string]int64),
+		BadRanges:  make(map[string]int64),
+		BadMembers: make(map[string]int64),
 	}
-	r := resp.Responses
-	for _, kv := range r[0].GetResponseRange().Kvs {
+	for _, kv := range r[0] {
+		if kv.Lease == 0 {
+			// Not a session's registration: it would hold ranges for a
+			// process that does not exist, forever.
+			snap.Problems = append(snap.Problems, &BadValueError{Key: string(kv.Key), Problem: "member registered without a lease (no session keeps it alive); not counted as a member, the leader deletes it"})
+			snap.BadMembers[string(kv.Key)] = kv.ModRevision
+			continue
+		}
 		m, err := DecodeMember(s, string(kv.Key), kv.Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
@@ -92,40 +123,61 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		snap.Members[m.ID] = Member{MemberInfo: m, CreateRev: kv.CreateRevision}
 	}
 	entries := make(map[string]*ledgerKV)
-	for _, kv := range r[2].GetResponseRange().Kvs {
+	for _, kv := range r[2] {
 		entries[string(kv.Key)] = &ledgerKV{value: kv.Value, rev: kv.ModRevision}
 	}
-	for _, kv := range r[1].GetResponseRange().Kvs {
+	for _, kv := range r[1] {
 		rec, err := DecodeRange(s, string(kv.Key), kv.Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
 			snap.BadRanges[string(kv.Key)] = kv.ModRevision
 			continue
 		}
-		rs := RangeState{Key: string(kv.Key), Record: rec, Rev: kv.ModRevision, LedgerKey: s.LedgerEntry(rec.Topic, rec.Partition, rec.Lo)}
-		if e, ok := entries[rs.LedgerKey]; ok {
-			e.used = true
-			rs.EntryRev = e.rev
-			rs.Entry, rs.EntryErr = ledger.Decode(rs.LedgerKey, e.value, rec.Range())
-			if rs.EntryErr != nil {
-				snap.Problems = append(snap.Problems, rs.EntryErr)
-			}
-		}
-		snap.Ranges = append(snap.Ranges, rs)
+		snap.Ranges = append(snap.Ranges, RangeState{Key: string(kv.Key), Record: rec, Rev: kv.ModRevision, LedgerKey: s.LedgerEntry(rec.Topic, rec.Partition, rec.Lo)})
 	}
-	for k, e := range entries {
-		if !e.used {
-			snap.Orphans = append(snap.Orphans, k)
-		}
-	}
-	slices.Sort(snap.Orphans)
 	slices.SortFunc(snap.Ranges, func(a, b RangeState) int {
 		if c := compareTP(a.TP(), b.TP()); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Record.Lo, b.Record.Lo)
 	})
-	for _, kv := range r[3].GetResponseRange().Kvs {
+	// A record that overlaps an earlier one of its partition is damaged
+	// (the leader never writes one): the record that starts first (the
+	// lower key) wins, and the other is left out of every view, so no hash
+	// has two owners; the leader deletes it and its ledger entry.
+	kept := snap.Ranges[:0]
+	for _, rs := range snap.Ranges {
+		if n := len(kept); n > 0 && kept[n-1].TP() == rs.TP() && kept[n-1].Record.Hi > rs.Record.Lo {
+			prev := kept[n-1].Record
+			snap.Problems = append(snap.Problems, &BadValueError{Key: rs.Key, Problem: fmt.Sprintf(
+				"range %s of %s overlaps range %s of %s, which starts first and keeps its hashes; the leader deletes this record",
+				rs.Record.Range(), rs.Record.Owner, prev.Range(), prev.Owner)})
+			snap.BadRanges[rs.Key] = rs.Rev
+			continue
+		}
+		kept = append(kept, rs)
+	}
+	snap.Ranges = kept
+	for i := range snap.Ranges {
+		rs := &snap.Ranges[i]
+		if e, ok := entries[rs.LedgerKey]; ok {
+			e.used = true
+			rs.EntryRev = e.rev
+			rs.Entry, rs.EntryErr = ledger.Decode(rs.LedgerKey, e.value, rs.Record.Range())
+			if rs.EntryErr != nil {
+				snap.Problems = append(snap.Problems, rs.EntryErr)
+			}
+		}
+	}
+	snap.orphanRevs = make(map[string]int64)
+	for k, e := range entries {
+		if !e.used {
+			snap.Orphans = append(snap.Orphans, k)
+			snap.orphanRevs[k] = e.rev
+		}
+	}
+	slices.Sort(snap.Orphans)
+	for _, kv := range r[3] {
 		topic, part, err := keys.ParseCommitKey(s.Commits(), string(kv.Key))
 		if err != nil {
 			snap.Problems = append(snap.Problems, &BadValueError{Key: string(kv.Key), Problem: err.Error()})
@@ -139,7 +191,7 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		snap.Commits[TopicPartition{topic, part}] = c
 		snap.CommitRevs[TopicPartition{topic, part}] = kv.ModRevision
 	}
-	if kvs := r[4].GetResponseRange().Kvs; len(kvs) == 1 {
+	if kvs := r[4]; len(kvs) == 1 {
 		g, err := DecodeGeneration(string(kvs[0].Key), kvs[0].Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
@@ -147,7 +199,7 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 			snap.Generation = g
 		}
 	}
-	for _, kv := range r[5].GetResponseRange().Kvs {
+	for _, kv := range r[5] {
 		st, err := DecodeStuck(string(kv.Key), kv.Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
@@ -155,7 +207,7 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		}
 		snap.Stuck = append(snap.Stuck, st)
 	}
-	for _, kv := range r[6].GetResponseRange().Kvs {
+	for _, kv := range r[6] {
 		l, err := DecodeLoss(s, string(kv.Key), kv.Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
@@ -163,7 +215,7 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		}
 		snap.Losses = append(snap.Losses, l)
 	}
-	return snap, nil
+	return snap
 }
 
 type ledgerKV struct {
@@ -172,8 +224,9 @@ type ledgerKV struct {
 	used  bool
 }
 
-// Partitions groups the snapshot's ranges by partition, dropping ranges
-// that overlap an earlier one (a damaged state; the leader repairs it).
+// Partitions groups the snapshot's ranges by partition. ReadSnapshot leaves
+// overlapping records out of Ranges; a range that overlaps an earlier one
+// anyway (a Snapshot built by hand) is dropped here too.
 func (s *Snapshot) Partitions() map[TopicPartition][]RangeState {
 	out := make(map[TopicPartition][]RangeState)
 	for _, r := range s.Ranges {

@@ -1,0 +1,146 @@
+package coord
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+var planSchema = keys.New("/keyshare", "g")
+
+// evenSnapshot is one partition t/0 cut into n equal active ranges owned by
+// m00..m(n-1), all registered, with ledger state.
+func evenSnapshot(n int) *Snapshot {
+	snap := &Snapshot{Members: make(map[string]Member), BadRanges: map[string]int64{}}
+	rev := int64(10)
+	for i := range n {
+		id := fmt.Sprintf("m%02d", i)
+		snap.Members[id] = Member{MemberInfo: MemberInfo{V: 1, ID: id, Weight: 1}, CreateRev: 1}
+		r := ledger.HashRange{Lo: ledger.HashSpace * uint64(i) / uint64(n), Hi: ledger.HashSpace * uint64(i+1) / uint64(n)}
+		rev++
+		snap.Ranges = append(snap.Ranges, RangeState{
+			Key:       planSchema.Range("t", 0, r.Lo),
+			Record:    RangeRecord{V: 1, Topic: "t", Lo: r.Lo, Hi: r.Hi, Owner: id, State: StateActive, Gen: 1},
+			Rev:       rev,
+			LedgerKey: planSchema.LedgerEntry("t", 0, r.Lo),
+			Entry:     ledger.Entry{Segments: []ledger.Segment{{Lo: r.Lo, Hi: r.Hi, Next: 100}}},
+			EntryRev:  rev,
+		})
+	}
+	snap.Rev = rev
+	return snap
+}
+
+// TestPlanChangesFitOneTransaction: every change the planner makes fits in
+// one etcd transaction (with the guard and the generation write apply adds),
+// also when a crash splits one range into 64 pieces or a first round fills
+// a partition with 65 ranges.
+func TestPlanChangesFitOneTransaction(t *testing.T) {
+	t.Parallel()
+	parts := []PartitionWeight{{TopicPartition: TopicPartition{Topic: "t"}}}
+	check := func(t *testing.T, snap *Snapshot) {
+		t.Helper()
+		in := planInput{schema: planSchema, snap: snap, parts: parts, now: time.Now(), drainTimeout: time.Second, gen: 2, maxTxnOps: 128}
+		changes, _ := plan(in)
+		if len(changes) == 0 {
+			t.Fatal("no change planned")
+		}
+		for _, c := range changes {
+			if len(c.ops)+1 > 128 || len(c.cmps)+1 > 128 {
+				t.Errorf("change of %d ops and %d compares (with apply's guard and generation write: over etcd's 128): %.120s", len(c.ops), len(c.cmps), c.what)
+			}
+		}
+	}
+	t.Run("crash among 65", func(t *testing.T) {
+		snap := evenSnapshot(65)
+		delete(snap.Members, "m64")
+		check(t, snap)
+	})
+	t.Run("first round of 65", func(t *testing.T) {
+		snap := evenSnapshot(65)
+		snap.Ranges = nil
+		check(t, snap)
+	})
+}
+
+// TestPlanDrainClock: the leader hands a revoking range on after the drain
+// budget plus the grace period, measured on its own clock from when it first
+// observed the revoking record, never from the wall-clock Since another
+// machine (or an earlier leader) wrote.
+func TestPlanDrainClock(t *testing.T) {
+	t.Parallel()
+	const half = ledger.HashSpace / 2
+	parts := []PartitionWeight{{TopicPartition: TopicPartition{Topic: "t"}}}
+	snapWith := func(since time.Time, drainMs int64) *Snapshot {
+		snap := &Snapshot{Members: map[string]Member{
+			"a": {MemberInfo: MemberInfo{V: 1, ID: "a", Weight: 1}, CreateRev: 1},
+			"b": {MemberInfo: MemberInfo{V: 1, ID: "b", Weight: 1}, CreateRev: 2},
+		}, BadRanges: map[string]int64{}}
+		for i, r := range []RangeRecord{
+			{V: 1, Topic: "t", Lo: 0, Hi: half, Owner: "a", State: StateActive, Gen: 1, Since: since},
+			{V: 1, Topic: "t", Lo: half, Hi: ledger.HashSpace, Owner: "a", State: StateRevoking, Target: "b", Gen: 1, Since: since, DrainMs: drainMs},
+		} {
+			snap.Ranges = append(snap.Ranges, RangeState{
+				Key: planSchema.Range("t", 0, r.Lo), Record: r, Rev: int64(10 + i),
+				LedgerKey: planSchema.LedgerEntry("t", 0, r.Lo), EntryRev: int64(10 + i),
+				Entry: ledger.Entry{Segments: []ledger.Segment{{Lo: r.Lo, Hi: r.Hi, Next: 5}}},
+			})
+		}
+		return snap
+	}
+	wall := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	seenAt := time.Now() // the leader's monotonic clock
+	const grace = 2 * time.Second
+	handsOff := func(snap *Snapshot, after time.Duration) bool {
+		in := planInput{
+			schema: planSchema, snap: snap, parts: parts, now: wall, drainTimeout: 30 * time.Second, gen: 2, maxTxnOps: 128,
+			clock: seenAt.Add(after), grace: grace,
+			seen: map[rangeObs]time.Time{{snap.Ranges[1].Key, snap.Ranges[1].Rev}: seenAt},
+		}
+		changes, _ := plan(in)
+		for _, c := range changes {
+			if strings.Contains(c.what, "hand off after drain timeout") {
+				return true
+			}
+			t.Logf("other change: %s", c.what)
+		}
+		return false
+	}
+	tests := []struct {
+		name    string
+		since   time.Time
+		drainMs int64
+		after   time.Duration
+		want    bool
+	}{
+		{"since long ago, just observed", wall.Add(-365 * 24 * time.Hour), 1000, 0, false},
+		{"since long ago, budget not yet over", wall.Add(-365 * 24 * time.Hour), 1000, time.Second, false},
+		{"since long ago, grace not yet over", wall.Add(-365 * 24 * time.Hour), 1000, time.Second + grace - time.Millisecond, false},
+		{"since long ago, budget and grace over", wall.Add(-365 * 24 * time.Hour), 1000, time.Second + grace, true},
+		{"since in the future, just observed", wall.Add(365 * 24 * time.Hour), 1000, 0, false},
+		{"since in the future, budget and grace over", wall.Add(365 * 24 * time.Hour), 1000, time.Second + grace, true},
+		{"no drain_ms: the leader's drain timeout", wall, 0, time.Second + grace, false},
+		{"no drain_ms: the leader's drain timeout over", wall, 0, 30*time.Second + grace, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := handsOff(snapWith(tt.since, tt.drainMs), tt.after); got != tt.want {
+				t.Fatalf("handed off %v after %s (since %s, drain_ms %d), want %v", got, tt.after, tt.since, tt.drainMs, tt.want)
+			}
+		})
+	}
+	t.Run("never observed counts as observed now", func(t *testing.T) {
+		in := planInput{schema: planSchema, snap: snapWith(wall.Add(-time.Hour), 1000), parts: parts, now: wall,
+			drainTimeout: time.Second, gen: 2, maxTxnOps: 128, clock: seenAt, grace: grace}
+		changes, _ := plan(in)
+		for _, c := range changes {
+			if strings.Contains(c.what, "hand off") {
+				t.Fatalf("handed off a range never observed: %s", c.what)
+			}
+		}
+	})
+}
