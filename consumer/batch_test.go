@@ -343,3 +343,56 @@ func TestBatchPartialFailureAndDeadLetter(t *testing.T) {
 		t.Fatalf("a second dead letter: offset %s", m2.Headers)
 	}
 }
+
+// TestBatchDrainTimeoutCancelsBatch: a batch hangs (its handler waits for
+// ctx) when a second member joins; the revoked range cannot drain, so at
+// the drain timeout its records are cancelled, which ends the batch's
+// context. The hung batch applied nothing; its records run again (those
+// of the revoked range on the new owner, the others here, not counted as
+// attempts): every record is handled once, in per-key order.
+func TestBatchDrainTimeoutCancelsBatch(t *testing.T) {
+	cl, k := newCluster(t, map[string]int32{"orders": 1})
+	batchOpts := batchConfig(100, 20*time.Millisecond)
+	cl.mutate = func(c *consumer.Config) {
+		batchOpts(c)
+		c.DrainTimeout = time.Second
+		c.Retry = consumer.RetryPolicy{MaxAttempts: 1, Backoff: 10 * time.Millisecond, MaxBackoff: 10 * time.Millisecond} // an attempt would show as a failure
+	}
+	h := newHistory(t)
+	var hung, cancelled atomic.Bool
+	var failures atomic.Int32
+	inner := h.batchHandler("a", time.Millisecond, nil, nil)
+	a := cl.startBatch("a", func(ctx context.Context, batch []*kafka.Message) []error {
+		for _, m := range batch {
+			if string(m.Key) == "key-7" && hung.CompareAndSwap(false, true) {
+				<-ctx.Done()
+				cancelled.Store(true)
+				return consumer.FailAll(len(batch), ctx.Err())
+			}
+		}
+		res := inner(ctx, batch)
+		for _, err := range res {
+			if err != nil {
+				failures.Add(1)
+			}
+		}
+		return res
+	})
+	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(1000, 50))
+	waitFor(t, "a batch hangs", 30*time.Second, hung.Load)
+	cl.startBatch("b", h.batchHandler("b", time.Millisecond, nil, nil))
+	waitFor(t, "the drain timeout cancels the hung batch", 30*time.Second, cancelled.Load)
+	waitFor(t, "all records handled", 60*time.Second, func() bool { return h.count() == len(produced) })
+	if dups := h.check(produced); dups != 0 {
+		t.Fatalf("%d records handled twice", dups)
+	}
+	if f := failures.Load(); f != 0 {
+		t.Fatalf("%d records failed", f)
+	}
+	if st := a.c.Status(); len(st.StuckKeys) != 0 {
+		t.Fatalf("a reports stuck records (attempts counted?): %+v", st.StuckKeys)
+	}
+	waitFor(t, "commit reaches end", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == int64(len(produced))
+	})
+}
