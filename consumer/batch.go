@@ -352,7 +352,6 @@ func (p *pipeline) runBatch(b *batch) {
 type retrying struct {
 	j       *job
 	attempt int
-	cause   error
 }
 
 // failed records failed attempt r.attempt of r's record and dead-letters it
@@ -360,7 +359,6 @@ type retrying struct {
 // if not, it is finished.
 func (p *pipeline) failed(r *retrying, cause error) bool {
 	c, j, m := p.c, r.j, r.j.m
-	r.cause = cause
 	c.metrics.failed.Add(1)
 	p.mu.Lock()
 	// Escaped: it reaches stuck/ values, status and logs.
