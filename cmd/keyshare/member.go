@@ -168,7 +168,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("member starting", "id", self.ID(), "group", c.group, "topics", strings.Join(c.topics, ","))
+	log.Info("member starting", "id", self.ID(), "group", c.group, "topics", strings.Join(c.topics, ","), "batch_size", c.batchSize)
 	return ks.explain(self.Run(ctx))
 }
 
