@@ -190,7 +190,7 @@ func parseStall(spec string) (string, time.Duration, error) {
 
 // parseWork reads a work distribution.
 func parseWork(spec string) (func(*rand.Rand) time.Duration, error) {
-	bad := fmt.Errorf("--work %q: want a duration (5ms), uniform:MIN-MAX (uniform:0-5ms) exp:MEAN (exp:2ms) or call:FIXED+PER_RECORD (call:5ms+0.05ms)", spec)
+	bad := fmt.Errorf("--work %q: want a duration (5ms), uniform:MIN-MAX (uniform:0-5ms), exp:MEAN (exp:2ms) or call:FIXED+PER_RECORD (call:5ms+0.05ms)", spec)
 	kind, arg, hasKind := strings.Cut(spec, ":")
 	switch {
 	case !hasKind:
