@@ -17,4 +17,6 @@
 //	                                                     # writes docs/reliability.md
 //	KEYSHARE_CHAOS_LOGS=1 go test -v -run 'TestFaultMatrix/9a' ./chaos/
 //	                                                     # a row with its members' logs
+//	KEYSHARE_CHAOS_MEMBER_ARGS='--batch-size 50 --work call:1ms+0.02ms' go test ./chaos/
+//	                                                     # the members with a BatchHandler
 package chaos

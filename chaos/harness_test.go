@@ -284,6 +284,9 @@ func (e *env) startID(id string) {
 	cmd := exec.Command(bin, "member", "--brokers", e.brokers, "--etcd", e.etcdURL, "--group", group, "--topic", topic,
 		"--id", id, "--work", "uniform:0-1ms", "--record", filepath.Join(e.dir, id+".jsonl"), "--audit", filepath.Join(e.dir, id+".audit"),
 		"--ttl", ttl.String(), "--drain-timeout", "10s", "--log-level", "info", "--metrics-addr", e.metricsAddr(id))
+	// KEYSHARE_CHAOS_MEMBER_ARGS adds member flags (later ones win), e.g.
+	// "--batch-size 50 --work call:1ms+0.02ms" runs the matrix on batches.
+	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("KEYSHARE_CHAOS_MEMBER_ARGS"))...)
 	logf, err := os.OpenFile(filepath.Join(e.dir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		e.t.Fatal(err)

@@ -61,10 +61,24 @@ type Config struct {
 	// committed offset and waits for an operator, as a plain consumer with
 	// auto.offset.reset=none would. Default "report".
 	RetentionLoss string
-	// Handler handles records. Required.
+	// Handler handles records one at a time. Set it or BatchHandler, not
+	// both.
 	Handler Handler
+	// BatchHandler handles records in batches of up to MaxBatchSize, of
+	// any keys, keeping per-key order; each record has its own result,
+	// retries and dead letter (see BatchHandler). Set it or Handler, not
+	// both. Default nil.
+	BatchHandler BatchHandler
+	// MaxBatchSize is the most records one BatchHandler call receives; at
+	// most MaxInFlight. Used only with BatchHandler. Default 100.
+	MaxBatchSize int
+	// MaxBatchWait is how long a batch waits for more records once it has
+	// its first, unless it fills up before; 0 hands over what is ready at
+	// once. Used only with BatchHandler. Default 10 ms.
+	MaxBatchWait time.Duration
 	// Concurrency is the number of records handled at once (different keys
-	// in parallel; one key at a time). Default 16.
+	// in parallel; one key at a time); with BatchHandler, the number of
+	// batches handled at once. Default 16.
 	Concurrency int
 	// MaxInFlight bounds the records fetched but not finished; at the bound
 	// the member pauses fetching. Default 1000.
@@ -135,6 +149,8 @@ func DefaultConfig() Config {
 		Kafka:             kafka.ConfigMap{},
 		AutoOffsetReset:   "earliest",
 		RetentionLoss:     "report",
+		MaxBatchSize:      100,
+		MaxBatchWait:      10 * time.Millisecond,
 		Concurrency:       16,
 		MaxInFlight:       1000,
 		FlushInterval:     500 * time.Millisecond,
@@ -180,8 +196,11 @@ func (c Config) Validate() error {
 			return configErr("%v", err)
 		}
 	}
-	if c.Handler == nil {
-		return configErr("Config.Handler is nil: give the function that handles a record")
+	switch {
+	case c.Handler == nil && c.BatchHandler == nil:
+		return configErr("Config.Handler is nil: give the function that handles a record (or Config.BatchHandler, for batches)")
+	case c.Handler != nil && c.BatchHandler != nil:
+		return configErr("Config.Handler and Config.BatchHandler are both set: set one of them")
 	}
 	if v, _ := c.Kafka.Get("bootstrap.servers", ""); v == "" {
 		return configErr(`Config.Kafka["bootstrap.servers"] is not set: give the brokers' host:port list`)
@@ -217,6 +236,12 @@ func (c Config) Validate() error {
 		return configErr("MaxInFlight %d must be at least Concurrency %d (default 1000)", c.MaxInFlight, c.Concurrency)
 	case c.MaxUnflushed < c.Concurrency:
 		return configErr("MaxUnflushed %d must be at least Concurrency %d (default 10000)", c.MaxUnflushed, c.Concurrency)
+	case c.BatchHandler != nil && c.MaxBatchSize <= 0:
+		return configErr("MaxBatchSize %d must be at least 1 with a BatchHandler (default 100)", c.MaxBatchSize)
+	case c.BatchHandler != nil && c.MaxBatchSize > c.MaxInFlight:
+		return configErr("MaxBatchSize %d exceeds MaxInFlight %d: a batch could never fill; lower MaxBatchSize or raise MaxInFlight", c.MaxBatchSize, c.MaxInFlight)
+	case c.BatchHandler != nil && c.MaxBatchWait < 0:
+		return configErr("MaxBatchWait %s must not be negative (default 10ms; 0 hands over what is ready at once)", c.MaxBatchWait)
 	case c.FlushInterval <= 0:
 		return configErr("FlushInterval %s must be positive (default 500ms)", c.FlushInterval)
 	case c.EtcdTimeout <= 0:

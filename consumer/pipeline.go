@@ -119,7 +119,11 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 	p.mu.halted = make(map[tp]bool)
 	p.mu.fetching = true
 	p.mu.held = true // until the first read of the pause state
-	p.sched = newScheduler(c.cfg.Concurrency, p.runJob)
+	if c.cfg.BatchHandler != nil {
+		p.sched = newBatchScheduler(c.cfg.Concurrency, c.cfg.MaxBatchSize, c.cfg.MaxBatchWait, p.runBatch) // batch.go
+	} else {
+		p.sched = newScheduler(c.cfg.Concurrency, p.runJob)
+	}
 	return p
 }
 

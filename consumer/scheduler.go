@@ -57,6 +57,13 @@ type scheduler struct {
 	closed bool
 	run    func(*job)
 	wg     sync.WaitGroup
+
+	// Batch mode (batch.go): runBatch replaces run.
+	runBatch func(*batch)
+	maxBatch int
+	maxWait  time.Duration
+	forming  bool       // a worker is gathering a batch
+	form     *sync.Cond // wakes the forming worker: a key is ready, or a held key got a record
 }
 
 // newScheduler starts workers that call run for each job.
@@ -84,11 +91,24 @@ func (s *scheduler) submit(j *job) {
 	} else {
 		q.tail.next, q.tail = j, j
 	}
-	if !q.running && !q.queued {
+	switch {
+	case !q.running && !q.queued:
 		q.queued = true
 		s.ready = append(s.ready, q)
-		s.cond.Signal()
+		s.signalLocked()
+	case q.running && s.forming:
+		s.form.Signal() // the forming batch may hold q: it takes the record
 	}
+}
+
+// signalLocked wakes a worker for a newly ready key: in batch mode the
+// worker gathering a batch if there is one, else an idle worker.
+func (s *scheduler) signalLocked() {
+	if s.forming {
+		s.form.Signal()
+		return
+	}
+	s.cond.Signal()
 }
 
 func (s *scheduler) work() {
@@ -135,6 +155,9 @@ func (s *scheduler) close() {
 	s.mu.Lock()
 	s.closed = true
 	s.cond.Broadcast()
+	if s.form != nil {
+		s.form.Broadcast()
+	}
 	s.mu.Unlock()
 	s.wg.Wait()
 }

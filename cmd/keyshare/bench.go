@@ -44,14 +44,14 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.write, "write", "", "also write the report (Markdown) to this file")
 	fs.BoolVar(&c.quick, "quick", false, "smaller workloads (a smoke test of the benchmark itself)")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the benchmark process to this file")
-	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: pc, scale, hotkey, etcd, fetch, pauses, memory")
+	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: pc, scale, hotkey, etcd, fetch, pauses, memory, batch")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if c.runs < 1 {
 		return usageError{fmt.Errorf("--runs %d: want at least 1", c.runs)}
 	}
-	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12}
+	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "batch": 1, "batch-rate": 1}
 	for i := range 10 {
 		topics[fmt.Sprintf("pauses-%d", i)] = 2
 		topics[fmt.Sprintf("memory-%d", i)] = 1
@@ -88,6 +88,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	}{
 		{"pc", c.parallelConsumerWorkload}, {"scale", c.scaleOut}, {"hotkey", c.hotKey},
 		{"etcd", c.etcdCost}, {"fetch", c.fetchAmplification}, {"pauses", c.pauses}, {"memory", c.memory},
+		{"batch", c.batchSink}, // bench_batch.go
 	}
 	for _, s := range scenarios {
 		if c.only != "" && !slices.Contains(strings.Split(c.only, ","), s.name) {
@@ -188,6 +189,12 @@ type members struct {
 }
 
 func (c *benchCommand) startMembers(topic string, m, concurrency int, reset string, handle consumer.Handler) (*members, error) {
+	return c.startMembersWith(topic, m, concurrency, reset, func(cfg *consumer.Config) { cfg.Handler = handle })
+}
+
+// startMembersWith is startMembers with the handler (or batch handler)
+// and any other settings given by set.
+func (c *benchCommand) startMembersWith(topic string, m, concurrency int, reset string, set func(*consumer.Config)) (*members, error) {
 	group := fmt.Sprintf("bench-%d", c.groups.Add(1))
 	ctx, cancel := context.WithCancel(context.Background())
 	ms := &members{cancel: cancel}
@@ -200,9 +207,10 @@ func (c *benchCommand) startMembers(topic string, m, concurrency int, reset stri
 		cfg.Group, cfg.Topics, cfg.MemberID = group, []string{topic}, fmt.Sprintf("b%d", i)
 		cfg.Kafka = kafka.ConfigMap{"bootstrap.servers": c.brokers, "log_level": 3, "fetch.wait.max.ms": 20}
 		cfg.Concurrency, cfg.MaxInFlight = concurrency, max(1000, 4*concurrency)
-		cfg.Handler, cfg.AutoOffsetReset = handle, reset
+		cfg.AutoOffsetReset = reset
 		cfg.SessionTTL, cfg.RebalanceDebounce = 3*time.Second, 50*time.Millisecond
 		cfg.Logger = hclog.NewNullLogger()
+		set(&cfg)
 		k, err := consumer.New(cli, cfg)
 		if err != nil {
 			return nil, err

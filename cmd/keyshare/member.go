@@ -27,9 +27,9 @@ type memberCommand struct {
 	kafkaConn                                                                            kafkaFlags
 	prefix, group, id, work, record, dlq, logLevel, metrics, stall, audit, retentionLoss string
 	topics                                                                               listFlag
-	concurrency, maxInFlight                                                             int
+	concurrency, maxInFlight, batchSize                                                  int
 	failRate                                                                             float64
-	ttl, drain, stuck                                                                    time.Duration
+	ttl, drain, stuck, batchWait                                                         time.Duration
 }
 
 func (c *memberCommand) Run(ctx context.Context, args []string) error {
@@ -42,7 +42,9 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.id, "id", "", "member id (default hostname-pid-random)")
 	fs.IntVar(&c.concurrency, "concurrency", 16, "records handled at once")
 	fs.IntVar(&c.maxInFlight, "max-in-flight", 1000, "records fetched but not finished before fetching pauses")
-	fs.StringVar(&c.work, "work", "0", "simulated work per record: a duration (5ms), uniform:MIN-MAX (uniform:0-5ms) or exp:MEAN (exp:2ms)")
+	fs.StringVar(&c.work, "work", "0", "simulated work per record: a duration (5ms), uniform:MIN-MAX (uniform:0-5ms) or exp:MEAN (exp:2ms); or per handler call: call:FIXED+PER_RECORD (call:5ms+0.05ms)")
+	fs.IntVar(&c.batchSize, "batch-size", 0, "hand records to the handler in batches of up to N (any keys, per-key order kept); 0 handles one record per call")
+	fs.DurationVar(&c.batchWait, "batch-wait", 10*time.Millisecond, "with --batch-size: how long a batch waits for more records once it has one")
 	fs.StringVar(&c.record, "record", "", "append one JSON line per handled record to this file (written before the record counts as done)")
 	fs.Float64Var(&c.failRate, "fail-rate", 0, "probability that an attempt fails (0-1)")
 	fs.StringVar(&c.dlq, "dlq", "", "dead-letter topic for records that keep failing")
@@ -60,8 +62,11 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	if c.group == "" || len(c.topics) == 0 {
 		return usageError{errors.New("--group and at least one --topic are required")}
 	}
-	work, err := parseWork(c.work)
+	cost, err := parseCost(c.work) // member_batch.go
 	if err != nil {
+		return usageError{err}
+	}
+	if err := c.checkBatchFlags(); err != nil {
 		return usageError{err}
 	}
 	stallKey, stallFor, err := parseStall(c.stall)
@@ -128,9 +133,13 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
 	var self *consumer.Consumer
+	if c.batchSize > 0 {
+		cfg.MaxBatchSize, cfg.MaxBatchWait = c.batchSize, c.batchWait
+		cfg.BatchHandler = c.batchHandler(cost, &mu, rng, stallKey, stallFor, &stalled, rec, func() string { return self.ID() })
+	}
 	cfg.Handler = func(ctx context.Context, m *kafka.Message) error {
 		mu.Lock()
-		d, fail := work(rng), rng.Float64() < c.failRate
+		d, fail := cost(rng, 1), rng.Float64() < c.failRate
 		mu.Unlock()
 		if stallKey != "" && string(m.Key) == stallKey {
 			stalled.Do(func() { d += stallFor })
@@ -152,11 +161,14 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
+	if cfg.BatchHandler != nil {
+		cfg.Handler = nil
+	}
 	self, err = consumer.New(cli, cfg)
 	if err != nil {
 		return err
 	}
-	log.Info("member starting", "id", self.ID(), "group", c.group, "topics", strings.Join(c.topics, ","))
+	log.Info("member starting", "id", self.ID(), "group", c.group, "topics", strings.Join(c.topics, ","), "batch_size", c.batchSize)
 	return ks.explain(self.Run(ctx))
 }
 
@@ -178,7 +190,7 @@ func parseStall(spec string) (string, time.Duration, error) {
 
 // parseWork reads a work distribution.
 func parseWork(spec string) (func(*rand.Rand) time.Duration, error) {
-	bad := fmt.Errorf("--work %q: want a duration (5ms), uniform:MIN-MAX (uniform:0-5ms) or exp:MEAN (exp:2ms)", spec)
+	bad := fmt.Errorf("--work %q: want a duration (5ms), uniform:MIN-MAX (uniform:0-5ms), exp:MEAN (exp:2ms) or call:FIXED+PER_RECORD (call:5ms+0.05ms)", spec)
 	kind, arg, hasKind := strings.Cut(spec, ":")
 	switch {
 	case !hasKind:

@@ -1,0 +1,489 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/internal/textsafe"
+)
+
+// BatchHandler handles several records in one call, for a sink that pays a
+// fixed cost per call (a database transaction, a bulk API). Set it in
+// Config.BatchHandler instead of Config.Handler.
+//
+// A batch holds up to Config.MaxBatchSize records of any keys of the
+// member's ranges, gathered for at most Config.MaxBatchWait. Per-key order
+// holds: a key's records in a batch are consecutive records of that key in
+// offset order (batch order is offset order for each key; records of
+// different keys are interleaved in no particular order), and a key is never
+// in two batches at once, so a key's record is never handled before the
+// batch holding its predecessor has returned.
+//
+// The handler returns one result per record, in batch order: results[i] is
+// nil when batch[i] is done, an error when it failed. A nil slice means every
+// record is done. Then, per record:
+//
+//   - nil: the record is done; it reaches the ledger at once.
+//   - an error: the record failed this attempt. It is retried per
+//     Config.Retry, on its own (in a smaller batch with the other records of
+//     the batch that failed), after the backoff, and dead-lettered after
+//     Retry.MaxAttempts as a single record would be.
+//   - any result of a record that comes after a failed record of the same key
+//     in the batch is discarded, nil or not, and does not count as an
+//     attempt: the record runs again, in a later batch, once the failed one
+//     is done or dead-lettered. A handler that must not apply such a record
+//     twice should stop applying a key's records at its first failure in a
+//     batch (and return an error for the rest of that key's records).
+//
+// A panic, or a slice whose length is not len(batch) (nor nil), fails every
+// record of the batch (logged as an error, naming the lengths); nothing of
+// it is marked done.
+//
+// ctx ends when the member must stop working on any record of the batch (a
+// range was revoked past the drain timeout or dropped, or the session was
+// lost). The handler should return promptly then. Records whose own range
+// is still owned run again in a later batch (not counted as an attempt);
+// the others run again on their range's next owner.
+//
+// The batch slice and its messages belong to the handler only until it
+// returns.
+type BatchHandler func(ctx context.Context, batch []*kafka.Message) []error
+
+// FailAll returns n copies of err: the result of a BatchHandler whose whole
+// batch of n records failed, e.g. return consumer.FailAll(len(batch), err).
+func FailAll(n int, err error) []error {
+	out := make([]error, n)
+	for i := range out {
+		out[i] = err
+	}
+	return out
+}
+
+// ErrBatchResults is matched (errors.Is) by the error recorded for every
+// record of a batch whose BatchHandler returned the wrong number of results.
+var ErrBatchResults = errors.New("consumer: BatchHandler returned the wrong number of results")
+
+// batch is the records one worker hands to the BatchHandler, and the keys it
+// holds (running) until it releases them.
+type batch struct {
+	s     *scheduler
+	jobs  []*job
+	held  map[jobKey]*keyQueue // keys not released yet
+	order []*keyQueue          // keys taken, in the order taken
+}
+
+// newBatchScheduler starts workers that gather batches of up to size jobs,
+// waiting at most wait for more once a batch has one, and call run for each.
+// run must release every key of the batch (batch.release); the keys it has
+// not released when it returns are released without records put back.
+func newBatchScheduler(workers, size int, wait time.Duration, run func(*batch)) *scheduler {
+	s := &scheduler{keys: make(map[jobKey]*keyQueue), runBatch: run, maxBatch: size, maxWait: wait}
+	s.cond = sync.NewCond(&s.mu)
+	s.form = sync.NewCond(&s.mu)
+	for range workers {
+		s.wg.Add(1)
+		go s.workBatches()
+	}
+	return s
+}
+
+// workBatches is a batch-mode worker. One worker at a time gathers a batch
+// (the others wait), so that a batch fills up rather than every idle worker
+// taking a few records each.
+func (s *scheduler) workBatches() {
+	defer s.wg.Done()
+	s.mu.Lock()
+	for {
+		for (s.forming || len(s.ready) == 0) && !s.closed {
+			s.cond.Wait()
+		}
+		if s.closed {
+			s.mu.Unlock()
+			return
+		}
+		s.forming = true
+		b := s.formLocked()
+		s.forming = false
+		if len(s.ready) > 0 {
+			s.cond.Signal() // the next worker gathers the next batch
+		}
+		if s.closed {
+			// Queued jobs are dropped on close (see close); so is this
+			// batch: its records stay pending for the range's next owner.
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+
+		s.runBatch(b)
+
+		s.mu.Lock()
+		for _, q := range b.order {
+			b.releaseLocked(q.key, nil)
+		}
+	}
+}
+
+// formLocked gathers a batch: ready keys' head records, up to maxBatch,
+// waiting up to maxWait from the first record for more.
+func (s *scheduler) formLocked() *batch {
+	b := &batch{s: s, held: make(map[jobKey]*keyQueue)}
+	var deadline time.Time
+	var timer *time.Timer
+	for {
+		s.takeLocked(b)
+		if len(b.jobs) >= s.maxBatch || s.closed || s.maxWait <= 0 {
+			break
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(s.maxWait)
+			timer = time.AfterFunc(s.maxWait, func() {
+				s.mu.Lock()
+				s.form.Broadcast()
+				s.mu.Unlock()
+			})
+		} else if !time.Now().Before(deadline) {
+			break
+		}
+		s.form.Wait()
+	}
+	if timer != nil {
+		timer.Stop()
+	}
+	return b
+}
+
+// takeLocked adds jobs to b until it is full: first new records of keys b
+// already holds (they come after that key's records in b), then ready keys,
+// each with as many of its consecutive records as fit.
+func (s *scheduler) takeLocked(b *batch) {
+	room := s.maxBatch - len(b.jobs)
+	take := func(q *keyQueue) {
+		for room > 0 && q.head != nil {
+			j := q.head
+			q.head, j.next = j.next, nil
+			if q.head == nil {
+				q.tail = nil
+			}
+			b.jobs = append(b.jobs, j)
+			room--
+		}
+	}
+	for _, q := range b.order {
+		take(q)
+	}
+	for room > 0 && len(s.ready) > 0 {
+		q := s.ready[0]
+		s.ready[0] = nil
+		s.ready = s.ready[1:]
+		q.queued, q.running = false, true
+		b.held[q.key] = q
+		b.order = append(b.order, q)
+		take(q)
+	}
+}
+
+// release ends b's hold of key: putBack (records of the key taken into b
+// but not finished, in offset order) go back to the front of its queue,
+// and the key is ready again if it has records.
+func (b *batch) release(key jobKey, putBack []*job) {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	b.releaseLocked(key, putBack)
+}
+
+func (b *batch) releaseLocked(key jobKey, putBack []*job) {
+	s := b.s
+	q := b.held[key]
+	if q == nil {
+		return // released already
+	}
+	delete(b.held, key)
+	if n := len(putBack); n > 0 {
+		for i := range n - 1 {
+			putBack[i].next = putBack[i+1]
+		}
+		putBack[n-1].next = q.head
+		if q.head == nil {
+			q.tail = putBack[n-1]
+		}
+		q.head = putBack[0]
+	}
+	q.running = false
+	if q.head != nil {
+		q.queued = true
+		s.ready = append(s.ready, q)
+		s.signalLocked()
+		return
+	}
+	delete(s.keys, q.key)
+}
+
+// callBatch runs the batch handler, turning a panic or a result of the
+// wrong length into an error for the whole batch.
+func (c *Consumer) callBatch(ctx context.Context, msgs []*kafka.Message) (res []error, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("batch handler panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	res = c.cfg.BatchHandler(ctx, msgs)
+	if res == nil {
+		return make([]error, len(msgs)), nil
+	}
+	if len(res) != len(msgs) {
+		return nil, fmt.Errorf("%w: %d results for a batch of %d records (return one error per record, nil when done, in batch order, or a nil slice when all are done)", ErrBatchResults, len(res), len(msgs))
+	}
+	return res, nil
+}
+
+// groupCtx returns a context that ends when the session does or when the
+// context of any of jobs ends, and its release function.
+func (p *pipeline) groupCtx(jobs []*job) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(p.ctx)
+	stops := make([]func() bool, len(jobs))
+	for i, j := range jobs {
+		stops[i] = context.AfterFunc(j.ctx, cancel)
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// finishJob is runJob's ending for a job of a batch.
+func (p *pipeline) finishJob(j *job, done bool) {
+	p.finish(j, done)
+	j.cancel()
+}
+
+// runBatch runs on a batch-mode worker: it hands the batch to the
+// BatchHandler, records each record's outcome, releases the keys that are
+// not failing, then retries the failed records (holding their keys, and
+// the later records of those keys it took) until each is done,
+// dead-lettered or abandoned.
+func (p *pipeline) runBatch(b *batch) {
+	var live []*job
+	for _, j := range b.jobs {
+		if j.ctx.Err() != nil {
+			// Dropped with its range (or the session) while queued: it
+			// stays pending for the range's next owner, as in runJob.
+			p.finishJob(j, false)
+			continue
+		}
+		live = append(live, j)
+	}
+	if len(live) == 0 {
+		return // the worker releases the keys
+	}
+	msgs := make([]*kafka.Message, len(live))
+	for i, j := range live {
+		msgs[i] = j.m
+	}
+	ctx, done := p.groupCtx(live)
+	res, err := p.c.callBatch(ctx, msgs)
+	cancelled := ctx.Err() != nil
+	done()
+	if errors.Is(err, ErrBatchResults) {
+		p.log.Error("BatchHandler returned the wrong number of results: every record of the batch counts as failed and is retried", "error", err)
+	}
+
+	// Outcomes, in batch order. blocked keys had a record that did not
+	// finish: their later records in this batch wait (their results are
+	// discarded).
+	blocked := make(map[jobKey]bool)
+	putBack := make(map[jobKey][]*job)
+	var failing []*retrying
+	for i, j := range live {
+		switch {
+		case blocked[j.key]:
+			putBack[j.key] = append(putBack[j.key], j)
+		case err == nil && res[i] == nil:
+			p.c.metrics.handled.Add(1)
+			p.finishJob(j, true)
+		case j.ctx.Err() != nil:
+			// Its range was dropped or drained past its budget (or the
+			// session ended): it runs again on the range's next owner.
+			p.finishJob(j, false)
+		case cancelled:
+			// The batch was cancelled for another record's range: this
+			// one runs again in a later batch; not an attempt.
+			blocked[j.key] = true
+			putBack[j.key] = append(putBack[j.key], j)
+		default:
+			cause := err
+			if cause == nil {
+				cause = res[i]
+			}
+			blocked[j.key] = true
+			r := &retrying{j: j, attempt: 1}
+			if p.failed(r, cause) {
+				failing = append(failing, r)
+			}
+			// Dead-lettered or abandoned: the key stays blocked all the
+			// same, its later records in this batch ran before that.
+		}
+	}
+	failingKeys := make(map[jobKey]bool, len(failing))
+	for _, r := range failing {
+		failingKeys[r.j.key] = true
+	}
+	// Release every other key now, not when the retries end. b.order is
+	// not changed once the batch is formed.
+	for _, q := range b.order {
+		if !failingKeys[q.key] {
+			b.release(q.key, putBack[q.key])
+		}
+	}
+	if len(failing) > 0 {
+		p.retryBatch(b, failing, putBack)
+	}
+}
+
+// retrying is a failed record of a batch being retried.
+type retrying struct {
+	j       *job
+	attempt int
+}
+
+// failed records failed attempt r.attempt of r's record and dead-letters it
+// at the last attempt. It reports whether the record is to be retried;
+// if not, it is finished.
+func (p *pipeline) failed(r *retrying, cause error) bool {
+	c, j, m := p.c, r.j, r.j.m
+	c.metrics.failed.Add(1)
+	p.mu.Lock()
+	// Escaped: it reaches stuck/ values, status and logs.
+	j.attempts, j.lastErr = r.attempt, textsafe.Escape(cause.Error())
+	p.mu.Unlock()
+	if r.attempt >= c.cfg.Retry.MaxAttempts && c.dlq != nil {
+		derr := c.deadLetter(j.ctx, m, cause, r.attempt)
+		switch {
+		case derr == nil:
+			c.metrics.deadLettered.Add(1)
+			p.finishJob(j, true)
+			return false
+		case j.ctx.Err() != nil:
+			p.finishJob(j, false)
+			return false
+		}
+		c.log.Error("dead-letter write failed; retrying the record", "topic", *m.TopicPartition.Topic, "partition", m.TopicPartition.Partition, "offset", m.TopicPartition.Offset, "error", textsafe.Escape(derr.Error()))
+	}
+	level := c.log.Warn
+	if r.attempt < c.cfg.Retry.MaxAttempts {
+		level = c.log.Debug
+	}
+	level("batch handler failed a record; retrying", "topic", *m.TopicPartition.Topic, "partition", m.TopicPartition.Partition,
+		"offset", m.TopicPartition.Offset, "key", textsafe.Bytes(m.Key), "attempt", r.attempt, "error", textsafe.Escape(cause.Error()))
+	c.metrics.retried.Add(1)
+	return true
+}
+
+// retryBatch retries the failed records of b, each in a batch of its own,
+// after the backoff (doubling up to Retry.MaxBackoff), until each is done,
+// dead-lettered or abandoned; each key is released, with its records put
+// back, as soon as its failed record finishes.
+func (p *pipeline) retryBatch(b *batch, failing []*retrying, putBack map[jobKey][]*job) {
+	end := func(r *retrying, done bool) {
+		if done {
+			p.finishJob(r.j, true)
+		}
+		b.release(r.j.key, putBack[r.j.key])
+	}
+	// abandon finishes the records whose context ended (their range was
+	// dropped): they run again on its next owner.
+	abandon := func() {
+		failing = keepIf(failing, func(r *retrying) bool {
+			if r.j.ctx.Err() == nil {
+				return true
+			}
+			p.finishJob(r.j, false)
+			end(r, false)
+			return false
+		})
+	}
+	backoff := p.c.cfg.Retry.Backoff
+	for len(failing) > 0 && p.ctx.Err() == nil {
+		until := time.Now().Add(backoff)
+		for len(failing) > 0 && time.Now().Before(until) && p.ctx.Err() == nil {
+			jobs := jobsOf(failing)
+			ctx, done := p.groupCtx(jobs)
+			sleep(ctx, time.Until(until))
+			done()
+			abandon()
+		}
+		backoff = min(2*backoff, p.c.cfg.Retry.MaxBackoff)
+		if backoff == 0 {
+			backoff = time.Millisecond
+		}
+		if len(failing) == 0 || p.ctx.Err() != nil {
+			break
+		}
+		// Each record alone: a batch that failed as a whole (a panic, a
+		// bulk call refused) would otherwise fail again with the same
+		// neighbour, and dead-letter healthy records with it.
+		next := failing[:0]
+		for _, r := range failing {
+			ctx, done := p.groupCtx([]*job{r.j})
+			res, err := p.c.callBatch(ctx, []*kafka.Message{r.j.m})
+			cancelled := ctx.Err() != nil
+			done()
+			if errors.Is(err, ErrBatchResults) {
+				p.log.Error("BatchHandler returned the wrong number of results: the retried record counts as failed", "error", err)
+			}
+			switch {
+			case err == nil && res[0] == nil:
+				p.c.metrics.handled.Add(1)
+				end(r, true)
+			case r.j.ctx.Err() != nil:
+				p.finishJob(r.j, false)
+				end(r, false)
+			case cancelled:
+				next = append(next, r) // the session is ending; not an attempt
+			default:
+				cause := err
+				if cause == nil {
+					cause = res[0]
+				}
+				r.attempt++
+				if p.failed(r, cause) {
+					next = append(next, r)
+				} else {
+					end(r, false) // finished by failed
+				}
+			}
+		}
+		failing = next
+	}
+	// The session ended: every record stays pending (its context ended).
+	for _, r := range failing {
+		p.finishJob(r.j, false)
+		end(r, false)
+	}
+}
+
+func jobsOf(rs []*retrying) []*job {
+	out := make([]*job, len(rs))
+	for i, r := range rs {
+		out[i] = r.j
+	}
+	return out
+}
+
+func keepIf[T any](s []T, keep func(T) bool) []T {
+	out := s[:0]
+	for _, x := range s {
+		if keep(x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}

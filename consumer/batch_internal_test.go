@@ -1,0 +1,417 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/testutil"
+)
+
+func testJob(key string, o int64) *job {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &job{key: jobKey{topic: "t", key: key}, o: o, ctx: ctx, cancel: cancel}
+}
+
+// TestBatchFormation: batches hold at most MaxBatchSize records; a key's
+// records in a batch are consecutive records of that key in offset order;
+// a key is never in two batches at once; every record runs exactly once;
+// a batch gathers records that arrive within MaxBatchWait.
+func TestBatchFormation(t *testing.T) {
+	const size = 7
+	var mu sync.Mutex
+	running := map[jobKey]int{} // batches holding the key now
+	var errs []string
+	next := map[string]int64{} // the key's next expected offset
+	var batches [][]*job
+	var wg sync.WaitGroup
+	s := newBatchScheduler(4, size, 5*time.Millisecond, func(b *batch) {
+		mu.Lock()
+		batches = append(batches, b.jobs)
+		if len(b.jobs) == 0 || len(b.jobs) > size {
+			errs = append(errs, fmt.Sprintf("batch of %d records", len(b.jobs)))
+		}
+		seen := map[jobKey]bool{}
+		for _, j := range b.jobs {
+			if !seen[j.key] {
+				seen[j.key] = true
+				if running[j.key]++; running[j.key] > 1 {
+					errs = append(errs, fmt.Sprintf("key %s in two batches at once", j.key.key))
+				}
+			}
+			if j.o != next[j.key.key] {
+				errs = append(errs, fmt.Sprintf("key %s: offset %d, want %d", j.key.key, j.o, next[j.key.key]))
+			}
+			next[j.key.key] = j.o + 1
+		}
+		mu.Unlock()
+		time.Sleep(time.Millisecond) // overlap with other workers' batches
+		mu.Lock()
+		for k := range seen {
+			running[k]--
+		}
+		mu.Unlock()
+		for range b.jobs {
+			wg.Done()
+		}
+	})
+	t.Cleanup(s.close)
+	// Offsets here count per key (the test's own order check).
+	keys := []string{"a", "b", "c", "hot"}
+	var offs = map[string]int64{}
+	n := 0
+	for i := range 400 {
+		k := keys[i%3]
+		if i%2 == 0 {
+			k = "hot"
+		}
+		wg.Add(1)
+		s.submit(testJob(k, offs[k]))
+		offs[k]++
+		n++
+		if i%50 == 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range errs {
+		t.Error(e)
+	}
+	total, full := 0, 0
+	for _, b := range batches {
+		total += len(b)
+		if len(b) == size {
+			full++
+		}
+	}
+	if total != n {
+		t.Fatalf("%d records ran, want %d", total, n)
+	}
+	t.Logf("%d records in %d batches (%d full)", n, len(batches), full)
+
+	// Records that arrive within MaxBatchWait join the batch.
+	got := make(chan []*job, 4)
+	s2 := newBatchScheduler(2, 10, time.Second, func(b *batch) { got <- slices.Clone(b.jobs) })
+	t.Cleanup(s2.close)
+	s2.submit(testJob("x", 0))
+	time.Sleep(20 * time.Millisecond)
+	s2.submit(testJob("y", 0))
+	s2.submit(testJob("x", 1)) // x is held by the forming batch: it joins it after x's first
+	for i := range 7 {
+		s2.submit(testJob(fmt.Sprint("z", i), 0))
+	}
+	select {
+	case b := <-got:
+		if len(b) != 10 || b[0].key.key != "x" || b[1].key.key != "x" || b[1].o != 1 {
+			t.Fatalf("batch %v: want x@0, x@1 and 8 more (it fills before the wait ends)", describe(b))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no batch")
+	}
+}
+
+func describe(b []*job) []string {
+	var out []string
+	for _, j := range b {
+		out = append(out, fmt.Sprintf("%s@%d", j.key.key, j.o))
+	}
+	return out
+}
+
+// TestBatchReleasePutsBack: records released back into their key's queue
+// run again, first among the key's records, in order; a key is held until
+// released.
+func TestBatchReleasePutsBack(t *testing.T) {
+	got := make(chan []string, 8)
+	first := true
+	var mu sync.Mutex
+	s := newBatchScheduler(2, 10, 0, func(b *batch) {
+		got <- describe(b.jobs)
+		mu.Lock()
+		defer mu.Unlock()
+		if first {
+			first = false
+			// Keep a@0, put a@1 and a@2 back.
+			b.release(b.jobs[0].key, []*job{b.jobs[1], b.jobs[2]})
+		}
+	})
+	t.Cleanup(s.close)
+	s.mu.Lock() // submit all three before any worker looks
+	for o := range 3 {
+		j := testJob("a", int64(o))
+		q := s.keys[j.key]
+		if q == nil {
+			q = &keyQueue{key: j.key}
+			s.keys[j.key] = q
+		}
+		if q.tail == nil {
+			q.head, q.tail = j, j
+		} else {
+			q.tail.next, q.tail = j, j
+		}
+		if !q.queued {
+			q.queued = true
+			s.ready = append(s.ready, q)
+		}
+	}
+	s.cond.Signal()
+	s.mu.Unlock()
+	want := [][]string{{"a@0", "a@1", "a@2"}, {"a@1", "a@2"}}
+	for _, w := range want {
+		select {
+		case b := <-got:
+			if !slices.Equal(b, w) {
+				t.Fatalf("batch %v, want %v", b, w)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no batch; want %v", w)
+		}
+	}
+}
+
+// testPipeline is a pipeline owning all of partition 0 of topic "t",
+// without Kafka or etcd: records go in through handle, and the ledger shows
+// what was completed.
+func testPipeline(t *testing.T, mutate func(*Config)) (*pipeline, *owned) {
+	cfg := DefaultConfig()
+	cfg.Concurrency = 4
+	cfg.Retry = RetryPolicy{MaxAttempts: 3, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
+	mutate(&cfg)
+	c := &Consumer{cfg: cfg, log: testutil.Logger(t)}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &pipeline{c: c, ctx: ctx, stop: cancel, log: c.log, space: make(chan struct{}, 1)}
+	p.mu.cond = sync.NewCond(&p.mu.Mutex)
+	p.mu.ranges = make(map[string]*owned)
+	p.mu.byTP = make(map[tp][]*owned)
+	p.mu.pos = make(map[tp]int64)
+	p.mu.jobs = make(map[tp]map[int64]*job)
+	p.mu.fetching = true
+	st, err := ledger.NewState(ledger.Full, ledger.Entry{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &owned{st: st, rs: coord.RangeState{Key: "r", Record: coord.RangeRecord{Topic: "t", Lo: 0, Hi: ledger.HashSpace, State: coord.StateActive}}}
+	p.mu.ranges["r"] = w
+	p.mu.byTP[tp{Topic: "t"}] = []*owned{w}
+	p.sched = newBatchScheduler(cfg.Concurrency, cfg.MaxBatchSize, cfg.MaxBatchWait, p.runBatch)
+	t.Cleanup(func() { cancel(); p.sched.close() })
+	return p, w
+}
+
+func feed(p *pipeline, keys ...string) {
+	topic := "t"
+	for o, k := range keys {
+		p.handle(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Offset: kafka.Offset(o)}, Key: []byte(k), Value: []byte(k)})
+	}
+}
+
+func name(m *kafka.Message) string { return fmt.Sprintf("%s@%d", m.Key, m.TopicPartition.Offset) }
+
+// TestBatchPartialFailure: the handler fails a@0 once. b@1 and c@3 of the
+// same batch are done at once; a@2 (after a@0 in the batch) is discarded
+// and runs only after a@0 succeeds, alone; the ledger completes every
+// record, once.
+func TestBatchPartialFailure(t *testing.T) {
+	var mu sync.Mutex
+	var calls [][]string
+	failed := false
+	release := make(chan struct{})
+	p, w := testPipeline(t, func(c *Config) {
+		c.MaxBatchSize, c.MaxBatchWait = 10, 50*time.Millisecond
+		c.BatchHandler = func(ctx context.Context, batch []*kafka.Message) []error {
+			var names []string
+			for _, m := range batch {
+				names = append(names, name(m))
+			}
+			mu.Lock()
+			calls = append(calls, names)
+			n := len(calls)
+			res := make([]error, len(batch))
+			hold := false
+			for i, m := range batch {
+				if name(m) == "a@0" && !failed {
+					failed = true
+					res[i] = errors.New("a@0 fails once")
+				}
+				hold = hold || (name(m) == "a@0" && n == 2)
+			}
+			mu.Unlock()
+			if hold {
+				<-release // hold the retry: a@2 must not run meanwhile
+			}
+			return res
+		}
+	})
+	feed(p, "a", "b", "a", "c")
+	testutil.WaitFor(t, "the retry of a@0", 5*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(calls) == 2
+	})
+	p.mu.Lock()
+	wm, pending := w.st.Watermark(), w.st.Pending()
+	p.mu.Unlock()
+	if wm != 0 || pending != 2 {
+		t.Fatalf("while a@0 is retried: watermark %d, pending %d; want 0 and 2 (a@0, a@2)", wm, pending)
+	}
+	close(release)
+	testutil.WaitFor(t, "all done", 5*time.Second, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return w.st.Watermark() == 4
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	checkCalls(t, calls, []string{"a@0", "a@2", "b@1", "c@3"}, "a@0", "a@2")
+	if got := p.c.metrics.handled.Load(); got != 4 {
+		t.Fatalf("handled %d, want 4", got)
+	}
+}
+
+// TestBatchWrongResultLength: a handler that returns the wrong number of
+// results fails the whole batch: nothing is completed from it; the first
+// record of each key is retried, the rest wait.
+func TestBatchWrongResultLength(t *testing.T) {
+	var mu sync.Mutex
+	var calls [][]string
+	p, w := testPipeline(t, func(c *Config) {
+		c.MaxBatchSize, c.MaxBatchWait = 10, 50*time.Millisecond
+		c.BatchHandler = func(ctx context.Context, batch []*kafka.Message) []error {
+			var names []string
+			for _, m := range batch {
+				names = append(names, name(m))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, names)
+			if len(calls) == 1 {
+				return make([]error, 1) // wrong: one result for three records
+			}
+			return nil // all done
+		}
+	})
+	feed(p, "a", "b", "a")
+	testutil.WaitFor(t, "all done", 5*time.Second, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return w.st.Watermark() == 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	checkCalls(t, calls, []string{"a@0", "a@2", "b@1"}, "a@0", "b@1", "a@2")
+	if f := p.c.metrics.failed.Load(); f != 2 {
+		t.Fatalf("failed attempts %d, want 2 (a@0 and b@1; a@2 waited)", f)
+	}
+}
+
+// TestBatchPanicAndGiveUp: a panicking handler fails the batch; without a
+// dead-letter topic the record is retried past MaxAttempts, its key stays
+// blocked, and other keys go on.
+func TestBatchPanicAndGiveUp(t *testing.T) {
+	p, w := testPipeline(t, func(c *Config) {
+		c.MaxBatchSize, c.MaxBatchWait = 4, 0
+		c.BatchHandler = func(ctx context.Context, batch []*kafka.Message) []error {
+			for _, m := range batch {
+				if string(m.Key) == "poison" {
+					panic("poison")
+				}
+			}
+			return nil
+		}
+	})
+	feed(p, "poison", "b", "poison", "c", "d", "e", "f")
+	testutil.WaitFor(t, "other keys done", 5*time.Second, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return w.st.Pending() == 2 && p.c.metrics.failed.Load() > int64(p.c.cfg.Retry.MaxAttempts)
+	})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if wm := w.st.Watermark(); wm != 0 {
+		t.Fatalf("watermark %d, want 0 (poison@0 never done)", wm)
+	}
+	j := p.mu.jobs[tp{Topic: "t"}][0]
+	if j == nil || j.attempts <= p.c.cfg.Retry.MaxAttempts || j.lastErr == "" {
+		t.Fatalf("poison@0 job %+v: want attempts past MaxAttempts and its error", j)
+	}
+}
+
+// TestBatchConfig: bad batch settings are refused with ErrConfig, naming
+// the field.
+func TestBatchConfig(t *testing.T) {
+	base := DefaultConfig()
+	base.Group, base.Topics = "g", []string{"t"}
+	base.Kafka = kafka.ConfigMap{"bootstrap.servers": "x:9092"}
+	bh := func(context.Context, []*kafka.Message) []error { return nil }
+	h := func(context.Context, *kafka.Message) error { return nil }
+	for _, tc := range []struct {
+		name, want string
+		mutate     func(*Config)
+	}{
+		{"neither", "Config.Handler is nil", func(c *Config) {}},
+		{"both", "both set", func(c *Config) { c.Handler, c.BatchHandler = h, bh }},
+		{"size 0", "MaxBatchSize 0", func(c *Config) { c.BatchHandler, c.MaxBatchSize = bh, 0 }},
+		{"size -1", "MaxBatchSize -1", func(c *Config) { c.BatchHandler, c.MaxBatchSize = bh, -1 }},
+		{"size above in-flight", "exceeds MaxInFlight", func(c *Config) { c.BatchHandler, c.MaxBatchSize = bh, 5000 }},
+		{"negative wait", "MaxBatchWait -1ms", func(c *Config) { c.BatchHandler, c.MaxBatchWait = bh, -time.Millisecond }},
+		{"ok", "", func(c *Config) { c.BatchHandler, c.MaxBatchWait = bh, 0 }},
+		{"single ignores batch fields", "", func(c *Config) { c.Handler, c.MaxBatchSize = h, 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.mutate(&c)
+			err := c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (!errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want ErrConfig with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// checkCalls checks that the first handler call got first (in any order
+// across keys, in offset order within a key) and the later calls were one
+// record each, then (a@2 after a@0).
+func checkCalls(t *testing.T, calls [][]string, first []string, then ...string) {
+	t.Helper()
+	if len(calls) != 1+len(then) {
+		t.Fatalf("calls %v: want %v, then each of %v alone", calls, first, then)
+	}
+	got := slices.Clone(calls[0])
+	if slices.Index(got, "a@0") > slices.Index(got, "a@2") {
+		t.Fatalf("first call %v: a@2 before a@0", got)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, first) {
+		t.Fatalf("first call %v, want %v", calls[0], first)
+	}
+	var rest []string
+	for _, c := range calls[1:] {
+		if len(c) != 1 {
+			t.Fatalf("calls %v: a retry or a later batch of more than one record", calls)
+		}
+		rest = append(rest, c[0])
+	}
+	if slices.Index(rest, "a@2") < slices.Index(rest, "a@0") {
+		t.Fatalf("calls %v: a@2 ran before a@0's retry", calls)
+	}
+	slices.Sort(rest)
+	want := slices.Clone(then)
+	slices.Sort(want)
+	if !slices.Equal(rest, want) {
+		t.Fatalf("later calls %v, want %v", rest, want)
+	}
+}
