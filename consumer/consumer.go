@@ -111,6 +111,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	for {
 		cc := c.cfg.coordConfig(c.partitionCounts)
 		cc.OnLeader = c.commitLoop
+		cc.TopicIDs = topicIDs{c}
 		sess, err := coord.Join(ctx, c.cli, cc)
 		if err != nil {
 			// Only the first join fails Run. A rejoin can find our own

@@ -32,6 +32,19 @@ var (
 // missing topic's ranges as they are. An error means no count could be read.
 type PartitionSource func(ctx context.Context, topics []string) (map[string]int32, error)
 
+// TopicIDSource tells the leader which incarnation of each topic Kafka holds,
+// so that it can tell a topic deleted and created again under the same name
+// (see Session's topic checks in topics.go). The consumer package implements
+// it with Kafka's admin API.
+type TopicIDSource interface {
+	// IDs returns each topic's id (Kafka's topic UUID), leaving out the
+	// topics it cannot read.
+	IDs(ctx context.Context, topics []string) (map[string]string, error)
+	// ResetOffsets sets the group's committed Kafka offsets of topic to
+	// where a new group would start (auto.offset.reset).
+	ResetOffsets(ctx context.Context, topic string) error
+}
+
 // Config configures a member's coordination.
 type Config struct {
 	// Group names the group; its state lives under Prefix/Group/. Required.
@@ -49,6 +62,10 @@ type Config struct {
 	Topics []string
 	// Partitions tells the leader the topics' partition counts. Required.
 	Partitions PartitionSource
+	// TopicIDs, if set, lets the leader tell a topic that was deleted and
+	// created again: it then starts the topic afresh instead of applying
+	// the old topic's ledger to the new log. Default: none (not checked).
+	TopicIDs TopicIDSource
 	// SessionTTL is the etcd lease TTL: a member that stops answering loses
 	// its ranges this long after. Default 10 s; etcd may grant more.
 	SessionTTL time.Duration

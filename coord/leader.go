@@ -173,6 +173,8 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 		// When this leader first saw each revoking record, on its own
 		// clock: a new leader starts counting drains again.
 		seen = make(map[rangeObs]time.Time)
+		// Topics deleted and created again (topics.go).
+		topics = &topicWatch{resetAt: make(map[string]time.Time), held: make(map[string]bool)}
 	)
 	poke()
 	for {
@@ -193,6 +195,7 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 				continue
 			}
 			parts, partsAt, partsOK = p, time.Now(), true
+			s.checkTopics(ctx, l, topics)
 			// Report once per change of the set of missing topics.
 			if m := strings.Join(gone, ","); m != missing {
 				if m != "" {
@@ -203,6 +206,8 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 				}
 				missing = m
 			}
+		} else if len(topics.held) > 0 {
+			s.checkTopics(ctx, l, topics) // a reset under way: every round
 		}
 		snap, err := ReadSnapshot(ctx, s.cli, s.schema)
 		if err != nil {
@@ -218,7 +223,7 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 		clock := time.Now() // monotonic; .UTC() below drops that reading
 		observe(seen, snap, clock)
 		changes, _ := plan(planInput{
-			schema: s.schema, snap: snap, parts: parts, now: clock.UTC(),
+			schema: s.schema, snap: snap, parts: topics.assignable(parts), now: clock.UTC(),
 			drainTimeout: s.cfg.DrainTimeout, gen: snap.Generation.Generation + 1,
 			maxTxnOps: s.cfg.MaxTxnOps,
 			clock:     clock, seen: seen, grace: drainGrace(s.cfg.SessionTTL),

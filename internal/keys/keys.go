@@ -11,6 +11,7 @@
 //	lost/<topic>/<ppppp>/<llllllllll>/<ssssssssssssssssssss>
 //	                                    records the range lost to retention; <s> is the log start
 //	paused                              the group is paused by an operator (keyshare group pause)
+//	topics/<topic>                      the Kafka topic id the group's state of the topic belongs to
 //
 // <ppppp> is the partition, 5 digits; <llllllllll> is the range's first hash,
 // 10 digits, so keys sort by partition and then by hash as a human expects.
@@ -106,6 +107,19 @@ func ParseLostKey(prefix, key string) (topic string, partition int32, lo uint64,
 		return "", 0, 0, 0, fmt.Errorf("key %q: the log start must be written as %%020d", key)
 	}
 	return topic, partition, lo, logStart, nil
+}
+
+// Topics is the prefix of the topic records.
+func (s Schema) Topics() string { return s.root + "topics/" }
+
+// Topic is the key of topic's record.
+func (s Schema) Topic(topic string) string { return s.Topics() + topic }
+
+// TopicState is the prefix of every key that holds state of topic: its
+// range records, ledger entries and commit records (not its loss reports,
+// which are history an operator deletes).
+func (s Schema) TopicState(topic string) []string {
+	return []string{s.Ranges() + topic + "/", s.Ledger() + topic + "/", s.Commits() + topic + "/"}
 }
 
 // Commit is the key of topic/partition's committed offset.

@@ -1,0 +1,85 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// topicIDs is the leader's view of Kafka's topic ids (coord.TopicIDSource),
+// through the member's Kafka client: one DescribeTopics request for all
+// topics, and DeleteConsumerGroupOffsets when a recreated topic starts
+// afresh.
+type topicIDs struct{ c *Consumer }
+
+func (t topicIDs) admin() (*kafka.AdminClient, error) {
+	a, err := kafka.NewAdminClientFromConsumer(t.c.kc)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: admin client: %w", err)
+	}
+	return a, nil
+}
+
+// IDs returns each readable topic's id.
+func (t topicIDs) IDs(ctx context.Context, topics []string) (map[string]string, error) {
+	a, err := t.admin()
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	res, err := a.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(topics))
+	if err != nil {
+		return nil, fmt.Errorf("consumer: describe topics %v: %w", topics, err)
+	}
+	out := make(map[string]string, len(topics))
+	for _, d := range res.TopicDescriptions {
+		if d.Error.Code() != kafka.ErrNoError || (d.TopicID.GetMostSignificantBits() == 0 && d.TopicID.GetLeastSignificantBits() == 0) {
+			continue
+		}
+		out[d.Name] = d.TopicID.String()
+	}
+	return out, nil
+}
+
+// ResetOffsets commits, for every partition of topic, the offset a new
+// group would start at (auto.offset.reset: the log start, or its end): one
+// ListOffsets request and one standalone commit.
+func (t topicIDs) ResetOffsets(ctx context.Context, topic string) error {
+	counts, err := t.c.partitionCounts(ctx, []string{topic})
+	if err != nil {
+		return err
+	}
+	n := counts[topic]
+	if n <= 0 {
+		return fmt.Errorf("consumer: topic %q has no partitions now", topic)
+	}
+	spec := kafka.EarliestOffsetSpec
+	if t.c.cfg.AutoOffsetReset == "latest" {
+		spec = kafka.LatestOffsetSpec
+	}
+	ask := make(map[kafka.TopicPartition]kafka.OffsetSpec, n)
+	for p := range n {
+		ask[kafka.TopicPartition{Topic: &topic, Partition: p}] = spec
+	}
+	a, err := t.admin()
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	res, err := a.ListOffsets(ctx, ask)
+	if err != nil {
+		return fmt.Errorf("consumer: list offsets of %q: %w", topic, err)
+	}
+	var commit []kafka.TopicPartition
+	for k, r := range res.ResultInfos {
+		if r.Error.Code() != kafka.ErrNoError {
+			return fmt.Errorf("consumer: list offsets of %s/%d: %w", topic, k.Partition, r.Error)
+		}
+		commit = append(commit, kafka.TopicPartition{Topic: &topic, Partition: k.Partition, Offset: r.Offset})
+	}
+	if err := commitErr(t.c.kc.CommitOffsets(commit)); err != nil {
+		return fmt.Errorf("consumer: commit the start offsets of %q: %w", topic, err)
+	}
+	return nil
+}

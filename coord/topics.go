@@ -1,0 +1,169 @@
+package coord
+
+import (
+	"context"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A topic deleted and created again under the same name is a new log: its
+// offsets start again at 0 and hold other records. The group's ledger and
+// commit records of the old topic must never be applied to it — a range
+// whose next is 100 would pass over the new log's first 100 records as
+// done. Kafka gives every topic an id (KIP-516); the leader keeps the id the
+// group's state belongs to in topics/<topic> and, when Kafka reports another
+// one, starts the topic afresh:
+//
+//  1. in one guarded transaction it deletes the topic's range records,
+//     ledger entries and commit records and marks the topic "resetting"
+//     (owners are fenced: their range records are gone);
+//  2. it sets the group's committed Kafka offsets of the topic to where a
+//     new group would start (auto.offset.reset) — Apache Kafka drops a
+//     deleted topic's offsets, not every broker does — and again once
+//     resetSettle has passed, since a commit round that read the group
+//     before step 1 may still commit an old offset;
+//  3. it marks the topic "active"; the next assignment round gives its
+//     partitions new ranges with no ledger state, which start at the
+//     committed offset of step 2 — where a Kafka consumer group starts on a
+//     recreated topic.
+//
+// A topic's partitions are not assigned while it is resetting.
+
+// Topic record states.
+const (
+	TopicActive    = "active"
+	TopicResetting = "resetting"
+)
+
+// resetSettle is how long after deleting a recreated topic's state the
+// leader resets its Kafka offsets again before assigning it afresh: longer
+// than a commit round that read the group before the reset can take (its
+// etcd requests are bounded by the consumer's EtcdTimeout, 2 s by default).
+const resetSettle = 5 * time.Second
+
+// TopicRecord is the value of topics/<topic>: the Kafka topic id that the
+// group's state of the topic belongs to.
+type TopicRecord struct {
+	V     int       `json:"v"`
+	Topic string    `json:"topic"`
+	ID    string    `json:"id"`
+	State string    `json:"state"`
+	At    time.Time `json:"at"`
+}
+
+// DecodeTopic reads a topic record.
+func DecodeTopic(key string, data []byte) (TopicRecord, error) {
+	var r TopicRecord
+	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
+		return TopicRecord{}, err
+	}
+	if r.ID == "" || (r.State != TopicActive && r.State != TopicResetting) {
+		return TopicRecord{}, &BadValueError{Key: key, Problem: "want a topic id and state active or resetting"}
+	}
+	return r, nil
+}
+
+// topicWatch is the leader's memory of topic resets during one term.
+type topicWatch struct {
+	resetAt map[string]time.Time // when this leader deleted a topic's state (its monotonic clock)
+	held    map[string]bool      // topics not to assign now
+}
+
+// checkTopics compares Kafka's topic ids with the group's and starts
+// recreated topics afresh (see above). It updates tw.held. Errors are
+// logged; what did not happen is tried again next call.
+func (s *Session) checkTopics(ctx context.Context, l *Leader, tw *topicWatch) {
+	if s.cfg.TopicIDs == nil {
+		return
+	}
+	ids, err := s.cfg.TopicIDs.IDs(ctx, s.cfg.Topics)
+	if err != nil {
+		s.log.Warn("read topic ids; recreated topics are not detected this round", "error", err)
+		return
+	}
+	resp, err := s.cli.Get(ctx, s.schema.Topics(), clientv3.WithPrefix())
+	if err != nil {
+		s.log.Warn("read topic records", "error", err)
+		return
+	}
+	stored := make(map[string]TopicRecord)
+	revs := make(map[string]int64)
+	for _, kv := range resp.Kvs {
+		r, err := DecodeTopic(string(kv.Key), kv.Value)
+		if err != nil || s.schema.Topic(r.Topic) != string(kv.Key) {
+			// Rewritten below with the id Kafka reports now.
+			s.log.Error("damaged topic record; recording the topic's current id", "key", string(kv.Key), "error", err)
+			revs[string(kv.Key)] = kv.ModRevision
+			continue
+		}
+		stored[r.Topic], revs[string(kv.Key)] = r, kv.ModRevision
+	}
+	put := func(topic, id, state string, ops ...clientv3.Op) bool {
+		key := s.schema.Topic(topic)
+		rec := TopicRecord{V: recordVersion, Topic: topic, ID: id, State: state, At: time.Now().UTC()}
+		tr, err := s.cli.Txn(ctx).
+			If(l.Guard(), clientv3.Compare(clientv3.ModRevision(key), "=", revs[key])).
+			Then(append(ops, clientv3.OpPut(key, mustJSON(rec)))...).
+			Commit()
+		if err != nil || !tr.Succeeded {
+			s.log.Warn("write topic record; trying again next round", "topic", topic, "state", state, "error", err)
+			return false
+		}
+		return true
+	}
+	for _, topic := range s.cfg.Topics {
+		id := ids[topic]
+		rec, known := stored[topic]
+		switch {
+		case id == "":
+			// Kafka does not say now (the topic is gone, or not yet
+			// back): leave everything as it is.
+		case !known:
+			put(topic, id, TopicActive)
+		case rec.ID != id:
+			var dels []clientv3.Op
+			for _, prefix := range s.schema.TopicState(topic) {
+				dels = append(dels, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
+			}
+			if put(topic, id, TopicResetting, dels...) {
+				s.log.Error("topic was deleted and created again: the group's ledger and committed offsets of the old topic do not apply to the new log; starting the topic afresh where auto.offset.reset says (records of the old topic not yet handled were deleted with it)",
+					"topic", topic, "old_id", rec.ID, "new_id", id)
+				tw.resetAt[topic] = time.Now()
+				tw.held[topic] = true
+			}
+		case rec.State == TopicResetting:
+			tw.held[topic] = true
+			if err := s.cfg.TopicIDs.ResetOffsets(ctx, topic); err != nil {
+				s.log.Warn("reset the group's Kafka offsets of a recreated topic; trying again next round", "topic", topic, "error", err)
+				continue
+			}
+			at, ok := tw.resetAt[topic]
+			if !ok { // reset by an earlier leader: wait from now
+				tw.resetAt[topic] = time.Now()
+				continue
+			}
+			if time.Since(at) >= resetSettle && put(topic, id, TopicActive) {
+				s.log.Info("recreated topic starts afresh", "topic", topic, "id", id)
+				delete(tw.held, topic)
+				delete(tw.resetAt, topic)
+			}
+		default:
+			delete(tw.held, topic)
+		}
+	}
+}
+
+// assignable leaves out the partitions of held topics.
+func (tw *topicWatch) assignable(parts []PartitionWeight) []PartitionWeight {
+	if len(tw.held) == 0 {
+		return parts
+	}
+	out := make([]PartitionWeight, 0, len(parts))
+	for _, p := range parts {
+		if !tw.held[p.Topic] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
