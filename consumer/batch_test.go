@@ -300,7 +300,7 @@ func TestBatchPartialFailureAndDeadLetter(t *testing.T) {
 		return nil
 	}
 	var sz sizes
-	cl.startBatch("m", h.batchHandler("m", 5*time.Millisecond, fail, &sz))
+	mem := cl.startBatch("m", h.batchHandler("m", 5*time.Millisecond, fail, &sz))
 	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(200, 10))
 	waitFor(t, "commit reaches end", 60*time.Second, func() bool {
 		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == int64(len(produced))
@@ -318,6 +318,24 @@ func TestBatchPartialFailureAndDeadLetter(t *testing.T) {
 		t.Fatalf("%d records handled twice", dups)
 	}
 	t.Logf("%s", &sz)
+	// The batch histogram counts every call and every record handed over.
+	mfs, err := mem.c.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "keyshare_batch_records" {
+			found = true
+			hg := mf.GetMetric()[0].GetHistogram()
+			if int64(hg.GetSampleCount()) != sz.n.Load() || int64(hg.GetSampleSum()) != sz.records.Load() {
+				t.Errorf("keyshare_batch_records: %d calls, %v records; the handler saw %s", hg.GetSampleCount(), hg.GetSampleSum(), &sz)
+			}
+		}
+	}
+	if !found {
+		t.Error("no keyshare_batch_records metric")
+	}
 
 	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": k.Brokers, "group.id": "reader", "log_level": 3})
 	if err != nil {
