@@ -233,6 +233,9 @@ func (c *Consumer) callBatch(ctx context.Context, msgs []*kafka.Message) (res []
 			res, err = nil, fmt.Errorf("batch handler panicked: %v\n%s", r, debug.Stack())
 		}
 	}()
+	if c.batchRecords != nil {
+		c.batchRecords.Observe(float64(len(msgs)))
+	}
 	res = c.cfg.BatchHandler(ctx, msgs)
 	if res == nil {
 		return make([]error, len(msgs)), nil

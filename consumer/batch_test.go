@@ -300,7 +300,7 @@ func TestBatchPartialFailureAndDeadLetter(t *testing.T) {
 		return nil
 	}
 	var sz sizes
-	cl.startBatch("m", h.batchHandler("m", 5*time.Millisecond, fail, &sz))
+	mem := cl.startBatch("m", h.batchHandler("m", 5*time.Millisecond, fail, &sz))
 	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(200, 10))
 	waitFor(t, "commit reaches end", 60*time.Second, func() bool {
 		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == int64(len(produced))
@@ -318,6 +318,24 @@ func TestBatchPartialFailureAndDeadLetter(t *testing.T) {
 		t.Fatalf("%d records handled twice", dups)
 	}
 	t.Logf("%s", &sz)
+	// The batch histogram counts every call and every record handed over.
+	mfs, err := mem.c.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "keyshare_batch_records" {
+			found = true
+			hg := mf.GetMetric()[0].GetHistogram()
+			if int64(hg.GetSampleCount()) != sz.n.Load() || int64(hg.GetSampleSum()) != sz.records.Load() {
+				t.Errorf("keyshare_batch_records: %d calls, %v records; the handler saw %s", hg.GetSampleCount(), hg.GetSampleSum(), &sz)
+			}
+		}
+	}
+	if !found {
+		t.Error("no keyshare_batch_records metric")
+	}
 
 	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": k.Brokers, "group.id": "reader", "log_level": 3})
 	if err != nil {
@@ -395,4 +413,66 @@ func TestBatchDrainTimeoutCancelsBatch(t *testing.T) {
 	waitFor(t, "commit reaches end", 30*time.Second, func() bool {
 		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == int64(len(produced))
 	})
+}
+
+// TestBatchBackpressure: records in batches count as in flight. While a
+// batch holding key-7 hangs (its key's later records queue behind it), the
+// member stops at MaxInFlight and pauses the partition; the records in
+// running batches and the queued ones together never pass the bound.
+func TestBatchBackpressure(t *testing.T) {
+	cl, k := newCluster(t, map[string]int32{"orders": 1})
+	batchOpts := batchConfig(20, 5*time.Millisecond)
+	cl.mutate = func(c *consumer.Config) {
+		batchOpts(c)
+		c.MaxInFlight, c.Concurrency = 60, 2
+	}
+	h := newHistory(t)
+	inner := h.batchHandler("m", 0, nil, nil)
+	release := make(chan struct{})
+	var inBatches, maxInBatches atomic.Int64
+	m := cl.startBatch("m", func(ctx context.Context, batch []*kafka.Message) []error {
+		n := inBatches.Add(int64(len(batch)))
+		defer inBatches.Add(-int64(len(batch)))
+		for {
+			if old := maxInBatches.Load(); n <= old || maxInBatches.CompareAndSwap(old, n) {
+				break
+			}
+		}
+		for _, msg := range batch {
+			if string(msg.Key) == "key-7" {
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return consumer.FailAll(len(batch), ctx.Err())
+				}
+				break
+			}
+		}
+		return inner(ctx, batch)
+	})
+	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(4000, 100))
+	maxSeen := 0
+	waitFor(t, "the partition paused at the bound", 60*time.Second, func() bool {
+		st := m.c.Status()
+		maxSeen = max(maxSeen, st.InFlight)
+		return st.Paused
+	})
+	for range 20 {
+		maxSeen = max(maxSeen, m.c.Status().InFlight)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if maxSeen > 60 {
+		t.Fatalf("in flight reached %d, bound 60", maxSeen)
+	}
+	if got := maxInBatches.Load(); got > 60 {
+		t.Fatalf("%d records in running batches at once, bound 60", got)
+	}
+	if n := h.count(); n >= len(produced)-40 {
+		t.Fatalf("%d records handled while key-7 blocked: fetching did not stop at the bound", n)
+	}
+	close(release)
+	waitFor(t, "all records", 60*time.Second, func() bool { return h.count() == len(produced) })
+	if dups := h.check(produced); dups != 0 {
+		t.Fatalf("%d duplicates", dups)
+	}
 }

@@ -35,6 +35,7 @@ type Consumer struct {
 	}
 	registry                     *prometheus.Registry
 	flushSeconds, handoffSeconds prometheus.Histogram
+	batchRecords                 prometheus.Histogram // records per BatchHandler call (batch.go)
 
 	mu struct {
 		sync.Mutex

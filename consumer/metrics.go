@@ -138,7 +138,14 @@ func (c *Consumer) newRegistry() *prometheus.Registry {
 		Name: "keyshare_handoff_seconds", Help: "Time from when this member saw a range revoked to its release.",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 	})
+	c.batchRecords = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "keyshare_batch_records", Help: "Records per BatchHandler call (retries of a failed record are calls of one); its count is the calls made.",
+		Buckets: prometheus.ExponentialBuckets(1, 4, 7),
+	})
 	reg.MustRegister(collector{c}, c.flushSeconds, c.handoffSeconds)
+	if c.cfg.BatchHandler != nil {
+		reg.MustRegister(c.batchRecords)
+	}
 	return reg
 }
 
