@@ -47,6 +47,7 @@ const maxOpsPerTxn = 100
 type Group struct {
 	cli    *clientv3.Client
 	schema keys.Schema
+	group  coord.Group
 	name   string
 	kcfg   kafka.ConfigMap
 	kc     *kafka.Consumer // never subscribes: metadata, offsets, commits
@@ -60,7 +61,7 @@ func Open(cli *clientv3.Client, kafkaCfg kafka.ConfigMap, prefix, group string) 
 	if err := keys.CheckName("group", group); err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
-	g := &Group{cli: cli, schema: keys.New(prefix, group), name: group, kcfg: kafkaCfg}
+	g := &Group{cli: cli, schema: keys.New(prefix, group), group: coord.Group{Prefix: prefix, Name: group}, name: group, kcfg: kafkaCfg}
 	if kafkaCfg != nil {
 		cm := kafka.ConfigMap{}
 		for k, v := range kafkaCfg {
@@ -145,7 +146,7 @@ func (g *Group) Pause(ctx context.Context, by, reason string) error {
 	if err := g.known(ctx); err != nil {
 		return err
 	}
-	return coord.WritePause(ctx, g.cli, g.schema, coord.PauseRecord{By: by, Reason: reason})
+	return coord.WritePause(ctx, g.cli, g.group, coord.PauseRecord{By: by, Reason: reason})
 }
 
 // Resume lets the members take records again; it reports whether the group
@@ -154,7 +155,7 @@ func (g *Group) Resume(ctx context.Context) (bool, error) {
 	if err := g.known(ctx); err != nil {
 		return false, err
 	}
-	return coord.DeletePause(ctx, g.cli, g.schema)
+	return coord.DeletePause(ctx, g.cli, g.group)
 }
 
 // Delete removes the group's etcd state and, with kafkaOffsets, its
@@ -337,7 +338,7 @@ func (g *Group) ApplyReset(ctx context.Context, plan []PlanRow) error {
 	if err := g.check(ctx); err != nil {
 		return err
 	}
-	snap, err := coord.ReadSnapshot(ctx, g.cli, g.schema)
+	snap, err := coord.ReadSnapshot(ctx, g.cli, g.group)
 	if err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}

@@ -14,7 +14,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/keys"
 )
 
 // Consumer is one keyshare member: it joins the group in etcd, fetches the
@@ -315,17 +314,16 @@ func (c *Consumer) partitionCounts(ctx context.Context, topics []string) (map[st
 // startOffset is where a range without ledger state starts: the offset the
 // leader recorded in etcd, else the group's committed Kafka offset (a group
 // moving from a plain consumer group), else AutoOffsetReset.
-func (c *Consumer) startOffset(ctx context.Context, s keys.Schema, t tp) (int64, error) {
-	resp, err := c.cli.Get(ctx, s.Commit(t.Topic, t.Partition))
-	if err != nil {
-		return 0, fmt.Errorf("read recorded commit: %w", err)
-	}
-	if len(resp.Kvs) == 1 {
-		rec, err := coord.DecodeCommit(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
-		if err == nil {
-			return rec.Offset, nil
-		}
+func (c *Consumer) startOffset(ctx context.Context, sess *coord.Session, t tp) (int64, error) {
+	rec, ok, err := sess.RecordedCommit(ctx, t)
+	var bad *coord.BadValueError
+	switch {
+	case ok:
+		return rec.Offset, nil
+	case errors.As(err, &bad):
 		c.log.Error("recorded commit unreadable; using Kafka's", "error", err)
+	case err != nil:
+		return 0, fmt.Errorf("read recorded commit: %w", err)
 	}
 	topic := t.Topic
 	timeout := int(c.cfg.StartTimeout / time.Millisecond)

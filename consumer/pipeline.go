@@ -11,7 +11,6 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/hashicorp/go-hclog"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
@@ -32,7 +31,7 @@ type owned struct {
 	drains int
 	// losses are records Kafka deleted before the range handled them, not
 	// yet reported: the next flush writes them with the ledger entry.
-	losses []lossReport
+	losses []coord.LossReport
 
 	// Stuck detection (stuck.go).
 	lastWM  int64
@@ -41,11 +40,6 @@ type owned struct {
 }
 
 func (o *owned) tp() tp { return o.rs.TP() }
-
-type lossReport struct {
-	loss ledger.Loss
-	at   time.Time
-}
 
 // pipeline is a member's data path for one etcd session: fetch, filter,
 // dispatch, complete, flush. When the session ends the whole pipeline is
@@ -153,14 +147,14 @@ func (p *pipeline) fetchLoop() error {
 				return err
 			}
 		case <-p.resync:
-			snap, err := coord.ReadSnapshot(p.ctx, p.c.cli, p.sess.Schema())
+			a, err := p.sess.ReadAssignment(p.ctx)
 			if err != nil {
 				p.log.Warn("reread assignment", "error", err)
 				poke(p.resync)
 				sleep(p.ctx, 200*time.Millisecond)
 				continue
 			}
-			if err := p.reconcile(snap.AssignmentOf(p.sess.ID())); err != nil {
+			if err := p.reconcile(a); err != nil {
 				return err
 			}
 		case <-p.retentionCh:
@@ -253,11 +247,11 @@ func (p *pipeline) retention() {
 			if !lost {
 				continue
 			}
-			w.losses = append(w.losses, lossReport{loss: loss, at: now})
+			w.losses = append(w.losses, coord.LossReport{Loss: loss, At: now})
 			p.log.Error("records were deleted from Kafka before they were handled; they are lost to retention and reported in etcd",
 				"topic", t.Topic, "partition", t.Partition, "range", w.st.Range().String(),
 				"lost_from", loss.Window(), "log_start", low, "known_pending_lost", loss.Known(),
-				"report", p.sess.Schema().LostRange(t.Topic, t.Partition, w.rs.Record.Lo, low))
+				"report", p.sess.LossKey(w.rs, low))
 		}
 		p.mu.pos[t] = low
 		p.mu.Unlock()
@@ -533,7 +527,7 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 		if _, ok := starts[r.TP()]; ok {
 			continue
 		}
-		s, err := p.c.startOffset(p.ctx, p.sess.Schema(), r.TP())
+		s, err := p.c.startOffset(p.ctx, p.sess, r.TP())
 		if err != nil {
 			if p.ctx.Err() != nil {
 				return nil
@@ -560,8 +554,8 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 		case src != nil:
 			w = &owned{st: src.st.Clip(r.Record.Range()), flushed: 0, revoking: src.revoking}
 			for _, l := range src.losses { // not reported yet: the part reports its share
-				if c, ok := l.loss.Clip(r.Record.Range()); ok {
-					w.losses = append(w.losses, lossReport{loss: c, at: l.at})
+				if c, ok := l.Loss.Clip(r.Record.Range()); ok {
+					w.losses = append(w.losses, coord.LossReport{Loss: c, At: l.At})
 				}
 			}
 		default:
@@ -778,19 +772,16 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 		p.log.Warn("drain budget spent with records in flight; they will run again on the next owner", "range", w.st.Range().String(), "in_flight", n, "budget", budget)
 	}
 	rs, final := w.rs, w.st.Entry()
-	var losses []clientv3.Op
-	for _, l := range w.losses {
-		losses = append(losses, p.sess.LossOp(rs, l.loss, l.at))
-	}
+	losses := slices.Clone(w.losses)
 	p.mu.Unlock()
 
 	for p.ctx.Err() == nil {
-		err := p.sess.Release(p.ctx, rs, final, losses...)
+		err := p.sess.Release(p.ctx, rs, final, losses)
 		if err == nil {
 			p.c.handoffSeconds.Observe(time.Since(received).Seconds())
 			p.c.metrics.retentionLosses.Add(int64(len(losses)))
 		}
-		if err == nil || errors.Is(err, ledger.ErrFenced) {
+		if err == nil || errors.Is(err, coord.ErrFenced) {
 			if err != nil {
 				p.log.Warn("release fenced", "range", rs.Key, "error", err)
 			}
@@ -867,7 +858,7 @@ func (p *pipeline) flushLoop() {
 func (p *pipeline) flush(ctx context.Context) {
 	p.mu.Lock()
 	completions := p.mu.unflushed
-	var writes []ledger.Write
+	var writes []coord.RangeFlush
 	bytes := 0
 	// written is, per range key, the state version and the loss reports
 	// this flush writes.
@@ -882,11 +873,7 @@ func (p *pipeline) flush(ctx context.Context) {
 		}
 		e := w.st.Entry()
 		v := ledger.Encode(e) // once: for the write and for the byte count
-		wr := ledger.Write{Key: w.rs.LedgerKey, Entry: e, Value: v, Guard: p.sess.Guard(w.rs)}
-		for _, l := range w.losses {
-			wr.Also = append(wr.Also, p.sess.LossOp(w.rs, l.loss, l.at))
-		}
-		writes = append(writes, wr)
+		writes = append(writes, coord.RangeFlush{Range: w.rs, Entry: e, Encoded: v, Losses: slices.Clone(w.losses)})
 		bytes += len(w.rs.LedgerKey) + len(v)
 		versions[k] = written{version: w.st.Version(), losses: len(w.losses)}
 	}
@@ -898,9 +885,9 @@ func (p *pipeline) flush(ctx context.Context) {
 		return
 	}
 	start := time.Now()
-	err := p.sess.Recorder().Record(ctx, p.sess.Common(), writes)
+	err := p.sess.Flush(ctx, writes)
 	p.c.flushSeconds.Observe(time.Since(start).Seconds())
-	var fenced *ledger.FencedError
+	var fenced *coord.FencedError
 	if err != nil && !errors.As(err, &fenced) {
 		if ctx.Err() == nil {
 			p.log.Warn("flush ledger", "error", err)
@@ -917,7 +904,7 @@ func (p *pipeline) flush(ctx context.Context) {
 	}
 	p.mu.Lock()
 	for k, v := range versions {
-		if w := p.mu.ranges[k]; w != nil && !bad[w.rs.LedgerKey] {
+		if w := p.mu.ranges[k]; w != nil && !bad[w.rs.Key] {
 			w.flushed, w.dirty = v.version, false
 			w.losses = w.losses[v.losses:]
 			p.c.metrics.retentionLosses.Add(int64(v.losses))

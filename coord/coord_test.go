@@ -16,7 +16,6 @@ import (
 	"io"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/testutil"
 )
@@ -71,7 +70,7 @@ var waitFor = testutil.WaitFor
 
 func snapshot(t *testing.T, cli *clientv3.Client) *coord.Snapshot {
 	t.Helper()
-	snap, err := coord.ReadSnapshot(t.Context(), cli, keys.New("/keyshare", "g"))
+	snap, err := coord.ReadSnapshot(t.Context(), cli, coord.Group{Name: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +306,7 @@ func (o *owner) run(t *testing.T, all *[]event, allMu *sync.Mutex) {
 						allMu.Lock()
 						*all = append(*all, event{time.Now(), o.s.ID(), "release", r.TP(), r.Record.Range(), a.Generation})
 						allMu.Unlock()
-						if err := o.s.Release(o.s.Ctx(), r, r.Entry); err != nil && o.s.Ctx().Err() == nil {
+						if err := o.s.Release(o.s.Ctx(), r, r.Entry, nil); err != nil && o.s.Ctx().Err() == nil {
 							t.Errorf("release %s: %v", r.Key, err)
 						}
 					}()
@@ -402,8 +401,8 @@ func TestExpiredOwnerCannotWrite(t *testing.T) {
 	})
 	r := asg.Ranges[0]
 	write := func() error {
-		return a.Recorder().Record(context.Background(), a.Common(), []ledger.Write{{
-			Key: r.LedgerKey, Entry: ledger.Entry{Segments: []ledger.Segment{{Lo: 0, Hi: ledger.HashSpace, Next: 10}}}, Guard: a.Guard(r),
+		return a.Flush(context.Background(), []coord.RangeFlush{{
+			Range: r, Entry: ledger.Entry{Segments: []ledger.Segment{{Lo: 0, Hi: ledger.HashSpace, Next: 10}}},
 		}})
 	}
 	if err := write(); err != nil {
@@ -417,7 +416,7 @@ func TestExpiredOwnerCannotWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = write()
-	var fe *ledger.FencedError
+	var fe *coord.FencedError
 	if !errors.As(err, &fe) || !fe.Session {
 		t.Fatalf("write after lease expiry: %v, want a session FencedError", err)
 	}

@@ -29,7 +29,7 @@ func (l *Leader) Guard() clientv3.Cmp {
 
 // Snapshot reads the group's state.
 func (l *Leader) Snapshot(ctx context.Context) (*Snapshot, error) {
-	return ReadSnapshot(ctx, l.s.cli, l.s.schema)
+	return ReadSnapshot(ctx, l.s.cli, l.s.group())
 }
 
 // RecordCommit stores offset as the partition's committed offset, guarded by
@@ -204,7 +204,7 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 				missing = m
 			}
 		}
-		snap, err := ReadSnapshot(ctx, s.cli, s.schema)
+		snap, err := ReadSnapshot(ctx, s.cli, s.group())
 		if err != nil {
 			s.log.Warn("read group state", "error", err)
 			continue
