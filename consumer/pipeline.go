@@ -81,9 +81,8 @@ type pipeline struct {
 		inflight  int
 		// unflushed counts records completed since the flush that last
 		// reached etcd: they would run again if the member crashed now.
-		unflushed  int
-		jobs       map[tp]map[int64]*job
-		pendingAll int
+		unflushed int
+		jobs      map[tp]map[int64]*job
 		// halted are partitions whose unhandled records Kafka deleted,
 		// held for an operator (RetentionLoss "halt").
 		halted map[tp]bool

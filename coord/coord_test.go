@@ -246,6 +246,10 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 	if _, err := old.RecordCommit(t.Context(), coord.TopicPartition{Topic: "t"}, 0, 5); err != nil {
 		t.Fatalf("leader's commit: %v", err)
 	}
+	// A stale read of the stored commit is a conflict, not lost leadership.
+	if _, err := old.RecordCommit(t.Context(), coord.TopicPartition{Topic: "t"}, 0, 6); !errors.Is(err, coord.ErrCommitConflict) {
+		t.Fatalf("commit over a stale read: %v, want ErrCommitConflict", err)
+	}
 	join(t, e.Endpoints, testConfig(t, "b", counts))
 	_ = a.Close()
 	// a's Leader value outlives its leadership: every write must fail.
