@@ -1,14 +1,3 @@
-// Package admin administers a keyshare group from outside its members: it
-// plans and applies offset resets and deletes a group's state, in etcd and
-// in Kafka together. Every change is refused while the group has live
-// members (keys under members/), and the etcd side of a change is one
-// transaction per batch guarded by that condition, so a member that joins
-// meanwhile makes the change fail rather than run beside it.
-//
-//	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": "localhost:9092"}, "/keyshare", "orders")
-//	defer g.Close()
-//	plan, err := g.PlanReset(ctx, []admin.Selector{{Topic: "orders", Partition: -1}}, admin.Reset{To: admin.ToEarliest})
-//	err = g.ApplyReset(ctx, plan)
 package admin
 
 import (
