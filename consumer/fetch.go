@@ -112,3 +112,56 @@ func (p *pipeline) unassignAll() {
 		}
 	}
 }
+
+// kafkaParts converts a fetch plan's partitions for the fetcher.
+func kafkaParts(ps []partitionOffset) []kafka.TopicPartition {
+	var out []kafka.TopicPartition
+	for _, po := range ps {
+		topic := po.Topic
+		out = append(out, kafka.TopicPartition{Topic: &topic, Partition: po.Partition, Offset: kafka.Offset(po.offset)})
+	}
+	return out
+}
+
+// applyFetch makes the fetcher fetch what plan says (reconcileTable's
+// plan for assignment generation gen).
+func (p *pipeline) applyFetch(plan fetchPlan, gen int64) error {
+	assign, unassign, seeks := kafkaParts(plan.assign), kafkaParts(plan.unassign), kafkaParts(plan.seek)
+	if len(unassign) > 0 {
+		if err := p.kc.IncrementalUnassign(unassign); err != nil {
+			return fmt.Errorf("consumer: unassign %v: %w", unassign, err)
+		}
+	}
+	if len(assign) > 0 {
+		if err := p.kc.IncrementalAssign(assign); err != nil {
+			return fmt.Errorf("consumer: assign: %w", err)
+		}
+		p.syncPause(assign)
+	}
+	if len(seeks) > 0 {
+		// SeekPartitions returns once no record fetched before the seek
+		// can be delivered any more.
+		out, err := p.kc.SeekPartitions(seeks)
+		if err != nil {
+			return fmt.Errorf("consumer: seek: %w", err)
+		}
+		// A partition librdkafka stopped (its offset was deleted, and the
+		// error is still on its way to the fetch loop) refuses a seek.
+		var refused []kafka.TopicPartition
+		for _, r := range out {
+			if r.Error != nil {
+				p.log.Debug("seek refused; assigning the partition again", "topic", *r.Topic, "partition", r.Partition, "offset", r.Offset, "error", r.Error)
+				refused = append(refused, kafka.TopicPartition{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
+			}
+		}
+		if len(refused) > 0 {
+			if err := p.reassign(refused); err != nil {
+				return fmt.Errorf("consumer: restart partitions %v: %w", refused, err)
+			}
+		}
+	}
+	if len(assign)+len(unassign)+len(seeks) > 0 {
+		p.log.Debug("fetch assignment changed", "assigned", len(assign), "unassigned", len(unassign), "seeks", len(seeks), "generation", gen)
+	}
+	return nil
+}

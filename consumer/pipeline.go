@@ -44,14 +44,11 @@ type pipeline struct {
 	wg sync.WaitGroup
 	mu struct {
 		sync.Mutex
-		cond     *sync.Cond // signalled when in-flight work finishes
-		gen      int64
-		rev      int64             // etcd revision of the assignment applied last
-		ranges   map[string]*owned // by range key
-		byTP     map[tp][]*owned   // sorted by first hash
-		assigned map[tp]bool       // partitions assigned to the Kafka consumer
-		pos      map[tp]int64      // next offset the fetcher will deliver
-		paused   bool
+		cond       *sync.Cond // signalled when in-flight work finishes
+		gen        int64
+		rev        int64 // etcd revision of the assignment applied last
+		rangeTable       // ranges, byTP, assigned, pos (table.go)
+		paused     bool
 		// held: an operator paused the group (coord.PauseRecord), or
 		// the pause state is not read yet; the member takes no records.
 		held      bool
@@ -83,10 +80,7 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 		retentionCh: make(chan struct{}, 1),
 	}
 	p.mu.cond = sync.NewCond(&p.mu.Mutex)
-	p.mu.ranges = make(map[string]*owned)
-	p.mu.byTP = make(map[tp][]*owned)
-	p.mu.assigned = make(map[tp]bool)
-	p.mu.pos = make(map[tp]int64)
+	p.mu.rangeTable = newRangeTable()
 	p.mu.jobs = make(map[tp]map[int64]*job)
 	p.mu.halted = make(map[tp]bool)
 	p.mu.fetching = true

@@ -1,15 +1,9 @@
 package consumer
 
 import (
-	"cmp"
-	"fmt"
-	"slices"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/ledger"
 )
 
 // reconcile moves the pipeline to assignment a: new ranges start from their
@@ -52,156 +46,25 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 
 	p.mu.Lock()
 	p.mu.gen, p.mu.rev = a.Generation, a.Rev
-	old := p.mu.ranges
-	next := make(map[string]*owned, len(a.Ranges))
-	seek := make(map[tp]bool)
-	for _, r := range a.Ranges {
-		t := r.TP()
-		src := p.containing(old, t, r.Record.Range())
-		var w *owned
-		switch {
-		case src != nil && src.rs.Record.Range() == r.Record.Range():
-			w = src
-		case src != nil:
-			w = &owned{st: src.st.Clip(r.Record.Range()), flushed: 0, revoking: src.revoking}
-			for _, l := range src.losses { // not reported yet: the part reports its share
-				if c, ok := l.Loss.Clip(r.Record.Range()); ok {
-					w.losses = append(w.losses, coord.LossReport{Loss: c, At: l.At})
-				}
-			}
-		default:
-			start, ok := starts[t]
-			if !r.Entry.Initialized() && !ok {
-				continue // retried on resync
-			}
-			st, err := ledger.NewState(r.Record.Range(), r.Entry, start)
-			if err != nil {
-				p.log.Error("cannot load range state", "key", r.LedgerKey, "error", err)
-				continue
-			}
-			w = &owned{st: st, dirty: !r.Entry.Initialized()}
-			seek[t] = true
-			p.log.Info("range acquired", "topic", t.Topic, "partition", t.Partition, "range", r.Record.Range().String(), "watermark", st.Watermark())
-		}
-		wasRevoking := w.revoking
-		w.rs = r
-		w.revoking = r.Record.State == coord.StateRevoking
-		if wasRevoking && !w.revoking {
-			seek[t] = true // it observed nothing while revoking: fetch again from its watermark
-			if w.draining {
-				// The leader took the revoke back: the drainer stops
-				// (cond is broadcast below) and a later revoke starts a
-				// new one.
-				w.draining = false
-				p.log.Info("revoke taken back; keeping the range", "topic", t.Topic, "partition", t.Partition, "range", r.Record.Range().String())
-			}
-		}
-		if w.revoking && !w.draining {
-			w.draining = true
-			w.drains++
-			p.log.Info("range revoked; draining", "topic", t.Topic, "partition", t.Partition, "range", r.Record.Range().String(), "to", r.Record.Target)
-			seq, budget := w.drains, drainBudget(r.Record, p.c.cfg.DrainTimeout)
-			p.goFunc(func() { p.drain(w, seq, time.Now(), budget) })
-		}
-		next[r.Key] = w
-	}
-	// Cancel in-flight work on hash space no longer owned.
-	for _, w := range old {
-		t := w.tp()
-		for o, j := range p.mu.jobs[t] {
-			if w.st.Range().Contains(j.h) && !ownsHash(next, t, j.h) {
-				j.cancel()
-				delete(p.mu.jobs[t], o)
-				p.mu.inflight--
-			}
-		}
-		if !ownsHash(next, t, uint32(w.st.Range().Lo)) {
-			p.log.Info("range dropped", "topic", t.Topic, "partition", t.Partition, "range", w.st.Range().String())
+	res := reconcileTable(&p.mu.rangeTable, p.mu.jobs, a, starts, p.c.cfg.DrainTimeout, p.log)
+	for _, j := range res.cancel {
+		if p.mu.jobs[j.t][j.o] == j {
+			j.cancel()
+			delete(p.mu.jobs[j.t], j.o)
+			p.mu.inflight--
 		}
 	}
-	p.mu.ranges = next
-	p.mu.byTP = make(map[tp][]*owned)
-	for _, w := range next {
-		p.mu.byTP[w.tp()] = append(p.mu.byTP[w.tp()], w)
+	for _, d := range res.drains {
+		p.goFunc(func() { p.drain(d.w, d.seq, time.Now(), d.budget) })
 	}
-	for t := range p.mu.byTP {
-		slices.SortFunc(p.mu.byTP[t], func(a, b *owned) int { return cmp.Compare(a.rs.Record.Lo, b.rs.Record.Lo) })
+	for _, po := range res.fetch.unassign {
+		delete(p.mu.halted, po.tp)
 	}
 	p.mu.cond.Broadcast()
-
-	// Work out what the Kafka consumer must fetch.
-	var assign, unassign, seeks []kafka.TopicPartition
-	want := make(map[tp]int64)
-	for t, ws := range p.mu.byTP {
-		for _, w := range ws {
-			if w.revoking {
-				continue
-			}
-			wm := w.st.Watermark()
-			if cur, ok := want[t]; !ok || wm < cur {
-				want[t] = wm
-			}
-		}
-	}
-	for t, start := range want {
-		topic := t.Topic
-		ktp := kafka.TopicPartition{Topic: &topic, Partition: t.Partition, Offset: kafka.Offset(start)}
-		switch {
-		case !p.mu.assigned[t]:
-			assign = append(assign, ktp)
-			p.mu.assigned[t] = true
-			p.mu.pos[t] = start
-		case seek[t] && start < p.mu.pos[t]:
-			seeks = append(seeks, ktp)
-			p.mu.pos[t] = start
-		}
-	}
-	for t := range p.mu.assigned {
-		if _, ok := want[t]; !ok {
-			topic := t.Topic
-			unassign = append(unassign, kafka.TopicPartition{Topic: &topic, Partition: t.Partition})
-			delete(p.mu.assigned, t)
-			delete(p.mu.pos, t)
-			delete(p.mu.halted, t)
-		}
-	}
 	p.mu.Unlock()
 
-	if len(unassign) > 0 {
-		if err := p.kc.IncrementalUnassign(unassign); err != nil {
-			return fmt.Errorf("consumer: unassign %v: %w", unassign, err)
-		}
-	}
-	if len(assign) > 0 {
-		if err := p.kc.IncrementalAssign(assign); err != nil {
-			return fmt.Errorf("consumer: assign: %w", err)
-		}
-		p.syncPause(assign)
-	}
-	if len(seeks) > 0 {
-		// SeekPartitions returns once no record fetched before the seek
-		// can be delivered any more.
-		res, err := p.kc.SeekPartitions(seeks)
-		if err != nil {
-			return fmt.Errorf("consumer: seek: %w", err)
-		}
-		// A partition librdkafka stopped (its offset was deleted, and the
-		// error is still on its way to the fetch loop) refuses a seek.
-		var refused []kafka.TopicPartition
-		for _, r := range res {
-			if r.Error != nil {
-				p.log.Debug("seek refused; assigning the partition again", "topic", *r.Topic, "partition", r.Partition, "offset", r.Offset, "error", r.Error)
-				refused = append(refused, kafka.TopicPartition{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
-			}
-		}
-		if len(refused) > 0 {
-			if err := p.reassign(refused); err != nil {
-				return fmt.Errorf("consumer: restart partitions %v: %w", refused, err)
-			}
-		}
-	}
-	if len(assign)+len(unassign)+len(seeks) > 0 {
-		p.log.Debug("fetch assignment changed", "assigned", len(assign), "unassigned", len(unassign), "seeks", len(seeks), "generation", a.Generation)
+	if err := p.applyFetch(res.fetch, a.Generation); err != nil {
+		return err
 	}
 	poke(p.flushCh)
 	return nil
