@@ -271,7 +271,9 @@ func (f *fakeFetcher) Resume(parts []kafka.TopicPartition) error {
 	return nil
 }
 
-func (f *fakeFetcher) QueryWatermarkOffsets(string, int32, int) (int64, int64, error) { return 0, 0, nil }
+func (f *fakeFetcher) QueryWatermarkOffsets(string, int32, int) (int64, int64, error) {
+	return 0, 0, nil
+}
 
 var _ fetcher = (*fakeFetcher)(nil)
 
