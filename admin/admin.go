@@ -1,19 +1,7 @@
-// Package admin administers a keyshare group from outside its members: it
-// plans and applies offset resets and deletes a group's state, in etcd and
-// in Kafka together. Every change is refused while the group has live
-// members (keys under members/), and the etcd side of a change is one
-// transaction per batch guarded by that condition, so a member that joins
-// meanwhile makes the change fail rather than run beside it.
-//
-//	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": "localhost:9092"}, "/keyshare", "orders")
-//	defer g.Close()
-//	plan, err := g.PlanReset(ctx, []admin.Selector{{Topic: "orders", Partition: -1}}, admin.Reset{To: admin.ToEarliest})
-//	err = g.ApplyReset(ctx, plan)
 package admin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -25,7 +13,6 @@ import (
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/ledger"
 )
 
 // Errors a caller branches on.
@@ -39,17 +26,13 @@ var (
 	ErrBadReset = errors.New("admin: bad reset")
 )
 
-// maxOpsPerTxn keeps each etcd transaction under etcd's default limit of
-// 128 operations.
-const maxOpsPerTxn = 100
-
 // Group administers one keyshare group.
 type Group struct {
-	cli    *clientv3.Client
-	schema keys.Schema
-	name   string
-	kcfg   kafka.ConfigMap
-	kc     *kafka.Consumer // never subscribes: metadata, offsets, commits
+	cli   *clientv3.Client
+	group coord.Group
+	name  string
+	kcfg  kafka.ConfigMap
+	kc    *kafka.Consumer // never subscribes: metadata, offsets, commits
 }
 
 // Open returns an administrator of group under prefix. kafkaCfg holds the
@@ -60,7 +43,7 @@ func Open(cli *clientv3.Client, kafkaCfg kafka.ConfigMap, prefix, group string) 
 	if err := keys.CheckName("group", group); err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
-	g := &Group{cli: cli, schema: keys.New(prefix, group), name: group, kcfg: kafkaCfg}
+	g := &Group{cli: cli, group: coord.Group{Prefix: prefix, Name: group}, name: group, kcfg: kafkaCfg}
 	if kafkaCfg != nil {
 		cm := kafka.ConfigMap{}
 		for k, v := range kafkaCfg {
@@ -89,29 +72,25 @@ func (g *Group) Close() {
 }
 
 // Root is the group's etcd prefix.
-func (g *Group) Root() string { return g.schema.Root() }
+func (g *Group) Root() string { return g.group.Root() }
 
 // LiveMembers lists the ids of the group's live members.
 func (g *Group) LiveMembers(ctx context.Context) ([]string, error) {
-	resp, err := g.cli.Get(ctx, g.schema.Members(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	ids, err := coord.LiveMembers(ctx, g.cli, g.group)
 	if err != nil {
-		return nil, fmt.Errorf("admin: read members of %s: %w", g.name, err)
-	}
-	var ids []string
-	for _, kv := range resp.Kvs {
-		ids = append(ids, strings.TrimPrefix(string(kv.Key), g.schema.Members()))
+		return nil, fmt.Errorf("admin: %w", err)
 	}
 	return ids, nil
 }
 
 // known refuses when nothing is stored for the group.
 func (g *Group) known(ctx context.Context) error {
-	resp, err := g.cli.Get(ctx, g.schema.Root(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	n, err := coord.CountKeys(ctx, g.cli, g.group)
 	if err != nil {
-		return fmt.Errorf("admin: read %s: %w", g.schema.Root(), err)
+		return fmt.Errorf("admin: %w", err)
 	}
-	if resp.Count == 0 {
-		return fmt.Errorf("%w %q: nothing under %s (check --group and --prefix)", ErrUnknownGroup, g.name, g.schema.Root())
+	if n == 0 {
+		return fmt.Errorf("%w %q: nothing under %s (check --group and --prefix)", ErrUnknownGroup, g.name, g.group.Root())
 	}
 	return nil
 }
@@ -131,11 +110,6 @@ func (g *Group) check(ctx context.Context) error {
 	return nil
 }
 
-// noMembers is the guard of every write: no key under members/.
-func (g *Group) noMembers() clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(g.schema.Members()), "=", 0).WithPrefix()
-}
-
 // Pause asks every member of the group to stop taking records: each keeps
 // its ranges and session, finishes and flushes what is in flight, and the
 // leader goes on committing, so the committed offset settles. The pause is
@@ -145,7 +119,7 @@ func (g *Group) Pause(ctx context.Context, by, reason string) error {
 	if err := g.known(ctx); err != nil {
 		return err
 	}
-	return coord.WritePause(ctx, g.cli, g.schema, coord.PauseRecord{By: by, Reason: reason})
+	return coord.WritePause(ctx, g.cli, g.group, coord.PauseRecord{By: by, Reason: reason})
 }
 
 // Resume lets the members take records again; it reports whether the group
@@ -154,7 +128,7 @@ func (g *Group) Resume(ctx context.Context) (bool, error) {
 	if err := g.known(ctx); err != nil {
 		return false, err
 	}
-	return coord.DeletePause(ctx, g.cli, g.schema)
+	return coord.DeletePause(ctx, g.cli, g.group)
 }
 
 // Delete removes the group's etcd state and, with kafkaOffsets, its
@@ -167,12 +141,10 @@ func (g *Group) Delete(ctx context.Context, kafkaOffsets bool) error {
 	if err := g.check(ctx); err != nil {
 		return err
 	}
-	resp, err := g.cli.Txn(ctx).If(g.noMembers()).Then(clientv3.OpDelete(g.schema.Root(), clientv3.WithPrefix())).Commit()
-	if err != nil {
-		return fmt.Errorf("admin: delete %s: %w", g.schema.Root(), err)
-	}
-	if !resp.Succeeded {
+	if err := coord.DeleteGroup(ctx, g.cli, g.group); errors.Is(err, coord.ErrGroupChanged) {
 		return fmt.Errorf("%w %q: a member joined; nothing was changed", ErrLiveMembers, g.name)
+	} else if err != nil {
+		return fmt.Errorf("admin: %w", err)
 	}
 	if !kafkaOffsets {
 		return nil
@@ -337,46 +309,20 @@ func (g *Group) ApplyReset(ctx context.Context, plan []PlanRow) error {
 	if err := g.check(ctx); err != nil {
 		return err
 	}
-	snap, err := coord.ReadSnapshot(ctx, g.cli, g.schema)
+	snap, err := coord.ReadSnapshot(ctx, g.cli, g.group)
 	if err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}
-	byTP := snap.Partitions()
-	now := time.Now().UTC()
-	var cmps []clientv3.Cmp
-	var ops []clientv3.Op
-	flush := func() error {
-		if len(ops) == 0 {
-			return nil
-		}
-		resp, err := g.cli.Txn(ctx).If(append(cmps, g.noMembers())...).Then(ops...).Commit()
-		if err != nil {
-			return fmt.Errorf("admin: write the reset to etcd: %w", err)
-		}
-		if !resp.Succeeded {
-			return fmt.Errorf("%w %q, or its ledger changed, while resetting: run the reset again once no member runs", ErrLiveMembers, g.name)
-		}
-		cmps, ops = nil, nil
-		return nil
-	}
+	resets := make([]coord.OffsetReset, 0, len(plan))
 	for _, row := range plan {
-		tp := coord.TopicPartition{Topic: row.Topic, Partition: row.Partition}
-		add := []clientv3.Op{clientv3.OpPut(g.schema.Commit(row.Topic, row.Partition), commitJSON(row.New, now))}
-		var guard []clientv3.Cmp
-		for _, r := range byTP[tp] {
-			e := ledger.Entry{Segments: []ledger.Segment{{Lo: r.Record.Lo, Hi: r.Record.Hi, Next: row.New}}}
-			add = append(add, clientv3.OpPut(r.LedgerKey, string(ledger.Encode(e))))
-			guard = append(guard, clientv3.Compare(clientv3.ModRevision(r.LedgerKey), "=", r.EntryRev))
-		}
-		if len(ops)+len(add) > maxOpsPerTxn {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		ops, cmps = append(ops, add...), append(cmps, guard...)
+		resets = append(resets, coord.OffsetReset{TopicPartition: coord.TopicPartition{Topic: row.Topic, Partition: row.Partition}, Offset: row.New})
 	}
-	if err := flush(); err != nil {
-		return err
+	err = coord.ResetOffsets(ctx, g.cli, g.group, snap, resets, "keyshare group reset-offsets", time.Now().UTC())
+	if errors.Is(err, coord.ErrGroupChanged) {
+		return fmt.Errorf("%w %q, or its ledger changed, while resetting: run the reset again once no member runs", ErrLiveMembers, g.name)
+	}
+	if err != nil {
+		return fmt.Errorf("admin: %w", err)
 	}
 	var tps []kafka.TopicPartition
 	for _, row := range plan {
@@ -402,10 +348,4 @@ func (g *Group) ApplyReset(ctx context.Context, plan []PlanRow) error {
 		return fmt.Errorf("admin: etcd holds the reset of %q but Kafka's committed offsets were not changed: %w; apply the reset again", g.name, err)
 	}
 	return nil
-}
-
-// commitJSON is a commit record written by an administrator.
-func commitJSON(offset int64, at time.Time) string {
-	b, _ := json.Marshal(coord.CommitRecord{V: 1, Offset: offset, Leader: "keyshare group reset-offsets", At: at})
-	return string(b)
 }

@@ -260,7 +260,7 @@ func (e *env) readLosses() []coord.LossRecord {
 	}
 	var out []coord.LossRecord
 	for _, kv := range resp.Kvs {
-		l, err := coord.DecodeLoss(s, string(kv.Key), kv.Value)
+		l, err := coord.DecodeLoss(coord.Group{Name: group}, string(kv.Key), kv.Value)
 		if err != nil {
 			e.t.Errorf("loss report: %v", err)
 			continue

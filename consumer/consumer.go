@@ -14,7 +14,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/keys"
 )
 
 // Consumer is one keyshare member: it joins the group in etcd, fetches the
@@ -44,6 +43,8 @@ type Consumer struct {
 		running bool
 		stopped bool // Run has returned
 		closed  bool
+		cancel  context.CancelFunc // ends the running Run's context
+		done    chan struct{}      // closed when Run returns
 		// partitions is what the leader last learned (for metrics).
 		partitions  map[tp]partitionGauges
 		metricsAddr string
@@ -78,19 +79,25 @@ func (c *Consumer) ID() string { return c.cfg.MemberID }
 // all work at once (another member may own the ranges now) and joins again.
 // Errors at start (bad configuration, missing topic, etcd or Kafka
 // unreachable, duplicate member id) are returned within StartTimeout; if
-// ctx ends before the member has joined, Run returns nil.
+// ctx ends before the member has joined, Run returns nil. Close ends Run
+// the same way as ending ctx does. A Consumer runs once.
 func (c *Consumer) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	c.mu.Lock()
 	if c.mu.running || c.mu.closed {
 		c.mu.Unlock()
 		return errors.New("consumer: Run called twice or after Close")
 	}
 	c.mu.running = true
+	c.mu.cancel, c.mu.done = cancel, make(chan struct{})
+	done := c.mu.done
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		c.mu.stopped = true
 		c.mu.Unlock()
+		close(done)
 	}()
 
 	if c.cfg.MetricsAddr != "" {
@@ -208,12 +215,20 @@ func (c *Consumer) leave(p *pipeline, sess *coord.Session) {
 	p.log.Info("left group")
 }
 
-// Close stops a Consumer that is not running; Run closes what it opened
-// when it returns. Close is idempotent.
+// Close stops the Consumer. If Run is running, Close ends it as ending its
+// context would — the member leaves gracefully, handing its ranges over —
+// and waits for Run to return; afterwards Run refuses to start. Close is
+// idempotent and safe to call from any goroutine except a handler of this
+// Consumer (it waits for in-flight records, a handler's own among them).
 func (c *Consumer) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.mu.closed = true
+	cancel, done := c.mu.cancel, c.mu.done
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
 	return nil
 }
 
@@ -317,17 +332,16 @@ func (c *Consumer) partitionCounts(ctx context.Context, topics []string) (map[st
 // startOffset is where a range without ledger state starts: the offset the
 // leader recorded in etcd, else the group's committed Kafka offset (a group
 // moving from a plain consumer group), else AutoOffsetReset.
-func (c *Consumer) startOffset(ctx context.Context, s keys.Schema, t tp) (int64, error) {
-	resp, err := c.cli.Get(ctx, s.Commit(t.Topic, t.Partition))
-	if err != nil {
-		return 0, fmt.Errorf("read recorded commit: %w", err)
-	}
-	if len(resp.Kvs) == 1 {
-		rec, err := coord.DecodeCommit(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
-		if err == nil {
-			return rec.Offset, nil
-		}
+func (c *Consumer) startOffset(ctx context.Context, sess *coord.Session, t tp) (int64, error) {
+	rec, ok, err := sess.RecordedCommit(ctx, t)
+	var bad *coord.BadValueError
+	switch {
+	case ok:
+		return rec.Offset, nil
+	case errors.As(err, &bad):
 		c.log.Error("recorded commit unreadable; using Kafka's", "error", err)
+	case err != nil:
+		return 0, fmt.Errorf("read recorded commit: %w", err)
 	}
 	topic := t.Topic
 	timeout := int(c.cfg.StartTimeout / time.Millisecond)

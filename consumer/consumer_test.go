@@ -27,3 +27,33 @@ func TestFourMembersShareOnePartition(t *testing.T) {
 	commits.close()
 	commits.checkMonotonic(t)
 }
+
+// TestCloseStopsRun: Close ends a running Run as ending its context does
+// (the member leaves and its records are handed over), waits for it, and is
+// idempotent; Run refuses to start after Close.
+func TestCloseStopsRun(t *testing.T) {
+	cl, k := newCluster(t, map[string]int32{"orders": 1})
+	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(200, 10))
+	h := newHistory(t)
+	m := cl.start("a", h.handler("a", 0))
+	waitFor(t, "records handled", 30*time.Second, func() bool { return h.count() >= len(produced) })
+	if err := m.c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-m.done:
+		if err != nil {
+			t.Fatalf("Run after Close: %v", err)
+		}
+		close(m.done)
+	case <-time.After(5 * time.Second): // Run has returned; its result is on its way
+		t.Fatal("Run did not return after Close")
+	}
+	if err := m.c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := m.c.Run(t.Context()); err == nil {
+		t.Fatal("Run after Close started")
+	}
+	h.check(produced)
+}

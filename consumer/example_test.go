@@ -3,38 +3,32 @@ package consumer_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"sync"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kfake"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
 	"github.com/keyshare/keyshare/consumer"
-	"github.com/keyshare/keyshare/internal/devcluster"
 )
 
 // Example embeds a keyshare member in a service. The service already has an
-// etcd client; here a throwaway etcd and an in-process Kafka-protocol broker
-// stand in for the real ones.
+// etcd client and Kafka brokers; here an embedded etcd and kfake, an
+// in-process Kafka-protocol broker, stand in for them (startEtcd and
+// startKafka below), so the example runs as it is.
 func Example() {
-	dir, _ := os.MkdirTemp("", "keyshare-example-")
-	defer os.RemoveAll(dir)
-	etcd, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: dir})
-	if err != nil {
-		panic(err)
-	}
-	defer etcd.Close()
-	broker, err := devcluster.StartKafka(devcluster.KafkaOptions{Topics: map[string]int32{"orders": 1}})
-	if err != nil {
-		panic(err)
-	}
-	defer broker.Close()
-	brokers := broker.ListenAddrs()[0]
+	etcdURL, stopEtcd := startEtcd()
+	defer stopEtcd()
+	brokers, stopKafka := startKafka("orders")
+	defer stopKafka()
 	produceOrders(brokers, 10)
 
 	// The service's etcd client.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.ClientURL()}, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdURL}, Logger: zap.NewNop()})
 	if err != nil {
 		panic(err)
 	}
@@ -66,6 +60,40 @@ func Example() {
 	}
 	fmt.Println("handled", handled, "records")
 	// Output: handled 10 records
+}
+
+// startEtcd starts a single-node etcd on free ports in a temporary
+// directory.
+func startEtcd() (clientURL string, stop func()) {
+	dir, err := os.MkdirTemp("", "keyshare-example-")
+	if err != nil {
+		panic(err)
+	}
+	free, _ := url.Parse("http://127.0.0.1:0")
+	cfg := embed.NewConfig()
+	cfg.Dir = dir
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*free}, []url.URL{*free}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*free}, []url.URL{*free}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		panic(err)
+	}
+	<-e.Server.ReadyNotify()
+	return "http://" + e.Clients[0].Addr().String(), func() {
+		e.Close()
+		os.RemoveAll(dir)
+	}
+}
+
+// startKafka starts a kfake broker with one single-partition topic.
+func startKafka(topic string) (brokers string, stop func()) {
+	c, err := kfake.NewCluster(kfake.Ports(0), kfake.SeedTopics(1, topic))
+	if err != nil {
+		panic(err)
+	}
+	return c.ListenAddrs()[0], c.Close
 }
 
 func produceOrders(brokers string, n int) {

@@ -15,8 +15,8 @@ import (
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
-// Dead-letter headers. HeaderError holds the handler's error as
-// textsafe.Escape shows it: Go-quoted if it has a non-printable character.
+// Dead-letter headers. HeaderError holds the handler's error as text,
+// Go-quoted if it has a non-printable character.
 const (
 	HeaderTopic     = "keyshare.topic"
 	HeaderPartition = "keyshare.partition"

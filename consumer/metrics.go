@@ -153,9 +153,9 @@ func (c *Consumer) newRegistry() *prometheus.Registry {
 // its own HTTP server (for example with promhttp.HandlerFor).
 func (c *Consumer) Metrics() prometheus.Gatherer { return c.registry }
 
-// Handler serves /metrics, /healthz (200 while Run is running) and /readyz
+// HTTPHandler serves /metrics, /healthz (200 while Run is running) and /readyz
 // (200 once the member has a session and an assignment).
-func (c *Consumer) Handler() http.Handler {
+func (c *Consumer) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(c.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -179,7 +179,7 @@ func (c *Consumer) Handler() http.Handler {
 	return mux
 }
 
-// serveMetrics serves Handler on cfg.MetricsAddr until ctx ends.
+// serveMetrics serves HTTPHandler on cfg.MetricsAddr until ctx ends.
 func (c *Consumer) serveMetrics(ctx context.Context) (stop func(), err error) {
 	ln, err := net.Listen("tcp", c.cfg.MetricsAddr)
 	if err != nil {
@@ -188,7 +188,7 @@ func (c *Consumer) serveMetrics(ctx context.Context) (stop func(), err error) {
 	c.mu.Lock()
 	c.mu.metricsAddr = ln.Addr().String()
 	c.mu.Unlock()
-	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: c.HTTPHandler(), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

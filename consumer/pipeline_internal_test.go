@@ -30,6 +30,7 @@ type rig struct {
 	sess   *coord.Session
 	p      *pipeline
 	schema keys.Schema
+	group  coord.Group
 	gen    int64
 }
 
@@ -83,7 +84,7 @@ func newRig(t *testing.T, h Handler, fetch bool, mutate func(*Config)) *rig {
 		p.wg.Wait()
 		_ = sess.Close()
 	})
-	return &rig{t: t, cli: cli, k: k, c: c, sess: sess, p: p, schema: sess.Schema()}
+	return &rig{t: t, cli: cli, k: k, c: c, sess: sess, p: p, schema: keys.New(cfg.Prefix, cfg.Group), group: coord.Group{Prefix: cfg.Prefix, Name: cfg.Group}}
 }
 
 // full is the whole hash space of partition 0, owned by m.
@@ -118,7 +119,7 @@ func (r *rig) put(rec coord.RangeRecord, e *ledger.Entry) int64 {
 // stored reads the range record and ledger entry of the full range.
 func (r *rig) stored() coord.RangeState {
 	r.t.Helper()
-	snap, err := coord.ReadSnapshot(r.t.Context(), r.cli, r.schema)
+	snap, err := coord.ReadSnapshot(r.t.Context(), r.cli, r.group)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -290,7 +291,7 @@ func TestFinishIgnoresAbandonedJob(t *testing.T) {
 func TestOlderAssignmentIgnored(t *testing.T) {
 	r := newRig(t, func(context.Context, *kafka.Message) error { return nil }, false, nil)
 	read := func() coord.Assignment {
-		snap, err := coord.ReadSnapshot(t.Context(), r.cli, r.schema)
+		snap, err := coord.ReadSnapshot(t.Context(), r.cli, r.group)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -72,7 +72,7 @@ func TestRecordsLostToRetention(t *testing.T) {
 		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == int64(len(produced))
 	})
 
-	snap, err := coord.ReadSnapshot(t.Context(), cli, schema)
+	snap, err := coord.ReadSnapshot(t.Context(), cli, coord.Group{Prefix: "/keyshare", Name: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ type Status struct {
 	Paused     bool // fetching paused in librdkafka (in-flight bound, or GroupPaused)
 	// GroupPaused: an operator paused the group (keyshare group pause).
 	GroupPaused  bool
-	StuckKeys    []StuckRecord
+	StuckKeys    []StuckKey
 	Handled      int64 // records handled (successfully) since start
 	Failed       int64 // handler failures (each attempt)
 	Retried      int64
@@ -58,9 +58,9 @@ type RangeStatus struct {
 	Stuck bool
 }
 
-// StuckRecord is an in-flight record that has failed or has run for longer
+// StuckKey is an in-flight record that has failed or has run for longer
 // than Config.StuckTimeout.
-type StuckRecord struct {
+type StuckKey struct {
 	Topic     string
 	Partition int32
 	Offset    int64
@@ -124,10 +124,10 @@ func (c *Consumer) Status() Status {
 	for t, jobs := range p.mu.jobs {
 		for o, j := range jobs {
 			if j.attempts > 0 || now.Sub(j.since) > c.cfg.StuckTimeout {
-				s.StuckKeys = append(s.StuckKeys, StuckRecord{Topic: t.Topic, Partition: t.Partition, Offset: o, Key: string(j.m.Key), Since: j.since, Attempts: j.attempts, LastError: j.lastErr})
+				s.StuckKeys = append(s.StuckKeys, StuckKey{Topic: t.Topic, Partition: t.Partition, Offset: o, Key: string(j.m.Key), Since: j.since, Attempts: j.attempts, LastError: j.lastErr})
 			}
 		}
 	}
-	slices.SortFunc(s.StuckKeys, func(a, b StuckRecord) int { return a.Since.Compare(b.Since) })
+	slices.SortFunc(s.StuckKeys, func(a, b StuckKey) int { return a.Since.Compare(b.Since) })
 	return s
 }

@@ -65,7 +65,7 @@ func TestRandomMembershipChurn(t *testing.T) {
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
-			snap, err := coord.ReadSnapshot(t.Context(), cli, schema)
+			snap, err := coord.ReadSnapshot(t.Context(), cli, coord.Group{Name: "g"})
 			if err != nil {
 				continue
 			}

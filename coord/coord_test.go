@@ -16,7 +16,6 @@ import (
 	"io"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/testutil"
 )
@@ -71,7 +70,7 @@ var waitFor = testutil.WaitFor
 
 func snapshot(t *testing.T, cli *clientv3.Client) *coord.Snapshot {
 	t.Helper()
-	snap, err := coord.ReadSnapshot(t.Context(), cli, keys.New("/keyshare", "g"))
+	snap, err := coord.ReadSnapshot(t.Context(), cli, coord.Group{Name: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,6 +246,10 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 	if _, err := old.RecordCommit(t.Context(), coord.TopicPartition{Topic: "t"}, 0, 5); err != nil {
 		t.Fatalf("leader's commit: %v", err)
 	}
+	// A stale read of the stored commit is a conflict, not lost leadership.
+	if _, err := old.RecordCommit(t.Context(), coord.TopicPartition{Topic: "t"}, 0, 6); !errors.Is(err, coord.ErrCommitConflict) {
+		t.Fatalf("commit over a stale read: %v, want ErrCommitConflict", err)
+	}
 	join(t, e.Endpoints, testConfig(t, "b", counts))
 	_ = a.Close()
 	// a's Leader value outlives its leadership: every write must fail.
@@ -307,7 +310,7 @@ func (o *owner) run(t *testing.T, all *[]event, allMu *sync.Mutex) {
 						allMu.Lock()
 						*all = append(*all, event{time.Now(), o.s.ID(), "release", r.TP(), r.Record.Range(), a.Generation})
 						allMu.Unlock()
-						if err := o.s.Release(o.s.Ctx(), r, r.Entry); err != nil && o.s.Ctx().Err() == nil {
+						if err := o.s.Release(o.s.Ctx(), r, r.Entry, nil); err != nil && o.s.Ctx().Err() == nil {
 							t.Errorf("release %s: %v", r.Key, err)
 						}
 					}()
@@ -402,8 +405,8 @@ func TestExpiredOwnerCannotWrite(t *testing.T) {
 	})
 	r := asg.Ranges[0]
 	write := func() error {
-		return a.Recorder().Record(context.Background(), a.Common(), []ledger.Write{{
-			Key: r.LedgerKey, Entry: ledger.Entry{Segments: []ledger.Segment{{Lo: 0, Hi: ledger.HashSpace, Next: 10}}}, Guard: a.Guard(r),
+		return a.Flush(context.Background(), []coord.RangeFlush{{
+			Range: r, Entry: ledger.Entry{Segments: []ledger.Segment{{Lo: 0, Hi: ledger.HashSpace, Next: 10}}},
 		}})
 	}
 	if err := write(); err != nil {
@@ -417,7 +420,7 @@ func TestExpiredOwnerCannotWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = write()
-	var fe *ledger.FencedError
+	var fe *coord.FencedError
 	if !errors.As(err, &fe) || !fe.Session {
 		t.Fatalf("write after lease expiry: %v, want a session FencedError", err)
 	}

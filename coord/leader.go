@@ -29,25 +29,31 @@ func (l *Leader) Guard() clientv3.Cmp {
 
 // Snapshot reads the group's state.
 func (l *Leader) Snapshot(ctx context.Context) (*Snapshot, error) {
-	return ReadSnapshot(ctx, l.s.cli, l.s.schema)
+	return ReadSnapshot(ctx, l.s.cli, l.s.group())
 }
 
 // RecordCommit stores offset as the partition's committed offset, guarded by
 // leadership and by the stored value being what the caller last read (prev,
 // 0 when there was none), so that the stored offset never goes backwards. The
 // consumer records before committing to Kafka, and reads both on takeover.
+// It fails with ErrNotLeader when the writer no longer leads, and with
+// ErrCommitConflict when the stored commit is not the one at prevRev.
 func (l *Leader) RecordCommit(ctx context.Context, tp TopicPartition, prevRev, offset int64) (int64, error) {
 	key := l.s.schema.Commit(tp.Topic, tp.Partition)
 	rec := CommitRecord{V: recordVersion, Offset: offset, Leader: l.s.ID(), At: time.Now().UTC()}
 	resp, err := l.s.cli.Txn(ctx).
 		If(l.Guard(), clientv3.Compare(clientv3.ModRevision(key), "=", prevRev)).
 		Then(clientv3.OpPut(key, mustJSON(rec))).
+		Else(clientv3.OpTxn([]clientv3.Cmp{l.Guard()}, nil, nil)). // which compare failed
 		Commit()
 	if err != nil {
 		return 0, fmt.Errorf("coord: record commit of %s/%d at %d: %w", tp.Topic, tp.Partition, offset, err)
 	}
 	if !resp.Succeeded {
-		return 0, fmt.Errorf("coord: record commit of %s/%d: %w (or the stored commit changed)", tp.Topic, tp.Partition, ErrNotLeader)
+		if len(resp.Responses) == 1 && resp.Responses[0].GetResponseTxn().GetSucceeded() {
+			return 0, fmt.Errorf("coord: record commit of %s/%d at %d: %w", tp.Topic, tp.Partition, offset, ErrCommitConflict)
+		}
+		return 0, fmt.Errorf("coord: record commit of %s/%d: %w", tp.Topic, tp.Partition, ErrNotLeader)
 	}
 	return resp.Header.Revision, nil
 }
@@ -209,7 +215,7 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 		} else if len(topics.held) > 0 {
 			s.checkTopics(ctx, l, topics) // a reset under way: every round
 		}
-		snap, err := ReadSnapshot(ctx, s.cli, s.schema)
+		snap, err := ReadSnapshot(ctx, s.cli, s.group())
 		if err != nil {
 			s.log.Warn("read group state", "error", err)
 			continue
@@ -222,7 +228,7 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 		}
 		clock := time.Now() // monotonic; .UTC() below drops that reading
 		observe(seen, snap, clock)
-		changes, _ := plan(planInput{
+		changes := plan(planInput{
 			schema: s.schema, snap: snap, parts: topics.assignable(parts), now: clock.UTC(),
 			drainTimeout: s.cfg.DrainTimeout, gen: snap.Generation.Generation + 1,
 			maxTxnOps: s.cfg.MaxTxnOps,

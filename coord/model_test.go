@@ -212,7 +212,7 @@ func (g *modelGroup) release(all bool) {
 func (g *modelGroup) round() int {
 	snap := g.store.snapshot()
 	observe(g.seen, snap, g.clock)
-	changes, _ := plan(planInput{
+	changes := plan(planInput{
 		schema: planSchema, snap: snap, parts: g.parts, now: g.wall, drainTimeout: modelDrain,
 		gen: snap.Generation.Generation + 1, maxTxnOps: modelMaxOps, clock: g.clock, seen: g.seen, grace: modelGrace,
 	})

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/keyshare/keyshare/internal/keys"
 )
 
 // PauseRecord is the value of the group's paused key: an operator asked every
@@ -40,7 +38,8 @@ type PauseState struct {
 
 // ReadPause reads the group's pause state. A damaged value counts as paused:
 // stopping is the side on which nothing is lost.
-func ReadPause(ctx context.Context, cli *clientv3.Client, s keys.Schema) (PauseState, int64, error) {
+func ReadPause(ctx context.Context, cli *clientv3.Client, g Group) (PauseState, int64, error) {
+	s := g.schema()
 	resp, err := cli.Get(ctx, s.Paused())
 	if err != nil {
 		return PauseState{}, 0, fmt.Errorf("coord: read %s: %w", s.Paused(), err)
@@ -57,7 +56,8 @@ func pauseState(key string, value []byte) PauseState {
 }
 
 // WritePause pauses the group (rec.V and rec.At are filled in).
-func WritePause(ctx context.Context, cli *clientv3.Client, s keys.Schema, rec PauseRecord) error {
+func WritePause(ctx context.Context, cli *clientv3.Client, g Group, rec PauseRecord) error {
+	s := g.schema()
 	rec.V = recordVersion
 	if rec.At.IsZero() {
 		rec.At = time.Now().UTC()
@@ -69,7 +69,8 @@ func WritePause(ctx context.Context, cli *clientv3.Client, s keys.Schema, rec Pa
 }
 
 // DeletePause resumes the group; it reports whether it was paused.
-func DeletePause(ctx context.Context, cli *clientv3.Client, s keys.Schema) (bool, error) {
+func DeletePause(ctx context.Context, cli *clientv3.Client, g Group) (bool, error) {
+	s := g.schema()
 	resp, err := cli.Delete(ctx, s.Paused())
 	if err != nil {
 		return false, fmt.Errorf("coord: delete %s: %w", s.Paused(), err)
@@ -94,7 +95,7 @@ func (s *Session) watchPause() {
 		}
 	}
 	for s.ctx.Err() == nil {
-		st, rev, err := ReadPause(s.ctx, s.cli, s.schema)
+		st, rev, err := ReadPause(s.ctx, s.cli, s.group())
 		if err != nil {
 			s.log.Warn("read pause state", "error", err)
 			sleep(s.ctx, time.Second)

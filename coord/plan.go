@@ -103,7 +103,7 @@ type next struct {
 //   - a damaged ledger entry is replaced by one with no state.
 //
 // Ranges that keep their owner are not touched.
-func plan(in planInput) ([]change, []Slice) {
+func plan(in planInput) []change {
 	var changes []change
 	for _, k := range slices.Sorted(maps.Keys(in.snap.BadMembers)) {
 		changes = append(changes, change{
@@ -120,7 +120,7 @@ func plan(in planInput) ([]change, []Slice) {
 	}
 	desired := Assign(in.parts, eligible, in.snap.Slices())
 	if len(desired) == 0 {
-		return changes, nil
+		return changes
 	}
 	want := make(map[TopicPartition][]Slice)
 	for _, s := range desired {
@@ -144,7 +144,7 @@ func plan(in planInput) ([]change, []Slice) {
 		}
 		changes = append(changes, in.clean(tp, have[tp], want[tp])...)
 	}
-	return changes, desired
+	return changes
 }
 
 // split cuts r along the desired slices of its partition.

@@ -45,7 +45,7 @@ func TestPlanChangesFitOneTransaction(t *testing.T) {
 	check := func(t *testing.T, snap *Snapshot) {
 		t.Helper()
 		in := planInput{schema: planSchema, snap: snap, parts: parts, now: time.Now(), drainTimeout: time.Second, gen: 2, maxTxnOps: 128}
-		changes, _ := plan(in)
+		changes := plan(in)
 		if len(changes) == 0 {
 			t.Fatal("no change planned")
 		}
@@ -101,7 +101,7 @@ func TestPlanDrainClock(t *testing.T) {
 			clock: seenAt.Add(after), grace: grace,
 			seen: map[rangeObs]time.Time{{snap.Ranges[1].Key, snap.Ranges[1].Rev}: seenAt},
 		}
-		changes, _ := plan(in)
+		changes := plan(in)
 		for _, c := range changes {
 			if strings.Contains(c.what, "hand off after drain timeout") {
 				return true
@@ -136,7 +136,7 @@ func TestPlanDrainClock(t *testing.T) {
 	t.Run("never observed counts as observed now", func(t *testing.T) {
 		in := planInput{schema: planSchema, snap: snapWith(wall.Add(-time.Hour), 1000), parts: parts, now: wall,
 			drainTimeout: time.Second, gen: 2, maxTxnOps: 128, clock: seenAt, grace: grace}
-		changes, _ := plan(in)
+		changes := plan(in)
 		for _, c := range changes {
 			if strings.Contains(c.what, "hand off") {
 				t.Fatalf("handed off a range never observed: %s", c.what)

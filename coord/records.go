@@ -120,8 +120,12 @@ type LossRecord struct {
 	ledger.Loss
 }
 
-// DecodeLoss reads a loss report and checks it against its key.
-func DecodeLoss(s keys.Schema, key string, data []byte) (LossRecord, error) {
+// DecodeLoss reads a loss report of group g and checks it against its key.
+func DecodeLoss(g Group, key string, data []byte) (LossRecord, error) {
+	return decodeLoss(g.schema(), key, data)
+}
+
+func decodeLoss(s keys.Schema, key string, data []byte) (LossRecord, error) {
 	var r LossRecord
 	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
 		return LossRecord{}, err
@@ -169,8 +173,12 @@ func decodeStrict(key string, data []byte, v any, version func() int) error {
 	return nil
 }
 
-// DecodeRange reads a range record and checks it against its key.
-func DecodeRange(s keys.Schema, key string, data []byte) (RangeRecord, error) {
+// DecodeRange reads a range record of group g and checks it against its key.
+func DecodeRange(g Group, key string, data []byte) (RangeRecord, error) {
+	return decodeRange(g.schema(), key, data)
+}
+
+func decodeRange(s keys.Schema, key string, data []byte) (RangeRecord, error) {
 	var r RangeRecord
 	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
 		return RangeRecord{}, err
@@ -199,8 +207,12 @@ func DecodeRange(s keys.Schema, key string, data []byte) (RangeRecord, error) {
 	return r, nil
 }
 
-// DecodeMember reads a member registration.
-func DecodeMember(s keys.Schema, key string, data []byte) (MemberInfo, error) {
+// DecodeMember reads a member registration of group g.
+func DecodeMember(g Group, key string, data []byte) (MemberInfo, error) {
+	return decodeMember(g.schema(), key, data)
+}
+
+func decodeMember(s keys.Schema, key string, data []byte) (MemberInfo, error) {
 	var m MemberInfo
 	if err := decodeStrict(key, data, &m, func() int { return m.V }); err != nil {
 		return MemberInfo{}, err

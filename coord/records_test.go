@@ -11,6 +11,7 @@ import (
 )
 
 var recSchema = keys.New("/keyshare", "g")
+var recGroup = Group{Prefix: "/keyshare", Name: "g"}
 
 // checkBadValue checks that err is a *BadValueError for key whose problem
 // mentions want.
@@ -38,7 +39,7 @@ func TestRecordDecodeRange(t *testing.T) {
 	good := RangeRecord{V: 1, Topic: "orders", Partition: 3, Lo: 100, Hi: 200, Owner: "m1", State: StateRevoking, Target: "m2", Gen: 4, Since: since}
 
 	t.Run("round trip", func(t *testing.T) {
-		got, err := DecodeRange(recSchema, key, []byte(mustJSON(good)))
+		got, err := DecodeRange(recGroup, key, []byte(mustJSON(good)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +51,7 @@ func TestRecordDecodeRange(t *testing.T) {
 		t.Run("state "+state, func(t *testing.T) {
 			r := good
 			r.State = state
-			if _, err := DecodeRange(recSchema, key, []byte(mustJSON(r))); err != nil {
+			if _, err := DecodeRange(recGroup, key, []byte(mustJSON(r))); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -58,7 +59,7 @@ func TestRecordDecodeRange(t *testing.T) {
 	t.Run("whole hash space", func(t *testing.T) {
 		r := good
 		r.Lo, r.Hi = 0, 1<<32
-		if _, err := DecodeRange(recSchema, recSchema.Range("orders", 3, 0), []byte(mustJSON(r))); err != nil {
+		if _, err := DecodeRange(recGroup, recSchema.Range("orders", 3, 0), []byte(mustJSON(r))); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -106,7 +107,7 @@ func TestRecordDecodeRange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeRange(recSchema, tt.key, []byte(tt.value))
+			_, err := DecodeRange(recGroup, tt.key, []byte(tt.value))
 			checkBadValue(t, err, tt.key, tt.want)
 		})
 	}
@@ -117,7 +118,7 @@ func TestRecordDecodeMember(t *testing.T) {
 	key := recSchema.Member("m1")
 	good := MemberInfo{V: 1, ID: "m1", Host: "h", PID: 7, Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Weight: 2}
 	t.Run("round trip", func(t *testing.T) {
-		got, err := DecodeMember(recSchema, key, []byte(mustJSON(good)))
+		got, err := DecodeMember(recGroup, key, []byte(mustJSON(good)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +149,7 @@ func TestRecordDecodeMember(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeMember(recSchema, tt.key, []byte(tt.value))
+			_, err := DecodeMember(recGroup, tt.key, []byte(tt.value))
 			checkBadValue(t, err, tt.key, tt.want)
 		})
 	}

@@ -13,7 +13,6 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/ledger"
 )
 
 // Assignment is what a member owns at one etcd revision: its ranges (active
@@ -37,7 +36,8 @@ type Session struct {
 	memberKey string
 	memberRev int64
 	info      MemberInfo
-	rec       *ledger.Recorder
+	rec       *recorder
+	ttl       time.Duration // granted by etcd
 
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
@@ -71,7 +71,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 		leaving: make(chan struct{}),
 		updates: make(chan Assignment, 1),
 		pauses:  make(chan PauseState, 1),
-		rec:     ledger.NewRecorder(cli, cfg.MaxTxnOps),
+		rec:     newRecorder(cli, cfg.MaxTxnOps),
 	}
 	s.memberKey = s.schema.Member(cfg.MemberID)
 
@@ -105,6 +105,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 		return nil, fmt.Errorf("coord: register member: %w", err)
 	}
 	s.memberRev = resp.Header.Revision
+	s.ttl = time.Duration(lease.TTL) * time.Second
 	s.log.Info("joined group", "group", cfg.Group, "ttl_s", lease.TTL, "lease", fmt.Sprintf("%x", lease.ID))
 
 	s.goFunc(func() {
@@ -138,16 +139,11 @@ func (s *Session) goFunc(fn func()) {
 // ID is the member id.
 func (s *Session) ID() string { return s.cfg.MemberID }
 
-// Schema is the group's key schema.
-func (s *Session) Schema() keys.Schema { return s.schema }
-
 // Ctx ends when the session is lost or closed; context.Cause says which.
 func (s *Session) Ctx() context.Context { return s.ctx }
 
 // TTL is the lease TTL etcd granted.
-func (s *Session) TTL() time.Duration {
-	return s.cfg.SessionTTL
-}
+func (s *Session) TTL() time.Duration { return s.ttl }
 
 // IsLeader reports whether this member currently leads the group.
 func (s *Session) IsLeader() bool {
@@ -160,41 +156,6 @@ func (s *Session) IsLeader() bool {
 // the latest is kept: a slow reader skips to the newest.
 func (s *Session) Updates() <-chan Assignment { return s.updates }
 
-// Common is the guard every write of this member carries: its registration,
-// which exists only while its session does.
-func (s *Session) Common() []clientv3.Cmp {
-	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(s.memberKey), "=", s.memberRev)}
-}
-
-// Guard is the compare that holds only while this member owns r as it was
-// assigned: any reassignment, split or handoff by the leader rewrites the
-// range record and fails it.
-func (s *Session) Guard(r RangeState) []clientv3.Cmp {
-	return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(r.Key), "=", r.Rev)}
-}
-
-// Recorder writes ledger entries (use Common and Guard for the guards).
-func (s *Session) Recorder() *ledger.Recorder { return s.rec }
-
-// Release acknowledges a revoked range: it writes the range's final ledger
-// entry and marks the range released in one fenced transaction. The leader
-// then hands the range to its next owner. also are more operations for the
-// same transaction (the range's loss reports not yet written).
-func (s *Session) Release(ctx context.Context, r RangeState, final ledger.Entry, also ...clientv3.Op) error {
-	rec := r.Record
-	rec.State, rec.Since = StateReleased, time.Now().UTC()
-	err := s.rec.Record(ctx, s.Common(), []ledger.Write{{
-		Key:   r.LedgerKey,
-		Entry: final,
-		Guard: s.Guard(r),
-		Also:  append([]clientv3.Op{clientv3.OpPut(r.Key, mustJSON(rec))}, also...),
-	}})
-	if err == nil {
-		s.log.Info("range released", "topic", rec.Topic, "partition", rec.Partition, "range", rec.Range().String(), "to", rec.Target)
-	}
-	return err
-}
-
 // SetStuck reports that range r is held by a stuck record (see
 // StuckRecord). The report lives under the member's lease, so it disappears
 // with the member.
@@ -202,17 +163,8 @@ func (s *Session) SetStuck(ctx context.Context, r RangeState, rec StuckRecord) e
 	rec.V, rec.Member = recordVersion, s.ID()
 	rec.Topic, rec.Partition, rec.Lo = r.Record.Topic, r.Record.Partition, r.Record.Lo
 	key := s.schema.StuckRange(rec.Topic, rec.Partition, rec.Lo)
-	_, err := s.cli.Txn(ctx).If(s.Common()...).Then(clientv3.OpPut(key, mustJSON(rec), clientv3.WithLease(s.es.Lease()))).Commit()
+	_, err := s.cli.Txn(ctx).If(s.common()...).Then(clientv3.OpPut(key, mustJSON(rec), clientv3.WithLease(s.es.Lease()))).Commit()
 	return err
-}
-
-// LossOp returns the write of the report that range r lost the records in
-// loss. It belongs in the Also of the ledger write that truncates the range,
-// so that the report and the ledger move together or not at all.
-func (s *Session) LossOp(r RangeState, loss ledger.Loss, at time.Time) clientv3.Op {
-	rec := LossRecord{V: recordVersion, Member: s.ID(), Topic: r.Record.Topic, Partition: r.Record.Partition,
-		Lo: r.Record.Lo, Hi: r.Record.Hi, At: at, Loss: loss}
-	return clientv3.OpPut(s.schema.LostRange(rec.Topic, rec.Partition, rec.Lo, loss.LogStart), mustJSON(rec))
 }
 
 // ClearStuck removes the stuck report of range r.
@@ -221,11 +173,41 @@ func (s *Session) ClearStuck(ctx context.Context, r RangeState) error {
 	return err
 }
 
+// ReadAssignment reads the member's assignment from etcd now. Updates
+// delivers it on every change; this is for a member that must read it again
+// (after a fenced write, say).
+func (s *Session) ReadAssignment(ctx context.Context) (Assignment, error) {
+	snap, err := ReadSnapshot(ctx, s.cli, s.group())
+	if err != nil {
+		return Assignment{}, err
+	}
+	return snap.AssignmentOf(s.ID()), nil
+}
+
+// RecordedCommit reads the offset the leader recorded in etcd for tp (the
+// last one it committed to Kafka). ok is false when there is none. A value
+// that cannot be read is reported as a *BadValueError with ok false.
+func (s *Session) RecordedCommit(ctx context.Context, tp TopicPartition) (rec CommitRecord, ok bool, err error) {
+	key := s.schema.Commit(tp.Topic, tp.Partition)
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return CommitRecord{}, false, fmt.Errorf("coord: read recorded commit %s: %w", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return CommitRecord{}, false, nil
+	}
+	rec, err = DecodeCommit(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
+	if err != nil {
+		return CommitRecord{}, false, err
+	}
+	return rec, true, nil
+}
+
 // watchAssignment publishes the member's assignment on every change of the
 // range records.
 func (s *Session) watchAssignment() {
 	for s.ctx.Err() == nil {
-		snap, err := ReadSnapshot(s.ctx, s.cli, s.schema)
+		snap, err := ReadSnapshot(s.ctx, s.cli, s.group())
 		if err != nil {
 			s.log.Warn("read assignment", "error", err)
 			sleep(s.ctx, time.Second)
@@ -235,7 +217,7 @@ func (s *Session) watchAssignment() {
 		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
 		wch := s.cli.Watch(wctx, s.schema.Ranges(), clientv3.WithPrefix(), clientv3.WithRev(snap.Rev+1))
 		err = s.drainWatch(wch, func() error {
-			snap, err := ReadSnapshot(s.ctx, s.cli, s.schema)
+			snap, err := ReadSnapshot(s.ctx, s.cli, s.group())
 			if err == nil {
 				s.publish(snap)
 			}
@@ -312,7 +294,7 @@ func (s *Session) Leave(ctx context.Context) error {
 	close(s.leaving)
 	info := s.info
 	info.Leaving = true
-	resp, err := s.cli.Txn(ctx).If(s.Common()...).Then(clientv3.OpPut(s.memberKey, mustJSON(info), clientv3.WithLease(s.es.Lease()))).Commit()
+	resp, err := s.cli.Txn(ctx).If(s.common()...).Then(clientv3.OpPut(s.memberKey, mustJSON(info), clientv3.WithLease(s.es.Lease()))).Commit()
 	if err != nil {
 		return fmt.Errorf("coord: mark member leaving: %w", err)
 	}
@@ -328,7 +310,7 @@ func (s *Session) Leave(ctx context.Context) error {
 // the ranges resume from that state when a member joins).
 func (s *Session) WaitReleased(ctx context.Context) error {
 	for {
-		snap, err := ReadSnapshot(ctx, s.cli, s.schema)
+		snap, err := ReadSnapshot(ctx, s.cli, s.group())
 		if err != nil {
 			return err
 		}

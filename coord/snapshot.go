@@ -70,7 +70,8 @@ func (r RangeState) TP() TopicPartition {
 }
 
 // ReadSnapshot reads the group's state in one transaction.
-func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Snapshot, error) {
+func ReadSnapshot(ctx context.Context, cli *clientv3.Client, g Group) (*Snapshot, error) {
+	s := g.schema()
 	resp, err := cli.Txn(ctx).Then(
 		clientv3.OpGet(s.Members(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.Ranges(), clientv3.WithPrefix()),
@@ -115,7 +116,7 @@ func buildSnapshot(s keys.Schema, rev int64, r groupKVs) *Snapshot {
 			snap.BadMembers[string(kv.Key)] = kv.ModRevision
 			continue
 		}
-		m, err := DecodeMember(s, string(kv.Key), kv.Value)
+		m, err := decodeMember(s, string(kv.Key), kv.Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
 			continue
@@ -127,7 +128,7 @@ func buildSnapshot(s keys.Schema, rev int64, r groupKVs) *Snapshot {
 		entries[string(kv.Key)] = &ledgerKV{value: kv.Value, rev: kv.ModRevision}
 	}
 	for _, kv := range r[1] {
-		rec, err := DecodeRange(s, string(kv.Key), kv.Value)
+		rec, err := decodeRange(s, string(kv.Key), kv.Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
 			snap.BadRanges[string(kv.Key)] = kv.ModRevision
@@ -208,7 +209,7 @@ func buildSnapshot(s keys.Schema, rev int64, r groupKVs) *Snapshot {
 		snap.Stuck = append(snap.Stuck, st)
 	}
 	for _, kv := range r[6] {
-		l, err := DecodeLoss(s, string(kv.Key), kv.Value)
+		l, err := decodeLoss(s, string(kv.Key), kv.Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
 			continue

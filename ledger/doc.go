@@ -7,10 +7,9 @@
 // records its predecessor left unfinished; ranges can be split (Clip) and
 // joined (Concat) without losing a record or running a finished one again.
 //
-// Everything here is pure code except Recorder, which writes entries to etcd
-// in transactions guarded by the writer's ownership and reports the ranges it
-// was fenced from. docs/ledger.md explains the state and why each operation
-// is safe.
+// Everything here is pure code with no I/O: package coord writes entries to
+// etcd (Session.Flush, in transactions guarded by the writer's ownership).
+// docs/ledger.md explains the state and why each operation is safe.
 //
 // An owner of range r keeps one State and feeds it every record it fetches
 // from the partition, in offset order, starting at the state's watermark:
@@ -29,14 +28,9 @@
 //		err = st.Complete(offset, h)
 //	} // Skip, InFlight and Pass need nothing
 //
-//	// every flush interval, for the ranges whose Version changed:
-//	err = rec.Record(ctx, sessionGuard, []ledger.Write{
-//		{Key: key, Entry: st.Entry(), Guard: ownershipGuard},
-//	})
-//	var fenced *ledger.FencedError
-//	if errors.As(err, &fenced) {
-//		// stop working on fenced.Keys: another member owns them now
-//	}
+//	// every flush interval, for the ranges whose Version changed,
+//	// store st.Entry() (package coord's Session.Flush writes it under
+//	// the owner's guard) and remember st.Version().
 //
 // A State is not safe for concurrent use; an owner serialises Observe and
 // Complete (or guards them with a mutex).

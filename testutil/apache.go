@@ -14,6 +14,13 @@ import (
 	"github.com/keyshare/keyshare/internal/devcluster"
 )
 
+// ApacheKafka is a running Apache Kafka cluster, and ApacheKafkaOptions
+// configures one (aliases, so that code outside this module can name them).
+type (
+	ApacheKafka        = devcluster.ApacheKafka
+	ApacheKafkaOptions = devcluster.ApacheKafkaOptions
+)
+
 // shared is the Apache Kafka broker of this test binary.
 var shared struct {
 	once sync.Once
@@ -71,7 +78,7 @@ func RunTests(m *testing.M) int {
 // (for faults that need it: killing or restarting a node), in a directory
 // that is removed when the test passes and kept, with the broker logs'
 // paths logged, when it fails.
-func StartApacheKafka(t testing.TB, o devcluster.ApacheKafkaOptions) *devcluster.ApacheKafka {
+func StartApacheKafka(t testing.TB, o ApacheKafkaOptions) *ApacheKafka {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "keyshare-kafka-")
 	if err != nil {

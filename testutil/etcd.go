@@ -10,9 +10,13 @@ import (
 	"github.com/keyshare/keyshare/internal/devcluster"
 )
 
+// EtcdServer is the embedded etcd server (an alias, so that code outside
+// this module can name it).
+type EtcdServer = devcluster.Etcd
+
 // Etcd is an embedded etcd server started for one test.
 type Etcd struct {
-	*devcluster.Etcd
+	*EtcdServer
 	Endpoints []string
 }
 
@@ -26,7 +30,7 @@ func StartEtcd(t testing.TB) (*clientv3.Client, *Etcd) {
 		t.Fatalf("start etcd: %v", err)
 	}
 	t.Cleanup(e.Close)
-	te := &Etcd{Etcd: e, Endpoints: []string{e.ClientURL()}}
+	te := &Etcd{EtcdServer: e, Endpoints: []string{e.ClientURL()}}
 	return NewEtcdClient(t, te.Endpoints), te
 }
 

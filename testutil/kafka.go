@@ -24,7 +24,7 @@ type Kafka struct {
 	// Fake, which skips the test on the Apache backend.
 	*kfake.Cluster
 	// Apache is the real broker; nil on the kfake backend.
-	Apache  *devcluster.ApacheKafka
+	Apache  *ApacheKafka
 	Brokers string // bootstrap address, host:port
 }
 

@@ -208,7 +208,7 @@ func (c *benchCommand) pausesRun(ctx context.Context, run int) ([4]time.Duration
 				act()
 				acted = true
 			}
-			snap, err := coord.ReadSnapshot(ctx, cli, schema)
+			snap, err := coord.ReadSnapshot(ctx, cli, groupOf(schema))
 			if err != nil {
 				return nil, err
 			}

@@ -1,5 +1,3 @@
-// Command keyshare runs keyshare members, the bundled demo cluster, a load
-// generator and a status view. Each subcommand lives in its own file.
 package main
 
 import (

@@ -155,7 +155,7 @@ func statusConsumer(ks *kafkaSettings, group string) (*kafka.Consumer, error) {
 func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s keys.Schema, group string) (*groupStatus, error) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	snap, err := coord.ReadSnapshot(rctx, cli, s)
+	snap, err := coord.ReadSnapshot(rctx, cli, groupOf(s))
 	if err != nil {
 		return nil, fmt.Errorf("%w; check --etcd", err)
 	}
@@ -172,7 +172,7 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s
 	}
 	st.Stuck = snap.Stuck
 	st.Losses = snap.Losses
-	if ps, _, err := coord.ReadPause(rctx, cli, s); err != nil {
+	if ps, _, err := coord.ReadPause(rctx, cli, groupOf(s)); err != nil {
 		return nil, fmt.Errorf("%w; check --etcd", err)
 	} else if ps.Paused {
 		st.Paused = &ps.Record

@@ -27,13 +27,21 @@ import (
 
 // Schema builds the keys of one group.
 type Schema struct {
-	root string
+	root   string
+	prefix string
+	group  string
 }
 
 // New returns the schema of group under prefix (e.g. "/keyshare").
 func New(prefix, group string) Schema {
-	return Schema{root: strings.TrimRight(prefix, "/") + "/" + group + "/"}
+	return Schema{root: strings.TrimRight(prefix, "/") + "/" + group + "/", prefix: prefix, group: group}
 }
+
+// Prefix is the prefix the schema was made with.
+func (s Schema) Prefix() string { return s.prefix }
+
+// Group is the group's name.
+func (s Schema) Group() string { return s.group }
 
 // Root is the group's prefix, ending in "/".
 func (s Schema) Root() string { return s.root }

@@ -1,6 +1,7 @@
-package ledger_test
+package coord
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/testutil"
 )
+
+// The recorder under Session.Flush and Session.Release, on arbitrary keys.
 
 // owner is a guard key whose mod revision a writer remembers: the writer
 // owns its ranges while the key is unchanged.
@@ -73,8 +76,8 @@ func readEntry(t *testing.T, cli *clientv3.Client, key string, r ledger.HashRang
 
 func mustFence(t *testing.T, err error, session bool, keys ...string) {
 	t.Helper()
-	var fe *ledger.FencedError
-	if !errors.As(err, &fe) || !errors.Is(err, ledger.ErrFenced) {
+	var fe *FencedError
+	if !errors.As(err, &fe) || !errors.Is(err, ErrFenced) {
 		t.Fatalf("Record = %v, want a *FencedError", err)
 	}
 	if fe.Session != session || !slices.Equal(fe.Keys, keys) {
@@ -92,18 +95,29 @@ func mustFence(t *testing.T, err error, session bool, keys ...string) {
 // sampleEntry is a state with pending offsets, distinct per i.
 func sampleEntry(i int) ledger.Entry {
 	n := int64(100 + i)
-	return entry(seg(0, 1<<31, n, n-7, n-3), seg(1<<31, top, n+1))
+	return ledger.Entry{Segments: []ledger.Segment{
+		{Lo: 0, Hi: 1 << 31, Next: n, Pending: []int64{n - 7, n - 3}},
+		{Lo: 1 << 31, Hi: ledger.HashSpace, Next: n + 1},
+	}}
 }
 
-func TestRecorder(t *testing.T) {
+// mustEqual fails unless the entries encode alike.
+func mustEqual(t *testing.T, what string, got, want ledger.Entry) {
+	t.Helper()
+	if !bytes.Equal(ledger.Encode(got), ledger.Encode(want)) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+func TestFlushRecorder(t *testing.T) {
 	cli, _ := testutil.StartEtcd(t)
-	rec := ledger.NewRecorder(cli, 0)
+	rec := newRecorder(cli, 0)
 
 	t.Run("writes under the guard and reads back", func(t *testing.T) {
 		p := "/t/readback/"
 		o := claim(t, cli, p+"owner")
 		e := sampleEntry(1)
-		if err := rec.Record(t.Context(), nil, []ledger.Write{{Key: p + "l/0", Entry: e, Guard: o.guard()}}); err != nil {
+		if err := rec.record(t.Context(), nil, []write{{Key: p + "l/0", Entry: e, Guard: o.guard()}}); err != nil {
 			t.Fatal(err)
 		}
 		mustEqual(t, "stored entry", readEntry(t, cli, p+"l/0", ledger.Full), e)
@@ -112,12 +126,12 @@ func TestRecorder(t *testing.T) {
 	t.Run("stale guard is fenced and changes nothing", func(t *testing.T) {
 		p := "/t/stale/"
 		old := claim(t, cli, p+"owner")
-		if err := rec.Record(t.Context(), nil, []ledger.Write{{Key: p + "l/0", Entry: sampleEntry(1), Guard: old.guard()}}); err != nil {
+		if err := rec.record(t.Context(), nil, []write{{Key: p + "l/0", Entry: sampleEntry(1), Guard: old.guard()}}); err != nil {
 			t.Fatal(err)
 		}
 		claim(t, cli, p+"owner") // the range moved to another member
 		before := dump(t, cli, p)
-		err := rec.Record(t.Context(), nil, []ledger.Write{{
+		err := rec.record(t.Context(), nil, []write{{
 			Key: p + "l/0", Entry: sampleEntry(2), Guard: old.guard(),
 			Also: []clientv3.Op{clientv3.OpPut(p+"ack", "1")},
 		}})
@@ -130,17 +144,17 @@ func TestRecorder(t *testing.T) {
 	t.Run("retry after a timeout leaves the same state", func(t *testing.T) {
 		p := "/t/retry/"
 		o := claim(t, cli, p+"owner")
-		w := []ledger.Write{
+		w := []write{
 			{Key: p + "l/0", Entry: sampleEntry(1), Guard: o.guard()},
 			{Key: p + "l/1", Entry: sampleEntry(2), Guard: o.guard()},
 		}
 		// The first attempt applied but its reply was lost; the caller
 		// retries with the same input.
-		if err := rec.Record(t.Context(), nil, w); err != nil {
+		if err := rec.record(t.Context(), nil, w); err != nil {
 			t.Fatal(err)
 		}
 		first := dump(t, cli, p)
-		if err := rec.Record(t.Context(), nil, w); err != nil {
+		if err := rec.record(t.Context(), nil, w); err != nil {
 			t.Fatalf("retry: %v", err)
 		}
 		second := dump(t, cli, p)
@@ -158,16 +172,16 @@ func TestRecorder(t *testing.T) {
 	t.Run("a retry after losing ownership does not overwrite the new owner", func(t *testing.T) {
 		p := "/t/retry-fenced/"
 		old := claim(t, cli, p+"owner")
-		w := []ledger.Write{{Key: p + "l/0", Entry: sampleEntry(1), Guard: old.guard()}}
-		if err := rec.Record(t.Context(), nil, w); err != nil {
+		w := []write{{Key: p + "l/0", Entry: sampleEntry(1), Guard: old.guard()}}
+		if err := rec.record(t.Context(), nil, w); err != nil {
 			t.Fatal(err)
 		}
 		// Meanwhile the range moved and its new owner wrote.
 		nu := claim(t, cli, p+"owner")
-		if err := rec.Record(t.Context(), nil, []ledger.Write{{Key: p + "l/0", Entry: sampleEntry(5), Guard: nu.guard()}}); err != nil {
+		if err := rec.record(t.Context(), nil, []write{{Key: p + "l/0", Entry: sampleEntry(5), Guard: nu.guard()}}); err != nil {
 			t.Fatal(err)
 		}
-		mustFence(t, rec.Record(t.Context(), nil, w), false, p+"l/0")
+		mustFence(t, rec.record(t.Context(), nil, w), false, p+"l/0")
 		mustEqual(t, "entry after the stale retry", readEntry(t, cli, p+"l/0", ledger.Full), sampleEntry(5))
 	})
 
@@ -175,12 +189,12 @@ func TestRecorder(t *testing.T) {
 		p := "/t/split/"
 		sess := claim(t, cli, p+"session")
 		o := claim(t, cli, p+"owner")
-		const n = 2*ledger.DefaultMaxTxnOps + 44 // 300
-		var w []ledger.Write
+		const n = 2*DefaultMaxTxnOps + 44 // 300
+		var w []write
 		for i := range n {
-			w = append(w, ledger.Write{Key: fmt.Sprintf("%sl/%04d", p, i), Entry: sampleEntry(i), Guard: o.guard()})
+			w = append(w, write{Key: fmt.Sprintf("%sl/%04d", p, i), Entry: sampleEntry(i), Guard: o.guard()})
 		}
-		if err := rec.Record(t.Context(), sess.guard(), w); err != nil {
+		if err := rec.record(t.Context(), sess.guard(), w); err != nil {
 			t.Fatal(err)
 		}
 		got := dump(t, cli, p+"l/")
@@ -200,13 +214,13 @@ func TestRecorder(t *testing.T) {
 	t.Run("a smaller operation limit counts the extra operations", func(t *testing.T) {
 		p := "/t/split-also/"
 		o := claim(t, cli, p+"owner")
-		small := ledger.NewRecorder(cli, 10)
-		var w []ledger.Write
+		small := newRecorder(cli, 10)
+		var w []write
 		for i := range 12 {
 			k := fmt.Sprintf("%sl/%02d", p, i)
-			w = append(w, ledger.Write{Key: k, Entry: sampleEntry(i), Guard: o.guard(), Also: []clientv3.Op{clientv3.OpPut(k+"/ack", "1")}})
+			w = append(w, write{Key: k, Entry: sampleEntry(i), Guard: o.guard(), Also: []clientv3.Op{clientv3.OpPut(k+"/ack", "1")}})
 		}
-		if err := small.Record(t.Context(), nil, w); err != nil {
+		if err := small.record(t.Context(), nil, w); err != nil {
 			t.Fatal(err)
 		}
 		got := dump(t, cli, p+"l/")
@@ -225,7 +239,7 @@ func TestRecorder(t *testing.T) {
 
 	t.Run("fenced and unfenced writes mixed", func(t *testing.T) {
 		p := "/t/mixed/"
-		var w []ledger.Write
+		var w []write
 		var fenced []string
 		for i := range 5 {
 			o := claim(t, cli, fmt.Sprintf("%sowner/%d", p, i))
@@ -234,9 +248,9 @@ func TestRecorder(t *testing.T) {
 				claim(t, cli, o.key) // lost
 				fenced = append(fenced, k)
 			}
-			w = append(w, ledger.Write{Key: k, Entry: sampleEntry(i), Guard: o.guard(), Also: []clientv3.Op{clientv3.OpPut(k+"/ack", "1")}})
+			w = append(w, write{Key: k, Entry: sampleEntry(i), Guard: o.guard(), Also: []clientv3.Op{clientv3.OpPut(k+"/ack", "1")}})
 		}
-		mustFence(t, rec.Record(t.Context(), nil, w), false, fenced...)
+		mustFence(t, rec.record(t.Context(), nil, w), false, fenced...)
 		got := dump(t, cli, p+"l/")
 		for i, x := range w {
 			_, written := got[x.Key]
@@ -256,11 +270,11 @@ func TestRecorder(t *testing.T) {
 		o := claim(t, cli, p+"owner")
 		claim(t, cli, p+"session") // the session is gone
 		before := dump(t, cli, p)
-		w := []ledger.Write{
+		w := []write{
 			{Key: p + "l/0", Entry: sampleEntry(0), Guard: o.guard()},
 			{Key: p + "l/1", Entry: sampleEntry(1), Guard: o.guard()},
 		}
-		err := rec.Record(t.Context(), sess.guard(), w)
+		err := rec.record(t.Context(), sess.guard(), w)
 		mustFence(t, err, true, p+"l/0", p+"l/1")
 		if after := dump(t, cli, p); !maps.Equal(before, after) {
 			t.Fatalf("a fenced session changed etcd:\n before %v\n after  %v", before, after)
@@ -272,8 +286,8 @@ func TestRecorder(t *testing.T) {
 		o := claim(t, cli, p+"owner")
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		err := rec.Record(ctx, nil, []ledger.Write{{Key: p + "l/0", Entry: sampleEntry(0), Guard: o.guard()}})
-		if err == nil || errors.Is(err, ledger.ErrFenced) {
+		err := rec.record(ctx, nil, []write{{Key: p + "l/0", Entry: sampleEntry(0), Guard: o.guard()}})
+		if err == nil || errors.Is(err, ErrFenced) {
 			t.Fatalf("Record with a cancelled context = %v, want a plain error", err)
 		}
 		if !errors.Is(err, context.Canceled) {
@@ -282,7 +296,7 @@ func TestRecorder(t *testing.T) {
 	})
 
 	t.Run("nothing to write", func(t *testing.T) {
-		if err := rec.Record(t.Context(), nil, nil); err != nil {
+		if err := rec.record(t.Context(), nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	})

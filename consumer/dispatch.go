@@ -1,0 +1,120 @@
+package consumer
+
+import (
+	"context"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/ledger"
+)
+
+// Filter and dispatch: each fetched record through its partition's ranges
+// to the scheduler, and each outcome back to the ledger.
+
+// handle filters one fetched record through the ranges of its partition.
+func (p *pipeline) handle(m *kafka.Message) {
+	t := tp{Topic: *m.TopicPartition.Topic, Partition: m.TopicPartition.Partition}
+	o := int64(m.TopicPartition.Offset)
+	h := ledger.Hash(m.Key, o)
+	p.c.metrics.fetched.Add(1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.mu.fetching {
+		return
+	}
+	p.skipAbsentLocked(t, o) // offsets between the position and o hold no record (gaps.go)
+	p.mu.pos[t] = o + 1
+	var run *owned
+	for _, w := range p.mu.byTP[t] {
+		if w.revoking {
+			// A revoked range takes no new records: its next stays where
+			// it is, and the next owner fetches from there.
+			continue
+		}
+		v, err := w.st.Observe(o, h)
+		if err != nil {
+			p.log.Error("ledger refused a fetched offset", "topic", t.Topic, "partition", t.Partition, "offset", o, "error", err)
+			continue
+		}
+		if v == ledger.Run {
+			run = w
+		}
+	}
+	if run == nil {
+		return
+	}
+	p.dispatchLocked(t, m, o, h)
+}
+
+func (p *pipeline) dispatchLocked(t tp, m *kafka.Message, o int64, h uint32) {
+	ctx, cancel := context.WithCancel(p.ctx)
+	j := &job{t: t, o: o, h: h, m: m, ctx: ctx, cancel: cancel, since: time.Now()}
+	j.key = jobKey{topic: t.Topic, partition: t.Partition}
+	if m.Key == nil {
+		j.key.null, j.key.offset = true, o
+	} else {
+		j.key.key = string(m.Key)
+	}
+	jobs := p.mu.jobs[t]
+	if jobs == nil {
+		jobs = make(map[int64]*job)
+		p.mu.jobs[t] = jobs
+	}
+	if old := jobs[o]; old != nil {
+		// Not expected (the ledger answers InFlight for a record in flight
+		// here), but if it happens the old job is abandoned: its finish
+		// will find it gone and not count it again.
+		old.cancel()
+		p.mu.inflight--
+	}
+	jobs[o] = j
+	p.mu.inflight++
+	p.sched.submit(j)
+}
+
+// runJob runs on a worker: it handles the record (unless its range was
+// dropped meanwhile) and records the outcome.
+func (p *pipeline) runJob(j *job) {
+	defer j.cancel()
+	done := false
+	if j.ctx.Err() == nil {
+		// An error here means the context ended: the record stays
+		// pending for the range's next owner.
+		done = p.c.process(j.ctx, j, &p.mu.Mutex) == nil
+	}
+	p.finish(j, done)
+}
+
+// finish records that a dispatched record is done (or failed for good). A
+// job is known by identity, not by its offset: one that was removed from
+// p.mu.jobs (its range dropped, drained or released) is abandoned and its
+// outcome ignored, even if a new job of the same offset has been dispatched
+// since (the range came back) and waits behind it.
+func (p *pipeline) finish(j *job, done bool) {
+	t, o, h := j.t, j.o, j.h
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.jobs[t][o] != j {
+		return // abandoned: whoever removed it counted it out of inflight
+	}
+	delete(p.mu.jobs[t], o)
+	p.mu.inflight--
+	p.mu.cond.Broadcast()
+	poke(p.space)
+	if !done {
+		return
+	}
+	p.mu.unflushed++
+	if p.mu.unflushed >= p.c.cfg.MaxUnflushed/2 {
+		poke(p.flushCh) // flush early rather than let unflushed work pile up
+	}
+	for _, w := range p.mu.byTP[t] {
+		if w.st.Range().Contains(h) {
+			if err := w.st.Complete(o, h); err != nil {
+				p.log.Error("ledger refused a completion", "topic", t.Topic, "partition", t.Partition, "offset", o, "error", err)
+			}
+			return
+		}
+	}
+}

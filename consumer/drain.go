@@ -1,0 +1,113 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/keyshare/keyshare/coord"
+)
+
+// The drain of a revoked range, and its release to the leader.
+
+// drain finishes a revoked range: it waits until none of its records is in
+// flight (or the drain budget is spent), then writes its final state and
+// releases it to the leader; what is still in flight then is cancelled and
+// runs again on the next owner. The budget runs on this member's monotonic
+// clock from received, when reconcile saw the revoke: the record's Since is
+// the leader's wall clock and says nothing here. seq is the drain's number
+// (w.drains when it started): if the leader takes the revoke back, or a
+// later revoke started another drain, this one stops without releasing.
+func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Duration) {
+	deadline := received.Add(budget)
+	timer := time.AfterFunc(time.Until(deadline), func() {
+		p.mu.Lock()
+		p.mu.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer timer.Stop()
+	stop := context.AfterFunc(p.ctx, func() {
+		p.mu.Lock()
+		p.mu.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+
+	// current holds while this drain is still wanted (under p.mu).
+	current := func() bool {
+		return p.ctx.Err() == nil && p.mu.ranges[w.rs.Key] == w && w.revoking && w.drains == seq
+	}
+	p.mu.Lock()
+	for current() && p.inFlightLocked(w) > 0 && time.Now().Before(deadline) {
+		p.mu.cond.Wait()
+	}
+	if !current() {
+		p.mu.Unlock()
+		return
+	}
+	if n := p.inFlightLocked(w); n > 0 {
+		p.log.Warn("drain budget spent with records in flight; they will run again on the next owner", "range", w.st.Range().String(), "in_flight", n, "budget", budget)
+	}
+	rs, final := w.rs, w.st.Entry()
+	losses := slices.Clone(w.losses)
+	p.mu.Unlock()
+
+	for p.ctx.Err() == nil {
+		err := p.sess.Release(p.ctx, rs, final, losses)
+		if err == nil {
+			p.c.handoffSeconds.Observe(time.Since(received).Seconds())
+			p.c.metrics.retentionLosses.Add(int64(len(losses)))
+		}
+		if err == nil || errors.Is(err, coord.ErrFenced) {
+			if err != nil {
+				p.log.Warn("release fenced", "range", rs.Key, "error", err)
+			}
+			p.mu.Lock()
+			if err != nil && !current() {
+				// Fenced because the leader took the revoke back (or
+				// revoked it again: a newer drain releases it).
+				p.mu.Unlock()
+				return
+			}
+			if p.mu.ranges[rs.Key] == w {
+				delete(p.mu.ranges, rs.Key)
+				p.mu.byTP[w.tp()] = slices.DeleteFunc(p.mu.byTP[w.tp()], func(x *owned) bool { return x == w })
+				t := w.tp()
+				for o, j := range p.mu.jobs[t] {
+					if w.st.Range().Contains(j.h) {
+						j.cancel()
+						delete(p.mu.jobs[t], o)
+						p.mu.inflight--
+					}
+				}
+			}
+			p.mu.Unlock()
+			return
+		}
+		p.log.Warn("release", "range", rs.Key, "error", err)
+		sleep(p.ctx, 200*time.Millisecond)
+	}
+}
+
+// oldestLocked is when the oldest in-flight record of w was dispatched.
+func (p *pipeline) oldestLocked(w *owned) time.Time {
+	var oldest time.Time
+	for _, j := range p.mu.jobs[w.tp()] {
+		if w.st.Range().Contains(j.h) && (oldest.IsZero() || j.since.Before(oldest)) {
+			oldest = j.since
+		}
+	}
+	return oldest
+}
+
+// inFlightLocked counts the records of w handed to workers and not finished.
+func (p *pipeline) inFlightLocked(w *owned) int {
+	n := 0
+	for _, j := range p.mu.jobs[w.tp()] {
+		if w.st.Range().Contains(j.h) {
+			n++
+		}
+	}
+	return n
+}

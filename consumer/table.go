@@ -1,0 +1,243 @@
+package consumer
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+// The range table: the ranges a member works on, with their in-memory
+// ledger state, and the pure functions over it.
+
+// owned is a range this member works on, with its in-memory ledger state.
+type owned struct {
+	rs       coord.RangeState // the range record as last read (its Rev is the guard)
+	st       *ledger.State
+	flushed  uint64 // st.Version() last written to etcd
+	dirty    bool   // never written since acquired
+	revoking bool
+	draining bool // a drainer goroutine is releasing it
+	// drains counts the drains started; a drainer goes on only while it is
+	// the latest and the range is still revoking.
+	drains int
+	// losses are records Kafka deleted before the range handled them, not
+	// yet reported: the next flush writes them with the ledger entry.
+	losses []coord.LossReport
+
+	// Stuck detection (stuck.go).
+	lastWM  int64
+	wmSince time.Time
+	stuck   bool
+}
+
+func (o *owned) tp() tp { return o.rs.TP() }
+
+// containing returns the range of old that covers r on partition t.
+func containing(old map[string]*owned, t tp, r ledger.HashRange) *owned {
+	for _, w := range old {
+		if w.tp() == t && w.st.Range().Intersect(r) == r {
+			return w
+		}
+	}
+	return nil
+}
+
+func ownsHash(ranges map[string]*owned, t tp, h uint32) bool {
+	for _, w := range ranges {
+		if w.tp() == t && w.st.Range().Contains(h) {
+			return true
+		}
+	}
+	return false
+}
+
+// drainBudget is how long the owner of revoking range rec may drain it: the
+// leader's budget written in the record, else the member's own DrainTimeout
+// (a record from a leader that does not write one).
+func drainBudget(rec coord.RangeRecord, own time.Duration) time.Duration {
+	if rec.DrainMs > 0 {
+		return time.Duration(rec.DrainMs) * time.Millisecond
+	}
+	return own
+}
+
+// rangeTable is what a member works on and what it asks its fetcher for,
+// with no Kafka or etcd in it: reconcileTable changes it, the drivers
+// (reconcile.go, fetch.go, drain.go) apply the changes. It lives in
+// pipeline.mu.
+type rangeTable struct {
+	ranges   map[string]*owned // by range key
+	byTP     map[tp][]*owned   // sorted by first hash
+	assigned map[tp]bool       // partitions the fetcher fetches
+	pos      map[tp]int64      // next offset the fetcher will deliver
+}
+
+func newRangeTable() rangeTable {
+	return rangeTable{
+		ranges:   make(map[string]*owned),
+		byTP:     make(map[tp][]*owned),
+		assigned: make(map[tp]bool),
+		pos:      make(map[tp]int64),
+	}
+}
+
+// partitionOffset is a partition and an offset in it.
+type partitionOffset struct {
+	tp
+	offset int64
+}
+
+// fetchPlan is what the fetcher must change: start fetching partitions
+// (assign, at an offset), fetch others again from an earlier offset (seek),
+// and stop fetching the partitions no range needs (unassign).
+type fetchPlan struct {
+	assign, seek []partitionOffset
+	unassign     []partitionOffset // offset unused
+}
+
+func (f fetchPlan) empty() bool { return len(f.assign)+len(f.seek)+len(f.unassign) == 0 }
+
+// drainStart asks for a drainer of revoked range w (drain.go).
+type drainStart struct {
+	w      *owned
+	seq    int // w.drains when it started
+	budget time.Duration
+}
+
+// reconciled is what reconcileTable leaves to its driver.
+type reconciled struct {
+	fetch  fetchPlan
+	cancel []*job // in-flight records on hash space no longer owned
+	drains []drainStart
+}
+
+// reconcileTable moves table t to assignment a, the way coord's plan moves
+// the group: no I/O, and everything it needs done outside the table it
+// returns. A range the table already covers keeps its in-memory state
+// (clipped, with its share of unreported losses, if the leader split it); a
+// new range starts from its ledger entry, or from starts (its partition's
+// start offset, resolved by the caller) when it has none, and is left out
+// if neither is known (the caller reads the assignment again); a revoked
+// range gets a drainer (a revoke taken back stops it); a range no longer
+// owned is dropped and its in-flight records (jobs) are to be cancelled.
+// Then each partition is fetched from the lowest watermark of its ranges
+// that are not revoking: assigned if new, sought back if a newly started
+// range needs older records than the fetch position, unassigned when no
+// range needs it. drainTimeout is the member's own drain budget, used when
+// the record carries none. log gets the lifecycle events (range acquired,
+// revoked, dropped).
+//
+// The owned values of t are updated in place and t's maps replaced; the
+// caller holds the lock that guards them.
+func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a coord.Assignment, starts map[tp]int64, drainTimeout time.Duration, log hclog.Logger) reconciled {
+	var res reconciled
+	old := t.ranges
+	next := make(map[string]*owned, len(a.Ranges))
+	seek := make(map[tp]bool)
+	for _, r := range a.Ranges {
+		pt := r.TP()
+		src := containing(old, pt, r.Record.Range())
+		var w *owned
+		switch {
+		case src != nil && src.rs.Record.Range() == r.Record.Range():
+			w = src
+		case src != nil:
+			w = &owned{st: src.st.Clip(r.Record.Range()), flushed: 0, revoking: src.revoking}
+			for _, l := range src.losses { // not reported yet: the part reports its share
+				if c, ok := l.Loss.Clip(r.Record.Range()); ok {
+					w.losses = append(w.losses, coord.LossReport{Loss: c, At: l.At})
+				}
+			}
+		default:
+			start, ok := starts[pt]
+			if !r.Entry.Initialized() && !ok {
+				continue // retried on resync
+			}
+			st, err := ledger.NewState(r.Record.Range(), r.Entry, start)
+			if err != nil {
+				log.Error("cannot load range state", "key", r.LedgerKey, "error", err)
+				continue
+			}
+			w = &owned{st: st, dirty: !r.Entry.Initialized()}
+			seek[pt] = true
+			log.Info("range acquired", "topic", pt.Topic, "partition", pt.Partition, "range", r.Record.Range().String(), "watermark", st.Watermark())
+		}
+		wasRevoking := w.revoking
+		w.rs = r
+		w.revoking = r.Record.State == coord.StateRevoking
+		if wasRevoking && !w.revoking {
+			seek[pt] = true // it observed nothing while revoking: fetch again from its watermark
+			if w.draining {
+				// The leader took the revoke back: the drainer stops
+				// (the caller broadcasts) and a later revoke starts a
+				// new one.
+				w.draining = false
+				log.Info("revoke taken back; keeping the range", "topic", pt.Topic, "partition", pt.Partition, "range", r.Record.Range().String())
+			}
+		}
+		if w.revoking && !w.draining {
+			w.draining = true
+			w.drains++
+			log.Info("range revoked; draining", "topic", pt.Topic, "partition", pt.Partition, "range", r.Record.Range().String(), "to", r.Record.Target)
+			res.drains = append(res.drains, drainStart{w: w, seq: w.drains, budget: drainBudget(r.Record, drainTimeout)})
+		}
+		next[r.Key] = w
+	}
+	// In-flight work on hash space no longer owned is cancelled.
+	for _, w := range old {
+		pt := w.tp()
+		for _, j := range jobs[pt] {
+			if w.st.Range().Contains(j.h) && !ownsHash(next, pt, j.h) {
+				res.cancel = append(res.cancel, j)
+			}
+		}
+		if !ownsHash(next, pt, uint32(w.st.Range().Lo)) {
+			log.Info("range dropped", "topic", pt.Topic, "partition", pt.Partition, "range", w.st.Range().String())
+		}
+	}
+	t.ranges = next
+	t.byTP = make(map[tp][]*owned)
+	for _, w := range next {
+		t.byTP[w.tp()] = append(t.byTP[w.tp()], w)
+	}
+	for pt := range t.byTP {
+		slices.SortFunc(t.byTP[pt], func(a, b *owned) int { return cmp.Compare(a.rs.Record.Lo, b.rs.Record.Lo) })
+	}
+
+	// Work out what the fetcher must fetch.
+	want := make(map[tp]int64)
+	for pt, ws := range t.byTP {
+		for _, w := range ws {
+			if w.revoking {
+				continue
+			}
+			wm := w.st.Watermark()
+			if cur, ok := want[pt]; !ok || wm < cur {
+				want[pt] = wm
+			}
+		}
+	}
+	for pt, start := range want {
+		switch {
+		case !t.assigned[pt]:
+			res.fetch.assign = append(res.fetch.assign, partitionOffset{pt, start})
+			t.assigned[pt] = true
+			t.pos[pt] = start
+		case seek[pt] && start < t.pos[pt]:
+			res.fetch.seek = append(res.fetch.seek, partitionOffset{pt, start})
+			t.pos[pt] = start
+		}
+	}
+	for pt := range t.assigned {
+		if _, ok := want[pt]; !ok {
+			res.fetch.unassign = append(res.fetch.unassign, partitionOffset{tp: pt})
+			delete(t.assigned, pt)
+			delete(t.pos, pt)
+		}
+	}
+	return res
+}

@@ -1,0 +1,354 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+// Unit tests of the pipeline's decisions on in-memory values: reconcileTable
+// (the range table against an assignment), applyFetch on fakeFetcher, and
+// the scheduler. The integration tests beside them run on etcd and kfake.
+
+const half = ledger.HashSpace / 2
+
+// rangeOf is range [lo, hi) of partition p of topic "t", in state, at
+// revision rev, with ledger entry next (none if next < 0).
+func rangeOf(p int32, lo, hi uint64, state string, rev int64, next int64) coord.RangeState {
+	rec := coord.RangeRecord{V: 1, Topic: "t", Partition: p, Lo: lo, Hi: hi, Owner: "m", State: state}
+	rs := coord.RangeState{
+		Key:       fmt.Sprintf("ranges/t/%d/%d", p, lo),
+		LedgerKey: fmt.Sprintf("ledger/t/%d/%d", p, lo),
+		Record:    rec,
+		Rev:       rev,
+	}
+	if next >= 0 {
+		rs.Entry = ledger.Entry{Segments: []ledger.Segment{{Lo: lo, Hi: hi, Next: next}}}
+	}
+	return rs
+}
+
+func assignment(rev int64, rs ...coord.RangeState) coord.Assignment {
+	return coord.Assignment{Generation: rev, Rev: rev, Ranges: rs}
+}
+
+func tpOf(p int32) tp { return tp{Topic: "t", Partition: p} }
+
+func offsets(ps []partitionOffset) []string {
+	var out []string
+	for _, po := range ps {
+		out = append(out, fmt.Sprintf("%d@%d", po.Partition, po.offset))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fromEmpty applies the assignments to an empty table in turn and returns the
+// table and the last result.
+func fromEmpty(t *testing.T, jobs map[tp]map[int64]*job, starts map[tp]int64, as ...coord.Assignment) (*rangeTable, reconciled) {
+	t.Helper()
+	tab := newRangeTable()
+	var res reconciled
+	for _, a := range as {
+		res = reconcileTable(&tab, jobs, a, starts, 30*time.Second, hclog.NewNullLogger())
+	}
+	return &tab, res
+}
+
+func TestReconcileTable(t *testing.T) {
+	t.Run("a new range with a ledger entry is fetched from its watermark", func(t *testing.T) {
+		tab, res := fromEmpty(t, nil, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, coord.StateActive, 1, 40)))
+		if got := offsets(res.fetch.assign); !slices.Equal(got, []string{"0@40"}) {
+			t.Fatalf("assign %v, want 0@40", got)
+		}
+		if len(tab.ranges) != 1 || tab.pos[tpOf(0)] != 40 || !tab.assigned[tpOf(0)] {
+			t.Fatalf("table %+v", tab)
+		}
+		if w := tab.byTP[tpOf(0)][0]; w.dirty {
+			t.Fatal("a range loaded from its ledger entry is dirty")
+		}
+	})
+
+	t.Run("a new range without state waits for its start offset", func(t *testing.T) {
+		tab, res := fromEmpty(t, nil, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, coord.StateActive, 1, -1)))
+		if len(tab.ranges) != 0 || !res.fetch.empty() {
+			t.Fatalf("without a start offset: %d ranges, plan %+v; want none", len(tab.ranges), res.fetch)
+		}
+		tab, res = fromEmpty(t, nil, map[tp]int64{tpOf(0): 7}, assignment(1, rangeOf(0, 0, ledger.HashSpace, coord.StateActive, 1, -1)))
+		if got := offsets(res.fetch.assign); !slices.Equal(got, []string{"0@7"}) {
+			t.Fatalf("assign %v, want 0@7", got)
+		}
+		if !tab.byTP[tpOf(0)][0].dirty {
+			t.Fatal("a range started without state must be written at the next flush")
+		}
+	})
+
+	t.Run("an unchanged range keeps its state and the fetcher is left alone", func(t *testing.T) {
+		a := assignment(1, rangeOf(0, 0, ledger.HashSpace, coord.StateActive, 1, 40))
+		tab := newRangeTable()
+		reconcileTable(&tab, nil, a, nil, time.Second, hclog.NewNullLogger())
+		w := tab.byTP[tpOf(0)][0]
+		a.Rev, a.Generation = 2, 2
+		res := reconcileTable(&tab, nil, a, nil, time.Second, hclog.NewNullLogger())
+		if tab.byTP[tpOf(0)][0] != w || !res.fetch.empty() || len(res.drains)+len(res.cancel) > 0 {
+			t.Fatalf("unchanged range: new state %v, plan %+v, drains %d, cancels %d", tab.byTP[tpOf(0)][0] != w, res.fetch, len(res.drains), len(res.cancel))
+		}
+	})
+
+	t.Run("a split keeps the state in both parts and drains the part that moves", func(t *testing.T) {
+		first := assignment(1, rangeOf(0, 0, ledger.HashSpace, coord.StateActive, 1, 40))
+		tab := newRangeTable()
+		reconcileTable(&tab, nil, first, nil, time.Second, hclog.NewNullLogger())
+		moving := rangeOf(0, half, ledger.HashSpace, coord.StateRevoking, 2, 40)
+		moving.Record.DrainMs = 1500
+		res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, half, coord.StateActive, 2, 40), moving), nil, time.Second, hclog.NewNullLogger())
+		ws := tab.byTP[tpOf(0)]
+		if len(ws) != 2 || ws[0].rs.Record.Lo != 0 || ws[1].rs.Record.Lo != half {
+			t.Fatalf("byTP %v, want the two parts in hash order", ws)
+		}
+		if ws[0].st.Watermark() != 40 || ws[1].st.Watermark() != 40 {
+			t.Fatalf("watermarks %d, %d, want both 40 (clipped from the old state)", ws[0].st.Watermark(), ws[1].st.Watermark())
+		}
+		if len(res.drains) != 1 || res.drains[0].w != ws[1] || res.drains[0].budget != 1500*time.Millisecond || res.drains[0].seq != 1 {
+			t.Fatalf("drains %+v, want one of the moving part with the leader's budget", res.drains)
+		}
+		if !res.fetch.empty() {
+			t.Fatalf("a split changed the fetch: %+v", res.fetch)
+		}
+	})
+
+	t.Run("a revoke taken back stops the drain and fetches the range again", func(t *testing.T) {
+		tab := newRangeTable()
+		log := hclog.NewNullLogger()
+		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, half, coord.StateActive, 1, 40), rangeOf(0, half, ledger.HashSpace, coord.StateActive, 1, 10)), nil, time.Second, log)
+		tab.pos[tpOf(0)] = 100 // the fetcher moved on
+		res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, half, coord.StateActive, 1, 40), rangeOf(0, half, ledger.HashSpace, coord.StateRevoking, 2, 10)), nil, time.Second, log)
+		if len(res.drains) != 1 || res.drains[0].budget != time.Second {
+			t.Fatalf("drains %+v, want one with the member's own budget", res.drains)
+		}
+		w := res.drains[0].w
+		res = reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, half, coord.StateActive, 1, 40), rangeOf(0, half, ledger.HashSpace, coord.StateActive, 3, 10)), nil, time.Second, log)
+		if w.draining || w.revoking || len(res.drains) > 0 {
+			t.Fatalf("after the revoke was taken back: draining %v, revoking %v, drains %d", w.draining, w.revoking, len(res.drains))
+		}
+		if got := offsets(res.fetch.seek); !slices.Equal(got, []string{"0@10"}) {
+			t.Fatalf("seek %v, want 0@10 (the range saw nothing while revoking)", got)
+		}
+	})
+
+	t.Run("a dropped range cancels its in-flight records and stops the fetch", func(t *testing.T) {
+		tab := newRangeTable()
+		log := hclog.NewNullLogger()
+		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, half, coord.StateActive, 1, 0), rangeOf(1, 0, ledger.HashSpace, coord.StateActive, 1, 0)), nil, time.Second, log)
+		mine, theirs := &job{t: tpOf(0), o: 5, h: 1}, &job{t: tpOf(1), o: 6, h: 1}
+		jobs := map[tp]map[int64]*job{tpOf(0): {5: mine}, tpOf(1): {6: theirs}}
+		res := reconcileTable(&tab, jobs, assignment(2, rangeOf(1, 0, ledger.HashSpace, coord.StateActive, 1, 0)), nil, time.Second, log)
+		if len(res.cancel) != 1 || res.cancel[0] != mine {
+			t.Fatalf("cancel %v, want the dropped range's job only", res.cancel)
+		}
+		if got := offsets(res.fetch.unassign); !slices.Equal(got, []string{"0@0"}) || tab.assigned[tpOf(0)] {
+			t.Fatalf("unassign %v, want partition 0", got)
+		}
+		if len(jobs[tpOf(0)]) != 1 {
+			t.Fatal("reconcileTable changed the jobs: the caller cancels them")
+		}
+	})
+
+	t.Run("a new range that needs older records seeks back", func(t *testing.T) {
+		tab := newRangeTable()
+		log := hclog.NewNullLogger()
+		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, half, coord.StateActive, 1, 50)), nil, time.Second, log)
+		tab.pos[tpOf(0)] = 80
+		res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, half, coord.StateActive, 1, 50), rangeOf(0, half, ledger.HashSpace, coord.StateActive, 2, 20)), nil, time.Second, log)
+		if got := offsets(res.fetch.seek); !slices.Equal(got, []string{"0@20"}) || tab.pos[tpOf(0)] != 20 {
+			t.Fatalf("seek %v (pos %d), want 0@20", got, tab.pos[tpOf(0)])
+		}
+		// One that needs only later records does not.
+		tab.pos[tpOf(0)] = 10
+		res = reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, half, coord.StateActive, 1, 50), rangeOf(0, half, ledger.HashSpace, coord.StateActive, 2, 20), rangeOf(1, 0, half, coord.StateActive, 3, 5)), nil, time.Second, log)
+		if len(res.fetch.seek) != 0 || !slices.Equal(offsets(res.fetch.assign), []string{"1@5"}) {
+			t.Fatalf("plan %+v, want only partition 1 assigned", res.fetch)
+		}
+	})
+}
+
+// fakeFetcher is an in-memory fetcher: it records the calls and refuses
+// seeks of the partitions in refuse.
+type fakeFetcher struct {
+	mu       sync.Mutex
+	calls    []string
+	refuse   map[int32]bool
+	assigned map[int32]int64
+	paused   map[int32]bool
+	events   []kafka.Event
+}
+
+func newFakeFetcher() *fakeFetcher {
+	return &fakeFetcher{refuse: map[int32]bool{}, assigned: map[int32]int64{}, paused: map[int32]bool{}}
+}
+
+func (f *fakeFetcher) record(op string, parts []kafka.TopicPartition) {
+	var s []string
+	for _, p := range parts {
+		s = append(s, fmt.Sprintf("%d@%d", p.Partition, p.Offset))
+	}
+	f.calls = append(f.calls, op+" "+strings.Join(s, ","))
+}
+
+func (f *fakeFetcher) IncrementalAssign(parts []kafka.TopicPartition) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("assign", parts)
+	for _, p := range parts {
+		f.assigned[p.Partition] = int64(p.Offset)
+	}
+	return nil
+}
+
+func (f *fakeFetcher) IncrementalUnassign(parts []kafka.TopicPartition) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("unassign", parts)
+	for _, p := range parts {
+		delete(f.assigned, p.Partition)
+	}
+	return nil
+}
+
+func (f *fakeFetcher) SeekPartitions(parts []kafka.TopicPartition) ([]kafka.TopicPartition, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("seek", parts)
+	out := slices.Clone(parts)
+	for i, p := range out {
+		if f.refuse[p.Partition] {
+			out[i].Error = kafka.NewError(kafka.ErrState, "fetch stopped", false)
+			continue
+		}
+		f.assigned[p.Partition] = int64(p.Offset)
+	}
+	return out, nil
+}
+
+func (f *fakeFetcher) Poll(int) kafka.Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.events) == 0 {
+		return nil
+	}
+	ev := f.events[0]
+	f.events = f.events[1:]
+	return ev
+}
+
+func (f *fakeFetcher) Pause(parts []kafka.TopicPartition) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("pause", parts)
+	for _, p := range parts {
+		f.paused[p.Partition] = true
+	}
+	return nil
+}
+
+func (f *fakeFetcher) Resume(parts []kafka.TopicPartition) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record("resume", parts)
+	for _, p := range parts {
+		delete(f.paused, p.Partition)
+	}
+	return nil
+}
+
+func (f *fakeFetcher) QueryWatermarkOffsets(string, int32, int) (int64, int64, error) {
+	return 0, 0, nil
+}
+
+var _ fetcher = (*fakeFetcher)(nil)
+
+// TestApplyFetch drives a fetcher from a fetch plan: unassign, then assign
+// (with the pause flag set to the pipeline's), then seek; a partition that
+// refuses the seek is assigned again at the offset.
+func TestApplyFetch(t *testing.T) {
+	f := newFakeFetcher()
+	p := &pipeline{kc: f, log: hclog.NewNullLogger()}
+	p.mu.paused = true
+	f.refuse[2] = true
+	err := p.applyFetch(fetchPlan{
+		assign:   []partitionOffset{{tpOf(0), 10}},
+		seek:     []partitionOffset{{tpOf(1), 20}, {tpOf(2), 30}},
+		unassign: []partitionOffset{{tp: tpOf(3)}},
+	}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"unassign 3@0", "assign 0@10", "pause 0@10", "seek 1@20,2@30", "unassign 2@30", "assign 2@30", "pause 2@30"}
+	if !slices.Equal(f.calls, want) {
+		t.Fatalf("calls\n %q\nwant\n %q", f.calls, want)
+	}
+}
+
+// TestSchedulerOrder: records of one key run one at a time in submission
+// order; a key whose record blocks holds only itself.
+func TestSchedulerOrder(t *testing.T) {
+	var mu sync.Mutex
+	running := map[string]bool{}
+	ran := map[string][]int64{}
+	block := make(chan struct{})
+	done := make(chan struct{}, 1000)
+	s := newScheduler(4, func(j *job) {
+		k := j.key.key
+		mu.Lock()
+		if running[k] {
+			t.Errorf("key %s: two records at once", k)
+		}
+		running[k] = true
+		mu.Unlock()
+		if k == "slow" {
+			<-block
+		}
+		mu.Lock()
+		running[k] = false
+		ran[k] = append(ran[k], j.o)
+		mu.Unlock()
+		done <- struct{}{}
+	})
+	defer s.close()
+	const perKey = 50
+	keys := []string{"slow", "a", "b", "c", "d", "e"}
+	for o := range int64(perKey) {
+		for _, k := range keys {
+			s.submit(&job{key: jobKey{topic: "t", key: k}, o: o, ctx: context.Background(), cancel: func() {}})
+		}
+	}
+	// Every other key finishes while "slow" holds its first record.
+	for range (len(keys) - 1) * perKey {
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the other keys did not finish while one key was blocked")
+		}
+	}
+	close(block)
+	for range perKey {
+		<-done
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, k := range keys {
+		if len(ran[k]) != perKey || !slices.IsSorted(ran[k]) {
+			t.Fatalf("key %s ran %v, want 0..%d in order", k, ran[k], perKey-1)
+		}
+	}
+}
