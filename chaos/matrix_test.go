@@ -42,6 +42,9 @@ type row struct {
 	// kfakeOnly says why the row needs kfake (its faults are kfake's); it
 	// is skipped on Apache Kafka.
 	kfakeOnly string
+	// apacheOnly says why the row needs Apache Kafka (its faults are a
+	// real cluster's); it is skipped on kfake.
+	apacheOnly string
 	// etcdMembers in the etcd cluster (default 1).
 	etcdMembers int
 }
@@ -200,6 +203,15 @@ var rows = []row{
 	}},
 	{name: "11b broker restart from its data dir", graceful: true, fault: func(e *env, _ bool, _ *rand.Rand) {
 		e.restartKafka(2 * time.Second)
+	}},
+	{name: "11c partition leadership moves (3 Apache brokers, none stopped)", graceful: true, brokers: 3, apacheOnly: "replicas reordered and a preferred leader elected by Kafka's Admin client", fault: func(e *env, long bool, _ *rand.Rand) {
+		moveLeaders(e, rounds(long, 3, 8))
+	}},
+	{name: "11d broker SIGKILL + restart (3 Apache brokers)", graceful: true, brokers: 3, apacheOnly: "a killed broker of three, with replication factor 3", fault: func(e *env, long bool, _ *rand.Rand) {
+		killBrokers(e, rounds(long, 1, 3))
+	}},
+	{name: "11e rolling broker restart (3 Apache brokers)", graceful: true, brokers: 3, apacheOnly: "each broker of three stopped and restarted in turn", fault: func(e *env, long bool, _ *rand.Rand) {
+		rollBrokers(e, rounds(long, 1, 1))
 	}},
 	{name: "12 membership churn", graceful: true, fault: func(e *env, long bool, rng *rand.Rand) {
 		// Toggle members m1..m5 every 0–500 ms (at least one stays).
@@ -408,15 +420,36 @@ func TestFaultMatrix(t *testing.T) {
 			results = append(results, res)
 		})
 	}
-	// The report needs every row (a -run filter selects fewer).
-	if long && len(results) == len(rows) {
+	// The report needs every row of this backend (a -run filter selects
+	// fewer).
+	want := 0
+	for _, r := range rows {
+		if r.runsOn(testutil.KafkaBackend()) {
+			want++
+		}
+	}
+	if long && len(results) == want && testutil.KafkaBackend() == testutil.BackendKfake {
 		writeReport(t, results)
 	}
 }
 
+// runsOn says whether the row runs on Kafka backend b.
+func (r row) runsOn(b string) bool {
+	switch {
+	case r.kfakeOnly != "":
+		return b == testutil.BackendKfake
+	case r.apacheOnly != "":
+		return b == testutil.BackendApache
+	}
+	return true
+}
+
 func runRow(t *testing.T, r row, long bool) result {
-	if r.kfakeOnly != "" && testutil.KafkaBackend() != testutil.BackendKfake {
-		t.Skipf("kfake only: %s", r.kfakeOnly)
+	if !r.runsOn(testutil.KafkaBackend()) {
+		if r.kfakeOnly != "" {
+			t.Skipf("kfake only: %s", r.kfakeOnly)
+		}
+		t.Skipf("Apache Kafka only (KEYSHARE_KAFKA=apache): %s", r.apacheOnly)
 	}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
