@@ -68,9 +68,12 @@ public class LeaderMover {
         if (to < 0) {
             return "err partition " + tp + " has no in-sync replica but its leader " + from + " (isr " + isr + ")";
         }
+        // The new leader first, the old one last: moved again, the
+        // leadership goes round every replica.
         List<Integer> order = new ArrayList<>();
         order.add(to);
-        for (int r : replicas) if (r != to) order.add(r);
+        for (int r : replicas) if (r != to && r != from) order.add(r);
+        order.add(from);
         admin.alterPartitionReassignments(Map.of(tp, Optional.of(new NewPartitionReassignment(order)))).all().get();
         long deadline = System.currentTimeMillis() + 20000;
         while (true) {

@@ -99,7 +99,8 @@ func (k *ApacheKafka) NewLeaderMover() (*LeaderMover, error) {
 // Move makes another in-sync replica the leader of topic's partition (the
 // next one after the leader in replica order) and waits until the
 // cluster's metadata shows it: it reorders the replicas so that the new
-// leader comes first and runs a preferred leader election. It returns the
+// leader comes first and the old one last, and runs a preferred leader
+// election. Repeated, the leadership goes round every in-sync replica. It returns the
 // old and new leaders' node ids (1-based, as in server.properties).
 func (m *LeaderMover) Move(topic string, partition int32) (from, to int, err error) {
 	m.mu.Lock()
