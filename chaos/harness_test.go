@@ -795,11 +795,11 @@ func (e *env) commitsPastUnhandled(byPart map[int32][]ack, handled func(int32, i
 		if pt.upTo[n-1].After(c.at) {
 			verdict = "bad"
 		}
+		// One commit seen by many polls counts once. (A later poll has
+		// a later answer, so it never turns a violation into unsure.)
 		k := key{c.partition, c.offset}
-		if prev := counted[k]; prev == "bad" || prev == verdict {
+		if counted[k] != "" {
 			continue
-		} else if prev == "unsure" {
-			unsure-- // seen again, now provably
 		}
 		counted[k] = verdict
 		if verdict == "bad" {
