@@ -19,4 +19,7 @@
 //	                                                     # a row with its members' logs
 //	KEYSHARE_CHAOS_MEMBER_ARGS='--batch-size 50 --work call:1ms+0.02ms' go test ./chaos/
 //	                                                     # the members with a BatchHandler
+//	KEYSHARE_KAFKA=apache KEYSHARE_CHAOS=long go test -run 'TestFaultMatrix/11[b-e]' ./chaos/
+//	                                                     # Apache Kafka's own faults: rows 11c-11e
+//	                                                     # run only there (three brokers)
 package chaos
