@@ -8,8 +8,10 @@ BIN       := bin/keyshare
 # The whole suite must stay well under CI's limit on 2 cores with -race.
 TESTFLAGS ?= -race -count=1 -p 1 -timeout 9m
 FUZZTIME  ?= 30s
+# The second tier, on a real broker: slower to start, same flags otherwise.
+KAFKA_TESTFLAGS ?= -race -count=1 -p 1 -timeout 15m
 
-.PHONY: all build test demo bench fuzz lint tidy clean chaos
+.PHONY: all build test test-kafka demo bench fuzz lint tidy clean chaos
 
 all: build
 
@@ -18,6 +20,15 @@ build:
 
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
+
+# The second tier: the devcluster and testutil checks, the consumer
+# integration tests, the CLI end to end and the short fault-matrix rows
+# against Apache Kafka (devcluster.ApacheKafkaVersion, KRaft, one JVM per
+# test binary; a cluster per chaos row). Needs java 17+; mvn fetches the
+# broker's jars from Maven Central once (docs/compatibility.md).
+test-kafka:
+	KEYSHARE_KAFKA=apache $(GO) test $(KAFKA_TESTFLAGS) ./internal/devcluster/ ./testutil/ ./consumer/ ./cmd/keyshare/
+	KEYSHARE_KAFKA=apache $(GO) test $(KAFKA_TESTFLAGS) -run TestFaultMatrix ./chaos/
 
 demo: build
 	./$(BIN) demo

@@ -70,8 +70,9 @@ type env struct {
 	cli         *clientv3.Client
 	etcdSrv     *devcluster.Etcd        // one etcd server, or
 	etcdCluster *devcluster.EtcdCluster // several
-	kafkaSrv    *kfake.Cluster
-	parts       int32 // guarded by mu
+	kafkaSrv    *kfake.Cluster          // the kfake cluster, or
+	apache      *devcluster.ApacheKafka // Apache Kafka (KEYSHARE_KAFKA=apache)
+	parts       int32                   // guarded by mu
 
 	mu      sync.Mutex
 	procs   map[string]*exec.Cmd
@@ -98,8 +99,11 @@ type commitObs struct {
 	offset    int64
 }
 
-// newEnv starts etcd (etcdMembers members) and a kfake cluster of brokers
-// brokers with a topic of parts partitions.
+// newEnv starts etcd (etcdMembers members) and a Kafka cluster of brokers
+// brokers with a topic of parts partitions: kfake, or with
+// KEYSHARE_KAFKA=apache an Apache Kafka cluster of the row's own (its
+// brokers are killed and restarted, and its topic and group names are the
+// same in every row).
 func newEnv(t *testing.T, parts int32, brokers, etcdMembers int) *env {
 	dir := t.TempDir()
 	en := &env{t: t, dir: dir, parts: parts, procs: map[string]*exec.Cmd{}}
@@ -118,16 +122,26 @@ func newEnv(t *testing.T, parts int32, brokers, etcdMembers int) *env {
 		en.etcdSrv, endpoints = e, []string{e.ClientURL()}
 		en.etcdPeer = e.Peers[0].Addr().String()
 	}
-	k, err := devcluster.StartKafka(devcluster.KafkaOptions{DataDir: filepath.Join(dir, "kafka"), Topics: map[string]int32{topic: parts}, Brokers: brokers})
-	if err != nil {
-		t.Fatal(err)
+	var brokerAddrs []string
+	if testutil.KafkaBackend() == testutil.BackendApache {
+		// Its cleanup (registered first, so run last) kills it and keeps
+		// the broker logs if the row failed.
+		en.apache = testutil.StartApacheKafka(t, devcluster.ApacheKafkaOptions{Nodes: brokers, Topics: map[string]int32{topic: parts}})
+		brokerAddrs = en.apache.ListenAddrs()
+	} else {
+		k, err := devcluster.StartKafka(devcluster.KafkaOptions{DataDir: filepath.Join(dir, "kafka"), Topics: map[string]int32{topic: parts}, Brokers: brokers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		en.kafkaSrv, brokerAddrs = k, k.ListenAddrs()
 	}
-	en.kafkaSrv = k
-	en.etcdURL, en.brokers = strings.Join(endpoints, ","), strings.Join(k.ListenAddrs(), ",")
+	en.etcdURL, en.brokers = strings.Join(endpoints, ","), strings.Join(brokerAddrs, ",")
 	t.Cleanup(func() {
 		en.mu.Lock()
 		defer en.mu.Unlock()
-		en.kafkaSrv.Close()
+		if en.kafkaSrv != nil {
+			en.kafkaSrv.Close()
+		}
 		if en.etcdCluster != nil {
 			en.etcdCluster.Close()
 		} else {
@@ -171,8 +185,20 @@ func (e *env) restartEtcd(down time.Duration, graceful bool) {
 }
 
 // restartKafka stops the broker for down, then starts it again on the same
-// port from its data directory.
+// port from its data directory. kfake is closed; Apache Kafka is killed
+// (SIGKILL), as a crash would.
 func (e *env) restartKafka(down time.Duration) {
+	if e.apache != nil {
+		if err := e.apache.Kill(0); err != nil {
+			e.t.Fatalf("kill kafka: %v", err)
+		}
+		e.fault()
+		time.Sleep(down)
+		if err := e.apache.Restart(0); err != nil {
+			e.t.Fatalf("restart kafka: %v", err)
+		}
+		return
+	}
 	e.mu.Lock()
 	e.kafkaSrv.Close()
 	e.mu.Unlock()

@@ -1,6 +1,7 @@
 package testutil_test
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -74,5 +75,53 @@ func TestKafkaProduceFetchCommit(t *testing.T) {
 	}
 	if got := testutil.Committed(t, k.Brokers, "g", "t", 2); len(got) != 1 || got[0] != 17 {
 		t.Fatalf("committed = %v, want map[0:17]", got)
+	}
+}
+
+func TestMain(m *testing.M) { os.Exit(testutil.RunTests(m)) }
+
+// TestKafkaStartsEmpty: a test never sees an earlier test's records or
+// committed offsets, also on the Apache backend, where the tests share one
+// broker that StartKafka empties.
+func TestKafkaStartsEmpty(t *testing.T) {
+	for round := range 2 {
+		k := testutil.StartKafka(t, map[string]int32{"t": 1})
+		if got := testutil.Committed(t, k.Brokers, "g", "t", 1); len(got) != 0 {
+			t.Fatalf("round %d: committed offsets %v left from before", round, got)
+		}
+		tps := testutil.Produce(t, k.Brokers, "t", testutil.KeyedRecords(3, 1))
+		if tps[0].Offset != 0 {
+			t.Fatalf("round %d: first record at offset %d, want 0", round, tps[0].Offset)
+		}
+		c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": k.Brokers, "group.id": "g", "log_level": 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		topic := "t"
+		if _, err := c.CommitOffsets([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: 3}}); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if got := testutil.Committed(t, k.Brokers, "g", "t", 1); got[0] != 3 {
+			t.Fatalf("round %d: committed %v, want map[0:3]", round, got)
+		}
+	}
+}
+
+// TestDeleteRecords moves the log start on either backend.
+func TestDeleteRecords(t *testing.T) {
+	k := testutil.StartKafka(t, map[string]int32{"t": 1})
+	testutil.Produce(t, k.Brokers, "t", testutil.KeyedRecords(10, 2))
+	if err := k.DeleteRecords("t", 0, 4); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": k.Brokers, "group.id": "g", "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	low, high, err := c.QueryWatermarkOffsets("t", 0, 10000)
+	if err != nil || low != 4 || high != 10 {
+		t.Fatalf("watermarks %d..%d (%v), want 4..10", low, high, err)
 	}
 }

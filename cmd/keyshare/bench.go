@@ -59,12 +59,12 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	if c.runs > 10 {
 		return usageError{fmt.Errorf("--runs %d: at most 10", c.runs)}
 	}
-	cl, err := startCluster("127.0.0.1:0", "127.0.0.1:0", "", topics)
+	cl, err := startCluster("127.0.0.1:0", "127.0.0.1:0", "", "kfake", topics)
 	if err != nil {
 		return err
 	}
 	defer cl.close()
-	c.cl, c.brokers, c.etcd = cl, cl.kafka.ListenAddrs()[0], cl.etcd.ClientURL()
+	c.cl, c.brokers, c.etcd = cl, cl.brokers, cl.etcd.ClientURL()
 
 	host, _ := os.Hostname()
 	c.printf("# keyshare benchmarks\n\nMeasured by `make bench` (`keyshare bench --runs %d`) on %s: %d CPUs, %s, %s/%s, %s.\n",

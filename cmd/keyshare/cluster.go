@@ -9,19 +9,31 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/keyshare/keyshare/internal/devcluster"
 )
 
 type clusterCommand struct {
-	etcdAddr, kafkaAddr, dataDir string
-	topics                       listFlag
+	etcdAddr, kafkaAddr, dataDir, kafka string
+	topics                              listFlag
+}
+
+// kafkaFlag registers --kafka, the broker of the bundled cluster.
+func kafkaFlag(fs *flag.FlagSet, v *string) {
+	fs.StringVar(v, "kafka", "kfake", "the bundled cluster's broker: kfake (in process, no dependencies) or apache (Apache Kafka "+devcluster.ApacheKafkaVersion+
+		" in a JVM; needs java 17+, and mvn the first time to fetch its jars from Maven Central)")
+}
+
+func checkKafkaFlag(v string) error {
+	if v != "kfake" && v != "apache" {
+		return usageError{fmt.Errorf("--kafka %q: want kfake or apache", v)}
+	}
+	return nil
 }
 
 func (c *clusterCommand) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.etcdAddr, "etcd-addr", "127.0.0.1:2379", "etcd client address (host:port; port 0 picks a free one)")
 	fs.StringVar(&c.kafkaAddr, "kafka-addr", "127.0.0.1:9092", "Kafka broker address (kfake listens on 127.0.0.1; port 0 picks a free one)")
+	kafkaFlag(fs, &c.kafka)
 	fs.StringVar(&c.dataDir, "data-dir", "", "directory to persist etcd and Kafka data across restarts (default: a temporary directory, removed on exit)")
 	fs.Var(&c.topics, "topic", "topic to create, NAME:PARTITIONS (repeatable)")
 }
@@ -42,21 +54,25 @@ func parseTopics(specs []string) (map[string]int32, error) {
 
 // started is a running bundled cluster.
 type started struct {
-	etcd  *devcluster.Etcd
-	kafka *kfake.Cluster
-	tmp   string
+	etcd       *devcluster.Etcd
+	brokers    string
+	closeKafka func()
+	tmp        string
 }
 
 func (s *started) close() {
-	s.kafka.Close()
-	s.etcd.Close()
+	s.closeKafka()
+	if s.etcd != nil {
+		s.etcd.Close()
+	}
 	if s.tmp != "" {
 		_ = os.RemoveAll(s.tmp)
 	}
 }
 
-func startCluster(etcdAddr, kafkaAddr, dataDir string, topics map[string]int32) (*started, error) {
-	s := &started{}
+// startCluster starts etcd and the broker (backend "kfake" or "apache").
+func startCluster(etcdAddr, kafkaAddr, dataDir, backend string, topics map[string]int32) (*started, error) {
+	s := &started{closeKafka: func() {}}
 	if dataDir == "" {
 		tmp, err := os.MkdirTemp("", "keyshare-cluster-")
 		if err != nil {
@@ -66,15 +82,27 @@ func startCluster(etcdAddr, kafkaAddr, dataDir string, topics map[string]int32) 
 	}
 	e, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: filepath.Join(dataDir, "etcd"), ClientAddr: etcdAddr})
 	if err != nil {
+		s.close()
 		return nil, err
 	}
 	s.etcd = e
+	if backend == "apache" {
+		// Its own directory: kfake's data files are not Kafka's.
+		k, err := devcluster.StartApacheKafka(devcluster.ApacheKafkaOptions{Addr: kafkaAddr, Dir: filepath.Join(dataDir, "apache-kafka"), Topics: topics,
+			Logf: func(f string, args ...any) { fmt.Fprintf(os.Stderr, f+"\n", args...) }})
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		s.brokers, s.closeKafka = k.Brokers(), k.Close
+		return s, nil
+	}
 	k, err := devcluster.StartKafka(devcluster.KafkaOptions{Addr: kafkaAddr, DataDir: filepath.Join(dataDir, "kafka"), Topics: topics})
 	if err != nil {
-		e.Close()
+		s.close()
 		return nil, err
 	}
-	s.kafka = k
+	s.brokers, s.closeKafka = k.ListenAddrs()[0], k.Close
 	return s, nil
 }
 
@@ -84,16 +112,19 @@ func (c *clusterCommand) Run(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if err := checkKafkaFlag(c.kafka); err != nil {
+		return err
+	}
 	topics, err := parseTopics(c.topics)
 	if err != nil {
 		return err
 	}
-	s, err := startCluster(c.etcdAddr, c.kafkaAddr, c.dataDir, topics)
+	s, err := startCluster(c.etcdAddr, c.kafkaAddr, c.dataDir, c.kafka, topics)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	etcd, brokers := s.etcd.ClientURL(), s.kafka.ListenAddrs()[0]
+	etcd, brokers := s.etcd.ClientURL(), s.brokers
 	fmt.Printf("etcd:    %s\nbrokers: %s\n", etcd, brokers)
 	for t, n := range topics {
 		fmt.Printf("topic:   %s (%d partitions)\n", t, n)

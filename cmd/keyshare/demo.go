@@ -20,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/keyshare/keyshare/internal/devcluster"
 	"github.com/keyshare/keyshare/internal/keys"
 )
 
@@ -27,7 +28,7 @@ type demoCommand struct {
 	duration          time.Duration
 	members, parts    int
 	records, keyCount int
-	work              string
+	work, kafka       string
 	keep              bool
 }
 
@@ -42,11 +43,15 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&c.keyCount, "keys", 200, "distinct keys")
 	fs.StringVar(&c.work, "work", "uniform:0-2ms", "simulated work per record (see keyshare member --work)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the record logs and member logs (printed at the end)")
+	kafkaFlag(fs, &c.kafka)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if _, err := parseWork(c.work); err != nil {
 		return usageError{err}
+	}
+	if err := checkKafkaFlag(c.kafka); err != nil {
+		return err
 	}
 	if c.members < 2 || c.parts < 1 || c.records < 1 || c.keyCount < 1 || c.duration <= 0 {
 		return usageError{errors.New("want --members ≥ 2, --partitions ≥ 1, --records ≥ 1, --keys ≥ 1, --duration > 0")}
@@ -63,13 +68,17 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		defer os.RemoveAll(dir)
 	}
 
-	fmt.Printf("starting the bundled cluster: embedded etcd and an in-process Kafka-protocol broker (kfake)\n")
-	cl, err := startCluster("127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "data"), map[string]int32{demoTopic: int32(c.parts)})
+	if c.kafka == "apache" {
+		fmt.Printf("starting the bundled cluster: embedded etcd and an Apache Kafka %s broker (a JVM)\n", devcluster.ApacheKafkaVersion)
+	} else {
+		fmt.Printf("starting the bundled cluster: embedded etcd and an in-process Kafka-protocol broker (kfake)\n")
+	}
+	cl, err := startCluster("127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "data"), c.kafka, map[string]int32{demoTopic: int32(c.parts)})
 	if err != nil {
 		return err
 	}
 	defer cl.close()
-	etcdURL, brokers := cl.etcd.ClientURL(), cl.kafka.ListenAddrs()[0]
+	etcdURL, brokers := cl.etcd.ClientURL(), cl.brokers
 	fmt.Printf("etcd %s, brokers %s, topic %s with %d partitions\n\n", etcdURL, brokers, demoTopic, c.parts)
 
 	view := newLiveView(dir)

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	code := m.Run()
+	code := testutil.RunTests(m)
 	cleanup()
 	os.Exit(code)
 }
@@ -52,7 +52,11 @@ func run(t *testing.T, timeout time.Duration, args ...string) (string, int) {
 }
 
 func TestDemoVerifiesGuarantees(t *testing.T) {
-	out, code := run(t, 3*time.Minute, "demo", "--duration", "6s", "--records", "3000", "--keys", "100", "--work", "uniform:0-1ms")
+	args := []string{"demo", "--duration", "6s", "--records", "3000", "--keys", "100", "--work", "uniform:0-1ms"}
+	if testutil.KafkaBackend() == testutil.BackendApache {
+		args = append(args, "--kafka", "apache") // its own broker, beside the tests' shared one
+	}
+	out, code := run(t, 3*time.Minute, args...)
 	t.Log(out)
 	if code != 0 {
 		t.Fatalf("demo exited %d", code)
@@ -126,6 +130,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"member", "--group", "g", "--topic", "t", "--work", "fast"}, 2, `--work "fast": want a duration`},
 		{[]string{"produce", "--topic", "t", "--zipf", "0.5"}, 2, "exponent must be greater than 1"},
 		{[]string{"cluster", "--topic", "orders"}, 2, "want NAME:PARTITIONS"},
+		{[]string{"demo", "--kafka", "confluent"}, 2, `--kafka "confluent": want kfake or apache`},
 		{[]string{"status"}, 2, "--group is required"},
 		{[]string{"member", "--group", "g", "--topic", "t", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1"}, 1, "check that the brokers are reachable"},
 		{[]string{"produce", "--brokers", "127.0.0.1:1", "--topic", "t"}, 1, "check --brokers"},
@@ -143,6 +148,17 @@ func TestBadInput(t *testing.T) {
 		out, code := run(t, time.Minute, "produce", "--brokers", k.Brokers, "--topic", "missing")
 		if code != 1 || !strings.Contains(out, `topic "missing" does not exist`) {
 			t.Fatalf("exit %d: %s", code, out)
+		}
+	})
+	t.Run("apache without java", func(t *testing.T) {
+		// The bundled cluster on Apache Kafka needs java: without it on
+		// PATH, one clear error at once.
+		cmd := exec.Command(bin, "cluster", "--kafka", "apache", "--topic", "orders:1", "--etcd-addr", "127.0.0.1:0", "--kafka-addr", "127.0.0.1:0")
+		cmd.Env = append(os.Environ(), "PATH="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "java not found on PATH: install a JDK or JRE 17+") {
+			t.Fatalf("%v: %s", err, out)
 		}
 	})
 	t.Run("port in use", func(t *testing.T) {
