@@ -104,6 +104,10 @@ type Result struct {
 	Overlaps int
 	// Elapsed is from the first handling's start to the last one's end.
 	Elapsed time.Duration
+	// Steady is the rate between the times 10% and 90% of the records had
+	// ended their first handling (records/s): throughput without the
+	// joining at the start and the stragglers at the end.
+	Steady float64
 }
 
 type pk struct {
@@ -149,6 +153,17 @@ func Check(evs []Event, end map[int32]int64) Result {
 	r.Duplicate = r.Events - len(first)
 	if len(evs) > 0 {
 		r.Elapsed = time.Duration(hi-lo) * time.Microsecond
+	}
+	if r.Records >= 10 && r.Handled >= r.Records*9/10 {
+		var ends []int64
+		for _, e := range first {
+			ends = append(ends, e.End)
+		}
+		sort.Slice(ends, func(i, j int) bool { return ends[i] < ends[j] })
+		i10, i90 := r.Records/10, r.Records*9/10-1
+		if d := ends[i90] - ends[i10]; d > 0 {
+			r.Steady = float64(i90-i10) / (float64(d) / 1e6)
+		}
 	}
 	for _, es := range byKey {
 		// Order: consecutive distinct offsets of the key, first handlings.
