@@ -16,6 +16,8 @@
 //	--workloads PEERS_WORKLOADS  uniform,zipf,hot,4p
 //	--peers     PEERS_PEERS      pc,share,plain,keyshare
 //	--failures  PEERS_FAILURES   crash,scaleout ("none" to skip)
+//	--stream-rate, --stream-duration  PEERS_STREAM_RATE (1000), PEERS_STREAM_DURATION (10s):
+//	                             the records produced during each failure run
 //	--quick                      2000 records, 1 run (a smoke test in a few minutes)
 package main
 
@@ -65,6 +67,9 @@ type bench struct {
 	shareArgs string
 	spso      string // the last share check's start offsets
 	started   time.Time
+
+	streamRate int
+	streamDur  time.Duration
 }
 
 func env(name, def string) string {
@@ -84,7 +89,11 @@ func main() {
 	flag.IntVar(&b.runs, "runs", r, "runs per figure")
 	flag.StringVar(&wl, "workloads", env("PEERS_WORKLOADS", "uniform,zipf,hot,4p"), "workloads to run")
 	flag.StringVar(&pe, "peers", env("PEERS_PEERS", "pc,share,plain,keyshare"), "peers to run")
-	flag.StringVar(&fa, "failures", env("PEERS_FAILURES", "crash,scaleout"), `failure runs on the 4-partition workload ("none" to skip)`)
+	flag.StringVar(&fa, "failures", env("PEERS_FAILURES", "crash,scaleout"), `failure runs ("none" to skip)`)
+	sr, _ := strconv.Atoi(env("PEERS_STREAM_RATE", "1000"))
+	sd, _ := time.ParseDuration(env("PEERS_STREAM_DURATION", "10s"))
+	flag.IntVar(&b.streamRate, "stream-rate", sr, "failure runs: records/s produced while the peer runs")
+	flag.DurationVar(&b.streamDur, "stream-duration", sd, "failure runs: how long records are produced")
 	flag.BoolVar(&quick, "quick", false, "2000 records and 1 run: a smoke test")
 	flag.StringVar(&b.write, "write", "", "write the section into this Markdown file (between its bench-peers markers, or appended)")
 	flag.StringVar(&b.peersDir, "peers-dir", "bench/peers", "the built Maven project of the Java drivers")
@@ -96,7 +105,7 @@ func main() {
 	flag.BoolVar(&b.keep, "keep", false, "keep the work directory (record logs, driver output) and print its path")
 	flag.Parse()
 	if quick {
-		b.records, b.runs = 2000, 1
+		b.records, b.runs, b.streamRate, b.streamDur = 2000, 1, 500, 6*time.Second
 	}
 	b.workloads, b.peers = strings.Split(wl, ","), strings.Split(pe, ",")
 	if fa != "none" && fa != "" {
@@ -179,7 +188,7 @@ func (b *bench) run() error {
 		goals = append(goals, g...)
 	}
 	if len(b.failures) > 0 {
-		if err := b.failureRuns(&body, wls); err != nil {
+		if err := b.failureRuns(&body); err != nil {
 			return err
 		}
 	}
@@ -278,14 +287,21 @@ func (b *bench) selectedWorkloads() []workload {
 }
 
 // produce writes the workload's records and computes its work.
-func (b *bench) produce(w *workload) error {
+// With rate > 0 it paces the records at rate a second.
+func (b *bench) produce(w *workload, rate int) error {
 	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.brokers, "linger.ms": 5, "log_level": 3, "acks": "all"})
 	if err != nil {
 		return err
 	}
 	defer p.Close()
 	acks := make(chan kafka.Event, b.records)
+	t0 := time.Now()
 	for i := range b.records {
+		if rate > 0 {
+			if d := time.Until(t0.Add(time.Duration(i) * time.Second / time.Duration(rate))); d > 0 {
+				time.Sleep(d)
+			}
+		}
 		k := w.key(i)
 		if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &w.topic, Partition: kafka.PartitionAny}, Key: []byte(k), Value: []byte(k)}, acks); err != nil {
 			return err

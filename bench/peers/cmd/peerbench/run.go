@@ -17,6 +17,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/bench/peers/checker"
+	"github.com/keyshare/keyshare/internal/devcluster"
 )
 
 // peer is one configuration of one peer: kind, instances × concurrency.
@@ -164,19 +165,28 @@ func (t *tail) read(path string) {
 // outcome is one run of one peer.
 type outcome struct {
 	checker.Result
-	committed string // "yes", or what was short
+	others    time.Duration // hot-key workload: the records of keys other than key-0
+	tail      time.Duration // streamed workload: from the end of production to the last record handled
+	committed string        // "yes", or what was short
 	timedOut  bool
 }
 
-// event is an action during a run: at a fraction of the records handled.
+// event is an action during a run, at a fraction of the production time of a
+// streamed workload.
 type event struct {
 	at  float64
 	act string // kill (the busiest live instance) or spawn (the remaining instances)
 }
 
+// stream is a workload produced while the peer runs: rate records/s for dur.
+type stream struct {
+	rate int
+	dur  time.Duration
+}
+
 // runPeer runs one peer on the workload and checks its record log.
 // initial is how many instances start (the rest start at a spawn event).
-func (b *bench) runPeer(w *workload, p peer, initial int, events []event) (outcome, error) {
+func (b *bench) runPeer(w *workload, p peer, initial int, events []event, st *stream) (outcome, error) {
 	b.groups++
 	group := fmt.Sprintf("peers-%s-%s-%d-%d", w.name, p.kind, b.groups, b.started.Unix())
 	dir := filepath.Join(b.dir, group)
@@ -207,33 +217,63 @@ func (b *bench) runPeer(w *workload, p peer, initial int, events []event) (outco
 	for _, e := range w.end {
 		total += int(e)
 	}
-	timeout := time.Now().Add(4*time.Minute + time.Duration(total)*5*time.Millisecond)
+	produced := make(chan error, 1)
+	var prodStart, prodEnd time.Time
+	if st != nil {
+		// Produce while the instances start and run; the end offsets
+		// are known once it is done.
+		prodStart = time.Now()
+		total = -1
+		go func() { produced <- b.produce(w, st.rate) }()
+	} else {
+		close(produced)
+	}
+	timeout := time.Now().Add(4*time.Minute + time.Duration(b.records)*5*time.Millisecond)
 	var out outcome
-	for len(t.seen) < total {
+	recent := map[string]int{} // records per instance at the last tick, to find the busiest now
+	busiest := map[string]int{}
+	for total < 0 || len(t.seen) < total {
 		if time.Now().After(timeout) {
 			out.timedOut = true
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
+		if total < 0 {
+			select {
+			case err := <-produced:
+				if err != nil {
+					return out, err
+				}
+				prodEnd, total = time.Now(), 0
+				for _, e := range w.end {
+					total += int(e)
+				}
+			default:
+			}
+		}
 		for _, in := range ins {
 			t.read(in.log)
+			busiest[in.name] = t.perInst[in.name] - recent[in.name]
+			recent[in.name] = t.perInst[in.name]
 		}
-		for len(events) > 0 && float64(len(t.seen)) >= events[0].at*float64(total) {
+		for len(events) > 0 && st != nil && time.Since(prodStart) >= time.Duration(events[0].at*float64(st.dur)) {
 			switch events[0].act {
 			case "kill":
+				// The live instance that handled the most records in
+				// the last tick: one that is busy now.
 				var victim *instance
 				for _, in := range ins {
-					if !in.killed && (victim == nil || t.perInst[in.name] > t.perInst[victim.name]) {
+					if !in.killed && (victim == nil || busiest[in.name] > busiest[victim.name]) {
 						victim = in
 					}
 				}
 				if b.verbose {
-					b.logf("  SIGKILL %s at %d of %d records", victim.name, len(t.seen), total)
+					b.logf("  SIGKILL %s at %d records handled", victim.name, len(t.seen))
 				}
 				victim.kill()
 			case "spawn":
 				if b.verbose {
-					b.logf("  starting %d more instances at %d of %d records", p.instances-initial, len(t.seen), total)
+					b.logf("  starting %d more instances at %d records handled", p.instances-initial, len(t.seen))
 				}
 				if err := startN(initial, p.instances); err != nil {
 					return out, err
@@ -284,6 +324,24 @@ func (b *bench) runPeer(w *workload, p peer, initial int, events []event) (outco
 		return out, err
 	}
 	out.Result = checker.Check(evs, w.end)
+	if !prodEnd.IsZero() {
+		var last int64
+		for _, e := range evs {
+			last = max(last, e.End)
+		}
+		out.tail = time.UnixMicro(last).Sub(prodEnd)
+	}
+	if w.blockAt != "" {
+		// The blocked record ends last for everyone: what tells the
+		// peers apart is how long the other keys' records took.
+		var others []checker.Event
+		for _, e := range evs {
+			if e.Key != "key-0" {
+				others = append(others, e)
+			}
+		}
+		out.others = checker.Check(others, w.end).Elapsed
+	}
 	if out.committed = committed(group, w); out.committed == "" {
 		out.committed = "yes"
 		if p.kind == "share" {
@@ -393,15 +451,17 @@ func secs(x float64) string  { return fmt.Sprintf("%.2f s", x) }
 func count(x float64) string { return strconv.FormatFloat(x, 'f', 0, 64) }
 
 type series struct {
-	time, rate, steady, order, overlaps, dup, lost []float64
-	committed                                      []string
-	timedOut                                       bool
+	time, others, tail, rate, steady, order, overlaps, dup, lost []float64
+	committed                                                    []string
+	timedOut                                                     bool
 }
 
 func (s *series) add(o outcome) {
 	s.time = append(s.time, o.Elapsed.Seconds())
 	s.rate = append(s.rate, float64(o.Handled)/o.Elapsed.Seconds())
 	s.steady = append(s.steady, o.Steady)
+	s.others = append(s.others, o.others.Seconds())
+	s.tail = append(s.tail, o.tail.Seconds())
 	s.order = append(s.order, float64(o.OrderViolations))
 	s.overlaps = append(s.overlaps, float64(o.Overlaps))
 	s.dup = append(s.dup, float64(o.Duplicate))
@@ -431,7 +491,7 @@ func (s *series) committedCell() string {
 // workload produces w's records, runs every peer on them runs times, and
 // writes its table; it returns the goal rows for keyshare.
 func (b *bench) workload(out *bytes.Buffer, w *workload) ([]string, error) {
-	if err := b.produce(w); err != nil {
+	if err := b.produce(w, 0); err != nil {
 		return nil, err
 	}
 	ideal := w.sumWork.Seconds() / 100
@@ -440,17 +500,21 @@ func (b *bench) workload(out *bytes.Buffer, w *workload) ([]string, error) {
 	for run := range b.runs {
 		for i, p := range peers {
 			b.logf("%s run %d/%d: %s", w.name, run+1, b.runs, p)
-			o, err := b.runPeer(w, p, p.instances, nil)
+			o, err := b.runPeer(w, p, p.instances, nil, nil)
 			if err != nil {
 				return nil, err
 			}
-			b.logf("  %.2f s, steady %.0f/s, %d handled, %d dup, %d lost, %d order, committed %s", o.Elapsed.Seconds(), o.Steady, o.Handled, o.Duplicate, o.Lost, o.OrderViolations, o.committed)
+			b.logf("  %.2f s (others %.2f s), steady %.0f/s, %d handled, %d dup, %d lost, %d order, committed %s", o.Elapsed.Seconds(), o.others.Seconds(), o.Steady, o.Handled, o.Duplicate, o.Lost, o.OrderViolations, o.committed)
 			res[i].add(o)
 		}
 	}
 	fmt.Fprintf(out, "### %s\n\n%d records; Σwork = %.1f s, ideal at total concurrency 100 = %.2f s; the most work of one key (a floor for any key-ordered consumer) = %.2f s.\n\n",
 		w.title, b.records, w.sumWork.Seconds(), ideal, w.keyFloor.Seconds())
-	fmt.Fprintf(out, "| peer | time | records/s | × ideal | steady records/s | order violations | duplicates | lost | committed = end |\n|---|---|---|---|---|---|---|---|---|\n")
+	othersHead, othersSep := "", ""
+	if w.blockAt != "" {
+		othersHead, othersSep = " time, keys other than key-0 |", "---|"
+	}
+	fmt.Fprintf(out, "| peer | time |%s records/s | × ideal | steady records/s | order violations | duplicates | lost | committed = end |\n|---|---|%s---|---|---|---|---|---|---|\n", othersHead, othersSep)
 	rates := map[string]float64{}
 	for i, p := range peers {
 		s := &res[i]
@@ -461,7 +525,11 @@ func (b *bench) workload(out *bytes.Buffer, w *workload) ([]string, error) {
 		if s.timedOut {
 			name += " (timed out)"
 		}
-		fmt.Fprintf(out, "| %s | %s | %.0f | %.2f | %.0f | %s | %s | %s | %s |\n", name, spread(s.time, secs), median(s.rate), median(s.time)/ideal, median(s.steady),
+		othersCell := ""
+		if w.blockAt != "" {
+			othersCell = " " + spread(s.others, secs) + " |"
+		}
+		fmt.Fprintf(out, "| %s | %s |%s %.0f | %.2f | %.0f | %s | %s | %s | %s |\n", name, spread(s.time, secs), othersCell, median(s.rate), median(s.time)/ideal, median(s.steady),
 			spread(s.order, count), spread(s.dup, count), spread(s.lost, count), s.committedCell())
 		rates[p.String()] = median(s.rate)
 	}
@@ -487,21 +555,15 @@ func (b *bench) workload(out *bytes.Buffer, w *workload) ([]string, error) {
 	return goals, nil
 }
 
-// failureRuns runs each peer with 4 instances on the 4-partition workload,
-// once SIGKILLing the busiest instance at half the records, once starting
-// with 2 instances and adding 2 at 30%.
-func (b *bench) failureRuns(out *bytes.Buffer, wls []workload) error {
-	var w *workload
-	for i := range wls {
-		if wls[i].name == "4p" {
-			w = &wls[i]
-		}
-	}
-	if w == nil {
-		return fmt.Errorf("failure runs need the 4p workload")
-	}
-	fmt.Fprintf(out, "### Failures on the 4-partition workload\n\n4 instances of each peer on the records above. **crash**: the instance with the most records handled is SIGKILLed when half the records are handled. **scale-out**: 2 instances start, 2 more join when 30%% are handled (a graceful rebalance). Overlaps: handlings that started while another handling of the same key was running (repeats included).\n\n")
-	fmt.Fprintf(out, "| event | peer | time | duplicates | lost | order violations | overlaps | committed = end |\n|---|---|---|---|---|---|---|---|\n")
+// failureRuns runs each peer with 4 instances on a 4-partition topic
+// produced while it runs (a steady stream, so that the failure comes at a
+// known time): once SIGKILLing the busiest instance at half the production
+// time, once starting with 2 instances and adding 2 at 30%.
+func (b *bench) failureRuns(out *bytes.Buffer) error {
+	st := &stream{rate: b.streamRate, dur: b.streamDur}
+	n := int(float64(st.rate) * st.dur.Seconds())
+	fmt.Fprintf(out, "### Failures: a crash and a scale-out while records stream in\n\n4 partitions, 1,000 keys; %d records produced at %d records/s for %s while the peer runs (a fresh topic per run); 4 instances × 25 (plain group: 4 members). **crash**: at half the production time the instance that handled the most records in the last 100 ms is SIGKILLed. **scale-out**: 2 instances start, 2 more join at 30%% of the production time (a graceful rebalance). Tail: from the last record produced to the last record handled. Overlaps: handlings that started while another handling of the same key was running, repeats included.\n\n", n, st.rate, st.dur)
+	fmt.Fprintf(out, "| event | peer | tail | duplicates | lost | order violations | overlaps | committed = end |\n|---|---|---|---|---|---|---|---|\n")
 	for _, f := range b.failures {
 		for _, p := range []peer{{"pc", 4, 25}, {"share", 4, 25}, {"plain", 4, 1}, {"keyshare", 4, 25}} {
 			if !contains(b.peers, p.kind) {
@@ -510,27 +572,36 @@ func (b *bench) failureRuns(out *bytes.Buffer, wls []workload) error {
 			var s series
 			for run := range b.runs {
 				b.logf("%s run %d/%d: %s", f, run+1, b.runs, p)
+				b.groups++
+				w := &workload{name: f, topic: fmt.Sprintf("peers-%s-%d-%d", f, b.groups, b.started.Unix()), partitions: 4,
+					key: func(i int) string { return fmt.Sprintf("key-%d", i%1000) }}
+				if err := devcluster.CreateTopics(b.brokers, map[string]int32{w.topic: 4}, 1); err != nil {
+					return err
+				}
+				saved := b.records
+				b.records = n
 				var o outcome
 				var err error
 				switch f {
 				case "crash":
-					o, err = b.runPeer(w, p, 4, []event{{0.5, "kill"}})
+					o, err = b.runPeer(w, p, 4, []event{{0.5, "kill"}}, st)
 				case "scaleout":
-					o, err = b.runPeer(w, p, 2, []event{{0.3, "spawn"}})
+					o, err = b.runPeer(w, p, 2, []event{{0.3, "spawn"}}, st)
 				default:
-					return fmt.Errorf("unknown failure %q: want crash or scaleout", f)
+					err = fmt.Errorf("unknown failure %q: want crash or scaleout", f)
 				}
+				b.records = saved
 				if err != nil {
 					return err
 				}
-				b.logf("  %.2f s, steady %.0f/s, %d handled, %d dup, %d lost, %d order, committed %s", o.Elapsed.Seconds(), o.Steady, o.Handled, o.Duplicate, o.Lost, o.OrderViolations, o.committed)
+				b.logf("  tail %.2f s, %d handled, %d dup, %d lost, %d order, %d overlaps, committed %s", o.tail.Seconds(), o.Handled, o.Duplicate, o.Lost, o.OrderViolations, o.Overlaps, o.committed)
 				s.add(o)
 			}
 			name := p.String()
 			if s.timedOut {
 				name += " (timed out)"
 			}
-			fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", f, name, spread(s.time, secs), spread(s.dup, count), spread(s.lost, count),
+			fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", f, name, spread(s.tail, secs), spread(s.dup, count), spread(s.lost, count),
 				spread(s.order, count), spread(s.overlaps, count), s.committedCell())
 		}
 	}
