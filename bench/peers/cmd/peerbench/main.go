@@ -28,11 +28,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -111,6 +113,17 @@ func main() {
 	if fa != "none" && fa != "" {
 		b.failures = strings.Split(fa, ",")
 	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sig
+		killAll()
+		if stopKafka != nil {
+			stopKafka()
+		}
+		fmt.Fprintln(os.Stderr, "peerbench: interrupted; driver processes killed")
+		os.Exit(130)
+	}()
 	if err := b.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "peerbench:", err)
 		os.Exit(1)
@@ -164,6 +177,7 @@ func (b *bench) run() error {
 			return err
 		}
 		defer k.Close()
+		stopKafka = k.Close
 		b.brokers = k.Brokers()
 	} else {
 		suffix := fmt.Sprintf("-%d", time.Now().Unix())
@@ -225,6 +239,9 @@ func librdkafkaVersion() string {
 	_, s := kafka.LibraryVersion()
 	return s
 }
+
+// stopKafka stops the broker peerbench started, if any, when interrupted.
+var stopKafka func()
 
 const beginMarker, endMarker = "<!-- bench-peers: written by make bench-peers -->", "<!-- /bench-peers -->"
 

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -99,8 +100,34 @@ func (b *bench) spawn(p peer, i int, group, topic, dir, block string) (*instance
 		errf.Close()
 		return nil, err
 	}
-	go func() { in.cmd.Wait(); errf.Close(); close(in.done) }()
+	live.Lock()
+	live.m[in] = true
+	live.Unlock()
+	go func() {
+		in.cmd.Wait()
+		errf.Close()
+		live.Lock()
+		delete(live.m, in)
+		live.Unlock()
+		close(in.done)
+	}()
 	return in, nil
+}
+
+// live is every driver process running, for killAll.
+var live = struct {
+	sync.Mutex
+	m map[*instance]bool
+}{m: map[*instance]bool{}}
+
+// killAll SIGKILLs every driver process still running (peerbench itself is
+// being interrupted).
+func killAll() {
+	live.Lock()
+	defer live.Unlock()
+	for in := range live.m {
+		_ = in.cmd.Process.Kill()
+	}
 }
 
 // stop sends SIGTERM and waits up to grace, then SIGKILLs.
@@ -178,6 +205,9 @@ type event struct {
 	act string // kill (the busiest live instance) or spawn (the remaining instances)
 }
 
+// streamWarmup is how long instances get to start before a stream begins.
+const streamWarmup = 10 * time.Second
+
 // stream is a workload produced while the peer runs: rate records/s for dur.
 type stream struct {
 	rate int
@@ -220,8 +250,10 @@ func (b *bench) runPeer(w *workload, p peer, initial int, events []event, st *st
 	produced := make(chan error, 1)
 	var prodStart, prodEnd time.Time
 	if st != nil {
-		// Produce while the instances start and run; the end offsets
-		// are known once it is done.
+		// Let the instances start and join (a JVM takes seconds here),
+		// then produce while they run; the end offsets are known once it
+		// is done.
+		time.Sleep(streamWarmup)
 		prodStart = time.Now()
 		total = -1
 		go func() { produced <- b.produce(w, st.rate) }()
@@ -344,8 +376,37 @@ func (b *bench) runPeer(w *workload, p peer, initial int, events []event, st *st
 	}
 	if out.committed = committed(group, w); out.committed == "" {
 		out.committed = "yes"
-		if p.kind == "share" {
-			out.committed = "lag 0 (SPSO " + b.spso + ")"
+	}
+	if p.kind == "share" {
+		// What counts for a share group is the broker's answer to each
+		// acknowledgement (the driver's commit callback); the start
+		// offset and lag the admin API reports are shown beside it.
+		var confirmed, failed, handled int64
+		for _, in := range ins {
+			if in.killed {
+				continue
+			}
+			b, _ := os.ReadFile(filepath.Join(dir, in.name+".stderr"))
+			for _, l := range strings.Split(string(b), "\n") {
+				var c, f int64
+				if n, _ := fmt.Sscanf(l, "acknowledgements confirmed %d failed %d", &c, &f); n == 2 {
+					confirmed, failed = confirmed+c, failed+f
+				}
+			}
+			for _, e := range evs {
+				if strings.HasPrefix(e.Instance, in.name+".") {
+					handled++
+				}
+			}
+		}
+		broker := "broker: lag 0, SPSO " + b.spso
+		if out.committed != "yes" {
+			broker = "broker: " + out.committed
+		}
+		if failed == 0 && confirmed == handled {
+			out.committed = fmt.Sprintf("all acknowledged (%s)", broker)
+		} else {
+			out.committed = fmt.Sprintf("no: %d of %d handlings acknowledged, %d failed (%s)", confirmed, handled, failed, broker)
 		}
 	}
 	return out, nil
@@ -474,14 +535,14 @@ func (s *series) committedCell() string {
 	bad := 0
 	var why string
 	for _, c := range s.committed {
-		if c != "yes" && !strings.HasPrefix(c, "lag 0") {
+		if c != "yes" && !strings.HasPrefix(c, "all acknowledged") {
 			bad++
 			why = c
 		}
 	}
 	if bad == 0 {
-		if strings.HasPrefix(s.committed[0], "lag 0") {
-			return "lag 0 (all acknowledged)"
+		if strings.HasPrefix(s.committed[0], "all acknowledged") {
+			return "all acknowledged"
 		}
 		return "yes"
 	}
@@ -562,7 +623,7 @@ func (b *bench) workload(out *bytes.Buffer, w *workload) ([]string, error) {
 func (b *bench) failureRuns(out *bytes.Buffer) error {
 	st := &stream{rate: b.streamRate, dur: b.streamDur}
 	n := int(float64(st.rate) * st.dur.Seconds())
-	fmt.Fprintf(out, "### Failures: a crash and a scale-out while records stream in\n\n4 partitions, 1,000 keys; %d records produced at %d records/s for %s while the peer runs (a fresh topic per run); 4 instances × 25 (plain group: 4 members). **crash**: at half the production time the instance that handled the most records in the last 100 ms is SIGKILLed. **scale-out**: 2 instances start, 2 more join at 30%% of the production time (a graceful rebalance). Tail: from the last record produced to the last record handled. Overlaps: handlings that started while another handling of the same key was running, repeats included.\n\n", n, st.rate, st.dur)
+	fmt.Fprintf(out, "### Failures: a crash and a scale-out while records stream in\n\n4 partitions, 1,000 keys; %d records produced at %d records/s for %s while the peer runs (a fresh topic per run), starting %s after the instances; 4 instances × 25 (plain group: 4 members). **crash**: at half the production time the instance that handled the most records in the last 100 ms is SIGKILLed. **scale-out**: 2 instances start, 2 more join at 30%% of the production time (a graceful rebalance). Tail: from the last record produced to the last record handled. Overlaps: handlings that started while another handling of the same key was running, repeats included.\n\n", n, st.rate, st.dur, streamWarmup)
 	fmt.Fprintf(out, "| event | peer | tail | duplicates | lost | order violations | overlaps | committed = end |\n|---|---|---|---|---|---|---|---|\n")
 	for _, f := range b.failures {
 		for _, p := range []peer{{"pc", 4, 25}, {"share", 4, 25}, {"plain", 4, 1}, {"keyshare", 4, 25}} {

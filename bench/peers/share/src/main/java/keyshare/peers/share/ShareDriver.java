@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import keyshare.peers.Flags;
 import keyshare.peers.RecordLog;
 import keyshare.peers.Work;
@@ -69,6 +70,7 @@ public final class ShareDriver {
         String logPath = f.get("log"), instance = f.get("instance");
         int n = f.integer("concurrency", 100);
         AtomicBoolean running = new AtomicBoolean(true);
+        AtomicLong confirmed = new AtomicLong(), failed = new AtomicLong();
         List<Thread> threads = new ArrayList<>();
         List<RecordLog> logs = new ArrayList<>();
         for (int i = 0; i < n; i++) {
@@ -90,7 +92,7 @@ public final class ShareDriver {
             // (instance.i), which shows how evenly the records spread.
             RecordLog log = new RecordLog(logPath, instance + "." + i);
             logs.add(log);
-            Thread t = new Thread(() -> consume(p, topic, work, log, running), "share-" + i);
+            Thread t = new Thread(() -> consume(p, topic, work, log, running, confirmed, failed), "share-" + i);
             t.start();
             threads.add(t);
         }
@@ -104,6 +106,8 @@ public final class ShareDriver {
                     return;
                 }
             }
+            System.out.println("acknowledgements confirmed " + confirmed.get() + " failed " + failed.get());
+            System.out.flush();
             for (RecordLog log : logs) {
                 try {
                     log.close();
@@ -117,8 +121,15 @@ public final class ShareDriver {
         }
     }
 
-    static void consume(Properties p, String topic, Work work, RecordLog log, AtomicBoolean running) {
+    static void consume(Properties p, String topic, Work work, RecordLog log, AtomicBoolean running,
+            AtomicLong confirmed, AtomicLong failed) {
         try (KafkaShareConsumer<String, String> c = new KafkaShareConsumer<>(p)) {
+            // The broker's answer to every acknowledgement: what the
+            // benchmark reports as "all acknowledged".
+            c.setAcknowledgementCommitCallback((offsets, e) -> {
+                long n = offsets.values().stream().mapToLong(java.util.Set::size).sum();
+                (e == null ? confirmed : failed).addAndGet(n);
+            });
             c.subscribe(List.of(topic));
             while (running.get()) {
                 for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(100))) {
