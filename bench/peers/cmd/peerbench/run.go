@@ -299,6 +299,11 @@ func (b *bench) runPeer(w *workload, p peer, initial int, events []event, st *st
 						victim = in
 					}
 				}
+				if victim == nil || busiest[victim.name] == 0 {
+					// Nobody is handling records yet (still joining):
+					// wait for a busy instance to kill.
+					goto waited
+				}
 				if b.verbose {
 					b.logf("  SIGKILL %s at %d records handled", victim.name, len(t.seen))
 				}
@@ -313,6 +318,7 @@ func (b *bench) runPeer(w *workload, p peer, initial int, events []event, st *st
 			}
 			events = events[1:]
 		}
+	waited:
 		for _, in := range ins {
 			select {
 			case <-in.done:
@@ -361,7 +367,9 @@ func (b *bench) runPeer(w *workload, p peer, initial int, events []event, st *st
 		for _, e := range evs {
 			last = max(last, e.End)
 		}
-		out.tail = time.UnixMicro(last).Sub(prodEnd)
+		// Negative when the last record was handled before the tick that
+		// saw the producer finish: the peer kept up.
+		out.tail = max(0, time.UnixMicro(last).Sub(prodEnd))
 	}
 	if w.blockAt != "" {
 		// The blocked record ends last for everyone: what tells the
