@@ -205,6 +205,11 @@ type event struct {
 	act string // kill (the busiest live instance) or spawn (the remaining instances)
 }
 
+// stallTimeout ends a run in which no record was handled for this long;
+// above share groups' 30 s acquisition lock, which holds a killed consumer's
+// records that long.
+const stallTimeout = 60 * time.Second
+
 // streamWarmup is how long instances get to start before a stream begins.
 const streamWarmup = 10 * time.Second
 
@@ -264,9 +269,16 @@ func (b *bench) runPeer(w *workload, p peer, initial int, events []event, st *st
 	var out outcome
 	recent := map[string]int{} // records per instance at the last tick, to find the busiest now
 	busiest := map[string]int{}
+	lastSeen, lastProgress := 0, time.Now()
 	for total < 0 || len(t.seen) < total {
-		if time.Now().After(timeout) {
+		if len(t.seen) != lastSeen {
+			lastSeen, lastProgress = len(t.seen), time.Now()
+		}
+		// A peer that handles nothing for stallTimeout is stuck (seen:
+		// Parallel Consumer after a rebalance), not slow.
+		if time.Now().After(timeout) || (total >= 0 && time.Since(lastProgress) > stallTimeout) {
 			out.timedOut = true
+			b.logf("  gave up: %d of %d records handled, none for %s", len(t.seen), total, time.Since(lastProgress).Round(time.Second))
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -592,7 +604,7 @@ func (b *bench) workload(out *bytes.Buffer, w *workload) ([]string, error) {
 			name += fmt.Sprintf(" (total concurrency %d)", min(p.instances, int(w.partitions))*p.conc)
 		}
 		if s.timedOut {
-			name += " (timed out)"
+			name += " (stalled: gave up)"
 		}
 		othersCell := ""
 		if w.blockAt != "" {
@@ -673,7 +685,7 @@ func (b *bench) failureRuns(out *bytes.Buffer) error {
 			}
 			name := p.String()
 			if s.timedOut {
-				name += " (timed out)"
+				name += " (stalled: gave up)"
 			}
 			fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", f, name, spread(s.tail, secs), spread(s.dup, count), spread(s.lost, count),
 				spread(s.order, count), spread(s.overlaps, count), s.committedCell())
