@@ -16,6 +16,7 @@
 //	--workloads PEERS_WORKLOADS  uniform,zipf,hot,4p
 //	--peers     PEERS_PEERS      pc,share,plain,keyshare
 //	--failures  PEERS_FAILURES   crash,scaleout ("none" to skip)
+//	--failure-runs PEERS_FAILURE_RUNS runs per failure row (the same as --runs)
 //	--stream-rate, --stream-duration  PEERS_STREAM_RATE (1000), PEERS_STREAM_DURATION (10s):
 //	                             the records produced during each failure run
 //	--quick                      2000 records, 1 run (a smoke test in a few minutes)
@@ -70,8 +71,9 @@ type bench struct {
 	spso      string // the last share check's start offsets
 	started   time.Time
 
-	streamRate int
-	streamDur  time.Duration
+	streamRate   int
+	streamDur    time.Duration
+	nFailureRuns int
 }
 
 func env(name, def string) string {
@@ -96,6 +98,8 @@ func main() {
 	sd, _ := time.ParseDuration(env("PEERS_STREAM_DURATION", "10s"))
 	flag.IntVar(&b.streamRate, "stream-rate", sr, "failure runs: records/s produced while the peer runs")
 	flag.DurationVar(&b.streamDur, "stream-duration", sd, "failure runs: how long records are produced")
+	fr, _ := strconv.Atoi(env("PEERS_FAILURE_RUNS", "0"))
+	flag.IntVar(&b.nFailureRuns, "failure-runs", fr, "runs per failure row (0: the same as --runs)")
 	flag.BoolVar(&quick, "quick", false, "2000 records and 1 run: a smoke test")
 	flag.StringVar(&b.write, "write", "", "write the section into this Markdown file (between its bench-peers markers, or appended)")
 	flag.StringVar(&b.peersDir, "peers-dir", "bench/peers", "the built Maven project of the Java drivers")
@@ -109,7 +113,13 @@ func main() {
 	if quick {
 		b.records, b.runs, b.streamRate, b.streamDur = 2000, 1, 500, 6*time.Second
 	}
+	if b.nFailureRuns <= 0 || quick {
+		b.nFailureRuns = b.runs
+	}
 	b.workloads, b.peers = strings.Split(wl, ","), strings.Split(pe, ",")
+	if wl == "none" {
+		b.workloads = nil
+	}
 	if fa != "none" && fa != "" {
 		b.failures = strings.Split(fa, ",")
 	}

@@ -648,7 +648,7 @@ func (b *bench) workload(out *bytes.Buffer, w *workload) ([]string, error) {
 func (b *bench) failureRuns(out *bytes.Buffer) error {
 	st := &stream{rate: b.streamRate, dur: b.streamDur}
 	n := int(float64(st.rate) * st.dur.Seconds())
-	fmt.Fprintf(out, "### Failures: a crash and a scale-out while records stream in\n\n4 partitions, 1,000 keys; %d records produced at %d records/s for %s while the peer runs (a fresh topic per run), starting %s after the instances; 4 instances × 25 (plain group: 4 members). **crash**: at half the production time the instance that handled the most records in the last 100 ms is SIGKILLed. **scale-out**: 2 instances start, 2 more join at 30%% of the production time (a graceful rebalance). Tail: from the last record produced to the last record handled. Overlaps: handlings that started while another handling of the same key was running, repeats included.\n\n", n, st.rate, st.dur, streamWarmup)
+	fmt.Fprintf(out, "### Failures: a crash and a scale-out while records stream in\n\n4 partitions, 1,000 keys; %d records produced at %d records/s for %s while the peer runs (a fresh topic per run), starting %s after the instances; 4 instances × 25 (plain group: 4 members). **crash**: at half the production time the instance that handled the most records in the last 100 ms is SIGKILLed. **scale-out**: 2 instances start, 2 more join at 30%% of the production time (a graceful rebalance). Tail: from the last record produced to the last record handled. Overlaps: handlings that started while another handling of the same key was running, repeats included. Medians of %d runs.\n\n", n, st.rate, st.dur, streamWarmup, b.nFailureRuns)
 	fmt.Fprintf(out, "| event | peer | tail | duplicates | lost | order violations | overlaps | committed = end |\n|---|---|---|---|---|---|---|---|\n")
 	for _, f := range b.failures {
 		for _, p := range []peer{{"pc", 4, 25}, {"share", 4, 25}, {"plain", 4, 1}, {"keyshare", 4, 25}} {
@@ -656,8 +656,8 @@ func (b *bench) failureRuns(out *bytes.Buffer) error {
 				continue
 			}
 			var s series
-			for run := range b.runs {
-				b.logf("%s run %d/%d: %s", f, run+1, b.runs, p)
+			for run := range b.nFailureRuns {
+				b.logf("%s run %d/%d: %s", f, run+1, b.nFailureRuns, p)
 				b.groups++
 				w := &workload{name: f, topic: fmt.Sprintf("peers-%s-%d-%d", f, b.groups, b.started.Unix()), partitions: 4,
 					key: func(i int) string { return fmt.Sprintf("key-%d", i%1000) }}
