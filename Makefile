@@ -11,7 +11,7 @@ FUZZTIME  ?= 30s
 # The second tier, on a real broker: slower to start, same flags otherwise.
 KAFKA_TESTFLAGS ?= -race -count=1 -p 1 -timeout 15m
 
-.PHONY: all build test test-kafka demo bench fuzz lint tidy clean chaos
+.PHONY: all build test test-kafka demo bench fuzz lint tidy clean chaos bench-peers
 
 all: build
 
@@ -57,3 +57,15 @@ tidy:
 clean:
 	rm -rf bin
 	$(GO) clean -testcache
+
+# keyshare against the real peers (Confluent Parallel Consumer, share groups,
+# a plain consumer group) on one Apache Kafka 4.2 broker; writes its section
+# of docs/benchmarks.md. Needs java 17+ and mvn (Maven Central). Knobs:
+# PEERS_RECORDS, PEERS_RUNS, PEERS_WORKLOADS, PEERS_PEERS, PEERS_FAILURES,
+# PEERS_SHARE_ARGS (bench/peers/cmd/peerbench). QUICK=1: a smoke run of a few
+# minutes (2,000 records, 1 run) that writes bin/bench-peers-quick.md instead.
+bench-peers:
+	cd bench/peers && mvn -q package -DskipTests
+	$(GO) build -o bin/peerdriver ./bench/peers/cmd/peerdriver
+	$(GO) build -o bin/peerbench ./bench/peers/cmd/peerbench
+	./bin/peerbench -v $(if $(QUICK),--quick --write bin/bench-peers-quick.md,--write docs/benchmarks.md)
