@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -99,9 +100,25 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	if c.write != "" {
-		return os.WriteFile(c.write, []byte(c.out.String()), 0o644)
+		return os.WriteFile(c.write, []byte(c.out.String()+keptSection(c.write)), 0o644)
 	}
 	return nil
+}
+
+// keptSection returns the part of an existing report that another command
+// writes (make bench-peers, between its markers), so that rewriting the
+// report keeps it.
+func keptSection(path string) string {
+	const begin, end = "<!-- bench-peers: written by make bench-peers -->", "<!-- /bench-peers -->"
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	i, j := bytes.Index(old, []byte(begin)), bytes.Index(old, []byte(end))
+	if i < 0 || j < i {
+		return ""
+	}
+	return "\n" + string(old[i:j+len(end)]) + "\n"
 }
 
 func (c *benchCommand) printf(format string, a ...any) {
