@@ -19,6 +19,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/internal/netns"
 )
 
 // row is one line of the fault matrix.
@@ -39,6 +41,13 @@ type row struct {
 	brokers int
 	// etcdMembers in the etcd cluster (default 1).
 	etcdMembers int
+	// hosts: every member runs on a host of its own (a network
+	// namespace, partition_test.go); slow: its links are slow and lossy.
+	hosts, slow bool
+	// noOverlap: the old and the new owner of a key must never run it at
+	// once (overlap ≥ 0 on every moved range); moves: and at least one
+	// range must have moved.
+	noOverlap, moves bool
 }
 
 var rows = []row{
@@ -413,7 +422,11 @@ func runRow(t *testing.T, r row, long bool) result {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
-	e := newEnv(t, 2, max(1, r.brokers), max(1, r.etcdMembers))
+	var n *netns.Net
+	if r.hosts {
+		n = netns.New(t) // skips where namespaces are not available
+	}
+	e := newEnvOn(t, 2, max(1, r.brokers), max(1, r.etcdMembers), n, r.slow)
 	for range 3 {
 		e.start()
 	}
@@ -465,6 +478,12 @@ func runRow(t *testing.T, r row, long bool) result {
 	}
 	if res.WorstPerFault > bound || (r.graceful && res.Duplicates > 0) {
 		t.Errorf("duplicates over the bound: %s", res)
+	}
+	if r.noOverlap && res.Overlap.Overlaps > 0 {
+		t.Errorf("old and new owner ran a key at once: %s", res.Overlap)
+	}
+	if r.moves && res.Overlap.Moves == 0 {
+		t.Errorf("no range changed owner while its keys were handled: the row tested no handover")
 	}
 	if r.check != nil {
 		r.check(t, e)
