@@ -38,6 +38,7 @@ type Session struct {
 	memberRev int64
 	info      MemberInfo
 	rec       *ledger.Recorder
+	dl        deadline // conservative lease deadline (deadline.go)
 
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
@@ -76,6 +77,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 	sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	ttl := int64(cfg.SessionTTL.Round(time.Second) / time.Second)
+	granted := time.Now() // before the request: see deadline.go
 	lease, err := cli.Grant(sctx, ttl)
 	if err != nil {
 		return nil, fmt.Errorf("coord: cannot open an etcd session within %s (endpoints %v): %w; check that etcd is running and reachable", cfg.StartTimeout, cli.Endpoints(), err)
@@ -103,6 +105,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 		return nil, fmt.Errorf("coord: register member: %w", err)
 	}
 	s.memberRev = resp.Header.Revision
+	s.dl.extend(granted.Add(time.Duration(lease.TTL)*time.Second - cfg.DeadlineMargin))
 	s.log.Info("joined group", "group", cfg.Group, "ttl_s", lease.TTL, "lease", fmt.Sprintf("%x", lease.ID))
 
 	s.goFunc(func() {
@@ -118,6 +121,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 		case <-s.ctx.Done():
 		}
 	})
+	s.goFunc(s.keepDeadline)
 	s.goFunc(s.watchAssignment)
 	s.goFunc(s.campaign)
 	return s, nil
@@ -138,7 +142,9 @@ func (s *Session) ID() string { return s.cfg.MemberID }
 // Schema is the group's key schema.
 func (s *Session) Schema() keys.Schema { return s.schema }
 
-// Ctx ends when the session is lost or closed; context.Cause says which.
+// Ctx ends when the session is lost or closed; context.Cause says which. It
+// ends at the latest shortly after Deadline; use Live to decide, at the
+// instant it matters, whether to start owned work.
 func (s *Session) Ctx() context.Context { return s.ctx }
 
 // TTL is the lease TTL etcd granted.
