@@ -168,6 +168,7 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 		parts    []PartitionWeight
 		partsAt  time.Time
 		problems string
+		gone     goneTracker // FailoverGrace (grace.go)
 	)
 	poke()
 	for {
@@ -200,9 +201,13 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 			}
 			problems = p
 		}
+		held, wait := gone.held(snap, time.Now(), s.cfg.FailoverGrace)
+		if wait > 0 {
+			time.AfterFunc(wait, poke)
+		}
 		changes, _ := plan(planInput{
 			schema: s.schema, snap: snap, parts: parts, now: time.Now().UTC(),
-			drainTimeout: s.cfg.DrainTimeout, gen: snap.Generation.Generation + 1,
+			drainTimeout: s.cfg.DrainTimeout, gen: snap.Generation.Generation + 1, held: held,
 		})
 		if len(changes) == 0 {
 			continue

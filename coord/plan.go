@@ -27,6 +27,9 @@ type planInput struct {
 	now          time.Time
 	drainTimeout time.Duration
 	gen          int64 // generation of the changes
+	// held are owners gone for less than FailoverGrace: their ranges wait
+	// (grace.go).
+	held map[string]bool
 }
 
 // piece is a part of a range and who should own it next.
@@ -163,6 +166,9 @@ func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 	pieces := split(rec.Range(), want)
 	_, alive := in.snap.Members[rec.Owner]
 	stays := len(pieces) == 1 && pieces[0].owner == rec.Owner
+	if !alive && in.held[rec.Owner] {
+		return change{}, false // the old owner may still be finishing (grace.go)
+	}
 	var out []next
 	switch {
 	case r.EntryErr != nil:
