@@ -1,9 +1,13 @@
 package chaos
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,10 +35,12 @@ var partitionRows = []row{
 			id := nonLeader(e)
 			h := e.net.Host(id)
 			h.Cut(e.kafkaIP)
+			from := time.Now()
 			e.fault()
 			time.Sleep(3 * ttl)
 			h.Heal(e.kafkaIP)
-		}},
+			cuts.Store(e, cut{id, from, time.Now()})
+		}, check: checkKafkaCut},
 	{name: "16d etcd member isolated 3×TTL (3-member etcd)", etcdMembers: 3, noOverlap: true, everyone: true,
 		fault: func(e *env, long bool, rng *rand.Rand) {
 			// Any member, leader or follower: a client on the isolated
@@ -74,6 +80,57 @@ func checkLostSession(t *testing.T, e *env) {
 	if log := e.memberLog(z.(string)); !strings.Contains(log, "session lost") && !strings.Contains(log, "lease deadline") {
 		t.Errorf("member %s, cut from etcd for 3×TTL, never ended its session; its log:\n%s", z, log)
 	}
+}
+
+// cut is who was cut from Kafka, and when.
+type cut struct {
+	id       string
+	from, to time.Time
+}
+
+var cuts sync.Map // *env → cut
+
+// checkKafkaCut: the cut must have stopped the member (else the row tests
+// nothing): once what it had fetched is done (2 s), it starts no record
+// until the link is healed, and it starts records again after.
+func checkKafkaCut(t *testing.T, e *env) {
+	v, ok := cuts.Load(e)
+	if !ok {
+		t.Fatal("no cut recorded")
+	}
+	c := v.(cut)
+	during, after := 0, 0
+	e.mu.Lock()
+	dir := e.dir
+	e.mu.Unlock()
+	for _, l := range readLines(t, filepath.Join(dir, c.id+".jsonl")) {
+		switch {
+		case l.Start.After(c.from.Add(2*time.Second)) && l.Start.Before(c.to):
+			during++
+		case l.Start.After(c.to):
+			after++
+		}
+	}
+	t.Logf("member %s cut from Kafka: %d records started in the cut (after 2 s), %d after it", c.id, during, after)
+	if during > 0 || after == 0 {
+		t.Errorf("the cut from Kafka did not hold member %s (%d starts during, %d after)", c.id, during, after)
+	}
+}
+
+// readLines reads one member's record log.
+func readLines(t *testing.T, path string) []handledLine {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []handledLine
+	for _, l := range strings.Split(string(b), "\n") {
+		var h handledLine
+		if json.Unmarshal([]byte(l), &h) == nil {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // advertised is a listener that tells kfake another address to advertise.
