@@ -82,45 +82,72 @@ func (s *Session) Live() bool {
 
 // keepDeadline sends a keepalive every TTL/6 (etcd's own client sends every
 // TTL/3), extends the deadline from each answered one, and ends the
-// session at the deadline if none was answered in time.
+// session at the deadline if none was answered in time. Keepalives do not
+// wait for each other's answers: on a slow link (chaos row 16e: RTT 400 ms,
+// stalls) one keepalive per round trip left gaps in which the deadline
+// passed although etcd kept the lease.
 func (s *Session) keepDeadline() {
 	every := max(s.cfg.SessionTTL/6, 100*time.Millisecond)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	gone := make(chan struct{}, 1) // etcd says the lease is gone
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for {
 		d := s.dl.get()
 		if !time.Now().Before(d) {
-			s.mu.Lock()
-			closed := s.mu.closed
-			s.mu.Unlock()
-			if !closed && s.ctx.Err() == nil {
-				s.log.Warn("lease deadline passed with no keepalive answered in time; session lost, stopping all owned work",
-					"margin", s.cfg.DeadlineMargin)
-			}
-			s.cancel(ErrSessionLost)
+			s.lost("lease deadline passed with no keepalive answered in time; session lost, stopping all owned work")
 			return
 		}
-		sent := time.Now()
-		ctx, cancel := context.WithDeadline(s.ctx, d) // never wait past the deadline
-		resp, err := s.cli.KeepAliveOnce(ctx, s.es.Lease())
-		cancel()
-		if s.ctx.Err() != nil {
-			return
-		}
-		switch {
-		case err == nil && resp.TTL > 0:
-			s.dl.extend(sent.Add(time.Duration(resp.TTL)*time.Second - s.cfg.DeadlineMargin))
-		case errors.Is(err, rpctypes.ErrLeaseNotFound), err == nil:
-			s.log.Warn("etcd says the lease is gone; session lost, stopping all owned work")
-			s.cancel(ErrSessionLost)
-			return
-		default:
-			s.log.Debug("keepalive not answered", "error", err, "deadline_in", time.Until(s.dl.get()).Round(time.Millisecond))
-		}
-		t := time.NewTimer(min(time.Until(sent.Add(every)), time.Until(s.dl.get())))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.keepAliveOnce(gone)
+		}()
+		at := time.NewTimer(time.Until(d))
 		select {
 		case <-s.ctx.Done():
-			t.Stop()
+			at.Stop()
 			return
-		case <-t.C:
+		case <-gone:
+			at.Stop()
+			s.lost("etcd says the lease is gone; session lost, stopping all owned work")
+			return
+		case <-tick.C:
+		case <-at.C:
 		}
+		at.Stop()
 	}
+}
+
+// keepAliveOnce sends one keepalive and extends the deadline from its send
+// time if etcd answers.
+func (s *Session) keepAliveOnce(gone chan<- struct{}) {
+	sent := time.Now()
+	// An answer later than sent + TTL extends nothing.
+	ctx, cancel := context.WithDeadline(s.ctx, sent.Add(s.cfg.SessionTTL))
+	defer cancel()
+	resp, err := s.cli.KeepAliveOnce(ctx, s.es.Lease())
+	switch {
+	case err == nil && resp.TTL > 0:
+		s.dl.extend(sent.Add(time.Duration(resp.TTL)*time.Second - s.cfg.DeadlineMargin))
+	case errors.Is(err, rpctypes.ErrLeaseNotFound), err == nil:
+		select {
+		case gone <- struct{}{}:
+		default:
+		}
+	case s.ctx.Err() == nil:
+		s.log.Debug("keepalive not answered", "error", err, "deadline_in", time.Until(s.dl.get()).Round(time.Millisecond))
+	}
+}
+
+// lost ends the session as lost, saying why unless it was closed.
+func (s *Session) lost(why string) {
+	s.mu.Lock()
+	closed := s.mu.closed
+	s.mu.Unlock()
+	if !closed && s.ctx.Err() == nil {
+		s.log.Warn(why, "margin", s.cfg.DeadlineMargin)
+	}
+	s.cancel(ErrSessionLost)
 }
