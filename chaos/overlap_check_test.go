@@ -38,10 +38,18 @@ func TestOverlapChecker(t *testing.T) {
 			[]handledLine{h(10, "a", 0), h(950, "b", 1)}, 1, 0, 940 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			// Grants without a state are failovers; see "handover" below.
 			r := overlap(c.grants, c.lines)
-			if r.Moves != c.moves || r.Overlaps != c.overlaps || r.Min != c.min {
+			if r.Moves != c.moves || r.Overlaps != c.overlaps || r.Min != c.min || r.Failovers != c.moves {
 				t.Errorf("got %+v, want %d moves, %d overlaps, min %s", r, c.moves, c.overlaps, c.min)
 			}
 		})
+	}
+	// A released range moving on is a handover, not a failover.
+	rel := g(900, "a")
+	rel.rec.State = coord.StateReleased
+	r := overlap([]grant{g(0, "a"), rel, g(1000, "b")}, []handledLine{h(10, "a", 0), h(1200, "b", 1)})
+	if r.Moves != 1 || r.Failovers != 0 {
+		t.Errorf("handover counted as failover: %+v", r)
 	}
 }

@@ -57,13 +57,22 @@ type overlapResult struct {
 	Overlaps int           // of which negative
 	Min      time.Duration // smallest gap (valid if Moves > 0)
 	Worst    string        // where the smallest gap is
+	// Failovers are the owner changes where the old owner had not
+	// released the range (its session ended, or its drain timed out),
+	// FailoverMin their smallest gap.
+	Failovers   int
+	FailoverMin time.Duration
 }
 
 func (o overlapResult) String() string {
 	if o.Moves == 0 {
 		return "overlap: no owner change measured"
 	}
-	return fmt.Sprintf("overlap: min gap %s over %d owner changes (%d negative; worst %s)", o.Min.Round(time.Millisecond), o.Moves, o.Overlaps, o.Worst)
+	f := "none"
+	if o.Failovers > 0 {
+		f = fmt.Sprintf("%s over %d", o.FailoverMin.Round(time.Millisecond), o.Failovers)
+	}
+	return fmt.Sprintf("overlap: min gap %s over %d owner changes (%d negative; worst %s); at failovers %s", o.Min.Round(time.Millisecond), o.Moves, o.Overlaps, o.Worst, f)
 }
 
 // overlap computes the overlap result from the grants seen and the
@@ -76,6 +85,7 @@ func overlap(grants []grant, lines []handledLine) overlapResult {
 	// tenure is one owner's uninterrupted ownership of a key's hash.
 	type tenure struct {
 		owner       string
+		state       string // of the owner's last record in the tenure
 		from        time.Time
 		first, last time.Time // starts of handlings in it
 		n           int
@@ -91,9 +101,10 @@ func overlap(grants []grant, lines []handledLine) overlapResult {
 				continue
 			}
 			if n := len(tl); n > 0 && tl[n-1].owner == g.rec.Owner {
+				tl[n-1].state = g.rec.State
 				continue // same owner: split, revoking, released, kept
 			}
-			tl = append(tl, &tenure{owner: g.rec.Owner, from: g.at})
+			tl = append(tl, &tenure{owner: g.rec.Owner, state: g.rec.State, from: g.at})
 		}
 		timelines[k] = tl
 		return tl
@@ -142,6 +153,12 @@ func overlap(grants []grant, lines []handledLine) overlapResult {
 				r.Worst = fmt.Sprintf("%s, %s → %s at %s", keysOf[k], prev.owner, next.owner, next.first.Format("15:04:05.000"))
 			}
 			r.Moves++
+			if prev.state != coord.StateReleased {
+				if r.Failovers == 0 || gap < r.FailoverMin {
+					r.FailoverMin = gap
+				}
+				r.Failovers++
+			}
 			if gap < 0 {
 				r.Overlaps++
 			}
