@@ -6,7 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The member's conservative lease deadline (issue 20).
@@ -19,7 +20,8 @@ import (
 //
 // So the member keeps its own deadline, from what it knows for certain:
 //
-//  1. It reads its monotonic clock (sent) just before sending a keepalive.
+//  1. It reads its monotonic clock (sent) just before sending a keepalive
+//     on a keepalive stream of its own.
 //  2. etcd processes that keepalive after it was sent, and if it answers
 //     with TTL t > 0 it has set the lease to expire t after processing it:
 //     not before sent + t on a clock that runs at the member's rate. (etcd
@@ -80,64 +82,118 @@ func (s *Session) Live() bool {
 	return s.ctx.Err() == nil && time.Now().Before(s.dl.get())
 }
 
-// keepDeadline sends a keepalive every TTL/6 (etcd's own client sends every
-// TTL/3), extends the deadline from each answered one, and ends the
-// session at the deadline if none was answered in time. Keepalives do not
-// wait for each other's answers: on a slow link (chaos row 16e: RTT 400 ms,
-// stalls) one keepalive per round trip left gaps in which the deadline
-// passed although etcd kept the lease.
+// keepDeadline keeps the deadline up to date for the session's life: it
+// holds a keepalive stream of its own open (again and again if it breaks)
+// and ends the session at the deadline.
 func (s *Session) keepDeadline() {
 	every := max(s.cfg.SessionTTL/6, 100*time.Millisecond)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	gone := make(chan struct{}, 1) // etcd says the lease is gone
-	tick := time.NewTicker(every)
-	defer tick.Stop()
 	for {
-		d := s.dl.get()
-		if !time.Now().Before(d) {
+		gone := s.keepStream(every)
+		switch {
+		case s.ctx.Err() != nil:
+			return
+		case gone:
+			s.lost("etcd says the lease is gone; session lost, stopping all owned work")
+			return
+		case !time.Now().Before(s.dl.get()):
 			s.lost("lease deadline passed with no keepalive answered in time; session lost, stopping all owned work")
 			return
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.keepAliveOnce(gone)
-		}()
+		// The stream broke: open another soon, but not in a tight loop.
+		t := time.NewTimer(min(every, time.Until(s.dl.get())))
+		select {
+		case <-s.ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// errLeaseGone: etcd answered a keepalive with TTL 0.
+var errLeaseGone = errors.New("lease gone")
+
+// keepStream sends a keepalive every `every` on one LeaseKeepAlive stream
+// (etcd's own client sends every TTL/3 on its own stream) and extends the
+// deadline from each answer. etcd's server handles a keepalive stream one
+// request at a time, answering in order, so the n-th answer belongs to the
+// n-th request: its send time is known exactly. Requests do not wait for
+// answers, so a slow link (chaos row 16e) leaves no gaps. A stream of its
+// own, rather than a KeepAliveOnce per keepalive, because each new stream
+// costs a round trip and the server's auth checks: with etcd auth and the
+// race detector one took up to 1.4 s. It returns when the stream breaks,
+// the session ends, the deadline passes (false) or etcd says the lease is
+// gone (true).
+func (s *Session) keepStream(every time.Duration) (gone bool) {
+	// Require a leader: an etcd member cut off from its peers ends the
+	// stream instead of taking keepalives it cannot pass on.
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
+	defer cancel()
+	stream, err := pb.NewLeaseClient(s.cli.ActiveConnection()).LeaseKeepAlive(ctx)
+	if err != nil {
+		s.log.Debug("open keepalive stream", "error", err)
+		return false
+	}
+	sent := make(chan time.Time, 64) // send times of unanswered requests, in order
+	recvErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // before wg.Wait: ends Recv
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			var at time.Time
+			select {
+			case at = <-sent:
+			case <-ctx.Done():
+				return
+			}
+			if resp.TTL <= 0 {
+				recvErr <- errLeaseGone
+				return
+			}
+			s.dl.extend(at.Add(time.Duration(resp.TTL)*time.Second - s.cfg.DeadlineMargin))
+		}
+	}()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	lease := int64(s.es.Lease())
+	for {
+		d := s.dl.get()
+		if !time.Now().Before(d) {
+			return false
+		}
+		select {
+		case sent <- time.Now(): // read the clock before sending: see above
+			if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: lease}); err != nil {
+				s.log.Debug("send keepalive", "error", err)
+				return false
+			}
+		default: // 64 unanswered: no point in more
+		}
 		at := time.NewTimer(time.Until(d))
 		select {
 		case <-s.ctx.Done():
 			at.Stop()
-			return
-		case <-gone:
+			return false
+		case err := <-recvErr:
 			at.Stop()
-			s.lost("etcd says the lease is gone; session lost, stopping all owned work")
-			return
+			if errors.Is(err, errLeaseGone) {
+				return true
+			}
+			if s.ctx.Err() == nil {
+				s.log.Debug("keepalive stream ended", "error", err, "deadline_in", time.Until(s.dl.get()).Round(time.Millisecond))
+			}
+			return false
 		case <-tick.C:
 		case <-at.C:
 		}
 		at.Stop()
-	}
-}
-
-// keepAliveOnce sends one keepalive and extends the deadline from its send
-// time if etcd answers.
-func (s *Session) keepAliveOnce(gone chan<- struct{}) {
-	sent := time.Now()
-	// An answer later than sent + TTL extends nothing.
-	ctx, cancel := context.WithDeadline(s.ctx, sent.Add(s.cfg.SessionTTL))
-	defer cancel()
-	resp, err := s.cli.KeepAliveOnce(ctx, s.es.Lease())
-	switch {
-	case err == nil && resp.TTL > 0:
-		s.dl.extend(sent.Add(time.Duration(resp.TTL)*time.Second - s.cfg.DeadlineMargin))
-	case errors.Is(err, rpctypes.ErrLeaseNotFound), err == nil:
-		select {
-		case gone <- struct{}{}:
-		default:
-		}
-	case s.ctx.Err() == nil:
-		s.log.Debug("keepalive not answered", "error", err, "deadline_in", time.Until(s.dl.get()).Round(time.Millisecond))
 	}
 }
 
