@@ -8,6 +8,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 )
 
 // The member's conservative lease deadline (issue 20).
@@ -82,30 +83,44 @@ func (s *Session) Live() bool {
 	return s.ctx.Err() == nil && time.Now().Before(s.dl.get())
 }
 
-// keepDeadline keeps the deadline up to date for the session's life: it
-// holds a keepalive stream of its own open (again and again if it breaks)
-// and ends the session at the deadline.
+// keepDeadline keeps the deadline up to date for the session's life: one
+// goroutine holds a keepalive stream of its own open (again and again if it
+// breaks), and this one ends the session at the deadline, whatever the
+// stream is doing (opening it waits for the connection).
 func (s *Session) keepDeadline() {
 	every := max(s.cfg.SessionTTL/6, 100*time.Millisecond)
-	for {
-		gone := s.keepStream(every)
-		switch {
-		case s.ctx.Err() != nil:
-			return
-		case gone:
-			s.lost("etcd says the lease is gone; session lost, stopping all owned work")
-			return
-		case !time.Now().Before(s.dl.get()):
-			s.lost("lease deadline passed with no keepalive answered in time; session lost, stopping all owned work")
-			return
+	ctx, cancel := context.WithCancel(s.ctx)
+	gone := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			if s.keepStream(ctx, every) {
+				close(gone)
+				return
+			}
+			sleep(ctx, 100*time.Millisecond) // the stream broke: not in a tight loop
 		}
-		// The stream broke: open another soon, but not in a tight loop.
-		t := time.NewTimer(min(every, time.Until(s.dl.get())))
+	}()
+	for {
+		t := time.NewTimer(time.Until(s.dl.get()))
 		select {
 		case <-s.ctx.Done():
+			t.Stop()
+			return
+		case <-gone:
+			t.Stop()
+			s.lost("etcd says the lease is gone; session lost, stopping all owned work")
+			return
 		case <-t.C:
+			if !time.Now().Before(s.dl.get()) {
+				s.lost("lease deadline passed with no keepalive answered in time; session lost, stopping all owned work")
+				return
+			}
 		}
-		t.Stop()
 	}
 }
 
@@ -120,15 +135,16 @@ var errLeaseGone = errors.New("lease gone")
 // answers, so a slow link (chaos row 16e) leaves no gaps. A stream of its
 // own, rather than a KeepAliveOnce per keepalive, because each new stream
 // costs a round trip and the server's auth checks: with etcd auth and the
-// race detector one took up to 1.4 s. It returns when the stream breaks,
-// the session ends, the deadline passes (false) or etcd says the lease is
-// gone (true).
-func (s *Session) keepStream(every time.Duration) (gone bool) {
+// race detector one took up to 1.4 s. It returns when the stream breaks or
+// sctx ends (false), or when etcd says the lease is gone (true).
+func (s *Session) keepStream(sctx context.Context, every time.Duration) (gone bool) {
 	// Require a leader: an etcd member cut off from its peers ends the
 	// stream instead of taking keepalives it cannot pass on.
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(sctx))
 	defer cancel()
-	stream, err := pb.NewLeaseClient(s.cli.ActiveConnection()).LeaseKeepAlive(ctx)
+	// WaitForReady, as etcd's client does: after an outage the stream opens
+	// the moment the connection is back, not at the next attempt.
+	stream, err := pb.NewLeaseClient(s.cli.ActiveConnection()).LeaseKeepAlive(ctx, grpc.WaitForReady(true))
 	if err != nil {
 		s.log.Debug("open keepalive stream", "error", err)
 		return false
@@ -164,10 +180,6 @@ func (s *Session) keepStream(every time.Duration) (gone bool) {
 	defer tick.Stop()
 	lease := int64(s.es.Lease())
 	for {
-		d := s.dl.get()
-		if !time.Now().Before(d) {
-			return false
-		}
 		select {
 		case sent <- time.Now(): // read the clock before sending: see above
 			if err := stream.Send(&pb.LeaseKeepAliveRequest{ID: lease}); err != nil {
@@ -176,24 +188,19 @@ func (s *Session) keepStream(every time.Duration) (gone bool) {
 			}
 		default: // 64 unanswered: no point in more
 		}
-		at := time.NewTimer(time.Until(d))
 		select {
-		case <-s.ctx.Done():
-			at.Stop()
+		case <-sctx.Done():
 			return false
 		case err := <-recvErr:
-			at.Stop()
 			if errors.Is(err, errLeaseGone) {
 				return true
 			}
-			if s.ctx.Err() == nil {
+			if sctx.Err() == nil {
 				s.log.Debug("keepalive stream ended", "error", err, "deadline_in", time.Until(s.dl.get()).Round(time.Millisecond))
 			}
 			return false
 		case <-tick.C:
-		case <-at.C:
 		}
-		at.Stop()
 	}
 }
 
