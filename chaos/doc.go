@@ -10,7 +10,12 @@
 // writes replayed against etcd's history. It reports: records lost, records
 // lost to retention (reported), duplicates, per-key order violations, commit
 // regressions, commits that passed an unhandled record, stale writes
-// accepted, and the time to recover.
+// accepted, the time to recover, and the smallest gap between an old and a
+// new owner's record starts of one key (negative: both ran it at once).
+//
+// Rows 16a–16e cut the network: each member runs on a host of its own (a
+// network namespace, internal/netns) and is cut from etcd or from Kafka
+// alone. They need root and `ip netns`, and are skipped otherwise.
 //
 //	go test ./chaos/                                     # short form (make test)
 //	KEYSHARE_CHAOS=long go test -timeout 30m ./chaos/    # long form (make chaos),

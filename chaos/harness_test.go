@@ -30,6 +30,7 @@ import (
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/devcluster"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/internal/netns"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/testutil"
 )
@@ -85,6 +86,12 @@ type env struct {
 	faults  []time.Time
 	deleted map[int32]int64    // partition → log start after DeleteRecords
 	losses  []coord.LossRecord // loss reports found in etcd by check
+	grants  []grant            // range records seen in etcd (overlap_test.go)
+
+	// Hosts of their own (partition_test.go); nil: members run on this host.
+	net             *netns.Net
+	etcdIP, kafkaIP string // service addresses on n
+	memberEtcd      string // etcd endpoints the members use (default etcdURL)
 }
 
 type ack struct {
@@ -114,8 +121,21 @@ type commitObs struct {
 // brokers are killed and restarted, and its topic and group names are the
 // same in every row).
 func newEnv(t *testing.T, parts int32, brokers, etcdMembers int) *env {
+	return newEnvOn(t, parts, brokers, etcdMembers, nil, false)
+}
+
+// newEnvOn is newEnv with members on hosts of their own (n not nil): etcd
+// and the broker then listen on service addresses of n; with slow, every
+// member's connections to them pass through slow links (partition_test.go).
+func newEnvOn(t *testing.T, parts int32, brokers, etcdMembers int, n *netns.Net, slow bool) *env {
 	dir := t.TempDir()
-	en := &env{t: t, dir: dir, parts: parts, procs: map[string]*exec.Cmd{}}
+	en := &env{t: t, dir: dir, parts: parts, procs: map[string]*exec.Cmd{}, net: n}
+	etcdAddr, kafkaOpts := "", []kfake.Opt(nil)
+	if n != nil {
+		en.etcdIP, en.kafkaIP = n.ServiceIP(), n.ServiceIP()
+		etcdAddr = en.etcdIP + ":0"
+		kafkaOpts = append(kafkaOpts, listenOn(t, n, en.kafkaIP, slow))
+	}
 	var endpoints []string
 	if etcdMembers > 1 {
 		c, err := devcluster.StartEtcdCluster(devcluster.EtcdClusterOptions{Dir: filepath.Join(dir, "etcd"), Size: etcdMembers})
@@ -124,7 +144,7 @@ func newEnv(t *testing.T, parts int32, brokers, etcdMembers int) *env {
 		}
 		en.etcdCluster, endpoints = c, c.Endpoints()
 	} else {
-		e, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: filepath.Join(dir, "etcd")})
+		e, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: filepath.Join(dir, "etcd"), ClientAddr: etcdAddr})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +158,7 @@ func newEnv(t *testing.T, parts int32, brokers, etcdMembers int) *env {
 		en.apache = testutil.StartApacheKafka(t, devcluster.ApacheKafkaOptions{Nodes: brokers, Topics: map[string]int32{topic: parts}})
 		brokerAddrs = en.apache.ListenAddrs()
 	} else {
-		k, err := devcluster.StartKafka(devcluster.KafkaOptions{DataDir: filepath.Join(dir, "kafka"), Topics: map[string]int32{topic: parts}, Brokers: brokers})
+		k, err := devcluster.StartKafka(devcluster.KafkaOptions{DataDir: filepath.Join(dir, "kafka"), Topics: map[string]int32{topic: parts}, Brokers: brokers, Extra: kafkaOpts})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,6 +183,14 @@ func newEnv(t *testing.T, parts int32, brokers, etcdMembers int) *env {
 	}
 	t.Cleanup(func() { cli.Close() })
 	en.cli = cli
+	en.memberEtcd = en.etcdURL
+	if slow {
+		en.memberEtcd = "http://" + slowLink(t, n, strings.TrimPrefix(en.etcdURL, "http://")).Addr()
+	}
+	wctx, wcancel := context.WithCancel(context.Background())
+	wdone := make(chan struct{})
+	go func() { defer close(wdone); en.watchRanges(wctx) }()
+	t.Cleanup(func() { wcancel(); <-wdone })
 	t.Cleanup(en.killAll)
 	return en
 }
@@ -286,12 +314,16 @@ func (e *env) start() string {
 }
 
 func (e *env) startID(id string) {
-	cmd := exec.Command(bin, "member", "--brokers", e.brokers, "--etcd", e.etcdURL, "--group", group, "--topic", topic,
+	args := []string{"member", "--brokers", e.brokers, "--etcd", e.memberEtcd, "--group", group, "--topic", topic,
 		"--id", id, "--work", "uniform:0-1ms", "--record", filepath.Join(e.dir, id+".jsonl"), "--audit", filepath.Join(e.dir, id+".audit"),
-		"--ttl", ttl.String(), "--drain-timeout", "10s", "--log-level", "info", "--metrics-addr", e.metricsAddr(id))
+		"--ttl", ttl.String(), "--drain-timeout", "10s", "--log-level", "info", "--metrics-addr", e.metricsAddr(id)}
 	// KEYSHARE_CHAOS_MEMBER_ARGS adds member flags (later ones win), e.g.
 	// "--batch-size 50 --work call:1ms+0.02ms" runs the matrix on batches.
-	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv("KEYSHARE_CHAOS_MEMBER_ARGS"))...)
+	args = append(args, strings.Fields(os.Getenv("KEYSHARE_CHAOS_MEMBER_ARGS"))...)
+	cmd := exec.Command(bin, args...)
+	if e.net != nil {
+		cmd = e.net.Host(id).Command(bin, args...) // ip netns exec execs the member: the pid is the member's
+	}
 	logf, err := os.OpenFile(filepath.Join(e.dir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		e.t.Fatal(err)
@@ -557,6 +589,7 @@ type handledLine struct {
 	Offset    int64     `json:"offset"`
 	Key       string    `json:"key"`
 	Value     string    `json:"value"`
+	Start     time.Time `json:"start"`
 	Time      time.Time `json:"time"`
 }
 
@@ -579,6 +612,7 @@ type result struct {
 	StaleWrites      int           // writes etcd accepted from a member that was not the owner or leader
 	Recovery         time.Duration // worst time from a fault to every partition's commit moving again
 	Bound            int           // duplicates allowed
+	Overlap          overlapResult
 }
 
 // check reads the history and computes the row's result.
@@ -719,12 +753,13 @@ func (e *env) check(row string, bound int) result {
 	for _, n := range perFault {
 		r.WorstPerFault = max(r.WorstPerFault, n)
 	}
+	r.Overlap = overlap(e.grants, lines)
 	return r
 }
 
 func (r result) String() string {
-	return fmt.Sprintf("%-28s faults %d  acked %d  lost %d  lost to retention (reported) %d  dups %d (worst fault %d, bound %d per fault)  order %d  regressions %d  commit-past-undone %d (unsure %d)  stale writes %d  recovery %s",
-		r.Row, r.Faults, r.Acked, r.Lost, r.LostToRetention, r.Duplicates, r.WorstPerFault, r.Bound, r.OrderViolations, r.CommitRegression, r.CommitPastUndone, r.CommitPastUnsure, r.StaleWrites, r.Recovery.Round(10*time.Millisecond))
+	return fmt.Sprintf("%-28s faults %d  acked %d  lost %d  lost to retention (reported) %d  dups %d (worst fault %d, bound %d per fault)  order %d  regressions %d  commit-past-undone %d (unsure %d)  stale writes %d  recovery %s  %s",
+		r.Row, r.Faults, r.Acked, r.Lost, r.LostToRetention, r.Duplicates, r.WorstPerFault, r.Bound, r.OrderViolations, r.CommitRegression, r.CommitPastUndone, r.CommitPastUnsure, r.StaleWrites, r.Recovery.Round(10*time.Millisecond), r.Overlap)
 }
 
 // commitsPastUnhandled counts the distinct observed commits (partition,

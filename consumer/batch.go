@@ -275,8 +275,9 @@ func (p *pipeline) finishJob(j *job, done bool) {
 // dead-lettered or abandoned.
 func (p *pipeline) runBatch(b *batch) {
 	var live []*job
+	alive := p.sess.Live() // the session's conservative lease deadline (coord/deadline.go)
 	for _, j := range b.jobs {
-		if j.ctx.Err() != nil {
+		if j.ctx.Err() != nil || !alive {
 			// Dropped with its range (or the session) while queued: it
 			// stays pending for the range's next owner, as in runJob.
 			p.finishJob(j, false)

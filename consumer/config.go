@@ -117,6 +117,15 @@ type Config struct {
 	// SessionTTL: a member that stops answering loses its ranges this long
 	// after. Default 10 s.
 	SessionTTL time.Duration
+	// DeadlineMargin: the member starts no record later than this before
+	// the earliest instant etcd could expire its lease (counted from the
+	// send time of the last keepalive etcd answered), and ends its session
+	// then. Default SessionTTL/10 (zero means that). See coord.Config.
+	DeadlineMargin time.Duration
+	// FailoverGrace: as leader, the member gives a lost member's ranges to
+	// others only this long after it first saw that member's session gone.
+	// Default 1 s; 0 turns it off. See coord.Config.
+	FailoverGrace time.Duration
 	// DrainTimeout bounds how long a revoked range may take to finish its
 	// in-flight records before it is handed over anyway. The leader writes
 	// its own into each revoking range record (drain_ms); the owner drains
@@ -162,6 +171,7 @@ func DefaultConfig() Config {
 		Prefix:            cc.Prefix,
 		SessionTTL:        cc.SessionTTL,
 		DrainTimeout:      cc.DrainTimeout,
+		FailoverGrace:     cc.FailoverGrace,
 		RebalanceDebounce: cc.Debounce,
 		StartTimeout:      cc.StartTimeout,
 		StuckTimeout:      30 * time.Second,
@@ -276,6 +286,7 @@ func (c Config) coordConfig(src coord.PartitionSource) coord.Config {
 		cc.Partitions = func(context.Context, []string) (map[string]int32, error) { return nil, nil }
 	}
 	cc.SessionTTL, cc.DrainTimeout, cc.Debounce, cc.StartTimeout = c.SessionTTL, c.DrainTimeout, c.RebalanceDebounce, c.StartTimeout
+	cc.DeadlineMargin, cc.FailoverGrace = c.DeadlineMargin, c.FailoverGrace
 	cc.Logger = c.Logger
 	return cc
 }

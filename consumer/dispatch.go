@@ -78,7 +78,9 @@ func (p *pipeline) dispatchLocked(t tp, m *kafka.Message, o int64, h uint32) {
 func (p *pipeline) runJob(j *job) {
 	defer j.cancel()
 	done := false
-	if j.ctx.Err() == nil {
+	// Live: not at or past the session's conservative lease deadline,
+	// after which the leader may give the range away (coord/deadline.go).
+	if j.ctx.Err() == nil && p.sess.Live() {
 		// An error here means the context ended: the record stays
 		// pending for the range's next owner.
 		done = p.c.process(j.ctx, j, &p.mu.Mutex) == nil

@@ -73,6 +73,19 @@ type Config struct {
 	// SessionTTL is the etcd lease TTL: a member that stops answering loses
 	// its ranges this long after. Default 10 s; etcd may grant more.
 	SessionTTL time.Duration
+	// DeadlineMargin: a member stops starting records (and ends its
+	// session) this long before the earliest instant etcd could expire its
+	// lease, counted from when it sent the last keepalive etcd answered
+	// (deadline.go). It covers clock-rate differences between the member
+	// and etcd. Default SessionTTL/10 (zero means that); at most
+	// SessionTTL/2.
+	DeadlineMargin time.Duration
+	// FailoverGrace: the leader gives a crashed or cut-off member's ranges
+	// to others only this long after it first saw the member's session
+	// gone, on its own clock (grace.go), so that records the old owner
+	// started before its deadline can end first. Default 1 s; 0 turns it
+	// off.
+	FailoverGrace time.Duration
 	// DrainTimeout bounds how long an owner may drain a revoked range (the
 	// leader writes it into the record as drain_ms). The leader hands the
 	// range over anyway once DrainTimeout plus max(1s, SessionTTL) has
@@ -105,6 +118,7 @@ func DefaultConfig() Config {
 		Weight:           1,
 		SessionTTL:       10 * time.Second,
 		DrainTimeout:     30 * time.Second,
+		FailoverGrace:    time.Second,
 		Debounce:         200 * time.Millisecond,
 		PartitionRefresh: 10 * time.Second,
 		StartTimeout:     10 * time.Second,
@@ -119,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
+	}
+	if c.DeadlineMargin == 0 {
+		c.DeadlineMargin = c.SessionTTL / 10
 	}
 	return c
 }
@@ -155,6 +172,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("coord: weight %d is above the limit %d (Config.Weight, default 1): weights are relative, scale them down", c.Weight, MaxWeight)
 	case c.SessionTTL < time.Second:
 		return fmt.Errorf("coord: session TTL %s must be at least 1s (Config.SessionTTL, default 10s)", c.SessionTTL)
+	case c.DeadlineMargin < 0 || c.DeadlineMargin > c.SessionTTL/2:
+		return fmt.Errorf("coord: deadline margin %s must be between 0 and half the session TTL %s (Config.DeadlineMargin, default SessionTTL/10)", c.DeadlineMargin, c.SessionTTL)
+	case c.FailoverGrace < 0:
+		return fmt.Errorf("coord: failover grace %s must not be negative (Config.FailoverGrace, default 1s, 0 turns it off)", c.FailoverGrace)
 	case c.DrainTimeout <= 0:
 		return fmt.Errorf("coord: drain timeout %s must be positive (Config.DrainTimeout, default 30s)", c.DrainTimeout)
 	case c.Debounce < 0:

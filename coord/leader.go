@@ -181,6 +181,7 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 		seen = make(map[rangeObs]time.Time)
 		// Topics deleted and created again (topics.go).
 		topics = &topicWatch{resetAt: make(map[string]time.Time), held: make(map[string]bool)}
+		gone   goneTracker // FailoverGrace (grace.go)
 	)
 	poke()
 	for {
@@ -228,11 +229,15 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 		}
 		clock := time.Now() // monotonic; .UTC() below drops that reading
 		observe(seen, snap, clock)
+		held, wait := gone.held(snap, clock, s.cfg.FailoverGrace)
+		if wait > 0 {
+			time.AfterFunc(wait, poke)
+		}
 		changes := plan(planInput{
 			schema: s.schema, snap: snap, parts: topics.assignable(parts), now: clock.UTC(),
 			drainTimeout: s.cfg.DrainTimeout, gen: snap.Generation.Generation + 1,
 			maxTxnOps: s.cfg.MaxTxnOps,
-			clock:     clock, seen: seen, grace: drainGrace(s.cfg.SessionTTL),
+			clock:     clock, seen: seen, grace: drainGrace(s.cfg.SessionTTL), held: held,
 		})
 		if len(changes) == 0 {
 			continue

@@ -40,6 +40,9 @@ type planInput struct {
 	clock time.Time
 	seen  map[rangeObs]time.Time
 	grace time.Duration
+	// held are owners gone for less than FailoverGrace: their ranges wait
+	// (grace.go).
+	held map[string]bool
 }
 
 // rangeObs names one version of a range record: a rewrite of the record
@@ -307,6 +310,9 @@ func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 	pieces := split(rec.Range(), want)
 	_, alive := in.snap.Members[rec.Owner]
 	stays := len(pieces) == 1 && pieces[0].owner == rec.Owner
+	if !alive && in.held[rec.Owner] {
+		return change{}, false // the old owner may still be finishing (grace.go)
+	}
 	var out []next
 	switch {
 	case r.EntryErr != nil:

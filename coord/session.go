@@ -38,6 +38,7 @@ type Session struct {
 	info      MemberInfo
 	rec       *recorder
 	ttl       time.Duration // granted by etcd
+	dl        deadline      // conservative lease deadline (deadline.go)
 
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
@@ -78,6 +79,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 	sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	ttl := int64(cfg.SessionTTL.Round(time.Second) / time.Second)
+	granted := time.Now() // before the request: see deadline.go
 	lease, err := cli.Grant(sctx, ttl)
 	if err != nil {
 		return nil, fmt.Errorf("coord: cannot open an etcd session within %s (endpoints %v): %w; check that etcd is running and reachable", cfg.StartTimeout, cli.Endpoints(), err)
@@ -106,6 +108,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 	}
 	s.memberRev = resp.Header.Revision
 	s.ttl = time.Duration(lease.TTL) * time.Second
+	s.dl.extend(granted.Add(time.Duration(lease.TTL)*time.Second - cfg.DeadlineMargin))
 	s.log.Info("joined group", "group", cfg.Group, "ttl_s", lease.TTL, "lease", fmt.Sprintf("%x", lease.ID))
 
 	s.goFunc(func() {
@@ -121,6 +124,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 		case <-s.ctx.Done():
 		}
 	})
+	s.goFunc(s.keepDeadline)
 	s.goFunc(s.watchAssignment)
 	s.goFunc(s.watchPause)
 	s.goFunc(s.campaign)
@@ -139,7 +143,9 @@ func (s *Session) goFunc(fn func()) {
 // ID is the member id.
 func (s *Session) ID() string { return s.cfg.MemberID }
 
-// Ctx ends when the session is lost or closed; context.Cause says which.
+// Ctx ends when the session is lost or closed; context.Cause says which. It
+// ends at the latest shortly after Deadline; use Live to decide, at the
+// instant it matters, whether to start owned work.
 func (s *Session) Ctx() context.Context { return s.ctx }
 
 // TTL is the lease TTL etcd granted.

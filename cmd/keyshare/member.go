@@ -138,6 +138,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		cfg.BatchHandler = c.batchHandler(cost, &mu, rng, stallKey, stallFor, &stalled, rec, func() string { return self.ID() })
 	}
 	cfg.Handler = func(ctx context.Context, m *kafka.Message) error {
+		start := time.Now()
 		mu.Lock()
 		d, fail := cost(rng, 1), rng.Float64() < c.failRate
 		mu.Unlock()
@@ -157,7 +158,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 			return errors.New("simulated failure (--fail-rate)")
 		}
 		if rec != nil {
-			return rec.write(self.ID(), m)
+			return rec.write(self.ID(), m, start)
 		}
 		return nil
 	}
@@ -254,7 +255,8 @@ type handledRecord struct {
 	Offset    int64     `json:"offset"`
 	Key       string    `json:"key"`
 	Value     string    `json:"value"`
-	Time      time.Time `json:"time"`
+	Start     time.Time `json:"start"` // when the handler was called (this attempt)
+	Time      time.Time `json:"time"`  // when it finished
 }
 
 func openRecordLog(path string) (*recordLog, error) {
@@ -268,10 +270,10 @@ func openRecordLog(path string) (*recordLog, error) {
 // write appends the line and hands it to the OS before returning, so that a
 // record counts as done only once its side effect is in the file (a SIGKILL
 // of the process does not lose it).
-func (l *recordLog) write(member string, m *kafka.Message) error {
+func (l *recordLog) write(member string, m *kafka.Message, start time.Time) error {
 	b, _ := json.Marshal(handledRecord{
 		Member: member, Topic: *m.TopicPartition.Topic, Partition: m.TopicPartition.Partition,
-		Offset: int64(m.TopicPartition.Offset), Key: string(m.Key), Value: string(m.Value), Time: time.Now().UTC(),
+		Offset: int64(m.TopicPartition.Offset), Key: string(m.Key), Value: string(m.Value), Start: start.UTC(), Time: time.Now().UTC(),
 	})
 	l.mu.Lock()
 	defer l.mu.Unlock()

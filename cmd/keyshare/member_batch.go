@@ -72,6 +72,7 @@ var errEarlierFailed = errors.New("not applied: an earlier record of its key fai
 func (c *memberCommand) batchHandler(cost costFunc, mu *sync.Mutex, rng *rand.Rand, stallKey string, stallFor time.Duration,
 	stalled *sync.Once, rec *recordLog, id func() string) consumer.BatchHandler {
 	return func(ctx context.Context, batch []*kafka.Message) []error {
+		start := time.Now() // every record of the batch starts with the call
 		mu.Lock()
 		d := cost(rng, len(batch))
 		fail := make([]bool, len(batch))
@@ -106,7 +107,7 @@ func (c *memberCommand) batchHandler(cost costFunc, mu *sync.Mutex, rng *rand.Ra
 			case fail[i]:
 				res[i] = errors.New("simulated failure (--fail-rate)")
 			case rec != nil:
-				res[i] = rec.write(id(), m)
+				res[i] = rec.write(id(), m, start)
 			}
 			if res[i] != nil && m.Key != nil {
 				failed[key] = true

@@ -1,0 +1,55 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+// TestOverlapChecker feeds the overlap checker made-up histories: a clean
+// handover, a zombie that starts a record after the new owner did, and an
+// owner that legitimately gets its range back.
+func TestOverlapChecker(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	g := func(ms int, owner string) grant {
+		return grant{at: at(ms), rec: coord.RangeRecord{Topic: topic, Partition: 0, Lo: 0, Hi: ledger.HashSpace, Owner: owner}}
+	}
+	h := func(ms int, member string, off int64) handledLine {
+		return handledLine{Member: member, Partition: 0, Offset: off, Key: "k", Start: at(ms), Time: at(ms + 1)}
+	}
+	for _, c := range []struct {
+		name     string
+		grants   []grant
+		lines    []handledLine
+		moves    int
+		overlaps int
+		min      time.Duration
+	}{
+		{"clean handover", []grant{g(0, "a"), g(1000, "b")},
+			[]handledLine{h(10, "a", 0), h(500, "a", 1), h(1200, "b", 2)}, 1, 0, 700 * time.Millisecond},
+		{"zombie keeps starting", []grant{g(0, "a"), g(1000, "b")},
+			[]handledLine{h(10, "a", 0), h(1200, "b", 1), h(1500, "a", 2), h(1600, "b", 2)}, 1, 1, -300 * time.Millisecond},
+		{"range comes back", []grant{g(0, "a"), g(1000, "b"), g(2000, "a")},
+			[]handledLine{h(10, "a", 0), h(1200, "b", 1), h(2100, "a", 2)}, 2, 0, 900 * time.Millisecond},
+		{"new owner a little before the test saw its grant", []grant{g(0, "a"), g(1000, "b")},
+			[]handledLine{h(10, "a", 0), h(950, "b", 1)}, 1, 0, 940 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// Grants without a state are failovers; see "handover" below.
+			r := overlap(c.grants, c.lines)
+			if r.Moves != c.moves || r.Overlaps != c.overlaps || r.Min != c.min || r.Failovers != c.moves {
+				t.Errorf("got %+v, want %d moves, %d overlaps, min %s", r, c.moves, c.overlaps, c.min)
+			}
+		})
+	}
+	// A released range moving on is a handover, not a failover.
+	rel := g(900, "a")
+	rel.rec.State = coord.StateReleased
+	r := overlap([]grant{g(0, "a"), rel, g(1000, "b")}, []handledLine{h(10, "a", 0), h(1200, "b", 1)})
+	if r.Moves != 1 || r.Failovers != 0 {
+		t.Errorf("handover counted as failover: %+v", r)
+	}
+}

@@ -1,0 +1,168 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+// grant is a range record as the test saw it appear in etcd, with the time
+// it saw it. The members see it no earlier than the test does, give or take
+// the watch's delivery: handlings are matched to grants with grantSlack.
+type grant struct {
+	at  time.Time
+	rec coord.RangeRecord
+}
+
+// grantSlack: a handling that starts this little before the test saw its
+// member's grant is counted in that grant's tenure (the member saw the
+// grant first).
+const grantSlack = 100 * time.Millisecond
+
+// watchRanges records every range record written in etcd until ctx ends.
+// It starts at revision 1, before any member joins.
+func (e *env) watchRanges(ctx context.Context) {
+	wch := e.cli.Watch(ctx, "/keyshare/"+group+"/ranges/", clientv3.WithPrefix(), clientv3.WithRev(1))
+	for wr := range wch {
+		now := time.Now()
+		for _, ev := range wr.Events {
+			if ev.Type != clientv3.EventTypePut {
+				continue // a deleted record's space is covered by the puts of the same txn
+			}
+			var r coord.RangeRecord
+			if json.Unmarshal(ev.Kv.Value, &r) != nil || r.Topic != topic {
+				continue // damaged on purpose (row 14)
+			}
+			e.mu.Lock()
+			e.grants = append(e.grants, grant{at: now, rec: r})
+			e.mu.Unlock()
+		}
+	}
+}
+
+// overlapResult measures, for every key and every time the range holding it
+// changed owner, how long after the old owner's last start of a record of
+// the key the new owner's first start came. Negative: the old owner started
+// a record after the new owner had started one, two members ran one key at
+// once.
+type overlapResult struct {
+	Moves    int           // owner changes measured (both owners handled the key)
+	Overlaps int           // of which negative
+	Min      time.Duration // smallest gap (valid if Moves > 0)
+	Worst    string        // where the smallest gap is
+	// Failovers are the owner changes where the old owner had not
+	// released the range (its session ended, or its drain timed out),
+	// FailoverMin their smallest gap.
+	Failovers   int
+	FailoverMin time.Duration
+}
+
+func (o overlapResult) String() string {
+	if o.Moves == 0 {
+		return "overlap: no owner change measured"
+	}
+	f := "none"
+	if o.Failovers > 0 {
+		f = fmt.Sprintf("%s over %d", o.FailoverMin.Round(time.Millisecond), o.Failovers)
+	}
+	return fmt.Sprintf("overlap: min gap %s over %d owner changes (%d negative; worst %s); at failovers %s", o.Min.Round(time.Millisecond), o.Moves, o.Overlaps, o.Worst, f)
+}
+
+// overlap computes the overlap result from the grants seen and the
+// handlings logged (e.mu held).
+func overlap(grants []grant, lines []handledLine) overlapResult {
+	type pk struct {
+		p int32
+		h uint32
+	}
+	// tenure is one owner's uninterrupted ownership of a key's hash.
+	type tenure struct {
+		owner       string
+		state       string // of the owner's last record in the tenure
+		from        time.Time
+		first, last time.Time // starts of handlings in it
+		n           int
+	}
+	timelines := map[pk][]*tenure{}
+	timeline := func(k pk) []*tenure {
+		if tl, ok := timelines[k]; ok {
+			return tl
+		}
+		var tl []*tenure
+		for _, g := range grants {
+			if g.rec.Partition != k.p || !g.rec.Range().Contains(k.h) {
+				continue
+			}
+			if n := len(tl); n > 0 && tl[n-1].owner == g.rec.Owner {
+				tl[n-1].state = g.rec.State
+				continue // same owner: split, revoking, released, kept
+			}
+			tl = append(tl, &tenure{owner: g.rec.Owner, state: g.rec.State, from: g.at})
+		}
+		timelines[k] = tl
+		return tl
+	}
+	keysOf := map[pk]string{}
+	for _, l := range lines {
+		if l.Start.IsZero() {
+			continue
+		}
+		k := pk{l.Partition, ledger.Hash([]byte(l.Key), l.Offset)}
+		keysOf[k] = fmt.Sprintf("partition %d key %s", l.Partition, l.Key)
+		tl := timeline(k)
+		// The member's latest tenure begun by then: a zombie's late
+		// handlings stay in its old tenure.
+		for i := len(tl) - 1; i >= 0; i-- {
+			t := tl[i]
+			if t.owner != l.Member || t.from.After(l.Start.Add(grantSlack)) {
+				continue
+			}
+			if t.n == 0 || l.Start.Before(t.first) {
+				t.first = l.Start
+			}
+			if t.n == 0 || l.Start.After(t.last) {
+				t.last = l.Start
+			}
+			t.n++
+			break
+		}
+	}
+	var r overlapResult
+	ks := make([]pk, 0, len(timelines))
+	for k := range timelines {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i].p < ks[j].p || ks[i].p == ks[j].p && ks[i].h < ks[j].h })
+	for _, k := range ks {
+		tl := timelines[k]
+		for i := 1; i < len(tl); i++ {
+			prev, next := tl[i-1], tl[i]
+			if prev.n == 0 || next.n == 0 {
+				continue
+			}
+			gap := next.first.Sub(prev.last)
+			if r.Moves == 0 || gap < r.Min {
+				r.Min = gap
+				r.Worst = fmt.Sprintf("%s, %s → %s at %s", keysOf[k], prev.owner, next.owner, next.first.Format("15:04:05.000"))
+			}
+			r.Moves++
+			if prev.state != coord.StateReleased {
+				if r.Failovers == 0 || gap < r.FailoverMin {
+					r.FailoverMin = gap
+				}
+				r.Failovers++
+			}
+			if gap < 0 {
+				r.Overlaps++
+			}
+		}
+	}
+	return r
+}
