@@ -275,7 +275,7 @@ func (p *pipeline) finishJob(j *job, done bool) {
 // dead-lettered or abandoned.
 func (p *pipeline) runBatch(b *batch) {
 	var live []*job
-	alive := p.sess.Live() // the session's conservative lease deadline (coord/deadline.go)
+	alive := p.live()
 	for _, j := range b.jobs {
 		if j.ctx.Err() != nil || !alive {
 			// Dropped with its range (or the session) while queued: it

@@ -73,6 +73,12 @@ func (p *pipeline) dispatchLocked(t tp, m *kafka.Message, o int64, h uint32) {
 	p.sched.submit(j)
 }
 
+// live reports whether the session is short of its conservative lease
+// deadline, after which the leader may give the ranges away
+// (coord/deadline.go): no record starts past it. A pipeline without a
+// session (the scheduler's unit tests) is always live.
+func (p *pipeline) live() bool { return p.sess == nil || p.sess.Live() }
+
 // runJob runs on a worker: it handles the record (unless its range was
 // dropped meanwhile) and records the outcome.
 func (p *pipeline) runJob(j *job) {
@@ -80,7 +86,7 @@ func (p *pipeline) runJob(j *job) {
 	done := false
 	// Live: not at or past the session's conservative lease deadline,
 	// after which the leader may give the range away (coord/deadline.go).
-	if j.ctx.Err() == nil && p.sess.Live() {
+	if j.ctx.Err() == nil && p.live() {
 		// An error here means the context ended: the record stays
 		// pending for the range's next owner.
 		done = p.c.process(j.ctx, j, &p.mu.Mutex) == nil
