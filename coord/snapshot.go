@@ -71,7 +71,16 @@ func (r RangeState) TP() TopicPartition {
 
 // ReadSnapshot reads the group's state in one transaction.
 func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Snapshot, error) {
-	resp, err := cli.Txn(ctx).Then(
+	resp, err := cli.Txn(ctx).Then(snapshotOps(s)...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("coord: read group state under %s: %w", s.Root(), err)
+	}
+	return snapshotOf(s, resp), nil
+}
+
+// snapshotOps are ReadSnapshot's reads, in groupKVs order.
+func snapshotOps(s keys.Schema) []clientv3.Op {
+	return []clientv3.Op{
 		clientv3.OpGet(s.Members(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.Ranges(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.Ledger(), clientv3.WithPrefix()),
@@ -79,15 +88,47 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*Sn
 		clientv3.OpGet(s.Generation()),
 		clientv3.OpGet(s.Stuck(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.Lost(), clientv3.WithPrefix()),
-	).Commit()
-	if err != nil {
-		return nil, fmt.Errorf("coord: read group state under %s: %w", s.Root(), err)
 	}
+}
+
+// snapshotOf decodes the first len(groupKVs) responses of a transaction
+// made of snapshotOps.
+func snapshotOf(s keys.Schema, resp *clientv3.TxnResponse) *Snapshot {
 	var kvs groupKVs
 	for i := range kvs {
 		kvs[i] = resp.Responses[i].GetResponseRange().Kvs
 	}
-	return buildSnapshot(s, resp.Header.Revision, kvs), nil
+	return buildSnapshot(s, resp.Header.Revision, kvs)
+}
+
+// GroupView is everything an operator's view of the group needs from etcd:
+// the snapshot, the current leader and the pause state.
+type GroupView struct {
+	*Snapshot
+	Leader string // the member that leads, "" if none
+	Pause  PauseState
+}
+
+// ReadGroupView reads the group's snapshot, leader and pause state in one
+// transaction (keyshare status: one etcd read whatever the group's size).
+func ReadGroupView(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*GroupView, error) {
+	ops := append(snapshotOps(s),
+		clientv3.OpGet(s.Election()+"/", clientv3.WithFirstCreate()...),
+		clientv3.OpGet(s.Paused()),
+	)
+	resp, err := cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("coord: read group state under %s: %w", s.Root(), err)
+	}
+	v := &GroupView{Snapshot: snapshotOf(s, resp)}
+	n := len(groupKVs{})
+	if kvs := resp.Responses[n].GetResponseRange().Kvs; len(kvs) > 0 {
+		v.Leader = string(kvs[0].Value)
+	}
+	if kvs := resp.Responses[n+1].GetResponseRange().Kvs; len(kvs) > 0 {
+		v.Pause = pauseState(string(kvs[0].Key), kvs[0].Value)
+	}
+	return v, nil
 }
 
 // groupKVs is what ReadSnapshot reads, in its order: members, ranges,
