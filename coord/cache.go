@@ -40,6 +40,11 @@ type groupCache struct {
 		snap  *Snapshot // built at snapRev, reused while nothing changes
 		// snapRev is the revision snap was built at.
 		snapRev int64
+		// assignRev is the revision of the last change to a member or
+		// range key (or of the last full read).
+		assignRev int64
+		// memo holds the values decoded for the last snapshot.
+		memo *decodeMemo
 		// reloads counts full reads (the first, and each resync).
 		reloads int
 		// wake is closed and replaced on every change.
@@ -60,6 +65,7 @@ const (
 func newGroupCache(cli *clientv3.Client, s keys.Schema, log hclog.Logger) *groupCache {
 	c := &groupCache{cli: cli, schema: s, log: log, assign: make(chan struct{}, 1)}
 	c.mu.wake = make(chan struct{})
+	c.mu.memo = newDecodeMemo()
 	return c
 }
 
@@ -128,6 +134,7 @@ func (c *groupCache) load(ctx context.Context) (int64, error) {
 		c.mu.kvs[i] = m
 	}
 	c.mu.rev = resp.Header.Revision
+	c.mu.assignRev = resp.Header.Revision
 	c.mu.ready = true
 	c.mu.snap = nil
 	c.mu.reloads++
@@ -159,7 +166,10 @@ func (c *groupCache) follow(ctx context.Context, rev int64) error {
 				} else {
 					c.mu.kvs[k][string(ev.Kv.Key)] = ev.Kv
 				}
-				assign = assign || k == cacheMembers || k == cacheRanges
+				if k == cacheMembers || k == cacheRanges {
+					assign = true
+					c.mu.assignRev = max(c.mu.assignRev, ev.Kv.ModRevision)
+				}
 			}
 			c.mu.rev = max(c.mu.rev, ev.Kv.ModRevision)
 		}
@@ -205,7 +215,7 @@ func (c *groupCache) snapshot(ctx context.Context) (*Snapshot, error) {
 					slices.SortFunc(list, func(a, b *mvccpb.KeyValue) int { return bytes.Compare(a.Key, b.Key) })
 					kvs[i] = list
 				}
-				c.mu.snap, c.mu.snapRev = buildSnapshot(c.schema, c.mu.rev, kvs), c.mu.rev
+				c.mu.snap, c.mu.snapRev = buildSnapshotMemo(c.schema, c.mu.rev, kvs, c.mu.memo), c.mu.rev
 			}
 			snap := c.mu.snap
 			c.mu.Unlock()
@@ -219,6 +229,15 @@ func (c *groupCache) snapshot(ctx context.Context) (*Snapshot, error) {
 		case <-wake:
 		}
 	}
+}
+
+// assignRevision is the revision of the last change of a member or range
+// key the cache has seen: while it stays, the assignor's input from etcd is
+// the same.
+func (c *groupCache) assignRevision() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.assignRev
 }
 
 // waitRev waits until the copy holds revision rev (the leader's own write),

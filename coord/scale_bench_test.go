@@ -150,6 +150,16 @@ func BenchmarkScaleSnapshot(b *testing.B) {
 				buildSnapshot(planSchema, 100, kvs)
 			}
 		})
+		b.Run(c.name+"/cached-one-change", func(b *testing.B) {
+			// The leader's cache: one ledger entry changed since the
+			// last build.
+			memo := newDecodeMemo()
+			buildSnapshotMemo(planSchema, 100, kvs, memo)
+			for b.Loop() {
+				kvs[2][0].ModRevision++
+				buildSnapshotMemo(planSchema, 100, kvs, memo)
+			}
+		})
 		b.Run(c.name+"/watermarks", func(b *testing.B) {
 			snap := buildSnapshot(planSchema, 100, kvs)
 			for b.Loop() {
