@@ -80,7 +80,7 @@ func (c *benchCommand) largeGroups(ctx context.Context) error {
 		for _, m := range coordMs {
 			r, err := c.coordOnly(ctx, ec.Endpoints(), cli, p, m)
 			if err != nil {
-				c.printf("| %d | %d | failed: %v |\n", p, m, err)
+				c.printf("| %d | %d | %s | failed: %v |\n", p, m, secs(r.settle), err)
 				continue
 			}
 			c.printf("| %d | %d | %s | %s | %s | %.1f | %d | %d |\n", p, m, secs(r.settle), secs(r.leave), secs(r.crash), r.idleWrites, r.keys, r.db)
@@ -272,6 +272,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 		}
 		sessions = append(sessions, s)
 	}
+	res.settle = -1
 	settleLimit := 5 * time.Minute
 	if m > 64 {
 		settleLimit = 2 * time.Minute
