@@ -24,24 +24,25 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 	}
 	// Resolve start offsets of ranges without ledger state before taking
 	// the lock: it may ask etcd and Kafka.
-	starts := make(map[tp]int64)
+	// All partitions at once (startoffsets.go).
+	var need []tp
+	asked := make(map[tp]bool)
 	for _, r := range a.Ranges {
-		if r.Entry.Initialized() {
-			continue
+		if !r.Entry.Initialized() && !asked[r.TP()] {
+			asked[r.TP()] = true
+			need = append(need, r.TP())
 		}
-		if _, ok := starts[r.TP()]; ok {
-			continue
+	}
+	starts, startErrs := p.c.startOffsets(p.ctx, p.sess, need)
+	if len(startErrs) > 0 {
+		if p.ctx.Err() != nil {
+			return nil
 		}
-		s, err := p.c.startOffset(p.ctx, p.sess, r.TP())
-		if err != nil {
-			if p.ctx.Err() != nil {
-				return nil
-			}
-			p.log.Error("cannot find where a new range starts; will retry", "topic", r.Record.Topic, "partition", r.Record.Partition, "error", err)
-			p.retryLater()
-			continue
+		for t, err := range startErrs {
+			p.log.Error("cannot find where a new range starts; will retry", "topic", t.Topic, "partition", t.Partition, "error", err, "partitions_failed", len(startErrs))
+			break
 		}
-		starts[r.TP()] = s
+		p.retryLater()
 	}
 
 	p.mu.Lock()

@@ -16,10 +16,16 @@ import (
 // lasts. Every write it makes is guarded by the election key's create
 // revision, so a deposed leader cannot write (the guard etcd's
 // Election.Proclaim uses).
+//
+// The Leader holds the leader's work in one place: the election result, the
+// assignment rounds (assignLoop) and the commit rounds (RunCommits, in
+// commits.go). Both read the group from one watch-fed cache (cache.go), so a
+// round costs no etcd read.
 type Leader struct {
-	s   *Session
-	key string
-	rev int64
+	s     *Session
+	key   string
+	rev   int64
+	cache *groupCache
 }
 
 // Guard holds only while this member leads.
@@ -27,9 +33,12 @@ func (l *Leader) Guard() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)
 }
 
-// Snapshot reads the group's state.
+// Snapshot is the group's state as the leader's watch-fed cache holds it
+// (without lost/: read those with ReadSnapshot). It costs no etcd request
+// once the cache has read the group; it waits for that first read. The
+// snapshot is shared: do not change it.
 func (l *Leader) Snapshot(ctx context.Context) (*Snapshot, error) {
-	return ReadSnapshot(ctx, l.s.cli, l.s.group())
+	return l.cache.snapshot(ctx)
 }
 
 // RecordCommit stores offset as the partition's committed offset, guarded by
@@ -86,7 +95,7 @@ func (s *Session) campaign() {
 			s.log.Warn("won an election whose key is gone; campaigning again", "key", e.Key(), "error", err)
 			continue
 		}
-		l := &Leader{s: s, key: e.Key(), rev: e.Rev()}
+		l := &Leader{s: s, key: e.Key(), rev: e.Rev(), cache: newGroupCache(s.cli, s.schema, s.log.Named("cache"))}
 		s.lead(ctx, l)
 		rctx, rcancel := context.WithTimeout(s.ctx, 2*time.Second)
 		if err := e.Resign(rctx); err != nil && s.ctx.Err() == nil {
@@ -122,6 +131,13 @@ func (s *Session) lead(ctx context.Context, l *Leader) {
 		cancel() // watch ended: we cannot tell, so step down and campaign again
 	}()
 
+	cacheDone := make(chan struct{})
+	go func() {
+		defer close(cacheDone)
+		l.cache.run(lctx)
+	}()
+	defer func() { <-cacheDone }()
+
 	done := make(chan struct{})
 	if s.cfg.OnLeader != nil {
 		go func() {
@@ -131,7 +147,7 @@ func (s *Session) lead(ctx context.Context, l *Leader) {
 	} else {
 		close(done)
 	}
-	err := s.assignLoop(lctx, l)
+	err := l.assignLoop(lctx)
 	cancel()
 	<-done
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -147,26 +163,14 @@ func (s *Session) setLeader(v bool) {
 	s.mu.Unlock()
 }
 
-// assignLoop keeps the assignment in step with members and partitions.
-func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
-	trigger := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case trigger <- struct{}{}:
-		default:
-		}
-	}
-	for _, prefix := range []string{s.schema.Members(), s.schema.Ranges()} {
-		wch := s.cli.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix())
-		go func() {
-			for wr := range wch {
-				if wr.Err() != nil {
-					return
-				}
-				poke()
-			}
-		}()
-	}
+// assignLoop keeps the assignment in step with members and partitions. A
+// round reads the group from the cache (no etcd request) and writes only
+// the changes the plan finds; the cache pokes it when a member or range key
+// changes (ledger flushes do not).
+func (l *Leader) assignLoop(ctx context.Context) error {
+	s := l.s
+	trigger := l.cache.assign
+	poke := l.cache.pokeAssign
 	tick := time.NewTicker(min(time.Second, s.cfg.DrainTimeout/4+time.Millisecond))
 	defer tick.Stop()
 
@@ -182,6 +186,14 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 		// Topics deleted and created again (topics.go).
 		topics = &topicWatch{resetAt: make(map[string]time.Time), held: make(map[string]bool)}
 		gone   goneTracker // FailoverGrace (grace.go)
+		// quiet is the assignment revision and partition read of the
+		// last round that planned nothing with no range revoking: until
+		// either changes, a round would plan nothing again, so it is
+		// skipped (at P = 4,096 a plan costs about 10 ms of CPU). Ledger
+		// damage, which the plan also repairs, is looked at again at
+		// least every PartitionRefresh, when the partitions are reread.
+		quietRev     int64 = -1
+		quietPartsAt time.Time
 	)
 	poke()
 	for {
@@ -216,10 +228,13 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 		} else if len(topics.held) > 0 {
 			s.checkTopics(ctx, l, topics) // a reset under way: every round
 		}
-		snap, err := ReadSnapshot(ctx, s.cli, s.group())
-		if err != nil {
-			s.log.Warn("read group state", "error", err)
+		assignRev := l.cache.assignRevision()
+		if assignRev == quietRev && partsAt.Equal(quietPartsAt) && !topics.changed {
 			continue
+		}
+		snap, err := l.cache.snapshot(ctx)
+		if err != nil {
+			return err
 		}
 		if p := joinErrors(snap.Problems); p != problems {
 			if p != "" {
@@ -239,12 +254,35 @@ func (s *Session) assignLoop(ctx context.Context, l *Leader) error {
 			maxTxnOps: s.cfg.MaxTxnOps,
 			clock:     clock, seen: seen, grace: drainGrace(s.cfg.SessionTTL), held: held,
 		})
+		topics.changed = false
 		if len(changes) == 0 {
+			// Quiet only if nothing waits on a clock: a revoke's drain,
+			// a gone owner's FailoverGrace, a recreated topic's reset.
+			if len(seen) == 0 && len(held) == 0 && len(topics.held) == 0 {
+				quietRev, quietPartsAt = assignRev, partsAt
+			}
 			continue
 		}
-		retry, err := s.apply(ctx, l, snap.Generation.Generation+1, changes)
+		quietRev = -1
+		if len(changes) > maxChangesPerRound {
+			// A partition count change of thousands at once, or a first
+			// assignment of a large group: write it in bounded rounds.
+			s.log.Info("large assignment change; writing it over several rounds", "changes", len(changes), "this_round", maxChangesPerRound)
+			changes = changes[:maxChangesPerRound]
+			poke()
+		}
+		retry, rev, err := s.apply(ctx, l, snap.Generation.Generation+1, changes)
 		if err != nil {
 			return err
+		}
+		if rev > 0 {
+			// Plan the next round on a cache that holds this round's
+			// writes, or its compares would fail on stale revisions.
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if !l.cache.waitRev(wctx, rev) && ctx.Err() == nil {
+				s.log.Warn("the leader's cache has not seen its own assignment write yet; planning on it anyway", "revision", rev)
+			}
+			cancel()
 		}
 		if retry {
 			poke()
@@ -321,38 +359,66 @@ func (s *Session) readPartitions(ctx context.Context) (parts []PartitionWeight, 
 	return out, slices.Compact(missing), nil
 }
 
-// apply writes the changes in as few transactions as etcd's limits allow,
-// each guarded by leadership. A change whose compares fail (an owner wrote
-// meanwhile) is left for the next round: retry says so.
-func (s *Session) apply(ctx context.Context, l *Leader, gen int64, changes []change) (retry bool, err error) {
+// maxChangesPerRound bounds one assignment round: a larger plan (thousands
+// of new partitions at once) is written over several rounds, each planned
+// afresh from what the previous one wrote.
+const maxChangesPerRound = 1024
+
+// maxTxnBytes bounds the size of one assignment transaction, below etcd's
+// default request limit (--max-request-bytes, 1.5 MiB), so that a group
+// whose changes would exceed it (large ledger entries moving) is written in
+// several transactions.
+const maxTxnBytes = 1 << 20
+
+// opBytes is roughly the request size of an op: its key and value.
+func opBytes(op clientv3.Op) int { return len(op.KeyBytes()) + len(op.ValueBytes()) + 16 }
+
+func (c change) bytes() int {
+	n := 0
+	for _, op := range c.ops {
+		n += opBytes(op)
+	}
+	return n + 32*len(c.cmps)
+}
+
+// apply writes the changes in as few transactions as etcd's limits allow
+// (MaxTxnOps operations, maxTxnBytes bytes), each guarded by leadership. A
+// change whose compares fail (an owner wrote meanwhile) is left for the
+// next round: retry says so. rev is the revision of the last write.
+func (s *Session) apply(ctx context.Context, l *Leader, gen int64, changes []change) (retry bool, rev int64, err error) {
 	genOp := clientv3.OpPut(s.schema.Generation(), mustJSON(GenerationRecord{V: recordVersion, Generation: gen, Leader: s.ID(), At: time.Now().UTC()}))
 	limit := s.cfg.MaxTxnOps
 	for len(changes) > 0 {
-		n, cmps, ops := 0, 1, 1
+		n, cmps, ops, size := 0, 1, 1, opBytes(genOp)
 		for n < len(changes) {
 			c := changes[n]
-			if n > 0 && (cmps+len(c.cmps) > limit || ops+len(c.ops) > limit) {
+			b := c.bytes()
+			if n > 0 && (cmps+len(c.cmps) > limit || ops+len(c.ops) > limit || size+b > maxTxnBytes) {
 				break
 			}
-			cmps, ops = cmps+len(c.cmps), ops+len(c.ops)
+			if n == 0 && size+b > maxTxnBytes {
+				s.log.Error("an assignment change is larger than etcd's default request limit (1.5 MiB); writing it alone, etcd refuses it unless its --max-request-bytes is raised", "bytes", size+b, "change", c.what)
+			}
+			cmps, ops, size = cmps+len(c.cmps), ops+len(c.ops), size+b
 			n++
 		}
 		batch := changes[:n]
 		changes = changes[n:]
-		ok, err := s.applyBatch(ctx, l, genOp, gen, batch)
+		ok, wrote, err := s.applyBatch(ctx, l, genOp, gen, batch)
+		rev = max(rev, wrote)
 		if err != nil || ok {
 			if err != nil && !errors.Is(err, ErrNotLeader) {
 				// etcd unreachable, or a transaction it refused (a
 				// change over its limits would be refused every
 				// round): say which, then read again next round.
 				if ctx.Err() != nil {
-					return false, ctx.Err()
+					return false, rev, ctx.Err()
 				}
 				s.log.Warn("assignment not written; trying again next round", "generation", gen, "error", err, "changes", whats(batch))
-				return true, nil
+				return true, rev, nil
 			}
 			if err != nil {
-				return false, err
+				return false, rev, err
 			}
 			continue
 		}
@@ -363,14 +429,16 @@ func (s *Session) apply(ctx context.Context, l *Leader, gen int64, changes []cha
 			if len(batch) == 1 {
 				break
 			}
-			if _, err := s.applyBatch(ctx, l, genOp, gen, []change{c}); errors.Is(err, ErrNotLeader) {
-				return false, err
+			if _, wrote, err := s.applyBatch(ctx, l, genOp, gen, []change{c}); errors.Is(err, ErrNotLeader) {
+				return false, rev, err
 			} else if err != nil {
 				s.log.Warn("assignment change not written; trying again next round", "generation", gen, "error", err, "change", c.what)
+			} else {
+				rev = max(rev, wrote)
 			}
 		}
 	}
-	return retry, nil
+	return retry, rev, nil
 }
 
 // whats describes a batch of changes for a log line: the first few, and how
@@ -392,27 +460,34 @@ func whats(batch []change) string {
 
 // applyBatch writes changes in one transaction. It returns false if a compare
 // failed while this member still leads, and ErrNotLeader if it does not.
-func (s *Session) applyBatch(ctx context.Context, l *Leader, genOp clientv3.Op, gen int64, batch []change) (bool, error) {
+//
+// A large batch is logged as one line (its first changes and a count), not
+// one line per change: a group of thousands of partitions would flood.
+func (s *Session) applyBatch(ctx context.Context, l *Leader, genOp clientv3.Op, gen int64, batch []change) (bool, int64, error) {
 	cmps, ops := []clientv3.Cmp{l.Guard()}, []clientv3.Op{genOp}
 	for _, c := range batch {
 		cmps, ops = append(cmps, c.cmps...), append(ops, c.ops...)
 	}
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if resp.Succeeded {
-		for _, c := range batch {
-			s.log.Info("assignment", "generation", gen, "change", c.what)
+		if len(batch) <= 8 {
+			for _, c := range batch {
+				s.log.Info("assignment", "generation", gen, "change", c.what)
+			}
+		} else {
+			s.log.Info("assignment", "generation", gen, "changes", len(batch), "first", whats(batch))
 		}
-		return true, nil
+		return true, resp.Header.Revision, nil
 	}
 	lr, err := s.cli.Txn(ctx).If(l.Guard()).Commit()
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if !lr.Succeeded {
-		return false, ErrNotLeader
+		return false, 0, ErrNotLeader
 	}
-	return false, nil
+	return false, 0, nil
 }

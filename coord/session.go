@@ -209,6 +209,37 @@ func (s *Session) RecordedCommit(ctx context.Context, tp TopicPartition) (rec Co
 	return rec, true, nil
 }
 
+// RecordedCommits is RecordedCommit for many partitions, in one etcd
+// transaction per 64 partitions. A partition with no record, or an
+// unreadable one (reported in bad), is left out.
+func (s *Session) RecordedCommits(ctx context.Context, parts []TopicPartition) (recs map[TopicPartition]CommitRecord, bad map[TopicPartition]error, err error) {
+	recs, bad = make(map[TopicPartition]CommitRecord, len(parts)), make(map[TopicPartition]error)
+	const per = 64
+	for i := 0; i < len(parts); i += per {
+		batch := parts[i:min(i+per, len(parts))]
+		ops := make([]clientv3.Op, len(batch))
+		for j, p := range batch {
+			ops[j] = clientv3.OpGet(s.schema.Commit(p.Topic, p.Partition))
+		}
+		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, nil, fmt.Errorf("coord: read recorded commits: %w", err)
+		}
+		for j, p := range batch {
+			kvs := resp.Responses[j].GetResponseRange().Kvs
+			if len(kvs) != 1 {
+				continue
+			}
+			if rec, err := DecodeCommit(string(kvs[0].Key), kvs[0].Value); err != nil {
+				bad[p] = err
+			} else {
+				recs[p] = rec
+			}
+		}
+	}
+	return recs, bad, nil
+}
+
 // watchAssignment publishes the member's assignment on every change of the
 // range records.
 func (s *Session) watchAssignment() {

@@ -68,6 +68,7 @@ func DecodeTopic(key string, data []byte) (TopicRecord, error) {
 type topicWatch struct {
 	resetAt map[string]time.Time // when this leader deleted a topic's state (its monotonic clock)
 	held    map[string]bool      // topics not to assign now
+	changed bool                 // held changed since the last plan
 }
 
 // checkTopics compares Kafka's topic ids with the group's and starts
@@ -130,7 +131,7 @@ func (s *Session) checkTopics(ctx context.Context, l *Leader, tw *topicWatch) {
 				s.log.Error("topic was deleted and created again: the group's ledger and committed offsets of the old topic do not apply to the new log; starting the topic afresh where auto.offset.reset says (records of the old topic not yet handled were deleted with it)",
 					"topic", topic, "old_id", rec.ID, "new_id", id)
 				tw.resetAt[topic] = time.Now()
-				tw.held[topic] = true
+				tw.held[topic], tw.changed = true, true
 			}
 		case rec.State == TopicResetting:
 			tw.held[topic] = true
@@ -147,6 +148,7 @@ func (s *Session) checkTopics(ctx context.Context, l *Leader, tw *topicWatch) {
 				s.log.Info("recreated topic starts afresh", "topic", topic, "id", id)
 				delete(tw.held, topic)
 				delete(tw.resetAt, topic)
+				tw.changed = true
 			}
 		default:
 			delete(tw.held, topic)

@@ -45,7 +45,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.write, "write", "", "also write the report (Markdown) to this file")
 	fs.BoolVar(&c.quick, "quick", false, "smaller workloads (a smoke test of the benchmark itself)")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the benchmark process to this file")
-	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: pc, scale, hotkey, etcd, fetch, pauses, memory, batch")
+	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: pc, scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -89,7 +89,8 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	}{
 		{"pc", c.parallelConsumerWorkload}, {"scale", c.scaleOut}, {"hotkey", c.hotKey},
 		{"etcd", c.etcdCost}, {"fetch", c.fetchAmplification}, {"pauses", c.pauses}, {"memory", c.memory},
-		{"batch", c.batchSink}, // bench_batch.go
+		{"batch", c.batchSink},    // bench_batch.go
+		{"groups", c.largeGroups}, // bench_groups.go
 	}
 	for _, s := range scenarios {
 		if c.only != "" && !slices.Contains(strings.Split(c.only, ","), s.name) {

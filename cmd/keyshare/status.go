@@ -152,17 +152,19 @@ func statusConsumer(ks *kafkaSettings, group string) (*kafka.Consumer, error) {
 	return kc, nil
 }
 
+// readStatus reads the group in one etcd transaction and, with a Kafka
+// client, its committed offsets in one request and its end offsets in one
+// ListOffsets request: the cost does not grow in round trips with the
+// number of partitions.
 func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s keys.Schema, group string) (*groupStatus, error) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	snap, err := coord.ReadSnapshot(rctx, cli, groupOf(s))
+	view, err := coord.ReadGroupView(rctx, cli, s)
 	if err != nil {
 		return nil, fmt.Errorf("%w; check --etcd", err)
 	}
-	st := &groupStatus{Group: group, Generation: snap.Generation.Generation}
-	if resp, err := cli.Get(rctx, s.Election()+"/", clientv3.WithFirstCreate()...); err == nil && len(resp.Kvs) > 0 {
-		st.Leader = string(resp.Kvs[0].Value)
-	}
+	snap := view.Snapshot
+	st := &groupStatus{Group: group, Generation: snap.Generation.Generation, Leader: view.Leader}
 	for _, m := range snap.Members {
 		st.Members = append(st.Members, m)
 	}
@@ -172,9 +174,7 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s
 	}
 	st.Stuck = snap.Stuck
 	st.Losses = snap.Losses
-	if ps, _, err := coord.ReadPause(rctx, cli, groupOf(s)); err != nil {
-		return nil, fmt.Errorf("%w; check --etcd", err)
-	} else if ps.Paused {
+	if ps := view.Pause; ps.Paused {
 		st.Paused = &ps.Record
 		if ps.Err != nil {
 			st.Problems = append(st.Problems, ps.Err.Error())
@@ -192,6 +192,10 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s
 		}
 		return int(a.Partition - b.Partition)
 	})
+	var committed, ends map[coord.TopicPartition]int64
+	if kc != nil && len(tps) > 0 {
+		committed, ends = kafkaOffsetsOf(rctx, kc, tps)
+	}
 	for _, tp := range tps {
 		ps := partitionStatus{Topic: tp.Topic, Partition: tp.Partition}
 		if w, ok := marks[tp]; ok {
@@ -210,27 +214,60 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s
 			}
 			ps.Ranges = append(ps.Ranges, rs)
 		}
-		if kc != nil {
-			topic := tp.Topic
-			if _, hi, err := kc.QueryWatermarkOffsets(topic, tp.Partition, 5000); err == nil {
-				ps.End = &hi
+		if hi, ok := ends[tp]; ok {
+			ps.End = &hi
+		}
+		if c, ok := committed[tp]; ok && c >= 0 {
+			ps.Committed = &c
+		}
+		if ps.End != nil && kc != nil {
+			base := int64(0)
+			if ps.Committed != nil {
+				base = *ps.Committed
 			}
-			if res, err := kc.Committed([]kafka.TopicPartition{{Topic: &topic, Partition: tp.Partition}}, 5000); err == nil && len(res) == 1 && res[0].Offset >= 0 {
-				c := int64(res[0].Offset)
-				ps.Committed = &c
-			}
-			if ps.End != nil {
-				base := int64(0)
-				if ps.Committed != nil {
-					base = *ps.Committed
-				}
-				lag := *ps.End - base
-				ps.Lag = &lag
-			}
+			lag := *ps.End - base
+			ps.Lag = &lag
 		}
 		st.Partitions = append(st.Partitions, ps)
 	}
 	return st, nil
+}
+
+// kafkaOffsetsOf reads the group's committed offsets of tps in one request
+// and their end offsets in one ListOffsets request. What cannot be read is
+// left out (status shows it as unknown).
+func kafkaOffsetsOf(ctx context.Context, kc *kafka.Consumer, tps []coord.TopicPartition) (committed, ends map[coord.TopicPartition]int64) {
+	committed = make(map[coord.TopicPartition]int64, len(tps))
+	ends = make(map[coord.TopicPartition]int64, len(tps))
+	parts := make([]kafka.TopicPartition, len(tps))
+	ask := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(tps))
+	for i, tp := range tps {
+		topic := tp.Topic
+		parts[i] = kafka.TopicPartition{Topic: &topic, Partition: tp.Partition}
+		ask[parts[i]] = kafka.LatestOffsetSpec
+	}
+	if res, err := kc.Committed(parts, 5000); err == nil {
+		for _, r := range res {
+			if r.Topic != nil && r.Error == nil {
+				committed[coord.TopicPartition{Topic: *r.Topic, Partition: r.Partition}] = int64(r.Offset)
+			}
+		}
+	}
+	a, err := kafka.NewAdminClientFromConsumer(kc)
+	if err != nil {
+		return committed, ends
+	}
+	defer a.Close()
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if res, err := a.ListOffsets(lctx, ask); err == nil {
+		for k, r := range res.ResultInfos {
+			if k.Topic != nil && r.Error.Code() == kafka.ErrNoError && r.Offset >= 0 {
+				ends[coord.TopicPartition{Topic: *k.Topic, Partition: k.Partition}] = int64(r.Offset)
+			}
+		}
+	}
+	return committed, ends
 }
 
 // esc shows text read from etcd safely on a terminal (textsafe.Escape).

@@ -1,0 +1,538 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/devcluster"
+	"github.com/keyshare/keyshare/internal/keys"
+)
+
+// largeGroups (issue 14) measures large groups on a 3-member embedded etcd:
+// coordination-only members (coord sessions, no Kafka) up to M = 200, and
+// keyshare member processes against kfake, at P = 16 … 4,096 partitions.
+func (c *benchCommand) largeGroups(ctx context.Context) error {
+	dir, err := os.MkdirTemp("", "keyshare-bench-groups-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ec, err := devcluster.StartEtcdCluster(devcluster.EtcdClusterOptions{Dir: dir, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer ec.Close()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: ec.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(), MaxCallRecvMsgSize: 256 << 20})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+
+	ps := []int{16, 256, 1024, 4096}
+	coordMs := []int{2, 16, 200}
+	if v := os.Getenv("KEYSHARE_BENCH_COORD_M"); v != "" {
+		coordMs = nil
+		for _, m := range strings.Split(v, ",") {
+			mi, _ := strconv.Atoi(m)
+			coordMs = append(coordMs, mi)
+		}
+	}
+	type realRun struct{ p, m int }
+	reals := []realRun{{16, 2}, {256, 2}, {1024, 2}, {4096, 2}, {16, 16}, {256, 16}, {1024, 16}, {4096, 16}}
+	if c.quick {
+		ps, coordMs, reals = []int{16, 256}, []int{2, 16}, []realRun{{16, 2}, {256, 2}}
+	}
+	if v := os.Getenv("KEYSHARE_BENCH_GROUPS"); v != "" {
+		// P:M,P:M,... of the member-process runs (the rest as set).
+		reals = nil
+		for _, pm := range strings.Split(v, ",") {
+			p, m, _ := strings.Cut(pm, ":")
+			pi, _ := strconv.Atoi(p)
+			mi, _ := strconv.Atoi(m)
+			reals = append(reals, realRun{pi, mi})
+		}
+	}
+
+	c.printf("## Scale: large groups\n\n3-member embedded etcd (devcluster.StartEtcdCluster) in the bench process; kfake in the bench process. P partitions over 1–4 topics.\n\n")
+	c.printf("### Member processes against kfake\n\n`keyshare member` processes (session TTL 2 s, 16 workers, no work, commit interval 1 s, flush 500 ms). 4 records per partition before start. *owned*: from spawn until every partition has active ranges with ledger state (fetched and flushed). *commit delay*: from the last record handled (members' counters, polled every 50 ms) until Kafka's committed offset equals the end offset on every partition. *leave* / *SIGKILL*: from the signal to a non-leader (with one new record per partition produced at once) until every partition is committed at its new end. Leader CPU: the leading process's user+system CPU per second, over 3 s idle and over 3 s of 1,000 records/s spread over all partitions. etcd: revisions (write transactions) per second and bytes of events (keys + values, read by a watch) per second under that load.\n\n")
+	c.printf("| P | M | owned | commit delay | leave → committed | SIGKILL → committed | leader CPU idle | leader CPU load | etcd txns/s load | etcd bytes/s load | keys | DB bytes |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, rr := range reals {
+		r, err := c.membersRun(ctx, ec.Endpoints(), cli, rr.p, rr.m)
+		if err != nil {
+			c.printf("| %d | %d | failed: %v |\n", rr.p, rr.m, err)
+			continue
+		}
+		c.printf("| %d | %d | %s | %s | %s | %s | %.3f | %.3f | %.1f | %.0f | %d | %d |\n", rr.p, rr.m, secs(r.owned), secs(r.commitDelay), secs(r.leave), secs(r.kill), r.cpuIdle, r.cpuLoad, r.txns, r.bytes, r.keys, r.db)
+	}
+	c.printf("\n### Coordination only (coord sessions, no Kafka)\n\nM sessions in the bench process (8 etcd clients shared, session TTL 10 s, the default). *settle*: from the first join until every partition is covered by active ranges of live members. *leave* / *crash*: from a member's graceful leave (or its client closing without revoking the lease: the 10 s TTL is in the figure) until the group is settled again without it. etcd writes/s idle: revisions per second over 3 s with nothing changing.\n\n")
+	c.printf("| P | M | settle | leave → settled | crash → settled | etcd writes/s idle | keys | DB bytes |\n|---|---|---|---|---|---|---|---|\n")
+	for _, p := range ps {
+		for _, m := range coordMs {
+			r, err := c.coordOnly(ctx, ec.Endpoints(), cli, p, m)
+			if err != nil {
+				c.printf("| %d | %d | %s | failed: %v |\n", p, m, secs(r.settle), err)
+				continue
+			}
+			c.printf("| %d | %d | %s | %s | %s | %.1f | %d | %d |\n", p, m, secs(r.settle), secs(r.leave), secs(r.crash), r.idleWrites, r.keys, r.db)
+		}
+	}
+	c.printf("\n")
+	return nil
+}
+
+func secs(d time.Duration) string {
+	if d < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// topicsFor spreads p partitions over 1 (p ≤ 256), 2 (≤ 1,024) or 4 topics.
+func topicsFor(prefix string, p int) map[string]int32 {
+	n := 1
+	switch {
+	case p > 1024:
+		n = 4
+	case p > 256:
+		n = 2
+	}
+	out := make(map[string]int32)
+	for i := range n {
+		out[fmt.Sprintf("%s-%d", prefix, i)] = int32(p / n)
+	}
+	return out
+}
+
+// settledFor reports whether every partition of topics is covered by active
+// ranges of live, non-leaving members (not in gone).
+func settledFor(snap *coord.Snapshot, topics map[string]int32, gone string) bool {
+	cover := make(map[coord.TopicPartition]uint64)
+	for _, r := range snap.Ranges {
+		m, live := snap.Members[r.Record.Owner]
+		if r.Record.State != coord.StateActive || !live || m.Leaving || r.Record.Owner == gone {
+			return false
+		}
+		cover[r.TP()] += r.Record.Hi - r.Record.Lo
+	}
+	n := 0
+	for _, c := range topics {
+		n += int(c)
+	}
+	if len(cover) != n {
+		return false
+	}
+	for _, v := range cover {
+		if v != 1<<32 {
+			return false
+		}
+	}
+	return true
+}
+
+func waitUntil(ctx context.Context, d time.Duration, every time.Duration, cond func() bool) (time.Duration, error) {
+	start := time.Now()
+	for time.Since(start) < d {
+		if cond() {
+			return time.Since(start), nil
+		}
+		if err := sleepFor(ctx, every); err != nil {
+			return 0, err
+		}
+	}
+	return 0, fmt.Errorf("not reached within %s", d)
+}
+
+type coordResult struct {
+	settle, leave, crash time.Duration
+	idleWrites           float64
+	keys, db             int64
+}
+
+// etcdState is the revision, keys under root and DB size.
+func etcdState(ctx context.Context, cli *clientv3.Client, root string) (rev, nkeys, db int64) {
+	if resp, err := cli.Get(ctx, root, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
+		rev, nkeys = resp.Header.Revision, resp.Count
+	}
+	for _, ep := range cli.Endpoints()[:1] {
+		if st, err := cli.Status(ctx, ep); err == nil {
+			db = st.DbSize
+		}
+	}
+	return rev, nkeys, db
+}
+
+func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *clientv3.Client, p, m int) (coordResult, error) {
+	var res coordResult
+	group := fmt.Sprintf("co-%d-%d-%d", p, m, c.groups.Add(1))
+	topics := topicsFor("t", p)
+	schema := keys.New("/keyshare", group)
+	var names []string
+	for t := range topics {
+		names = append(names, t)
+	}
+	clients := make([]*clientv3.Client, 0, 10)
+	defer func() {
+		for _, k := range clients {
+			k.Close()
+		}
+	}()
+	newClient := func() (*clientv3.Client, error) {
+		k, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), MaxCallRecvMsgSize: 256 << 20})
+		if err == nil {
+			clients = append(clients, k)
+		}
+		return k, err
+	}
+	shared := make([]*clientv3.Client, 0, 8)
+	for range min(8, m) {
+		k, err := newClient()
+		if err != nil {
+			return res, err
+		}
+		shared = append(shared, k)
+	}
+	type sess struct {
+		s    *coord.Session
+		stop context.CancelFunc
+		done chan struct{}
+	}
+	var sessions []*sess
+	defer func() {
+		for _, s := range sessions {
+			s.stop()
+			<-s.done
+			_ = s.s.Close()
+		}
+	}()
+	join := func(i int, k *clientv3.Client) (*sess, error) {
+		cfg := coord.DefaultConfig()
+		cfg.Group, cfg.MemberID, cfg.Topics = group, fmt.Sprintf("m%03d", i), names
+		cfg.Partitions = func(context.Context, []string) (map[string]int32, error) { return topics, nil }
+		// The default TTL: 200 leases of 2 s on two loaded cores lose
+		// sessions to late keepalives.
+		cfg.SessionTTL, cfg.DrainTimeout, cfg.Debounce = 10*time.Second, 10*time.Second, 100*time.Millisecond
+		s, err := coord.Join(ctx, k, cfg)
+		if err != nil {
+			return nil, err
+		}
+		sctx, stop := context.WithCancel(s.Ctx())
+		ss := &sess{s: s, stop: stop, done: make(chan struct{})}
+		// A coordination-only member releases what it is asked to give
+		// up at once (nothing in flight), with the state it was given.
+		go func() {
+			defer close(ss.done)
+			for {
+				select {
+				case <-sctx.Done():
+					return
+				case a := <-s.Updates():
+					for _, r := range a.Ranges {
+						if r.Record.State == coord.StateRevoking {
+							rctx, cancel := context.WithTimeout(sctx, 5*time.Second)
+							_ = s.Release(rctx, r, r.Entry, nil)
+							cancel()
+						}
+					}
+				}
+			}
+		}()
+		return ss, nil
+	}
+	snapNow := func() *coord.Snapshot {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		snap, err := coord.ReadSnapshot(rctx, cli, groupOf(schema))
+		if err != nil {
+			return &coord.Snapshot{}
+		}
+		return snap
+	}
+	start := time.Now()
+	for i := range m {
+		k := shared[i%len(shared)]
+		if i == m-1 {
+			var err error
+			if k, err = newClient(); err != nil { // the crash victim's own client
+				return res, err
+			}
+		}
+		s, err := join(i, k)
+		if err != nil {
+			return res, err
+		}
+		sessions = append(sessions, s)
+	}
+	res.settle = -1
+	settleLimit := 5 * time.Minute
+	if m > 64 {
+		settleLimit = 2 * time.Minute
+	}
+	if _, err := waitUntil(ctx, settleLimit, 100*time.Millisecond, func() bool { return settledFor(snapNow(), topics, "") }); err != nil {
+		return res, fmt.Errorf("P=%d M=%d: settle: %w", p, m, err)
+	}
+	res.settle = time.Since(start)
+	r0, _, _ := etcdState(ctx, cli, schema.Root())
+	t0 := time.Now()
+	sleepFor(ctx, 3*time.Second)
+	r1, nkeys, db := etcdState(ctx, cli, schema.Root())
+	res.idleWrites = float64(r1-r0) / time.Since(t0).Seconds()
+	res.keys, res.db = nkeys, db
+
+	// Graceful leave of a non-leader.
+	leaver := sessions[1]
+	if leaver.s.IsLeader() {
+		leaver = sessions[0]
+	}
+	start = time.Now()
+	if err := leaver.s.Leave(ctx); err != nil {
+		return res, fmt.Errorf("P=%d M=%d: leave: %w", p, m, err)
+	}
+	if _, err := waitUntil(ctx, 5*time.Minute, 100*time.Millisecond, func() bool { return settledFor(snapNow(), topics, leaver.s.ID()) }); err != nil {
+		return res, fmt.Errorf("P=%d M=%d: leave: %w", p, m, err)
+	}
+	res.leave = time.Since(start)
+	if m < 3 {
+		res.crash = -1
+		return res, nil
+	}
+	// Crash: the last member's client goes away without revoking its lease.
+	victim := sessions[len(sessions)-1]
+	if victim.s.IsLeader() {
+		res.crash = -1
+		return res, nil
+	}
+	start = time.Now()
+	clients[len(clients)-1].Close()
+	if _, err := waitUntil(ctx, 5*time.Minute, 100*time.Millisecond, func() bool { return settledFor(snapNow(), topics, victim.s.ID()) }); err != nil {
+		return res, fmt.Errorf("P=%d M=%d: crash: %w", p, m, err)
+	}
+	res.crash = time.Since(start)
+	return res, nil
+}
+
+type membersResult struct {
+	owned, commitDelay, leave, kill time.Duration
+	cpuIdle, cpuLoad, txns, bytes   float64
+	keys, db                        int64
+}
+
+// cpuOf is a process's user+system CPU so far.
+func cpuOf(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+k) * time.Second / 100 // USER_HZ
+}
+
+func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *clientv3.Client, p, m int) (membersResult, error) {
+	var res membersResult
+	group := fmt.Sprintf("mp-%d-%d-%d", p, m, c.groups.Add(1))
+	topics := topicsFor(group, p)
+	schema := keys.New("/keyshare", group)
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": c.brokers, "log_level": 3})
+	if err != nil {
+		return res, err
+	}
+	defer admin.Close()
+	var specs []kafka.TopicSpecification
+	var args []string
+	for t, n := range topics {
+		specs = append(specs, kafka.TopicSpecification{Topic: t, NumPartitions: int(n), ReplicationFactor: 1})
+		args = append(args, "--topic", t)
+	}
+	if _, err := admin.CreateTopics(ctx, specs); err != nil {
+		return res, err
+	}
+	prod, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": c.brokers, "linger.ms": 5, "log_level": 3, "go.delivery.reports": false})
+	if err != nil {
+		return res, err
+	}
+	defer prod.Close()
+	ends := make(map[coord.TopicPartition]int64)
+	produced := 0
+	produceEach := func(per int) {
+		for t, n := range topics {
+			for part := range n {
+				for range per {
+					topic := t
+					for prod.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part}, Key: []byte(strconv.Itoa(produced)), Value: []byte("x")}, nil) != nil {
+						time.Sleep(time.Millisecond)
+					}
+					produced++
+					ends[coord.TopicPartition{Topic: t, Partition: part}]++
+				}
+			}
+		}
+		prod.Flush(30000)
+	}
+	produceEach(4)
+
+	var ms []*benchMember
+	defer func() {
+		for _, bm := range ms {
+			if bm != nil {
+				bm.stop(syscall.SIGKILL)
+			}
+		}
+	}()
+	extra := append([]string{"--etcd", strings.Join(endpoints, ","), "--ttl", "2s", "--drain-timeout", "10s"}, args[2:]...)
+	spawn := func(i int) (*benchMember, error) {
+		return c.spawnMember(args[1], group, fmt.Sprintf("m%03d", i), extra...)
+	}
+	start := time.Now()
+	for i := range m {
+		bm, err := spawn(i)
+		if err != nil {
+			return res, err
+		}
+		ms = append(ms, bm)
+	}
+	snapNow := func() *coord.Snapshot {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		snap, err := coord.ReadSnapshot(rctx, cli, groupOf(schema))
+		if err != nil {
+			return &coord.Snapshot{}
+		}
+		return snap
+	}
+	if _, err := waitUntil(ctx, 5*time.Minute, 250*time.Millisecond, func() bool {
+		snap := snapNow()
+		return settledFor(snap, topics, "") && len(snap.Watermarks()) == p
+	}); err != nil {
+		return res, fmt.Errorf("owned: %w", err)
+	}
+	res.owned = time.Since(start)
+
+	handled := func() int {
+		n := 0
+		for _, bm := range ms {
+			if bm != nil {
+				n += int(max(0, bm.metric("keyshare_records_handled_total")))
+			}
+		}
+		return n
+	}
+	kc, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": c.brokers, "group.id": group, "log_level": 3})
+	if err != nil {
+		return res, err
+	}
+	defer kc.Close()
+	var all []kafka.TopicPartition
+	for tp := range ends {
+		topic := tp.Topic
+		all = append(all, kafka.TopicPartition{Topic: &topic, Partition: tp.Partition})
+	}
+	committedAtEnd := func() bool {
+		got, err := kc.Committed(all, 10000)
+		if err != nil {
+			return false
+		}
+		for _, r := range got {
+			if r.Topic == nil || int64(r.Offset) != ends[coord.TopicPartition{Topic: *r.Topic, Partition: r.Partition}] {
+				return false
+			}
+		}
+		return true
+	}
+	if _, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, func() bool { return handled() >= produced }); err != nil {
+		return res, fmt.Errorf("handled %d of %d: %w", handled(), produced, err)
+	}
+	if res.commitDelay, err = waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, committedAtEnd); err != nil {
+		return res, fmt.Errorf("commit: %w", err)
+	}
+
+	// The leader's process, and its CPU.
+	leaderOf := func() int {
+		resp, err := cli.Get(ctx, schema.Election()+"/", clientv3.WithFirstCreate()...)
+		if err != nil || len(resp.Kvs) == 0 {
+			return -1
+		}
+		id := string(resp.Kvs[0].Value)
+		i, _ := strconv.Atoi(strings.TrimPrefix(id, "m"))
+		return i
+	}
+	li := leaderOf()
+	if li < 0 || li >= len(ms) {
+		return res, fmt.Errorf("no leader")
+	}
+	pid := ms[li].cmd.Process.Pid
+	c0, t0 := cpuOf(pid), time.Now()
+	sleepFor(ctx, 3*time.Second)
+	res.cpuIdle = float64(cpuOf(pid)-c0) / float64(time.Since(t0))
+
+	// Load: 1,000 records/s over all partitions for 3 s.
+	var evBytes int64
+	wctx, wcancel := context.WithCancel(ctx)
+	go func() {
+		for wr := range cli.Watch(wctx, schema.Root(), clientv3.WithPrefix()) {
+			for _, ev := range wr.Events {
+				evBytes += int64(len(ev.Kv.Key) + len(ev.Kv.Value))
+			}
+		}
+	}()
+	r0, _, _ := etcdState(ctx, cli, schema.Root())
+	c0, t0 = cpuOf(pid), time.Now()
+	per := max(1, 1000/p)
+	for time.Since(t0) < 3*time.Second {
+		produceEach(per)
+		sleepFor(ctx, time.Duration(float64(time.Second)*float64(per*p)/1000)-5*time.Millisecond)
+	}
+	d := time.Since(t0)
+	res.cpuLoad = float64(cpuOf(pid)-c0) / float64(d)
+	r1, nkeys, db := etcdState(ctx, cli, schema.Root())
+	wcancel()
+	res.txns, res.bytes, res.keys, res.db = float64(r1-r0)/d.Seconds(), float64(evBytes)/d.Seconds(), nkeys, db
+	if _, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, committedAtEnd); err != nil {
+		return res, fmt.Errorf("commit after load: %w", err)
+	}
+
+	// Graceful leave of a non-leader, then a SIGKILL of a new one.
+	stopOne := func(i int, sig syscall.Signal) (time.Duration, error) {
+		start := time.Now()
+		go ms[i].stop(sig)
+		ms[i] = nil
+		produceEach(1)
+		if _, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, committedAtEnd); err != nil {
+			return 0, err
+		}
+		return time.Since(start), nil
+	}
+	victim := (li + 1) % m
+	if res.leave, err = stopOne(victim, syscall.SIGTERM); err != nil {
+		return res, fmt.Errorf("leave: %w", err)
+	}
+	bm, err := spawn(m)
+	if err != nil {
+		return res, err
+	}
+	ms = append(ms, bm)
+	if _, err := waitUntil(ctx, 5*time.Minute, 250*time.Millisecond, func() bool {
+		snap := snapNow()
+		return settledFor(snap, topics, "") && len(snap.Owned(fmt.Sprintf("m%03d", m))) > 0
+	}); err != nil {
+		return res, fmt.Errorf("rejoin: %w", err)
+	}
+	if res.kill, err = stopOne(m, syscall.SIGKILL); err != nil {
+		return res, fmt.Errorf("kill: %w", err)
+	}
+	return res, nil
+}

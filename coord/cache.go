@@ -1,0 +1,259 @@
+package coord
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/internal/keys"
+)
+
+// groupCache is a watch-fed copy of a group's state, so that the leader's
+// rounds cost no etcd round trip: it reads the group once, then applies the
+// events of one watch on the group's prefix from that revision, and reads
+// again when the watch fails (compaction, etcd leader lost, channel closed).
+//
+// It leaves lost/ out: those reports only ever grow, and no round reads
+// them (status and the admin package read them with ReadSnapshot).
+type groupCache struct {
+	cli    *clientv3.Client
+	schema keys.Schema
+	log    hclog.Logger
+
+	// assign is poked when a member or range key changes: the only changes
+	// that can call for a new assignment.
+	assign chan struct{}
+
+	mu struct {
+		sync.Mutex
+		kvs   [len(groupKVs{}) - 1]map[string]*mvccpb.KeyValue // by groupKVs index; no lost/
+		rev   int64                                            // the revision the copy is at
+		ready bool
+		snap  *Snapshot // built at snapRev, reused while nothing changes
+		// snapRev is the revision snap was built at.
+		snapRev int64
+		// assignRev is the revision of the last change to a member or
+		// range key (or of the last full read).
+		assignRev int64
+		// memo holds the values decoded for the last snapshot.
+		memo *decodeMemo
+		// reloads counts full reads (the first, and each resync).
+		reloads int
+		// wake is closed and replaced on every change.
+		wake chan struct{}
+	}
+}
+
+// cacheMembers etc. index groupKVs.
+const (
+	cacheMembers = iota
+	cacheRanges
+	cacheLedger
+	cacheCommits
+	cacheGeneration
+	cacheStuck
+)
+
+func newGroupCache(cli *clientv3.Client, s keys.Schema, log hclog.Logger) *groupCache {
+	c := &groupCache{cli: cli, schema: s, log: log, assign: make(chan struct{}, 1)}
+	c.mu.wake = make(chan struct{})
+	c.mu.memo = newDecodeMemo()
+	return c
+}
+
+// kind is the groupKVs index of key, or -1 for a key the cache does not keep.
+func (c *groupCache) kind(key string) int {
+	s := c.schema
+	switch {
+	case strings.HasPrefix(key, s.Ledger()):
+		return cacheLedger
+	case strings.HasPrefix(key, s.Ranges()):
+		return cacheRanges
+	case strings.HasPrefix(key, s.Members()):
+		return cacheMembers
+	case strings.HasPrefix(key, s.Commits()):
+		return cacheCommits
+	case key == s.Generation():
+		return cacheGeneration
+	case strings.HasPrefix(key, s.Stuck()):
+		return cacheStuck
+	}
+	return -1
+}
+
+// run keeps the copy current until ctx ends.
+func (c *groupCache) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		rev, err := c.load(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Warn("read group state for the leader's cache; reading again", "error", err)
+				sleep(ctx, 500*time.Millisecond)
+			}
+			continue
+		}
+		err = c.follow(ctx, rev)
+		if ctx.Err() == nil {
+			c.log.Info("group state watch ended; reading the group again", "error", err)
+			sleep(ctx, 100*time.Millisecond)
+		}
+	}
+}
+
+// load reads the group (all but lost/) in one transaction.
+func (c *groupCache) load(ctx context.Context) (int64, error) {
+	s := c.schema
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := c.cli.Txn(rctx).Then(
+		clientv3.OpGet(s.Members(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Ranges(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Ledger(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Commits(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Generation()),
+		clientv3.OpGet(s.Stuck(), clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	for i := range c.mu.kvs {
+		kvs := resp.Responses[i].GetResponseRange().Kvs
+		m := make(map[string]*mvccpb.KeyValue, len(kvs))
+		for _, kv := range kvs {
+			m[string(kv.Key)] = kv
+		}
+		c.mu.kvs[i] = m
+	}
+	c.mu.rev = resp.Header.Revision
+	c.mu.assignRev = resp.Header.Revision
+	c.mu.ready = true
+	c.mu.snap = nil
+	c.mu.reloads++
+	c.changedLocked()
+	c.mu.Unlock()
+	c.pokeAssign()
+	return resp.Header.Revision, nil
+}
+
+// follow applies the watch's events from rev+1 until the watch fails.
+func (c *groupCache) follow(ctx context.Context, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := c.cli.Watch(wctx, c.schema.Root(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
+	for wr := range wch {
+		if wr.CompactRevision != 0 {
+			return errors.New("revision compacted")
+		}
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		assign := false
+		c.mu.Lock()
+		for _, ev := range wr.Events {
+			k := c.kind(string(ev.Kv.Key))
+			if k >= 0 {
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(c.mu.kvs[k], string(ev.Kv.Key))
+				} else {
+					c.mu.kvs[k][string(ev.Kv.Key)] = ev.Kv
+				}
+				if k == cacheMembers || k == cacheRanges {
+					assign = true
+					c.mu.assignRev = max(c.mu.assignRev, ev.Kv.ModRevision)
+				}
+			}
+			c.mu.rev = max(c.mu.rev, ev.Kv.ModRevision)
+		}
+		if wr.IsProgressNotify() {
+			// Every event up to the header's revision has been sent.
+			c.mu.rev = max(c.mu.rev, wr.Header.Revision)
+		}
+		c.changedLocked()
+		c.mu.Unlock()
+		if assign {
+			c.pokeAssign()
+		}
+	}
+	return errors.New("watch channel closed")
+}
+
+func (c *groupCache) changedLocked() {
+	close(c.mu.wake)
+	c.mu.wake = make(chan struct{})
+}
+
+func (c *groupCache) pokeAssign() {
+	select {
+	case c.assign <- struct{}{}:
+	default:
+	}
+}
+
+// snapshot returns the group's state as the cache holds it, waiting for the
+// first read. The snapshot is shared: callers must not change it.
+func (c *groupCache) snapshot(ctx context.Context) (*Snapshot, error) {
+	for {
+		c.mu.Lock()
+		if c.mu.ready {
+			if c.mu.snap == nil || c.mu.snapRev != c.mu.rev {
+				var kvs groupKVs
+				for i, m := range c.mu.kvs {
+					list := make([]*mvccpb.KeyValue, 0, len(m))
+					for _, kv := range m {
+						list = append(list, kv)
+					}
+					// In key order, as a range read returns them.
+					slices.SortFunc(list, func(a, b *mvccpb.KeyValue) int { return bytes.Compare(a.Key, b.Key) })
+					kvs[i] = list
+				}
+				c.mu.snap, c.mu.snapRev = buildSnapshotMemo(c.schema, c.mu.rev, kvs, c.mu.memo), c.mu.rev
+			}
+			snap := c.mu.snap
+			c.mu.Unlock()
+			return snap, nil
+		}
+		wake := c.mu.wake
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wake:
+		}
+	}
+}
+
+// assignRevision is the revision of the last change of a member or range
+// key the cache has seen: while it stays, the assignor's input from etcd is
+// the same.
+func (c *groupCache) assignRevision() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.assignRev
+}
+
+// waitRev waits until the copy holds revision rev (the leader's own write),
+// or ctx ends; it reports whether it does.
+func (c *groupCache) waitRev(ctx context.Context, rev int64) bool {
+	for {
+		c.mu.Lock()
+		at, wake := c.mu.rev, c.mu.wake
+		c.mu.Unlock()
+		if at >= rev {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-wake:
+		}
+	}
+}

@@ -1,0 +1,385 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Offsets is the group's offsets in Kafka, each call for many partitions at
+// once (one request, or librdkafka's cache). The consumer package implements
+// it with librdkafka; tests use an in-memory one. Every call must return by
+// ctx's deadline.
+type Offsets interface {
+	// Committed returns the group's committed offset of each partition,
+	// -1 where the group has none. A partition left out of the answer
+	// could not be read.
+	Committed(ctx context.Context, parts []TopicPartition) (map[TopicPartition]int64, error)
+	// Commit commits the offsets for the group in one request. It returns
+	// the partitions Kafka refused, each with its error; an error means
+	// none is known to be committed.
+	Commit(ctx context.Context, offsets map[TopicPartition]int64) (map[TopicPartition]error, error)
+	// Ends returns the log end offset of each partition it could learn.
+	Ends(ctx context.Context, parts []TopicPartition) (map[TopicPartition]int64, error)
+}
+
+// CommitConfig configures the leader's commit rounds.
+type CommitConfig struct {
+	// Offsets reaches Kafka. Required.
+	Offsets Offsets
+	// Interval is how often a round runs; a round is cut short at
+	// max(Interval, MinRoundBudget), so no broker or etcd call holds the
+	// next round back for longer. Required.
+	Interval time.Duration
+	// OnRound, if set, receives each round's result (the consumer's
+	// metrics).
+	OnRound func(CommitRound)
+	// Logger; default the session's.
+	Logger hclog.Logger
+}
+
+// MinRoundBudget is the least time a commit round may take before it is
+// cut short: an interval shorter than a loaded machine's round trip would
+// otherwise never finish a round.
+const MinRoundBudget = 500 * time.Millisecond
+
+// PartitionOffsets is one partition as the leader saw it in a round.
+type PartitionOffsets struct {
+	End       int64 // log end offset; -1 if not known
+	Safe      int64 // safe watermark from the ledger
+	Committed int64 // Kafka's committed offset as last read or committed; -1 if none
+}
+
+// CommitRound is what one commit round did.
+type CommitRound struct {
+	Partitions map[TopicPartition]PartitionOffsets
+	Recorded   int // commit records written to etcd
+	Conflicts  int // commit records whose key changed since read (retried next round)
+	Committed  int // partitions committed to Kafka
+	Repairs    int // of those, repairs of a regression (a deposed leader's late commit)
+	Failed     int // partitions Kafka refused
+	Took       time.Duration
+}
+
+// CommitWrite is one partition's commit record to write: Offset, if the
+// commit key's ModRevision is still PrevRev (0: the key must not exist).
+type CommitWrite struct {
+	TopicPartition
+	PrevRev int64
+	Offset  int64
+}
+
+// RecordCommits stores many partitions' committed offsets in
+// ⌈len(writes) ÷ (MaxTxnOps−1)⌉ transactions, each guarded by leadership
+// and by each commit key's ModRevision (so a stored offset never goes
+// backwards). A write whose key changed since the caller read it is a
+// conflict: it is left out, the others in its transaction are written, and
+// the caller retries it with a fresh read. It returns the revision each
+// written partition was stored at, and ErrNotLeader once this member no
+// longer leads.
+func (l *Leader) RecordCommits(ctx context.Context, writes []CommitWrite) (written map[TopicPartition]int64, conflicts []TopicPartition, err error) {
+	per := max(1, l.s.cfg.MaxTxnOps-1)
+	written = make(map[TopicPartition]int64, len(writes))
+	for len(writes) > 0 {
+		batch := writes[:min(per, len(writes))]
+		writes = writes[len(batch):]
+		// Each failed attempt removes at least one conflict, so this
+		// ends; in practice it takes one or two.
+		for len(batch) > 0 {
+			cmps := []clientv3.Cmp{l.Guard()}
+			then := make([]clientv3.Op, 0, len(batch))
+			els := []clientv3.Op{clientv3.OpGet(l.key, clientv3.WithKeysOnly())}
+			for _, w := range batch {
+				key := l.s.schema.Commit(w.Topic, w.Partition)
+				rec := CommitRecord{V: recordVersion, Offset: w.Offset, Leader: l.s.ID(), At: time.Now().UTC()}
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", w.PrevRev))
+				then = append(then, clientv3.OpPut(key, mustJSON(rec)))
+				els = append(els, clientv3.OpGet(key, clientv3.WithKeysOnly()))
+			}
+			resp, err := l.s.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+			if err != nil {
+				return written, conflicts, fmt.Errorf("coord: record commits of %d partitions: %w", len(batch), err)
+			}
+			if resp.Succeeded {
+				for _, w := range batch {
+					written[w.TopicPartition] = resp.Header.Revision
+				}
+				break
+			}
+			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != l.rev {
+				return written, conflicts, fmt.Errorf("coord: record commits: %w", ErrNotLeader)
+			}
+			keep := batch[:0:0]
+			for i, w := range batch {
+				cur := int64(0)
+				if kvs := resp.Responses[i+1].GetResponseRange().Kvs; len(kvs) > 0 {
+					cur = kvs[0].ModRevision
+				}
+				if cur != w.PrevRev {
+					conflicts = append(conflicts, w.TopicPartition)
+				} else {
+					keep = append(keep, w)
+				}
+			}
+			if len(keep) == len(batch) {
+				// No compare explains the failure: leave the batch to
+				// the next round rather than loop.
+				conflicts = append(conflicts, tpsOf(batch)...)
+				break
+			}
+			batch = keep
+		}
+	}
+	return written, conflicts, nil
+}
+
+func tpsOf(ws []CommitWrite) []TopicPartition {
+	out := make([]TopicPartition, len(ws))
+	for i, w := range ws {
+		out[i] = w.TopicPartition
+	}
+	return out
+}
+
+// RunCommits runs the leader's commit rounds until ctx ends (leadership
+// ends with it): every Interval, each partition's safe watermark is recorded
+// in etcd under the leader's guard (so a deposed leader cannot record, and a
+// new leader starts from it), then committed to Kafka. It never commits
+// below what etcd or Kafka already hold, so the committed offset never goes
+// backwards.
+//
+// A round costs a fixed number of requests whatever the number of
+// partitions: the group's state from the leader's cache, one read of
+// Kafka's committed offsets, ⌈moved ÷ (MaxTxnOps−1)⌉ etcd transactions, one
+// Kafka commit and one end-offset lookup.
+//
+// A deposed leader can still commit to Kafka (Kafka knows nothing of etcd's
+// guard): one that stalled between recording an offset in etcd and
+// committing it may commit it late, below what this leader committed since.
+// So every round rereads what Kafka holds and commits etcd's offset again
+// where Kafka is below it (a repair). A group migrating from a plain
+// consumer group may be ahead in Kafka of anything keyshare recorded: the
+// floor is the higher of the two.
+func (l *Leader) RunCommits(ctx context.Context, cfg CommitConfig) {
+	cm := newCommitter(l, cfg)
+	t := time.NewTicker(cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r, err := cm.round(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				cm.log.Warn("commit round", "error", err)
+			}
+			if IsNotLeader(err) {
+				return
+			}
+			continue
+		}
+		if cfg.OnRound != nil {
+			cfg.OnRound(r)
+		}
+	}
+}
+
+// IsNotLeader reports whether err says this member no longer leads.
+func IsNotLeader(err error) bool { return err != nil && errors.Is(err, ErrNotLeader) }
+
+// committer is the commit protocol's state across rounds.
+type committer struct {
+	l   *Leader
+	cfg CommitConfig
+	log hclog.Logger
+	// kafkaAt is what Kafka holds, as last read or committed.
+	kafkaAt map[TopicPartition]int64
+	// wrote is what this leader recorded, ahead of a cache that may not
+	// have seen it yet.
+	wrote map[TopicPartition]written
+}
+
+type written struct{ rev, offset int64 }
+
+func newCommitter(l *Leader, cfg CommitConfig) *committer {
+	log := cfg.Logger
+	if log == nil {
+		log = l.s.log.Named("commit")
+	}
+	return &committer{l: l, cfg: cfg, log: log, kafkaAt: make(map[TopicPartition]int64), wrote: make(map[TopicPartition]written)}
+}
+
+// round is one commit round, cut short at max(Interval, MinRoundBudget).
+// What does not finish is done again next round.
+func (c *committer) round(ctx context.Context) (CommitRound, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, max(c.cfg.Interval, MinRoundBudget))
+	defer cancel()
+	out := CommitRound{Partitions: make(map[TopicPartition]PartitionOffsets)}
+	snap, err := c.l.cache.snapshot(ctx)
+	if err != nil {
+		return out, fmt.Errorf("read group state: %w", err)
+	}
+	marks := snap.Watermarks()
+	parts := make([]TopicPartition, 0, len(marks))
+	for tp := range marks {
+		parts = append(parts, tp)
+	}
+	slices.SortFunc(parts, compareTP)
+	if len(parts) == 0 {
+		return out, nil
+	}
+
+	before := make(map[TopicPartition]int64, len(c.kafkaAt))
+	for tp, o := range c.kafkaAt {
+		before[tp] = o
+	}
+	got, err := c.cfg.Offsets.Committed(ctx, parts)
+	if err != nil {
+		c.log.Warn("read Kafka's committed offsets; using the last known", "partitions", len(parts), "error", err)
+	}
+	for tp, o := range got {
+		c.kafkaAt[tp] = max(o, -1)
+	}
+
+	// The offset etcd holds for each partition: the cache's, or this
+	// leader's own write if the cache has not seen it yet.
+	recorded := func(tp TopicPartition) (offset, rev int64, ok bool) {
+		rec, has := snap.Commits[tp]
+		offset, rev = rec.Offset, snap.CommitRevs[tp]
+		if w, mine := c.wrote[tp]; mine && w.rev > rev {
+			return w.offset, w.rev, true
+		}
+		return offset, rev, has
+	}
+	var writes []CommitWrite
+	for _, tp := range parts {
+		held, read := c.kafkaAt[tp]
+		if !read {
+			continue // Kafka's offset unknown: committing could move it back
+		}
+		rec, rev, has := recorded(tp)
+		floor := held
+		if has {
+			floor = max(floor, rec)
+		}
+		if marks[tp] > floor {
+			writes = append(writes, CommitWrite{TopicPartition: tp, PrevRev: rev, Offset: marks[tp]})
+		}
+	}
+	var conflicts []TopicPartition
+	if len(writes) > 0 {
+		var revs map[TopicPartition]int64
+		revs, conflicts, err = c.l.RecordCommits(ctx, writes)
+		for _, w := range writes {
+			if rev, ok := revs[w.TopicPartition]; ok {
+				c.wrote[w.TopicPartition] = written{rev: rev, offset: w.Offset}
+				out.Recorded++
+			}
+		}
+		if IsNotLeader(err) {
+			return out, err
+		}
+		if err != nil {
+			c.log.Warn("record commits in etcd; those not recorded are not committed to Kafka this round", "partitions", len(writes), "recorded", out.Recorded, "error", err)
+		}
+		if len(conflicts) > 0 {
+			out.Conflicts = len(conflicts)
+			c.log.Debug("commit keys changed since read; retrying them next round", "partitions", len(conflicts), "which", joinTPs(conflicts))
+		}
+	}
+
+	// The offset to hold in Kafka: what etcd now holds (this round's record,
+	// or an earlier one whose Kafka commit was lost).
+	commit := make(map[TopicPartition]int64)
+	repair := make(map[TopicPartition]bool)
+	for _, tp := range parts {
+		held, read := c.kafkaAt[tp]
+		if !read {
+			continue
+		}
+		rec, _, has := recorded(tp)
+		if !has || rec <= held {
+			continue
+		}
+		commit[tp] = rec
+		// A repair: Kafka holds less than etcd recorded before this
+		// round, and less than this leader last knew it to hold (or it
+		// never knew: a takeover).
+		if old, ok := snap.Commits[tp]; ok && held < old.Offset {
+			last, knew := before[tp]
+			repair[tp] = !knew || held < last
+		}
+	}
+	if len(commit) > 0 {
+		failed, err := c.cfg.Offsets.Commit(ctx, commit)
+		if err != nil {
+			out.Failed = len(commit)
+			c.log.Warn("commit to Kafka; etcd holds the offsets, the next round commits them again", "partitions", len(commit), "error", err)
+		} else {
+			var firstBad string
+			for tp, o := range commit {
+				if e, bad := failed[tp]; bad {
+					out.Failed++
+					if firstBad == "" {
+						firstBad = fmt.Sprintf("%s/%d: %v", tp.Topic, tp.Partition, e)
+					}
+					continue
+				}
+				c.kafkaAt[tp] = o
+				out.Committed++
+				if repair[tp] {
+					out.Repairs++
+					c.log.Warn("Kafka's committed offset was below the offset recorded in etcd (a deposed leader's late commit, or one that stopped between the two); committed etcd's again",
+						"topic", tp.Topic, "partition", tp.Partition, "kafka_had", before[tp], "etcd", snap.Commits[tp].Offset, "committed", o)
+				}
+			}
+			if out.Failed > 0 {
+				c.log.Warn("Kafka refused some commits; etcd holds them, the next round commits them again", "partitions", out.Failed, "first", firstBad)
+			}
+			c.log.Debug("committed", "partitions", out.Committed)
+		}
+	}
+
+	ends, err := c.cfg.Offsets.Ends(ctx, parts)
+	if err != nil {
+		c.log.Debug("read end offsets", "error", err)
+	}
+	for _, tp := range parts {
+		end, ok := ends[tp]
+		if !ok {
+			end = -1
+		}
+		held, read := c.kafkaAt[tp]
+		if !read {
+			held = -1
+		}
+		out.Partitions[tp] = PartitionOffsets{End: end, Safe: marks[tp], Committed: held}
+	}
+	out.Took = time.Since(start)
+	return out, nil
+}
+
+// joinTPs describes partitions for a log line: the first few and a count.
+func joinTPs(tps []TopicPartition) string {
+	var b strings.Builder
+	for i, tp := range tps {
+		if i == 3 {
+			fmt.Fprintf(&b, " and %d more", len(tps)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s/%d", tp.Topic, tp.Partition)
+	}
+	return b.String()
+}

@@ -1,0 +1,258 @@
+package coord_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/fakeoffsets"
+	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/testutil"
+)
+
+// commitRig is one member leading a group of n partitions of topic "t",
+// with the ledger written by hand and Kafka in memory.
+type commitRig struct {
+	t      *testing.T
+	cli    *clientv3.Client
+	schema keys.Schema
+	leader *coord.Leader
+	lctx   context.Context
+	k      *fakeoffsets.Offsets
+	n      int32
+}
+
+func newCommitRig(t *testing.T, n int32, maxTxnOps int) *commitRig {
+	cli, e := testutil.StartEtcd(t)
+	counts := map[string]int32{"t": n}
+	type lead struct {
+		ctx context.Context
+		l   *coord.Leader
+	}
+	leaders := make(chan lead, 4)
+	cfg := testConfig(t, "a", counts)
+	cfg.MaxTxnOps = maxTxnOps
+	cfg.OnLeader = func(ctx context.Context, l *coord.Leader) { leaders <- lead{ctx, l}; <-ctx.Done() }
+	join(t, e.Endpoints, cfg)
+	ld := <-leaders
+	r := &commitRig{t: t, cli: cli, schema: keys.New("/keyshare", "g"), leader: ld.l, lctx: ld.ctx, k: fakeoffsets.New(), n: n}
+	waitFor(t, "every partition assigned", 60*time.Second, func() bool {
+		snap := snapshot(t, cli)
+		return len(snap.Ranges) == int(n) && settled(snap)
+	})
+	return r
+}
+
+func tpOf(p int32) coord.TopicPartition { return coord.TopicPartition{Topic: "t", Partition: p} }
+
+// setMarks writes each partition's ledger entry so that its watermark is
+// next(p), and sets its end offset there.
+func (r *commitRig) setMarks(next func(p int32) int64) {
+	r.t.Helper()
+	snap := snapshot(r.t, r.cli)
+	var ops []clientv3.Op
+	flush := func() {
+		if _, err := r.cli.Txn(r.t.Context()).Then(ops...).Commit(); err != nil {
+			r.t.Fatal(err)
+		}
+		ops = ops[:0]
+	}
+	for _, rs := range snap.Ranges {
+		n := next(rs.Record.Partition)
+		e := ledger.Entry{Segments: []ledger.Segment{{Lo: rs.Record.Lo, Hi: rs.Record.Hi, Next: n}}}
+		ops = append(ops, clientv3.OpPut(rs.LedgerKey, string(ledger.Encode(e))))
+		r.k.SetEnd(tpOf(rs.Record.Partition), n)
+		if len(ops) == 100 {
+			flush()
+		}
+	}
+	if len(ops) > 0 {
+		flush()
+	}
+}
+
+// run starts the commit rounds; rounds come out on the channel.
+func (r *commitRig) run(interval time.Duration) <-chan coord.CommitRound {
+	ch := make(chan coord.CommitRound, 1000)
+	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(r.lctx)
+	go func() {
+		defer close(done)
+		r.leader.RunCommits(ctx, coord.CommitConfig{Offsets: r.k, Interval: interval, Logger: testutil.Logger(r.t), OnRound: func(cr coord.CommitRound) {
+			select {
+			case ch <- cr:
+			default:
+			}
+		}})
+	}()
+	r.t.Cleanup(func() { cancel(); <-done })
+	return ch
+}
+
+// until waits for a round that satisfies ok, and returns it.
+func until(t *testing.T, what string, rounds <-chan coord.CommitRound, ok func(coord.CommitRound) bool) coord.CommitRound {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case cr := <-rounds:
+			if ok(cr) {
+				return cr
+			}
+		case <-deadline:
+			t.Fatalf("no commit round with %s", what)
+		}
+	}
+}
+
+func allAt(cr coord.CommitRound, n int32, off int64) bool {
+	if len(cr.Partitions) != int(n) {
+		return false
+	}
+	for _, p := range cr.Partitions {
+		if p.Committed != off || p.End != off {
+			return false
+		}
+	}
+	return true
+}
+
+// TestCommitRoundsBatched: with 300 partitions and MaxTxnOps 32, a round
+// records every moved partition in ⌈300 ÷ 31⌉ = 10 transactions and
+// commits them all to Kafka in one call; a later round records and commits
+// only the partitions that moved again.
+func TestCommitRoundsBatched(t *testing.T) {
+	r := newCommitRig(t, 300, 32)
+	r.setMarks(func(int32) int64 { return 10 })
+	rounds := r.run(50 * time.Millisecond)
+	until(t, "all 300 committed at 10", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 300, 10) })
+
+	resp, err := r.cli.Get(t.Context(), r.schema.Commits(), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	revs := make(map[int64]int)
+	for _, kv := range resp.Kvs {
+		revs[kv.ModRevision]++
+	}
+	if len(resp.Kvs) != 300 || len(revs) != 10 {
+		t.Fatalf("%d commit records in %d transactions, want 300 in 10", len(resp.Kvs), len(revs))
+	}
+	calls := r.k.Calls()
+	if len(calls.History) != 1 || len(calls.History[0]) != 300 {
+		t.Fatalf("Kafka commits %d, want one of 300 partitions", len(calls.History))
+	}
+
+	r.setMarks(func(p int32) int64 { return 10 + int64(p%2)*10 })
+	until(t, "the odd partitions committed at 20", rounds, func(cr coord.CommitRound) bool {
+		return cr.Partitions[tpOf(1)].Committed == 20 && cr.Partitions[tpOf(299)].Committed == 20
+	})
+	// setMarks writes in several transactions, so a round may see part
+	// of them: the later commits hold the 150 odd partitions, each once.
+	calls = r.k.Calls()
+	again := make(map[coord.TopicPartition]int)
+	for _, c := range calls.History[1:] {
+		for tp := range c {
+			again[tp]++
+		}
+	}
+	for tp, n := range again {
+		if tp.Partition%2 == 0 || n != 1 {
+			t.Fatalf("partition %d committed %d times after it did not move", tp.Partition, n)
+		}
+	}
+	if len(again) != 150 {
+		t.Fatalf("%d partitions committed again, want the 150 that moved", len(again))
+	}
+	// Every round asks Kafka once per kind of call, whatever the count.
+	if calls.Committed != calls.Ends {
+		t.Fatalf("Committed called %d times, Ends %d: want once each per round", calls.Committed, calls.Ends)
+	}
+}
+
+// TestCommitRepairAndFloor: a late commit below etcd's offset (a deposed
+// leader's) is repaired; a partition Kafka holds ahead of the ledger (a
+// group moving from a plain consumer group) is never moved back.
+func TestCommitRepairAndFloor(t *testing.T) {
+	r := newCommitRig(t, 4, 128)
+	r.k.SetCommitted(tpOf(3), 50) // the plain group's offset
+	r.setMarks(func(int32) int64 { return 10 })
+	rounds := r.run(50 * time.Millisecond)
+	until(t, "0–2 committed at 10", rounds, func(cr coord.CommitRound) bool {
+		return cr.Partitions[tpOf(0)].Committed == 10 && cr.Partitions[tpOf(2)].Committed == 10
+	})
+	r.k.SetCommitted(tpOf(1), 4) // the zombie's late commit
+	cr := until(t, "the repair", rounds, func(cr coord.CommitRound) bool { return cr.Repairs > 0 })
+	if cr.Repairs != 1 || r.k.CommittedOf(tpOf(1)) != 10 {
+		t.Fatalf("repairs %d, partition 1 at %d; want 1 and 10", cr.Repairs, r.k.CommittedOf(tpOf(1)))
+	}
+	if got := r.k.CommittedOf(tpOf(3)); got != 50 {
+		t.Fatalf("partition 3 at %d, want Kafka's 50 kept", got)
+	}
+	r.setMarks(func(int32) int64 { return 60 })
+	until(t, "all at 60", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 4, 60) })
+}
+
+// TestCommitSlowBroker: a Kafka commit that does not return does not hold
+// the rounds: each is cut at its budget and the next one runs.
+func TestCommitSlowBroker(t *testing.T) {
+	r := newCommitRig(t, 2, 128)
+	r.k.SetCommitDelay(time.Hour)
+	r.setMarks(func(int32) int64 { return 10 })
+	rounds := r.run(50 * time.Millisecond)
+	for i := range 3 {
+		cr := until(t, fmt.Sprintf("round %d failing its commit", i), rounds, func(cr coord.CommitRound) bool { return cr.Failed > 0 })
+		if cr.Took > time.Minute {
+			t.Fatalf("round took %s", cr.Took)
+		}
+	}
+	r.k.SetCommitDelay(0)
+	until(t, "both committed", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 10) })
+}
+
+// TestRecordCommitsConflict: a write whose key changed since it was read
+// fails alone; the others in its transaction are recorded.
+func TestRecordCommitsConflict(t *testing.T) {
+	r := newCommitRig(t, 1, 8)
+	var writes []coord.CommitWrite
+	for p := range int32(20) {
+		writes = append(writes, coord.CommitWrite{TopicPartition: tpOf(p), Offset: 5})
+	}
+	if _, err := r.cli.Put(t.Context(), r.schema.Commit("t", 13), `{"v":1,"offset":1,"leader":"x","at":"2026-01-01T00:00:00Z"}`); err != nil {
+		t.Fatal(err)
+	}
+	written, conflicts, err := r.leader.RecordCommits(t.Context(), writes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 19 || len(conflicts) != 1 || conflicts[0] != tpOf(13) {
+		t.Fatalf("written %d, conflicts %v; want 19 and [t/13]", len(written), conflicts)
+	}
+}
+
+// TestRecordCommitsDeposed: a leader that no longer leads records nothing.
+func TestRecordCommitsDeposed(t *testing.T) {
+	cli, e := testutil.StartEtcd(t)
+	counts := map[string]int32{"t": 1}
+	leaders := make(chan *coord.Leader, 4)
+	cfg := testConfig(t, "a", counts)
+	cfg.OnLeader = func(ctx context.Context, l *coord.Leader) { leaders <- l; <-ctx.Done() }
+	a, _ := join(t, e.Endpoints, cfg)
+	old := <-leaders
+	join(t, e.Endpoints, testConfig(t, "b", counts))
+	_ = a.Close()
+	_, _, err := old.RecordCommits(t.Context(), []coord.CommitWrite{{TopicPartition: tpOf(0), Offset: 5}})
+	if !errors.Is(err, coord.ErrNotLeader) {
+		t.Fatalf("deposed leader's RecordCommits: %v, want ErrNotLeader", err)
+	}
+	resp, _ := cli.Get(t.Context(), "/keyshare/g/commits/t/00000")
+	if len(resp.Kvs) != 0 {
+		t.Fatalf("commit written: %s", resp.Kvs[0].Value)
+	}
+}

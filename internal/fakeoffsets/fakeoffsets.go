@@ -1,0 +1,161 @@
+// Package fakeoffsets is an in-memory coord.Offsets: a group's committed
+// offsets and the partitions' end offsets, with counters of the calls, so
+// that the leader's commit protocol is tested without a broker (as
+// hashicorp/raft tests its protocol on in-memory stores).
+//
+//	k := fakeoffsets.New()
+//	k.SetEnd(coord.TopicPartition{Topic: "t"}, 100)
+//	go leader.RunCommits(ctx, coord.CommitConfig{Offsets: k, Interval: time.Second})
+package fakeoffsets
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/keyshare/keyshare/coord"
+)
+
+// Offsets is an in-memory coord.Offsets. The zero value is not usable; call
+// New.
+type Offsets struct {
+	mu        sync.Mutex
+	committed map[coord.TopicPartition]int64
+	ends      map[coord.TopicPartition]int64
+	calls     Calls
+	// commitDelay holds each Commit this long (or until its context ends).
+	commitDelay time.Duration
+	refuse      map[coord.TopicPartition]error
+}
+
+// Calls counts the calls made, and the partitions they named.
+type Calls struct {
+	Committed, Commit, Ends int
+	CommittedParts          int // partitions named in Committed calls
+	CommitParts             int // partitions committed
+	History                 []map[coord.TopicPartition]int64
+}
+
+// New returns an empty Offsets: no partition has a committed offset.
+func New() *Offsets {
+	return &Offsets{committed: make(map[coord.TopicPartition]int64), ends: make(map[coord.TopicPartition]int64), refuse: make(map[coord.TopicPartition]error)}
+}
+
+var _ coord.Offsets = (*Offsets)(nil)
+
+// Committed implements coord.Offsets.
+func (o *Offsets) Committed(ctx context.Context, parts []coord.TopicPartition) (map[coord.TopicPartition]int64, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls.Committed++
+	o.calls.CommittedParts += len(parts)
+	out := make(map[coord.TopicPartition]int64, len(parts))
+	for _, p := range parts {
+		if c, ok := o.committed[p]; ok {
+			out[p] = c
+		} else {
+			out[p] = -1
+		}
+	}
+	return out, nil
+}
+
+// Commit implements coord.Offsets.
+func (o *Offsets) Commit(ctx context.Context, offsets map[coord.TopicPartition]int64) (map[coord.TopicPartition]error, error) {
+	o.mu.Lock()
+	d := o.commitDelay
+	o.mu.Unlock()
+	if d > 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d):
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls.Commit++
+	var failed map[coord.TopicPartition]error
+	done := make(map[coord.TopicPartition]int64, len(offsets))
+	for p, off := range offsets {
+		if err, bad := o.refuse[p]; bad {
+			if failed == nil {
+				failed = make(map[coord.TopicPartition]error)
+			}
+			failed[p] = err
+			continue
+		}
+		o.committed[p] = off
+		done[p] = off
+		o.calls.CommitParts++
+	}
+	o.calls.History = append(o.calls.History, done)
+	return failed, nil
+}
+
+// Ends implements coord.Offsets.
+func (o *Offsets) Ends(ctx context.Context, parts []coord.TopicPartition) (map[coord.TopicPartition]int64, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls.Ends++
+	out := make(map[coord.TopicPartition]int64, len(parts))
+	for _, p := range parts {
+		if e, ok := o.ends[p]; ok {
+			out[p] = e
+		}
+	}
+	return out, nil
+}
+
+// SetCommitted sets a partition's committed offset as another client would
+// (a deposed leader's late commit, or a plain consumer group before the
+// move).
+func (o *Offsets) SetCommitted(p coord.TopicPartition, off int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.committed[p] = off
+}
+
+// CommittedOf is a partition's committed offset, -1 if none.
+func (o *Offsets) CommittedOf(p coord.TopicPartition) int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if c, ok := o.committed[p]; ok {
+		return c
+	}
+	return -1
+}
+
+// SetEnd sets a partition's end offset.
+func (o *Offsets) SetEnd(p coord.TopicPartition, end int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ends[p] = end
+}
+
+// SetCommitDelay makes every Commit take d (a slow broker).
+func (o *Offsets) SetCommitDelay(d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.commitDelay = d
+}
+
+// Refuse makes Commit refuse partition p with err (nil: accept it again).
+func (o *Offsets) Refuse(p coord.TopicPartition, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err == nil {
+		delete(o.refuse, p)
+	} else {
+		o.refuse[p] = err
+	}
+}
+
+// Calls returns the counters so far.
+func (o *Offsets) Calls() Calls {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c := o.calls
+	c.History = append([]map[coord.TopicPartition]int64(nil), c.History...)
+	return c
+}
