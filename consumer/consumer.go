@@ -328,4 +328,3 @@ func (c *Consumer) partitionCounts(ctx context.Context, topics []string) (map[st
 	}
 	return out, nil
 }
-
