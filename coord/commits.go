@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -370,16 +369,5 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 
 // joinTPs describes partitions for a log line: the first few and a count.
 func joinTPs(tps []TopicPartition) string {
-	var b strings.Builder
-	for i, tp := range tps {
-		if i == 3 {
-			fmt.Fprintf(&b, " and %d more", len(tps)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s/%d", tp.Topic, tp.Partition)
-	}
-	return b.String()
+	return firstFew(tps, ", ", func(tp TopicPartition) string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) })
 }

@@ -444,16 +444,22 @@ func (s *Session) apply(ctx context.Context, l *Leader, gen int64, changes []cha
 // whats describes a batch of changes for a log line: the first few, and how
 // many more.
 func whats(batch []change) string {
+	return firstFew(batch, "; ", func(c change) string { return c.what })
+}
+
+// firstFew joins the names of the first three items, with a count of the
+// rest, for a log line about many items.
+func firstFew[T any](items []T, sep string, name func(T) string) string {
 	var b strings.Builder
-	for i, c := range batch {
+	for i, it := range items {
 		if i == 3 {
-			fmt.Fprintf(&b, "; and %d more", len(batch)-i)
+			fmt.Fprintf(&b, "%sand %d more", sep, len(items)-i)
 			break
 		}
 		if i > 0 {
-			b.WriteString("; ")
+			b.WriteString(sep)
 		}
-		b.WriteString(c.what)
+		b.WriteString(name(it))
 	}
 	return b.String()
 }

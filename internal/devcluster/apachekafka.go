@@ -378,46 +378,50 @@ func (k *ApacheKafka) waitServing(nd *kafkaNode, deadline time.Time) error {
 		}
 		return err
 	}
-	for {
-		select {
-		case <-exited:
-			return fail(fmt.Sprintf("exited while starting (%v)", nd.waitErr))
-		default:
+	// until polls cond every 100 ms until it holds, the JVM exits, or the
+	// deadline passes (then the failure says what was not reached).
+	until := func(what string, cond func() bool) error {
+		for {
+			select {
+			case <-exited:
+				return fail(fmt.Sprintf("exited while starting (%v)", nd.waitErr))
+			default:
+			}
+			if time.Now().After(deadline) {
+				return fail(fmt.Sprintf("%s after %s", what, k.o.StartTimeout))
+			}
+			if cond() {
+				return nil
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			return fail(fmt.Sprintf("not serving after %s", k.o.StartTimeout))
-		}
+	}
+	if err := until("not serving", func() bool {
 		c, err := net.DialTimeout("tcp", nd.addr(), time.Second)
 		if err == nil {
 			c.Close()
-			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil
+	}); err != nil {
+		return err
 	}
 	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": nd.addr(), "log_level": 0})
 	if err != nil {
 		return fmt.Errorf("devcluster: admin client: %w", err)
 	}
 	defer a.Close()
-	for {
-		select {
-		case <-exited:
-			return fail(fmt.Sprintf("exited while starting (%v)", nd.waitErr))
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fail(fmt.Sprintf("not in the cluster's metadata after %s", k.o.StartTimeout))
-		}
+	return until("not in the cluster's metadata", func() bool {
 		md, err := a.GetMetadata(nil, false, 2000)
-		if err == nil {
-			for _, b := range md.Brokers {
-				if int(b.ID) == nd.id {
-					return nil
-				}
+		if err != nil {
+			return false
+		}
+		for _, b := range md.Brokers {
+			if int(b.ID) == nd.id {
+				return true
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 // logTail returns the last n lines of the file at path.
