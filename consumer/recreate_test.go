@@ -21,12 +21,6 @@ import (
 // drops the old state and starts the topic afresh: every record of the new
 // log is handled once, and the committed offset reaches its end.
 func TestRecreatedTopicStartsAfresh(t *testing.T) {
-	// Passed on kfake and Apache Kafka before the commit protocol moved
-	// into coord (issue 14); since then every new record is still handled
-	// once, but the commit rounds floor the committed offset at the old
-	// topic's, so committed never comes down to the new log's end. Open in
-	// issue 13 until coord/commits.go learns of topic resets.
-	t.Skip("known regression after the issue-14 merge: commit floor survives a topic reset (issue 13 stays open)")
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	var mu sync.Mutex
 	seen := make(map[string]int) // value → handlings

@@ -249,15 +249,21 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 		c.kafkaAt[tp] = max(o, -1)
 	}
 
+	// A write the cache has caught up with is the cache's to tell: it may
+	// since have been deleted (a topic reset) or replaced.
+	for tp, w := range c.wrote {
+		if w.rev <= snap.Rev {
+			delete(c.wrote, tp)
+		}
+	}
 	// The offset etcd holds for each partition: the cache's, or this
 	// leader's own write if the cache has not seen it yet.
 	recorded := func(tp TopicPartition) (offset, rev int64, ok bool) {
-		rec, has := snap.Commits[tp]
-		offset, rev = rec.Offset, snap.CommitRevs[tp]
-		if w, mine := c.wrote[tp]; mine && w.rev > rev {
+		if w, mine := c.wrote[tp]; mine {
 			return w.offset, w.rev, true
 		}
-		return offset, rev, has
+		rec, has := snap.Commits[tp]
+		return rec.Offset, snap.CommitRevs[tp], has
 	}
 	var writes []CommitWrite
 	for _, tp := range parts {

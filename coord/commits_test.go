@@ -199,6 +199,34 @@ func TestCommitRepairAndFloor(t *testing.T) {
 	until(t, "all at 60", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 4, 60) })
 }
 
+// TestCommitAfterTopicReset: once a topic reset deletes the commit records
+// and Kafka's committed offsets are set back, the rounds commit the new
+// log's watermarks; the leader's memory of its own earlier writes does not
+// hold them at the old topic's offsets.
+func TestCommitAfterTopicReset(t *testing.T) {
+	r := newCommitRig(t, 2, 128)
+	r.setMarks(func(int32) int64 { return 50 })
+	rounds := r.run(50 * time.Millisecond)
+	until(t, "both committed at 50", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 50) })
+
+	// What the reset does: the commit records go, Kafka is set to the new
+	// log's start, and the ranges' ledger starts again there.
+	if _, err := r.cli.Delete(t.Context(), r.schema.Commits(), clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	for p := range r.n {
+		r.k.SetCommitted(tpOf(p), 0)
+	}
+	r.setMarks(func(int32) int64 { return 5 })
+	until(t, "both committed at 5", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 5) })
+	// Later rounds must not put the old offset back.
+	until(t, "one more round", rounds, func(coord.CommitRound) bool { return true })
+	cr := until(t, "a second round", rounds, func(coord.CommitRound) bool { return true })
+	if !allAt(cr, 2, 5) {
+		t.Fatalf("after the reset: %+v, want both committed at 5", cr.Partitions)
+	}
+}
+
 // TestCommitSlowBroker: a Kafka commit that does not return does not hold
 // the rounds: each is cut at its budget and the next one runs.
 func TestCommitSlowBroker(t *testing.T) {
