@@ -155,7 +155,14 @@ func newEnvOn(t *testing.T, parts int32, brokers, etcdMembers int, n *netns.Net,
 	if testutil.KafkaBackend() == testutil.BackendApache {
 		// Its cleanup (registered first, so run last) kills it and keeps
 		// the broker logs if the row failed.
-		en.apache = testutil.StartApacheKafka(t, devcluster.ApacheKafkaOptions{Nodes: brokers, Topics: map[string]int32{topic: parts}})
+		opts := devcluster.ApacheKafkaOptions{Nodes: brokers, Topics: map[string]int32{topic: parts}}
+		if n != nil {
+			if slow {
+				t.Skip("slow links relay kfake's listener only; Apache Kafka advertises its own address")
+			}
+			opts.Addr = en.kafkaIP + ":0" // members reach it on their hosts
+		}
+		en.apache = testutil.StartApacheKafka(t, opts)
 		brokerAddrs = en.apache.ListenAddrs()
 	} else {
 		k, err := devcluster.StartKafka(devcluster.KafkaOptions{DataDir: filepath.Join(dir, "kafka"), Topics: map[string]int32{topic: parts}, Brokers: brokers, Extra: kafkaOpts})
