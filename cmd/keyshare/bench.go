@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/internal/devcluster"
 )
 
 // benchCommand measures keyshare against a vanilla confluent-kafka-go
@@ -31,6 +32,7 @@ type benchCommand struct {
 	quick bool
 	only  string
 	prof  string
+	kafka string // the bundled cluster's broker: kfake or apache
 
 	cl      *started
 	brokers string
@@ -46,7 +48,11 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.quick, "quick", false, "smaller workloads (a smoke test of the benchmark itself)")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the benchmark process to this file")
 	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: pc, scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200)")
+	kafkaFlag(fs, &c.kafka)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := checkKafkaFlag(c.kafka); err != nil {
 		return err
 	}
 	if c.runs < 1 {
@@ -60,7 +66,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	if c.runs > 10 {
 		return usageError{fmt.Errorf("--runs %d: at most 10", c.runs)}
 	}
-	cl, err := startCluster("127.0.0.1:0", "127.0.0.1:0", "", "kfake", topics)
+	cl, err := startCluster("127.0.0.1:0", "127.0.0.1:0", "", c.kafka, topics)
 	if err != nil {
 		return err
 	}
@@ -70,7 +76,11 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	host, _ := os.Hostname()
 	c.printf("# keyshare benchmarks\n\nMeasured by `make bench` (`keyshare bench --runs %d`) on %s: %d CPUs, %s, %s/%s, %s.\n",
 		c.runs, host, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02"))
-	c.printf("Brokers: kfake (in-process Kafka-protocol broker) through librdkafka; etcd embedded. No Apache Kafka broker can be installed on these machines.\n")
+	if c.kafka == "apache" {
+		c.printf("Broker: Apache Kafka %s (one KRaft node in a JVM, internal/devcluster) through librdkafka; etcd embedded.\n", devcluster.ApacheKafkaVersion)
+	} else {
+		c.printf("Broker: kfake (franz-go's in-process Kafka-protocol broker) through librdkafka; etcd embedded. `--kafka apache` runs the same scenarios on Apache Kafka %s.\n", devcluster.ApacheKafkaVersion)
+	}
 	c.printf("Each figure is the median of %d runs with the range (min–max) in brackets, unless it says otherwise.\n\n", c.runs)
 	if c.prof != "" {
 		f, err := os.Create(c.prof)
