@@ -54,6 +54,9 @@ func (p *pipeline) backpressure() bool {
 		}
 		return true
 	case inflight >= limit:
+		if !held && p.evictBlocked() {
+			return false // blocked keys' records left memory: there is room (blocked.go)
+		}
 		if p.boundSince.IsZero() {
 			p.boundSince = time.Now()
 		}

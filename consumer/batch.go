@@ -171,6 +171,8 @@ func (s *scheduler) takeLocked(b *batch) {
 			if q.head == nil {
 				q.tail = nil
 			}
+			q.n--
+			q.lastTake = time.Now()
 			b.jobs = append(b.jobs, j)
 			room--
 		}
@@ -214,6 +216,7 @@ func (b *batch) releaseLocked(key jobKey, putBack []*job) {
 			q.tail = putBack[n-1]
 		}
 		q.head = putBack[0]
+		q.n += n
 	}
 	q.running = false
 	if q.head != nil {

@@ -83,6 +83,12 @@ type Config struct {
 	// MaxInFlight bounds the records fetched but not finished; at the bound
 	// the member pauses fetching. Default 1000.
 	MaxInFlight int
+	// MaxQueuedPerKey bounds the records of one blocked key (its head
+	// record has not finished for a second: retried, or hanging) kept in
+	// memory; beyond it they stay pending in the ledger and are fetched
+	// again when the key moves, so one blocked key cannot fill MaxInFlight
+	// and stall every other key. 0 means min(100, MaxInFlight/4).
+	MaxQueuedPerKey int
 	// FlushInterval is how often completed offsets are written to etcd.
 	// Default 500 ms. It bounds the records that run twice after a crash.
 	FlushInterval time.Duration
@@ -242,6 +248,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Concurrency <= 0:
 		return configErr("Concurrency %d must be at least 1 (default 16)", c.Concurrency)
+	case c.MaxQueuedPerKey < 0:
+		return configErr("MaxQueuedPerKey %d must not be negative (0: min(100, MaxInFlight/4))", c.MaxQueuedPerKey)
 	case c.MaxInFlight < c.Concurrency:
 		return configErr("MaxInFlight %d must be at least Concurrency %d (default 1000)", c.MaxInFlight, c.Concurrency)
 	case c.MaxUnflushed < c.Concurrency:

@@ -30,7 +30,7 @@ type Consumer struct {
 	dlqLogs  chan struct{} // the same for the dead-letter producer
 
 	metrics struct {
-		handled, failed, retried, deadLettered, flushes, flushBytes, fetched, commits, commitRepairs, retentionLosses atomic.Int64
+		handled, failed, retried, deadLettered, flushes, flushBytes, fetched, shelved, commits, commitRepairs, retentionLosses atomic.Int64
 	}
 	registry                     *prometheus.Registry
 	flushSeconds, handoffSeconds prometheus.Histogram

@@ -44,18 +44,27 @@ func (p *pipeline) handle(m *kafka.Message) {
 	if run == nil {
 		return
 	}
-	p.dispatchLocked(t, m, o, h)
+	k := keyOf(t, m, o)
+	if p.shelveNewLocked(t, k, run, o, h) {
+		return // its key is blocked with a full queue (blocked.go)
+	}
+	p.dispatchLocked(t, k, m, o, h)
 }
 
-func (p *pipeline) dispatchLocked(t tp, m *kafka.Message, o int64, h uint32) {
-	ctx, cancel := context.WithCancel(p.ctx)
-	j := &job{t: t, o: o, h: h, m: m, ctx: ctx, cancel: cancel, since: time.Now()}
-	j.key = jobKey{topic: t.Topic, partition: t.Partition}
+// keyOf is the key whose records run one at a time in order.
+func keyOf(t tp, m *kafka.Message, o int64) jobKey {
+	k := jobKey{topic: t.Topic, partition: t.Partition}
 	if m.Key == nil {
-		j.key.null, j.key.offset = true, o
+		k.null, k.offset = true, o
 	} else {
-		j.key.key = string(m.Key)
+		k.key = string(m.Key)
 	}
+	return k
+}
+
+func (p *pipeline) dispatchLocked(t tp, k jobKey, m *kafka.Message, o int64, h uint32) {
+	ctx, cancel := context.WithCancel(p.ctx)
+	j := &job{t: t, key: k, o: o, h: h, m: m, ctx: ctx, cancel: cancel, since: time.Now()}
 	jobs := p.mu.jobs[t]
 	if jobs == nil {
 		jobs = make(map[int64]*job)

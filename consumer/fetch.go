@@ -36,6 +36,9 @@ func (p *pipeline) fetchLoop() error {
 			p.hold(st)
 		default:
 		}
+		if err := p.refetchShelved(); err != nil {
+			return err
+		}
 		if p.backpressure() {
 			// Wait for a record to finish (or for updates and the pause
 			// check).

@@ -20,7 +20,7 @@ type tp = coord.TopicPartition
 // (table.go), the fetch loop, the only driver of the fetcher (fetch.go,
 // fetcher.go), filter and dispatch to the scheduler (dispatch.go,
 // scheduler.go), the in-flight bound and an operator's pause
-// (backpressure.go), moving to a new assignment (reconcile.go), draining
+// (backpressure.go), blocked keys' records out of memory (blocked.go), moving to a new assignment (reconcile.go), draining
 // and releasing revoked ranges (drain.go), writing the ledger (flush.go),
 // and records Kafka deleted before they were handled (retention.go).
 type pipeline struct {
@@ -65,6 +65,9 @@ type pipeline struct {
 		// aboveEnd are partitions whose position is above the log end
 		// (gaps.go); nil until one is found.
 		aboveEnd map[tp]*AboveLogEnd
+		// shelves are partitions with records of blocked keys taken out
+		// of memory, to fetch again (blocked.go).
+		shelves map[tp]*shelf
 	}
 }
 
@@ -83,6 +86,7 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 	p.mu.rangeTable = newRangeTable()
 	p.mu.jobs = make(map[tp]map[int64]*job)
 	p.mu.halted = make(map[tp]bool)
+	p.mu.shelves = make(map[tp]*shelf)
 	p.mu.fetching = true
 	p.mu.held = true // until the first read of the pause state
 	if c.cfg.BatchHandler != nil {

@@ -325,10 +325,11 @@ func TestBadConfigRefusedBeforeJoining(t *testing.T) {
 // TestBackpressureBoundsInFlight: a blocked key piles up records behind it
 // until the in-flight bound; then the member stops taking records, pauses its
 // partition, and never holds more than the bound. Releasing the key lets
-// everything finish.
+// everything finish. (MaxQueuedPerKey at the in-flight bound lets the key
+// fill it: TestBlockedKeyLeavesMemory shows the default.)
 func TestBackpressureBoundsInFlight(t *testing.T) {
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
-	cl.mutate = func(c *consumer.Config) { c.MaxInFlight = 50 }
+	cl.mutate = func(c *consumer.Config) { c.MaxInFlight, c.MaxQueuedPerKey = 50, 50 }
 	h := newHistory(t)
 	inner := h.handler("m", 0)
 	release := make(chan struct{})

@@ -41,8 +41,10 @@ type job struct {
 type keyQueue struct {
 	key        jobKey
 	head, tail *job
-	running    bool // a worker is on this key
-	queued     bool // the key is in the ready list
+	n          int       // jobs from head to tail
+	running    bool      // a worker is on this key
+	queued     bool      // the key is in the ready list
+	lastTake   time.Time // when a worker last took a record of the key (or the queue was made)
 }
 
 // scheduler runs jobs on a fixed number of workers, keeping each key's jobs
@@ -83,9 +85,10 @@ func (s *scheduler) submit(j *job) {
 	defer s.mu.Unlock()
 	q := s.keys[j.key]
 	if q == nil {
-		q = &keyQueue{key: j.key}
+		q = &keyQueue{key: j.key, lastTake: time.Now()}
 		s.keys[j.key] = q
 	}
+	q.n++
 	if q.tail == nil {
 		q.head, q.tail = j, j
 	} else {
@@ -131,6 +134,8 @@ func (s *scheduler) work() {
 		if q.head == nil {
 			q.tail = nil
 		}
+		q.n--
+		q.lastTake = time.Now()
 		s.mu.Unlock()
 
 		s.run(j)

@@ -1,0 +1,61 @@
+package consumer_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/testutil"
+)
+
+// TestBlockedKeyLeavesMemory: one key blocks with its records piling up.
+// Beyond MaxQueuedPerKey they leave memory instead of filling MaxInFlight,
+// so every other key's records are handled while it is blocked, the member
+// never holds more than the bound, and the committed offset stays below the
+// blocked record. Released, the key's records are fetched again and each
+// runs once, in order; the commit reaches the end.
+func TestBlockedKeyLeavesMemory(t *testing.T) {
+	cl, k := newCluster(t, map[string]int32{"orders": 1})
+	cl.mutate = func(c *consumer.Config) { c.MaxInFlight = 50 } // MaxQueuedPerKey: the default, 12
+	h := newHistory(t)
+	inner := h.handler("m", 0)
+	release := make(chan struct{})
+	blockedAt := atomic.Int64{}
+	blockedAt.Store(-1)
+	m := cl.start("m", func(ctx context.Context, msg *kafka.Message) error {
+		if string(msg.Key) == "key-7" {
+			blockedAt.CompareAndSwap(-1, int64(msg.TopicPartition.Offset))
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return inner(ctx, msg)
+	})
+	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(8000, 100))
+	maxSeen := 0
+	waitFor(t, "every record of the other keys handled while key-7 blocks", 90*time.Second, func() bool {
+		maxSeen = max(maxSeen, m.c.Status().InFlight)
+		return h.count() == len(produced)-80
+	})
+	if maxSeen > 50 {
+		t.Fatalf("in flight reached %d, bound 50", maxSeen)
+	}
+	time.Sleep(500 * time.Millisecond) // a commit round or two
+	if c, ok := testutil.Committed(t, k.Brokers, "g", "orders", 1)[0]; ok && c > blockedAt.Load() {
+		t.Fatalf("committed %d past the blocked record at %d", c, blockedAt.Load())
+	}
+	close(release)
+	waitFor(t, "all records", 60*time.Second, func() bool { return h.count() == len(produced) })
+	waitFor(t, "commit reaches end", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == int64(len(produced))
+	})
+	if dups := h.check(produced); dups != 0 {
+		t.Fatalf("%d records handled twice", dups)
+	}
+}
