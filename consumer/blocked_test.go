@@ -59,3 +59,42 @@ func TestBlockedKeyLeavesMemory(t *testing.T) {
 		t.Fatalf("%d records handled twice", dups)
 	}
 }
+
+// TestBlockedKeyShelvedThenHandedOver: records of a blocked key are out of
+// memory when a second member joins and the ranges are split between the
+// two; whichever member owns key-7 afterwards runs its records, each once,
+// in order, once the key is released.
+func TestBlockedKeyShelvedThenHandedOver(t *testing.T) {
+	cl, k := newCluster(t, map[string]int32{"orders": 1})
+	cl.mutate = func(c *consumer.Config) { c.MaxInFlight, c.DrainTimeout = 50, 2*time.Second }
+	h := newHistory(t)
+	release := make(chan struct{})
+	handler := func(id string) consumer.Handler {
+		inner := h.handler(id, 0)
+		return func(ctx context.Context, msg *kafka.Message) error {
+			if string(msg.Key) == "key-7" {
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return inner(ctx, msg)
+		}
+	}
+	m1 := cl.start("m1", handler("m1"))
+	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(8000, 100))
+	waitFor(t, "the other keys handled by m1", 90*time.Second, func() bool { return h.count() == len(produced)-80 })
+	m2 := cl.start("m2", handler("m2"))
+	waitFor(t, "both members own ranges", 60*time.Second, func() bool {
+		return len(m1.c.Status().Ranges) > 0 && len(m2.c.Status().Ranges) > 0
+	})
+	close(release)
+	waitFor(t, "all records", 60*time.Second, func() bool { return h.count() == len(produced) })
+	waitFor(t, "commit reaches end", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == int64(len(produced))
+	})
+	if dups := h.check(produced); dups != 0 {
+		t.Fatalf("%d records handled twice", dups)
+	}
+}
