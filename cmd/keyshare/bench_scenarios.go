@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/consumer"
 )
 
 // parallelConsumerWorkload is Confluent Parallel Consumer's published
@@ -141,6 +143,61 @@ func (c *benchCommand) hotKey(ctx context.Context) error {
 	c.printf("| keyshare, key-0 blocked | %s | %.0f | %.0f%% |\n", blocked, float64(others)/blocked.med.Seconds(), 100*base.med.Seconds()/blocked.med.Seconds())
 	c.printf("| vanilla consumer, key-0 blocked | — | 0 while blocked | 0%% for 5 s (one record at a time, in partition order) |\n")
 	c.printf("\nGoal: ≥ 90%%.\n\n")
+	return c.blockedKeyPastBound(ctx)
+}
+
+// blockedKeyPastBound blocks a key with more records behind it than
+// MaxInFlight, with MaxQueuedPerKey at its default and at MaxInFlight
+// (the member before blocked keys' records could leave memory).
+func (c *benchCommand) blockedKeyPastBound(ctx context.Context) error {
+	n, keys := 20000, 10
+	if c.quick {
+		n = 8000
+	}
+	if err := c.produceKeys("hot-deep", n, func(i int) string { return fmt.Sprintf("key-%d", i%keys) }); err != nil {
+		return err
+	}
+	others := n - n/keys
+	run := func(perKey int) (time.Duration, error) {
+		var s span
+		var blocked atomic.Bool
+		ms, err := c.startMembersWith("hot-deep", 1, 16, "earliest", func(cfg *consumer.Config) {
+			cfg.MaxQueuedPerKey = perKey
+			cfg.Handler = func(ctx context.Context, m *kafka.Message) error {
+				if string(m.Key) == "key-0" {
+					if blocked.CompareAndSwap(false, true) {
+						return sleepFor(ctx, 5*time.Second)
+					}
+					return sleepFor(ctx, time.Millisecond)
+				}
+				if err := sleepFor(ctx, time.Millisecond); err != nil {
+					return err
+				}
+				s.hit()
+				return nil
+			}
+		})
+		if err != nil {
+			return 0, err
+		}
+		defer ms.stop()
+		if err := s.wait(int64(others), 10*time.Minute); err != nil {
+			return 0, err
+		}
+		return s.elapsed(), nil
+	}
+	def, err := c.repeat(func() (time.Duration, error) { return run(0) })
+	if err != nil {
+		return err
+	}
+	off, err := c.repeat(func() (time.Duration, error) { return run(1000) })
+	if err != nil {
+		return err
+	}
+	c.printf("### 3b. The blocked key has more records than MaxInFlight\n\n%d records over %d keys (%d of key-0, more than MaxInFlight = 1,000), 1 partition, 1 member with 16 workers, 1 ms per record; the first record of key-0 blocks for 5 s. Time until the other %d records are handled:\n\n| MaxQueuedPerKey | time | records/s of other keys |\n|---|---|---|\n", n, keys, n/keys, others)
+	c.printf("| default (100): key-0's records beyond 100 leave memory | %s | %.0f |\n", def, float64(others)/def.med.Seconds())
+	c.printf("| 1,000 (= MaxInFlight: key-0 fills the bound, fetching stops) | %s | %.0f |\n\n", off, float64(others)/off.med.Seconds())
+	c.printf("A key counts as blocked after a second without progress (docs/consumer.md, \"A blocked key\"), so with the default the member still sits at the in-flight bound for that second before key-0's records leave memory. With the bound at MaxInFlight it waits for the whole block.\n\n")
 	return nil
 }
 
