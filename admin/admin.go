@@ -268,6 +268,15 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 		}
 	}
 	committed, err := g.kc.Committed(tps, kafkaTimeoutMs)
+	var kerr kafka.Error
+	if errors.As(err, &kerr) && kerr.Code() == kafka.ErrGroupIDNotFound {
+		// A group that never committed (kfake says so where Apache Kafka
+		// answers -1 for each partition).
+		committed, err = tps, nil
+		for i := range committed {
+			committed[i].Offset = kafka.OffsetInvalid
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("admin: read committed offsets of %q: %w", g.name, err)
 	}
