@@ -3,6 +3,7 @@ package coord_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +111,28 @@ func TestResetOffsetsBesidePausedOwner(t *testing.T) {
 	}
 	if got := snapshot(t, cli).Ranges[0].Record.Reset; got <= r.Record.Reset {
 		t.Fatalf("second reset epoch %d, want above the first %d", got, r.Record.Reset)
+	}
+}
+
+// TestResetOffsetsPartitionTooLarge: a partition is reset whole in one
+// transaction; one cut into more ranges than fit is refused before
+// anything is written, naming the partition and the limit.
+func TestResetOffsetsPartitionTooLarge(t *testing.T) {
+	cli, _ := testutil.StartEtcd(t)
+	snap := &coord.Snapshot{Rev: 5}
+	step := ledger.HashSpace / 50
+	for i := range uint64(50) {
+		snap.Ranges = append(snap.Ranges, coord.RangeState{
+			Key:    "ranges/t/0/" + string(rune('a'+i)),
+			Record: coord.RangeRecord{V: 1, Topic: "t", Partition: 0, Lo: i * step, Hi: (i + 1) * step, Owner: "a", State: coord.StateActive},
+		})
+	}
+	err := coord.ResetOffsets(t.Context(), cli, coord.Group{Name: "g"}, snap,
+		[]coord.OffsetReset{{TopicPartition: coord.TopicPartition{Topic: "t", Partition: 0}, Offset: 3}}, coord.ResetGuard{}, "test", time.Now())
+	if err == nil || !strings.Contains(err.Error(), "t/0 has 50 ranges") || !strings.Contains(err.Error(), "nothing was written") {
+		t.Fatalf("reset of a partition of 50 ranges: %v, want it refused naming t/0 and its 50 ranges", err)
+	}
+	if n, err := coord.CountKeys(t.Context(), cli, coord.Group{Name: "g"}); err != nil || n != 0 {
+		t.Fatalf("%d keys written (%v), want none", n, err)
 	}
 }
