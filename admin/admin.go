@@ -110,6 +110,32 @@ func (g *Group) check(ctx context.Context) error {
 	return nil
 }
 
+// checkReset refuses a reset when the group is unknown, or has live members
+// and is not paused. It returns the guard the reset's writes must carry:
+// the pause as read, when the group is paused (members may run, holding
+// their ranges but taking no records), else "no member registered".
+func (g *Group) checkReset(ctx context.Context) (coord.ResetGuard, error) {
+	if err := g.known(ctx); err != nil {
+		return coord.ResetGuard{}, err
+	}
+	paused, err := coord.PausedRevision(ctx, g.cli, g.group)
+	if err != nil {
+		return coord.ResetGuard{}, fmt.Errorf("admin: %w", err)
+	}
+	if paused != 0 {
+		return coord.ResetGuard{PausedRev: paused}, nil
+	}
+	ids, err := g.LiveMembers(ctx)
+	if err != nil {
+		return coord.ResetGuard{}, err
+	}
+	if len(ids) > 0 {
+		return coord.ResetGuard{}, fmt.Errorf("%w %q (%s) and is not paused: pause it first (keyshare group pause --group %s), or stop them; nothing was changed",
+			ErrLiveMembers, g.name, strings.Join(ids, ", "), g.name)
+	}
+	return coord.ResetGuard{}, nil
+}
+
 // Pause asks every member of the group to stop taking records: each keeps
 // its ranges and session, finishes and flushes what is in flight, and the
 // leader goes on committing, so the committed offset settles. The pause is
@@ -209,12 +235,12 @@ const kafkaTimeoutMs = 10000
 // PlanReset computes the new offset of each selected partition; it changes
 // nothing. It is refused for an unknown group or topic, a partition the
 // topic does not have, an offset outside the log, a time in the future,
-// and while the group has live members.
+// and while the group has live members and is not paused.
 func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanRow, error) {
 	if g.kc == nil {
 		return nil, errors.New("admin: a reset needs the Kafka settings")
 	}
-	if err := g.check(ctx); err != nil {
+	if _, err := g.checkReset(ctx); err != nil {
 		return nil, err
 	}
 	if r.To == ToDatetime && r.Time.After(time.Now()) {
@@ -242,6 +268,15 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 		}
 	}
 	committed, err := g.kc.Committed(tps, kafkaTimeoutMs)
+	var kerr kafka.Error
+	if errors.As(err, &kerr) && kerr.Code() == kafka.ErrGroupIDNotFound {
+		// A group that never committed (kfake says so where Apache Kafka
+		// answers -1 for each partition).
+		committed, err = tps, nil
+		for i := range committed {
+			committed[i].Offset = kafka.OffsetInvalid
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("admin: read committed offsets of %q: %w", g.name, err)
 	}
@@ -298,28 +333,49 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 	return plan, nil
 }
 
-// ApplyReset writes plan: in etcd, each partition's commit record and a
-// fresh ledger entry (next = the new offset) for every range of the
-// partition, so that the next member starts there; then the group's
+// resetAttempts bounds how often ApplyReset reads the group again when
+// its state changed under the reset (a paused member's last flush, a
+// leader's round).
+const resetAttempts = 5
+
+// ApplyReset writes plan: in etcd, each partition's commit record, a fresh
+// ledger entry (next = the new offset) for every range of the partition
+// and its range record with a grown reset epoch, so that the next member,
+// or a paused member that owns the range, starts there; then the group's
 // committed offsets in Kafka. The etcd writes are one transaction per
-// batch of partitions, guarded by "no live members" and by every ledger
-// key being as read; Kafka's commit follows. If it fails, etcd already
-// holds the reset: apply the same plan again.
+// batch of partitions, guarded by the pause (or, with no pause, by "no
+// live members") and by every range record and ledger entry being as
+// read; a batch whose ranges changed meanwhile is read and written again.
+// Kafka's commit follows. If it fails, etcd already holds the reset:
+// apply the same plan again.
+//
+// A paused member's flushes of the state it held before are fenced (its
+// writes are guarded by the range record's revision), and on the grown
+// epoch it drops that state, cancels what it still runs of the range, and
+// fetches from the new offset once the group is resumed.
 func (g *Group) ApplyReset(ctx context.Context, plan []PlanRow) error {
-	if err := g.check(ctx); err != nil {
-		return err
-	}
-	snap, err := coord.ReadSnapshot(ctx, g.cli, g.group)
-	if err != nil {
-		return fmt.Errorf("admin: %w", err)
-	}
 	resets := make([]coord.OffsetReset, 0, len(plan))
 	for _, row := range plan {
 		resets = append(resets, coord.OffsetReset{TopicPartition: coord.TopicPartition{Topic: row.Topic, Partition: row.Partition}, Offset: row.New})
 	}
-	err = coord.ResetOffsets(ctx, g.cli, g.group, snap, resets, "keyshare group reset-offsets", time.Now().UTC())
+	var err error
+	for range resetAttempts {
+		var rg coord.ResetGuard
+		if rg, err = g.checkReset(ctx); err != nil {
+			return err
+		}
+		var snap *coord.Snapshot
+		if snap, err = coord.ReadSnapshot(ctx, g.cli, g.group); err != nil {
+			return fmt.Errorf("admin: %w", err)
+		}
+		err = coord.ResetOffsets(ctx, g.cli, g.group, snap, resets, rg, "keyshare group reset-offsets", time.Now().UTC())
+		if !errors.Is(err, coord.ErrGroupChanged) {
+			break
+		}
+	}
 	if errors.Is(err, coord.ErrGroupChanged) {
-		return fmt.Errorf("%w %q, or its ledger changed, while resetting: run the reset again once no member runs", ErrLiveMembers, g.name)
+		return fmt.Errorf("admin: group %q changed under the reset %d times (a member joined, the pause was lifted, or its ranges kept moving): %w; some partitions may be reset already: check keyshare group describe, pause the group (or stop its members) and run the reset again",
+			g.name, resetAttempts, err)
 	}
 	if err != nil {
 		return fmt.Errorf("admin: %w", err)

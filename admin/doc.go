@@ -1,9 +1,11 @@
 // Package admin administers a keyshare group from outside its members: it
 // plans and applies offset resets and deletes a group's state, in etcd and
-// in Kafka together. Every change is refused while the group has live
-// members (keys under members/), and the etcd side of a change is one
-// transaction per batch guarded by that condition, so a member that joins
-// meanwhile makes the change fail rather than run beside it.
+// in Kafka together. Deletes are refused while the group has live members
+// (keys under members/), and resets while it has live members and is not
+// paused; the etcd side of a change is one transaction per batch guarded by
+// that condition (for a reset of a paused group: the pause, and every range
+// it rewrites being as read), so a change fails rather than run beside a
+// member that could overwrite it.
 //
 //	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": "localhost:9092"}, "/keyshare", "orders")
 //	defer g.Close()
@@ -11,7 +13,8 @@
 //	err = g.ApplyReset(ctx, plan)
 //
 // Pause and Resume hold a running group without stopping its members (they
-// keep their ranges, finish and flush what is in flight, take nothing new);
+// keep their ranges, finish and flush what is in flight, take nothing new;
+// a reset applied meanwhile replaces their ranges' state);
 // Delete removes a group's etcd state (and optionally its Kafka offsets)
 // once no member runs. cmd/keyshare's "group" subcommand is a thin layer
 // over this package.

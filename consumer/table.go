@@ -20,6 +20,10 @@ type owned struct {
 	flushed  uint64 // st.Version() last written to etcd
 	dirty    bool   // never written since acquired
 	revoking bool
+	// reset is the reset epoch (coord.RangeRecord.Reset) st was loaded at,
+	// or inherited from the range it was cut from: a record whose epoch is
+	// above it means an operator reset the range, and st is stale.
+	reset    int64
 	draining bool // a drainer goroutine is releasing it
 	// drains counts the drains started; a drainer goes on only while it is
 	// the latest and the range is still revoking.
@@ -44,6 +48,26 @@ func containing(old map[string]*owned, t tp, r ledger.HashRange) *owned {
 		}
 	}
 	return nil
+}
+
+// clipLosses is the share of unreported losses that falls in r.
+func clipLosses(losses []coord.LossReport, r ledger.HashRange) []coord.LossReport {
+	var out []coord.LossReport
+	for _, l := range losses {
+		if c, ok := l.Loss.Clip(r); ok {
+			out = append(out, coord.LossReport{Loss: c, At: l.At})
+		}
+	}
+	return out
+}
+
+func inRanges(rs []ledger.HashRange, h uint32) bool {
+	for _, r := range rs {
+		if r.Contains(h) {
+			return true
+		}
+	}
+	return false
 }
 
 func ownsHash(ranges map[string]*owned, t tp, h uint32) bool {
@@ -124,10 +148,17 @@ type reconciled struct {
 // if neither is known (the caller reads the assignment again); a revoked
 // range gets a drainer (a revoke taken back stops it); a range no longer
 // owned is dropped and its in-flight records (jobs) are to be cancelled.
-// Then each partition is fetched from the lowest watermark of its ranges
-// that are not revoking: assigned if new, sought back if a newly started
-// range needs older records than the fetch position, unassigned when no
-// range needs it. drainTimeout is the member's own drain budget, used when
+// A range whose record carries a reset epoch above the one its state was
+// loaded at was reset by an operator (keyshare group reset-offsets): its
+// state is dropped and loaded again from the ledger entry the reset wrote,
+// as for a new range, and its records still queued or running are
+// cancelled, their outcome ignored (finish drops a job no longer in jobs),
+// so nothing completed before the reset is written over it; those at or
+// above the new position run again. Then each partition is fetched from
+// the lowest watermark of its ranges that are not revoking: assigned if
+// new, sought back if a newly started range needs older records than the
+// fetch position, sought to the new position (back or forward) after a
+// reset, unassigned when no range needs it. drainTimeout is the member's own drain budget, used when
 // the record carries none. log gets the lifecycle events (range acquired,
 // revoked, dropped).
 //
@@ -138,20 +169,25 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a coord.Assignmen
 	old := t.ranges
 	next := make(map[string]*owned, len(a.Ranges))
 	seek := make(map[tp]bool)
+	reset := make(map[tp][]ledger.HashRange) // hash space reloaded after a reset
 	for _, r := range a.Ranges {
 		pt := r.TP()
 		src := containing(old, pt, r.Record.Range())
+		var losses []coord.LossReport // src's unreported losses, if its state is dropped
+		if src != nil && r.Record.Reset > src.reset {
+			log.Info("range reset by an operator; dropping its state and loading the reset's ledger entry", "topic", pt.Topic, "partition", pt.Partition,
+				"range", r.Record.Range().String(), "reset_epoch", r.Record.Reset, "loaded_epoch", src.reset)
+			losses = clipLosses(src.losses, r.Record.Range())
+			reset[pt] = append(reset[pt], r.Record.Range())
+			src = nil // start it as a new range
+		}
 		var w *owned
 		switch {
 		case src != nil && src.rs.Record.Range() == r.Record.Range():
 			w = src
 		case src != nil:
-			w = &owned{st: src.st.Clip(r.Record.Range()), flushed: 0, revoking: src.revoking}
-			for _, l := range src.losses { // not reported yet: the part reports its share
-				if c, ok := l.Loss.Clip(r.Record.Range()); ok {
-					w.losses = append(w.losses, coord.LossReport{Loss: c, At: l.At})
-				}
-			}
+			w = &owned{st: src.st.Clip(r.Record.Range()), flushed: 0, revoking: src.revoking, reset: src.reset}
+			w.losses = clipLosses(src.losses, r.Record.Range()) // not reported yet: the part reports its share
 		default:
 			start, ok := starts[pt]
 			if !r.Entry.Initialized() && !ok {
@@ -162,7 +198,9 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a coord.Assignmen
 				log.Error("cannot load range state", "key", r.LedgerKey, "error", err)
 				continue
 			}
-			w = &owned{st: st, dirty: !r.Entry.Initialized()}
+			// The records Kafka deleted before a reset range handled them
+			// were still lost: they are reported with its next flush.
+			w = &owned{st: st, dirty: !r.Entry.Initialized(), reset: r.Record.Reset, losses: losses}
 			seek[pt] = true
 			log.Info("range acquired", "topic", pt.Topic, "partition", pt.Partition, "range", r.Record.Range().String(), "watermark", st.Watermark())
 		}
@@ -187,11 +225,11 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a coord.Assignmen
 		}
 		next[r.Key] = w
 	}
-	// In-flight work on hash space no longer owned is cancelled.
+	// In-flight work on hash space no longer owned, or reset, is cancelled.
 	for _, w := range old {
 		pt := w.tp()
 		for _, j := range jobs[pt] {
-			if w.st.Range().Contains(j.h) && !ownsHash(next, pt, j.h) {
+			if w.st.Range().Contains(j.h) && (!ownsHash(next, pt, j.h) || inRanges(reset[pt], j.h)) {
 				res.cancel = append(res.cancel, j)
 			}
 		}
@@ -227,7 +265,7 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a coord.Assignmen
 			res.fetch.assign = append(res.fetch.assign, partitionOffset{pt, start})
 			t.assigned[pt] = true
 			t.pos[pt] = start
-		case seek[pt] && start < t.pos[pt]:
+		case seek[pt] && start < t.pos[pt], len(reset[pt]) > 0 && start != t.pos[pt]:
 			res.fetch.seek = append(res.fetch.seek, partitionOffset{pt, start})
 			t.pos[pt] = start
 		}

@@ -12,10 +12,11 @@ import (
 	"github.com/keyshare/keyshare/ledger"
 )
 
-// Writes an administrator makes while no member runs (package admin). Each
-// is guarded by "no key under members/" in the same transaction, so a
-// member that joins meanwhile makes the write fail rather than run beside
-// it.
+// Writes an administrator makes (package admin). Each is guarded in the
+// same transaction by "no key under members/", so a member that joins
+// meanwhile makes the write fail rather than run beside it; an offset reset
+// may instead be guarded by the group's pause (ResetGuard), beside members
+// that hold their ranges but take no records.
 
 // ErrGroupChanged: an administrator's write was refused because a member
 // registered, or the state it was planned on changed, since it was read.
@@ -67,29 +68,78 @@ func DeleteGroup(ctx context.Context, cli *clientv3.Client, g Group) error {
 	return nil
 }
 
-// OffsetReset moves one partition of a stopped group to Offset.
+// OffsetReset moves one partition of the group to Offset.
 type OffsetReset struct {
 	TopicPartition
 	Offset int64
 }
 
+// ResetGuard says what must still hold when a reset is written, besides
+// every range record and ledger entry it rewrites being as the snapshot
+// read them.
+type ResetGuard struct {
+	// PausedRev is the ModRevision of the group's paused key as read
+	// (PausedRevision). When it is not 0 the reset is written beside live
+	// members, as long as the pause still stands unchanged; when it is 0
+	// no member may be registered.
+	PausedRev int64
+}
+
+func (rg ResetGuard) cmp(g Group) clientv3.Cmp {
+	if rg.PausedRev != 0 {
+		return clientv3.Compare(clientv3.ModRevision(g.schema().Paused()), "=", rg.PausedRev)
+	}
+	return noMembers(g)
+}
+
+// PausedRevision returns the ModRevision of group g's paused key, 0 if the
+// group is not paused.
+func PausedRevision(ctx context.Context, cli *clientv3.Client, g Group) (int64, error) {
+	key := g.schema().Paused()
+	resp, err := cli.Get(ctx, key, clientv3.WithKeysOnly())
+	if err != nil {
+		return 0, fmt.Errorf("coord: read %s: %w", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, nil
+	}
+	return resp.Kvs[0].ModRevision, nil
+}
+
 // ResetOffsets writes, for each reset, the partition's recorded commit
-// (written by "by", at "at") and a fresh ledger entry (next = Offset) for
-// every range of the partition in snap, so that the next member starts
-// there. The writes go in transactions of at most 100 operations, each
-// guarded by "no member registered" and by every ledger key it writes
-// being as snap read it; a failed guard is ErrGroupChanged, and the
-// transactions before it stay applied (apply the same resets again).
-func ResetOffsets(ctx context.Context, cli *clientv3.Client, g Group, snap *Snapshot, resets []OffsetReset, by string, at time.Time) error {
+// (written by "by", at "at"), a fresh ledger entry (next = Offset) for
+// every range of the partition in snap, and the range's record again, as
+// it is but with Reset set to snap.Rev (which grows with every reset: each
+// reads its snapshot after the last one was written), so that the next
+// member, or the range's running owner, starts there.
+//
+// Rewriting the range record is what makes the reset safe beside a paused
+// owner: the owner's ledger writes are guarded by the record's
+// ModRevision, so a flush of the state it held before the reset is fenced,
+// and the grown Reset tells it to drop that state and load the new entry
+// (consumer's range table).
+//
+// Each partition is written whole in one transaction; partitions go in
+// transactions of at most 100 operations, each guarded by rg and by every
+// range record and ledger entry it rewrites being as snap read them. A
+// failed guard is ErrGroupChanged, and the transactions before it stay
+// applied (read a new snapshot and apply the same resets again).
+func ResetOffsets(ctx context.Context, cli *clientv3.Client, g Group, snap *Snapshot, resets []OffsetReset, rg ResetGuard, by string, at time.Time) error {
 	s := g.schema()
 	byTP := snap.Partitions()
+	for _, r := range resets {
+		if n := len(byTP[r.TopicPartition]); 2*n+1 > maxResetOps {
+			return fmt.Errorf("coord: %s/%d has %d ranges; a reset writes a partition in one transaction of at most %d operations (%d ranges): nothing was written",
+				r.Topic, r.Partition, n, maxResetOps, (maxResetOps-1)/2)
+		}
+	}
 	var cmps []clientv3.Cmp
 	var ops []clientv3.Op
 	flush := func() error {
 		if len(ops) == 0 {
 			return nil
 		}
-		resp, err := cli.Txn(ctx).If(append(cmps, noMembers(g))...).Then(ops...).Commit()
+		resp, err := cli.Txn(ctx).If(append(cmps, rg.cmp(g))...).Then(ops...).Commit()
 		if err != nil {
 			return fmt.Errorf("coord: write the reset to etcd: %w", err)
 		}
@@ -105,10 +155,16 @@ func ResetOffsets(ctx context.Context, cli *clientv3.Client, g Group, snap *Snap
 		var guard []clientv3.Cmp
 		for _, rs := range byTP[r.TopicPartition] {
 			e := ledger.Entry{Segments: []ledger.Segment{{Lo: rs.Record.Lo, Hi: rs.Record.Hi, Next: r.Offset}}}
-			add = append(add, clientv3.OpPut(rs.LedgerKey, string(ledger.Encode(e))))
-			guard = append(guard, clientv3.Compare(clientv3.ModRevision(rs.LedgerKey), "=", rs.EntryRev))
+			rr := rs.Record
+			rr.Reset = snap.Rev
+			add = append(add,
+				clientv3.OpPut(rs.LedgerKey, string(ledger.Encode(e))),
+				clientv3.OpPut(rs.Key, mustJSON(rr)))
+			guard = append(guard,
+				clientv3.Compare(clientv3.ModRevision(rs.Key), "=", rs.Rev),
+				clientv3.Compare(clientv3.ModRevision(rs.LedgerKey), "=", rs.EntryRev))
 		}
-		if len(ops)+len(add) > maxResetOps {
+		if len(ops)+len(add) > maxResetOps || len(cmps)+len(guard)+1 > maxResetOps {
 			if err := flush(); err != nil {
 				return err
 			}

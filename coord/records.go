@@ -43,6 +43,13 @@ type RangeRecord struct {
 	// the revoke. The leader sets it from its DrainTimeout, so the budget is
 	// one party's decision and no wall-clock instant crosses machines.
 	DrainMs int64 `json:"drain_ms,omitempty"`
+	// Reset is the epoch of the last offset reset an operator applied to
+	// the range while its owner ran (keyshare group reset-offsets on a
+	// paused group): the owner drops its in-memory state of the range and
+	// loads the ledger entry written with it when Reset grows above what
+	// it loaded. Only a reset writes it; a record written without it (0)
+	// means "no newer reset", never "reload".
+	Reset int64 `json:"reset,omitempty"`
 }
 
 // Range is the record's hash range.
@@ -203,6 +210,8 @@ func decodeRange(s keys.Schema, key string, data []byte) (RangeRecord, error) {
 		return bad("negative generation %d", r.Gen)
 	case r.DrainMs < 0:
 		return bad("negative drain budget %dms", r.DrainMs)
+	case r.Reset < 0:
+		return bad("negative reset epoch %d", r.Reset)
 	}
 	return r, nil
 }

@@ -36,7 +36,7 @@ func TestRecordDecodeRange(t *testing.T) {
 	t.Parallel()
 	key := recSchema.Range("orders", 3, 100)
 	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	good := RangeRecord{V: 1, Topic: "orders", Partition: 3, Lo: 100, Hi: 200, Owner: "m1", State: StateRevoking, Target: "m2", Gen: 4, Since: since}
+	good := RangeRecord{V: 1, Topic: "orders", Partition: 3, Lo: 100, Hi: 200, Owner: "m1", State: StateRevoking, Target: "m2", Gen: 4, Since: since, Reset: 17}
 
 	t.Run("round trip", func(t *testing.T) {
 		got, err := DecodeRange(recGroup, key, []byte(mustJSON(good)))
@@ -90,6 +90,7 @@ func TestRecordDecodeRange(t *testing.T) {
 		{"negative lo", key, strings.Replace(base, `"lo":100`, `"lo":-100`, 1), "cannot unmarshal"},
 		{"negative hi", key, strings.Replace(base, `"hi":200`, `"hi":-1`, 1), "cannot unmarshal"},
 		{"negative generation", key, with(func(r *RangeRecord) { r.Gen = -1 }), "negative generation -1"},
+		{"negative reset epoch", key, with(func(r *RangeRecord) { r.Reset = -2 }), "negative reset epoch -2"},
 		{"negative partition", key, with(func(r *RangeRecord) { r.Partition = -3 }), "the key says orders/3"},
 		{"other topic", key, with(func(r *RangeRecord) { r.Topic = "payments" }), "value names payments/3 from hash 100, the key says orders/3 from 100"},
 		{"other partition", key, with(func(r *RangeRecord) { r.Partition = 4 }), "value names orders/4"},

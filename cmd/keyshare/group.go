@@ -30,7 +30,9 @@ const groupUsage = `Usage: keyshare group <describe|reset-offsets|pause|resume|d
   describe        members, ranges, watermarks, committed and end offsets, lag
   reset-offsets   --topic T[:P] ... and one of --to-earliest, --to-latest,
                   --to-offset N, --to-datetime T, --shift-by N; prints the
-                  plan, applies it with --execute (refused while members run)
+                  plan, applies it with --execute (refused while members run,
+                  unless the group is paused: they then start at the new
+                  offsets when it is resumed)
   pause           members stop taking records (in-flight ones finish) and keep
                   their ranges; lasts across member restarts (--reason TEXT)
   resume          members take records again

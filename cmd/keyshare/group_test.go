@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,7 +69,7 @@ func TestGroupResetAndDelete(t *testing.T) {
 	}
 	// While m1 runs.
 	out, code := group("reset-offsets", "--group", "g", "--topic", "orders", "--to-earliest", "--execute")
-	if code != 1 || !strings.Contains(out, `the group has live members "g" (m1)`) {
+	if code != 1 || !strings.Contains(out, `the group has live members "g" (m1) and is not paused: pause it first (keyshare group pause --group g)`) {
 		t.Fatalf("reset while live: exit %d:\n%s", code, out)
 	}
 	out, code = group("delete", "--group", "g")
@@ -150,6 +151,84 @@ func maxInt(a, b int64) int64 {
 		return a
 	}
 	return b
+}
+
+// TestGroupResetWhilePaused runs the reset an operator makes on a running
+// group: pause, reset-offsets --to-earliest --execute beside the running
+// member, resume. The member handles every record again from offset 0
+// (its record log holds each offset twice) and the committed offset comes
+// back to the end; describe shows the reset while paused.
+func TestGroupResetWhilePaused(t *testing.T) {
+	_, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
+	conn := []string{"--etcd", e.Endpoints[0], "--brokers", k.Brokers}
+	if out, code := run(t, time.Minute, "produce", "--brokers", k.Brokers, "--topic", "orders", "--count", "100", "--keys", "10", "--quiet"); code != 0 {
+		t.Fatalf("produce: %s", out)
+	}
+	rec := filepath.Join(t.TempDir(), "records.jsonl")
+	m := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1", "--ttl", "2s", "--record", rec)
+	var mout bytes.Buffer
+	m.Stdout, m.Stderr = &mout, &mout
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Process.Kill(); _ = m.Wait() })
+	committed := func() int64 { return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] }
+	// perOffset counts the handled records of each offset in the record log.
+	perOffset := func() map[int64]int {
+		b, _ := os.ReadFile(rec)
+		out := make(map[int64]int)
+		for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+			var r struct {
+				Offset int64 `json:"offset"`
+			}
+			if len(line) > 0 && json.Unmarshal(line, &r) == nil {
+				out[r.Offset]++
+			}
+		}
+		return out
+	}
+	group := func(args ...string) string {
+		t.Helper()
+		out, code := run(t, time.Minute, append(append([]string{"group"}, args...), conn...)...)
+		if code != 0 {
+			t.Fatalf("group %v: exit %d:\n%s", args, code, out)
+		}
+		return out
+	}
+	testutil.WaitFor(t, "the first pass to commit all 100", 60*time.Second, func() bool { return committed() == 100 })
+
+	group("pause", "--group", "g")
+	out := group("reset-offsets", "--group", "g", "--topic", "orders", "--to-earliest")
+	if !strings.Contains(out, "dry run: nothing changed") || committed() != 100 {
+		t.Fatalf("dry run while paused changed the committed offset (%d) or said:\n%s", committed(), out)
+	}
+	out = group("reset-offsets", "--group", "g", "--topic", "orders", "--to-earliest", "--execute")
+	if !strings.Contains(out, "reset 1 partitions of group g") {
+		t.Fatalf("reset while paused:\n%s", out)
+	}
+	if c := committed(); c != 0 {
+		t.Fatalf("Kafka's committed offset is %d after the reset, want 0", c)
+	}
+	if out := group("describe", "--group", "g"); !strings.Contains(out, "PAUSED") {
+		t.Fatalf("describe after the reset:\n%s", out)
+	}
+	group("resume", "--group", "g")
+	testutil.WaitFor(t, "every record handled again and committed", 60*time.Second, func() bool {
+		return len(perOffset()) == 100 && committed() == 100 && func() bool {
+			for _, n := range perOffset() {
+				if n != 2 {
+					return false
+				}
+			}
+			return true
+		}()
+	})
+	_ = m.Process.Signal(os.Interrupt)
+	_ = m.Wait()
+	if !strings.Contains(mout.String(), "range reset by an operator") {
+		t.Errorf("the member did not log the reset:\n%s", mout.String())
+	}
 }
 
 // TestGroupPauseResume: a paused group takes no records — not while its
