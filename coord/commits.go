@@ -204,6 +204,9 @@ type committer struct {
 	// wrote is what this leader recorded, ahead of a cache that may not
 	// have seen it yet.
 	wrote map[TopicPartition]written
+	// resets is, per partition, the operator's reset epoch
+	// (CommitRecord.Reset) whose offset this leader has committed.
+	resets map[TopicPartition]int64
 }
 
 type written struct{ rev, offset int64 }
@@ -213,7 +216,7 @@ func newCommitter(l *Leader, cfg CommitConfig) *committer {
 	if log == nil {
 		log = l.s.log.Named("commit")
 	}
-	return &committer{l: l, cfg: cfg, log: log, kafkaAt: make(map[TopicPartition]int64), wrote: make(map[TopicPartition]written)}
+	return &committer{l: l, cfg: cfg, log: log, kafkaAt: make(map[TopicPartition]int64), wrote: make(map[TopicPartition]written), resets: make(map[TopicPartition]int64)}
 }
 
 // round is one commit round, cut short at max(Interval, MinRoundBudget).
@@ -303,16 +306,29 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 	}
 
 	// The offset to hold in Kafka: what etcd now holds (this round's record,
-	// or an earlier one whose Kafka commit was lost).
+	// or an earlier one whose Kafka commit was lost). Never lower than
+	// Kafka's, except for an operator's reset not yet committed by this
+	// leader: a round that raced the reset may have put the older offset
+	// back in Kafka.
 	commit := make(map[TopicPartition]int64)
 	repair := make(map[TopicPartition]bool)
+	resets := make(map[TopicPartition]int64)
 	for _, tp := range parts {
 		held, read := c.kafkaAt[tp]
 		if !read {
 			continue
 		}
-		rec, _, has := recorded(tp)
-		if !has || rec <= held {
+		rec, rev, has := recorded(tp)
+		if !has {
+			continue
+		}
+		if cached := snap.Commits[tp]; rev == snap.CommitRevs[tp] && cached.Reset > c.resets[tp] {
+			if rec == held {
+				c.resets[tp] = cached.Reset
+				continue
+			}
+			resets[tp] = cached.Reset
+		} else if rec <= held {
 			continue
 		}
 		commit[tp] = rec
@@ -341,6 +357,10 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 				}
 				c.kafkaAt[tp] = o
 				out.Committed++
+				if e, ok := resets[tp]; ok {
+					c.resets[tp] = e
+					c.log.Info("committed an operator's offset reset to Kafka", "topic", tp.Topic, "partition", tp.Partition, "offset", o, "reset_epoch", e)
+				}
 				if repair[tp] {
 					out.Repairs++
 					c.log.Warn("Kafka's committed offset was below the offset recorded in etcd (a deposed leader's late commit, or one that stopped between the two); committed etcd's again",

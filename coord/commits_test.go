@@ -227,6 +227,30 @@ func TestCommitAfterTopicReset(t *testing.T) {
 	}
 }
 
+// TestCommitOperatorReset: an operator's reset lowers etcd's commit record
+// (with its reset epoch) and Kafka's offset, but a commit round that read
+// its cache before the reset puts the older offset back in Kafka. The
+// leader commits the reset's offset again, once, though it is below what
+// Kafka holds; later rounds go on from there.
+func TestCommitOperatorReset(t *testing.T) {
+	r := newCommitRig(t, 2, 128)
+	r.setMarks(func(int32) int64 { return 50 })
+	rounds := r.run(50 * time.Millisecond)
+	until(t, "both committed at 50", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 50) })
+
+	r.setMarks(func(int32) int64 { return 5 })
+	for p := range r.n {
+		rec := fmt.Sprintf(`{"v":1,"offset":5,"leader":"reset-offsets","at":"2026-01-01T00:00:00Z","reset":%d}`, 1000+p)
+		if _, err := r.cli.Put(t.Context(), r.schema.Commit("t", p), rec); err != nil {
+			t.Fatal(err)
+		}
+		r.k.SetCommitted(tpOf(p), 50) // the racing round's late commit
+	}
+	until(t, "both committed at the reset's 5", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 5) })
+	r.setMarks(func(int32) int64 { return 8 })
+	until(t, "both committed at 8", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 8) })
+}
+
 // TestCommitSlowBroker: a Kafka commit that does not return does not hold
 // the rounds: each is cut at its budget and the next one runs.
 func TestCommitSlowBroker(t *testing.T) {

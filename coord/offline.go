@@ -150,7 +150,7 @@ func ResetOffsets(ctx context.Context, cli *clientv3.Client, g Group, snap *Snap
 		return nil
 	}
 	for _, r := range resets {
-		rec := CommitRecord{V: recordVersion, Offset: r.Offset, Leader: by, At: at}
+		rec := CommitRecord{V: recordVersion, Offset: r.Offset, Leader: by, At: at, Reset: snap.Rev}
 		add := []clientv3.Op{clientv3.OpPut(s.Commit(r.Topic, r.Partition), mustJSON(rec))}
 		var guard []clientv3.Cmp
 		for _, rs := range byTP[r.TopicPartition] {

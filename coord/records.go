@@ -81,6 +81,11 @@ type CommitRecord struct {
 	Offset int64     `json:"offset"`
 	Leader string    `json:"leader"`
 	At     time.Time `json:"at"`
+	// Reset is set by an operator's offset reset (keyshare group
+	// reset-offsets) to the reset's epoch: the leader commits this offset
+	// to Kafka even below what Kafka holds, once per epoch, so that a
+	// commit round racing the reset cannot leave the older offset there.
+	Reset int64 `json:"reset,omitempty"`
 }
 
 // StuckRecord is the value of stuck/<topic>/<partition>/<lo>: the owner of
@@ -255,6 +260,9 @@ func DecodeCommit(key string, data []byte) (CommitRecord, error) {
 	var c CommitRecord
 	if err := decodeStrict(key, data, &c, func() int { return c.V }); err != nil {
 		return CommitRecord{}, err
+	}
+	if c.Reset < 0 {
+		return CommitRecord{}, &BadValueError{Key: key, Problem: fmt.Sprintf("negative reset epoch %d", c.Reset)}
 	}
 	if c.Offset < 0 {
 		return CommitRecord{}, &BadValueError{Key: key, Problem: fmt.Sprintf("negative offset %d", c.Offset)}
