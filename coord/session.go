@@ -45,7 +45,9 @@ type Session struct {
 	leaving chan struct{} // closed by Leave: stop campaigning
 	updates chan Assignment
 	pauses  chan PauseState
-	wg      sync.WaitGroup
+	// releases carries Release calls to writeReleases (release.go).
+	releases chan *releaseRequest
+	wg       sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
@@ -65,14 +67,15 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 		return nil, err
 	}
 	s := &Session{
-		cli:     cli,
-		cfg:     cfg,
-		schema:  keys.New(cfg.Prefix, cfg.Group),
-		log:     cfg.Logger.Named("coord").With("member", cfg.MemberID),
-		leaving: make(chan struct{}),
-		updates: make(chan Assignment, 1),
-		pauses:  make(chan PauseState, 1),
-		rec:     newRecorder(cli, cfg.MaxTxnOps),
+		cli:      cli,
+		cfg:      cfg,
+		schema:   keys.New(cfg.Prefix, cfg.Group),
+		log:      cfg.Logger.Named("coord").With("member", cfg.MemberID),
+		leaving:  make(chan struct{}),
+		updates:  make(chan Assignment, 1),
+		pauses:   make(chan PauseState, 1),
+		releases: make(chan *releaseRequest),
+		rec:      newRecorder(cli, cfg.MaxTxnOps),
 	}
 	s.memberKey = s.schema.Member(cfg.MemberID)
 
@@ -125,6 +128,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 		}
 	})
 	s.goFunc(s.keepDeadline)
+	s.goFunc(s.writeReleases)
 	s.goFunc(s.watchAssignment)
 	s.goFunc(s.watchPause)
 	s.goFunc(s.campaign)

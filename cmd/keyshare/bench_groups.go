@@ -236,12 +236,16 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 				case <-sctx.Done():
 					return
 				case a := <-s.Updates():
+					var rels []coord.RangeRelease
 					for _, r := range a.Ranges {
 						if r.Record.State == coord.StateRevoking {
-							rctx, cancel := context.WithTimeout(sctx, 5*time.Second)
-							_ = s.Release(rctx, r, r.Entry, nil)
-							cancel()
+							rels = append(rels, coord.RangeRelease{Range: r, Final: r.Entry})
 						}
+					}
+					if len(rels) > 0 {
+						rctx, cancel := context.WithTimeout(sctx, 10*time.Second)
+						_ = s.ReleaseRanges(rctx, rels)
+						cancel()
 					}
 				}
 			}
