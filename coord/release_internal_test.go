@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -21,8 +22,15 @@ import (
 // rpcCounts counts the etcd requests a client makes, by gRPC method
 // ("/etcdserverpb.KV/Txn", "/etcdserverpb.KV/Range", ...).
 type rpcCounts struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu  sync.Mutex
+	n   map[string]int
+	kvs int // keys returned by reads
+}
+
+func (c *rpcCounts) keysRead() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.kvs
 }
 
 func (c *rpcCounts) get(method string) int {
@@ -36,10 +44,19 @@ func countingClient(t *testing.T, endpoints []string) (*clientv3.Client, *rpcCou
 	t.Helper()
 	counts := &rpcCounts{n: map[string]int{}}
 	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
 		counts.mu.Lock()
+		defer counts.mu.Unlock()
 		counts.n[method]++
-		counts.mu.Unlock()
-		return invoker(ctx, method, req, reply, cc, opts...)
+		switch r := reply.(type) {
+		case *etcdserverpb.RangeResponse:
+			counts.kvs += len(r.Kvs)
+		case *etcdserverpb.TxnResponse:
+			for _, op := range r.Responses {
+				counts.kvs += len(op.GetResponseRange().GetKvs())
+			}
+		}
+		return err
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
@@ -56,7 +73,7 @@ func countingClient(t *testing.T, endpoints []string) (*clientv3.Client, *rpcCou
 // for its guarded writes.
 func bareSession(t *testing.T, cli *clientv3.Client, group string, maxTxnOps int) *Session {
 	t.Helper()
-	s := &Session{cli: cli, cfg: Config{MemberID: "m1"}, schema: keys.New("/keyshare", group), log: hclog.NewNullLogger(), rec: newRecorder(cli, maxTxnOps)}
+	s := &Session{cli: cli, cfg: Config{MemberID: "m1", Prefix: "/keyshare", Group: group}, schema: keys.New("/keyshare", group), log: hclog.NewNullLogger(), rec: newRecorder(cli, maxTxnOps)}
 	s.memberKey = s.schema.Member("m1")
 	resp, err := cli.Put(t.Context(), s.memberKey, "{}")
 	if err != nil {
