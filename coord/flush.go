@@ -9,7 +9,10 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/keyshare/keyshare/ledger"
 )
@@ -59,9 +62,10 @@ type RangeFlush struct {
 // Flush writes the ledger entries of ranges the member owns, each guarded by
 // the member's session and by its ownership of the range as it was assigned,
 // in as few transactions as etcd's operation limit (Config.MaxTxnOps)
-// allows. A range's loss reports are written in the same transaction as its
-// entry. The result is a *FencedError naming the ranges that were fenced;
-// the others are written.
+// allows, each at most about 1 MiB. A range's loss reports are written in
+// the same transaction as its entry. The result names the ranges not
+// written: a *FencedError for those fenced, a *TooLargeError (joined to it)
+// for any entry etcd refused for its size; the others are written.
 //
 // Flush is safe to retry after an error such as a timeout, even if the
 // transaction did apply: guards compare ownership, not the ledger key's own
@@ -154,9 +158,18 @@ func (r *recorder) record(ctx context.Context, common []clientv3.Cmp, writes []w
 		}
 	}
 	var fenced FencedError
+	var tooLarge TooLargeError
 	for len(writes) > 0 {
 		n := r.chunk(common, writes)
-		if err := r.batch(ctx, common, writes[:n], &fenced); err != nil {
+		err := r.batch(ctx, common, writes[:n], &fenced)
+		if err != nil && n == 1 && requestTooLarge(err) {
+			// One entry larger than etcd takes: the others must not wait
+			// behind it forever.
+			tooLarge.Keys = append(tooLarge.Keys, writes[0].name())
+			tooLarge.Bytes = append(tooLarge.Bytes, writes[0].size())
+			err = nil
+		}
+		if err != nil {
 			return err
 		}
 		writes = writes[n:]
@@ -168,10 +181,42 @@ func (r *recorder) record(ctx context.Context, common []clientv3.Cmp, writes []w
 			break
 		}
 	}
+	var errs []error
 	if len(fenced.Keys) > 0 {
-		return &fenced
+		errs = append(errs, &fenced)
 	}
-	return nil
+	if len(tooLarge.Keys) > 0 {
+		errs = append(errs, &tooLarge)
+	}
+	return errors.Join(errs...)
+}
+
+// TooLargeError names the ranges whose write etcd refused as larger than
+// its request limit (--max-request-bytes, 1.5 MiB by default). The other
+// ranges of the call were written (or are named in a *FencedError joined
+// to this one).
+type TooLargeError struct {
+	Keys  []string
+	Bytes []int // the size of each write (keys and values)
+}
+
+func (e *TooLargeError) Error() string {
+	var b strings.Builder
+	for i, k := range e.Keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%d bytes)", k, e.Bytes[i])
+	}
+	return "coord: etcd refused ledger writes larger than its request limit: " + b.String() +
+		"; raise etcd's --max-request-bytes, or keep entries smaller (fewer records in flight per range)"
+}
+
+// requestTooLarge reports whether etcd (or gRPC, before it) refused a
+// request for its size.
+func requestTooLarge(err error) bool {
+	return errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) || errors.Is(err, rpctypes.ErrRequestTooLarge) ||
+		status.Code(errors.Unwrap(err)) == codes.ResourceExhausted || status.Code(err) == codes.ResourceExhausted
 }
 
 // batch writes one transaction's worth of writes, adding the fenced ones to
