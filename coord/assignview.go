@@ -37,7 +37,10 @@ type assignmentView struct {
 	id     string // the member
 	maxOps int    // reads per transaction
 	log    hclog.Logger
-	// publish receives the assignment each time the member's ranges change.
+	// publish receives the assignment each time the member's ranges
+	// change. It is called under mu, so that assignments go out in the
+	// order they were made (the watch loop and the member's releases both
+	// publish); it must not block.
 	publish func(Assignment)
 
 	mu struct {
@@ -48,11 +51,19 @@ type assignmentView struct {
 		// ownedByTP holds the keys of owned by partition.
 		ownedByTP map[TopicPartition]map[string]struct{}
 		members   map[string]Member // live registrations, by member id
-		gen       GenerationRecord
-		rev       int64 // the member's ranges are known through rev
-		seen      int64 // range events are applied through seen (refresh moves rev there)
-		ready     bool
-		wake      chan struct{} // closed and replaced on every change
+		// byOwner counts the range records (any state) of each owner.
+		byOwner map[string]int
+		// released maps the ranges this member has released to the
+		// revision of the record it released them from, until the watch
+		// brings the release: an assignment published in between must
+		// not hand them back to the member (its drains are done with
+		// them; a second release would only be fenced).
+		released map[string]int64
+		gen      GenerationRecord
+		rev      int64 // the member's ranges are known through rev
+		seen     int64 // range events are applied through seen (refresh moves rev there)
+		ready    bool
+		wake     chan struct{} // closed and replaced on every change
 	}
 }
 
@@ -67,6 +78,7 @@ func newAssignmentView(cli *clientv3.Client, s keys.Schema, id string, maxOps in
 	}
 	v := &assignmentView{cli: cli, schema: s, id: id, maxOps: maxOps, log: log, publish: publish}
 	v.mu.wake = make(chan struct{})
+	v.mu.released = make(map[string]int64)
 	return v
 }
 
@@ -105,10 +117,12 @@ func (v *assignmentView) load(ctx context.Context) (int64, error) {
 	rev := resp.Header.Revision
 	records := make(map[string]viewRecord)
 	byTP := make(map[TopicPartition]map[string]struct{})
+	byOwner := make(map[string]int)
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		if rec, err := decodeRange(s, string(kv.Key), kv.Value); err == nil {
 			records[string(kv.Key)] = viewRecord{rec, kv.ModRevision}
 			addKey(byTP, TopicPartition{rec.Topic, rec.Partition}, string(kv.Key))
+			byOwner[rec.Owner]++
 		}
 	}
 	members := make(map[string]Member)
@@ -122,26 +136,34 @@ func (v *assignmentView) load(ctx context.Context) (int64, error) {
 		gen, _ = DecodeGeneration(string(kvs[0].Key), kvs[0].Value)
 	}
 	want := make(map[string]viewRecord)
+	v.mu.Lock()
 	for tp := range byTP {
-		for _, k := range v.ownedIn(records, byTP, tp) {
+		for _, k := range v.ownedInLocked(records, byTP, tp) {
 			want[k] = records[k]
 		}
 	}
+	v.mu.Unlock()
 	owned, err := v.readEntries(ctx, want, rev)
 	if err != nil {
 		return 0, err
 	}
 	v.mu.Lock()
-	v.mu.records, v.mu.byTP, v.mu.members, v.mu.gen = records, byTP, members, gen
+	v.mu.records, v.mu.byTP, v.mu.members, v.mu.gen, v.mu.byOwner = records, byTP, members, gen, byOwner
 	v.mu.owned, v.mu.ownedByTP = make(map[string]RangeState), make(map[TopicPartition]map[string]struct{})
 	for _, rs := range owned {
-		v.setOwnedLocked(rs)
+		if v.mu.released[rs.Key] != rs.Rev {
+			v.setOwnedLocked(rs)
+		}
+	}
+	for k, rev := range v.mu.released {
+		if records[k].rev != rev {
+			delete(v.mu.released, k) // the read is past the release
+		}
 	}
 	v.mu.rev, v.mu.seen, v.mu.ready = rev, rev, true
-	a := v.assignmentLocked()
+	v.publish(v.assignmentLocked())
 	v.changedLocked()
 	v.mu.Unlock()
-	v.publish(a)
 	return rev, nil
 }
 
@@ -205,10 +227,12 @@ func (v *assignmentView) applyRanges(wr clientv3.WatchResponse, touched map[Topi
 	defer v.mu.Unlock()
 	for _, ev := range wr.Events {
 		key := string(ev.Kv.Key)
+		delete(v.mu.released, key) // the record moved on from the release
 		if old, ok := v.mu.records[key]; ok {
 			tp := TopicPartition{old.rec.Topic, old.rec.Partition}
 			delete(v.mu.records, key)
 			delete(v.mu.byTP[tp], key)
+			v.mu.byOwner[old.rec.Owner]--
 			touched[tp] = true
 		}
 		if ev.Type == clientv3.EventTypePut {
@@ -216,6 +240,7 @@ func (v *assignmentView) applyRanges(wr clientv3.WatchResponse, touched map[Topi
 				tp := TopicPartition{rec.Topic, rec.Partition}
 				v.mu.records[key] = viewRecord{rec, ev.Kv.ModRevision}
 				addKey(v.mu.byTP, tp, key)
+				v.mu.byOwner[rec.Owner]++
 				touched[tp] = true
 			} else {
 				// A damaged record is in no view (see Snapshot.BadRanges),
@@ -292,7 +317,7 @@ func (v *assignmentView) refresh(ctx context.Context, touched map[TopicPartition
 	want := make(map[string]viewRecord)
 	var gone []string
 	for tp := range touched {
-		mine := v.ownedIn(v.mu.records, v.mu.byTP, tp)
+		mine := v.ownedInLocked(v.mu.records, v.mu.byTP, tp)
 		for _, k := range mine {
 			if r := v.mu.records[k]; v.mu.owned[k].Rev != r.rev {
 				want[k] = r
@@ -316,27 +341,25 @@ func (v *assignmentView) refresh(ctx context.Context, touched map[TopicPartition
 		v.dropOwnedLocked(k)
 	}
 	for _, rs := range read {
-		v.setOwnedLocked(rs)
+		if v.mu.released[rs.Key] != rs.Rev { // released while it was read
+			v.setOwnedLocked(rs)
+		}
 	}
 	v.mu.rev = max(v.mu.rev, rev)
 	changed := len(gone) > 0 || len(read) > 0
-	var a Assignment
 	if changed {
-		a = v.assignmentLocked()
+		v.publish(v.assignmentLocked())
 	}
 	v.changedLocked()
 	v.mu.Unlock()
-	if changed {
-		v.publish(a)
-	}
 	return nil
 }
 
-// ownedIn returns the keys of the member's ranges (active or revoking) in
-// partition tp. As in a Snapshot, a record that overlaps an earlier-starting
-// record of its partition is damaged and left out, so no hash has two
-// owners.
-func (v *assignmentView) ownedIn(records map[string]viewRecord, byTP map[TopicPartition]map[string]struct{}, tp TopicPartition) []string {
+// ownedInLocked returns the keys of the member's ranges (active or
+// revoking, and not released by it already) in partition tp. As in a
+// Snapshot, a record that overlaps an earlier-starting record of its
+// partition is damaged and left out, so no hash has two owners.
+func (v *assignmentView) ownedInLocked(records map[string]viewRecord, byTP map[TopicPartition]map[string]struct{}, tp TopicPartition) []string {
 	list := make([]string, 0, len(byTP[tp]))
 	for k := range byTP[tp] {
 		list = append(list, k)
@@ -350,7 +373,7 @@ func (v *assignmentView) ownedIn(records map[string]viewRecord, byTP map[TopicPa
 			continue // overlaps the kept record before it
 		}
 		hi = rec.Hi
-		if rec.Owner == v.id && rec.State != StateReleased {
+		if rec.Owner == v.id && rec.State != StateReleased && v.mu.released[k] != records[k].rev {
 			mine = append(mine, k)
 		}
 	}
@@ -385,6 +408,33 @@ func (v *assignmentView) readEntries(ctx context.Context, want map[string]viewRe
 		}
 	}
 	return out, nil
+}
+
+// noteReleased takes ranges the member has just released out of its
+// assignment at once, rather than when the watch brings the release, and
+// publishes the assignment without them.
+func (v *assignmentView) noteReleased(ranges []RangeState) {
+	v.mu.Lock()
+	if !v.mu.ready {
+		v.mu.Unlock()
+		return
+	}
+	changed := false
+	for _, rs := range ranges {
+		if r, ok := v.mu.records[rs.Key]; ok && r.rev != rs.Rev {
+			continue // the watch has already moved past that record
+		}
+		v.mu.released[rs.Key] = rs.Rev
+		if o, ok := v.mu.owned[rs.Key]; ok && o.Rev == rs.Rev {
+			v.dropOwnedLocked(rs.Key)
+			changed = true
+		}
+	}
+	if changed {
+		v.publish(v.assignmentLocked())
+	}
+	v.changedLocked()
+	v.mu.Unlock()
 }
 
 func (v *assignmentView) setOwnedLocked(rs RangeState) {
@@ -443,12 +493,16 @@ func (v *assignmentView) current(ctx context.Context, rev int64) (Assignment, er
 	}
 }
 
-// released waits until the member owns no range, or no other member that
-// is not leaving remains to take its ranges.
+// released waits until no range record names the member as its owner
+// any more, released ones included, or until no other member that is not
+// leaving remains to take its ranges. Waiting for the handoff of released
+// ranges, not only for their release, keeps the member registered until
+// the leader has given them away: a member gone sooner turns the handoff
+// of what it released into a failover, held back by FailoverGrace.
 func (v *assignmentView) released(ctx context.Context) error {
 	for {
 		v.mu.Lock()
-		done := v.mu.ready && len(v.mu.owned) == 0
+		done := v.mu.ready && len(v.mu.owned) == 0 && v.mu.byOwner[v.id] == 0
 		if v.mu.ready && !done {
 			done = true
 			for id, m := range v.mu.members {

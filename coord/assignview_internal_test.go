@@ -146,3 +146,85 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestAssignmentViewReleases: ranges the member released leave its
+// assignment at once and stay out of it until their record changes, and
+// WaitReleased returns only when the leader has handed them off.
+func TestAssignmentViewReleases(t *testing.T) {
+	_, e := testutil.StartEtcd(t)
+	leader := testutil.NewEtcdClient(t, e.Endpoints)
+	s := bareSession(t, leader, "released", DefaultMaxTxnOps)
+	lease, err := leader.Grant(t.Context(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.Put(t.Context(), s.schema.Member("m2"), mustJSON(MemberInfo{V: recordVersion, ID: "m2", Weight: 1}), clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	var ops []clientv3.Op
+	for i := range 3 {
+		e := sampleEntry(i)
+		ops = append(ops, putRange(t, leader, s, RangeRecord{Topic: "t", Partition: int32(i), Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: StateRevoking, Target: "m2"}, &e)...)
+	}
+	commit(t, leader, ops)
+	updates := make(chan Assignment, 100)
+	s.view = newAssignmentView(leader, s.schema, s.ID(), DefaultMaxTxnOps, s.log, func(a Assignment) { updates <- a })
+	s.goFunc(func() { s.view.run(s.ctx) })
+	first := <-updates
+	if len(first.Ranges) != 3 {
+		t.Fatalf("first assignment has %d ranges, want 3", len(first.Ranges))
+	}
+
+	// Partition 0 released: its write has not reached the watch yet.
+	s.view.noteReleased(first.Ranges[:1])
+	if a := <-updates; len(a.Ranges) != 2 || a.Ranges[0].Key != first.Ranges[1].Key {
+		t.Fatalf("after the release the assignment is %+v, want partitions 1 and 2", a.Ranges)
+	}
+	// Changes that make the view look at partition 0 again (a damaged
+	// record there) and at partition 1: the released range must not come
+	// back.
+	rev := commit(t, leader, append(
+		putRange(t, leader, s, RangeRecord{Topic: "t", Partition: 1, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: StateActive}, nil),
+		clientv3.OpPut(s.schema.Range("t", 0, 5), "not a range record")))
+	a, err := s.view.current(t.Context(), rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range a.Ranges {
+		if r.Key == first.Ranges[0].Key {
+			t.Fatalf("a released range is back in the assignment: %+v", a.Ranges)
+		}
+	}
+
+	// WaitReleased waits while a record still names the member, released
+	// or not, and returns when the leader has handed everything off.
+	waited := make(chan error, 1)
+	go func() { waited <- s.WaitReleased(t.Context()) }()
+	released := RangeRecord{Topic: "t", Partition: 0, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: StateReleased, Target: "m2"}
+	ops = putRange(t, leader, s, released, nil)
+	for _, p := range []int32{1, 2} {
+		ops = append(ops, putRange(t, leader, s, RangeRecord{Topic: "t", Partition: p, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: StateReleased, Target: "m2"}, nil)...)
+	}
+	rev = commit(t, leader, ops)
+	if _, err := s.view.current(t.Context(), rev); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		t.Fatalf("WaitReleased returned (%v) while the member's released ranges were not handed off", err)
+	default:
+	}
+	ops = nil
+	for _, p := range []int32{0, 1, 2} {
+		ops = append(ops, putRange(t, leader, s, RangeRecord{Topic: "t", Partition: p, Lo: 0, Hi: ledger.HashSpace, Owner: "m2", State: StateActive}, nil)...)
+	}
+	commit(t, leader, ops)
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("WaitReleased did not return after the handoff")
+	}
+}

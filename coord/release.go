@@ -52,10 +52,15 @@ func (s *Session) ReleaseRanges(ctx context.Context, rels []RangeRelease) error 
 		}
 	}
 	released := make([]RangeRelease, 0, len(rels))
+	var done []RangeState
 	for _, rl := range rels {
 		if !bad[rl.Range.Key] {
 			released = append(released, rl)
+			done = append(done, rl.Range)
 		}
+	}
+	if s.view != nil {
+		s.view.noteReleased(done)
 	}
 	switch {
 	case len(released) == 1:
