@@ -97,6 +97,14 @@ type Config struct {
 	// taking records until a flush lands (so an etcd outage cannot pile
 	// up work that a crash would run again). Default 10,000.
 	MaxUnflushed int
+	// FlushEntryBytes is the size of a range's ledger entry at which the
+	// member writes it at once instead of at the next flush interval. An
+	// entry grows with its range's pending offsets (records in flight, or
+	// inherited and not yet run); etcd refuses a request over its
+	// --max-request-bytes (1.5 MiB by default), so an entry must reach
+	// etcd while it is still well below that. At most 1 MiB. Default
+	// 256 KiB.
+	FlushEntryBytes int
 	// EtcdTimeout bounds each etcd request of the data path: a ledger
 	// flush, and the leader's reads and commit records. A request still
 	// unanswered is abandoned and made again on the next round. Without a
@@ -171,6 +179,7 @@ func DefaultConfig() Config {
 		FlushInterval:     500 * time.Millisecond,
 		EtcdTimeout:       2 * time.Second,
 		MaxUnflushed:      10000,
+		FlushEntryBytes:   256 << 10,
 		CommitInterval:    time.Second,
 		Retry:             RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
 		Weight:            cc.Weight,
@@ -254,6 +263,8 @@ func (c Config) Validate() error {
 		return configErr("MaxInFlight %d must be at least Concurrency %d (default 1000)", c.MaxInFlight, c.Concurrency)
 	case c.MaxUnflushed < c.Concurrency:
 		return configErr("MaxUnflushed %d must be at least Concurrency %d (default 10000)", c.MaxUnflushed, c.Concurrency)
+	case c.FlushEntryBytes < 1<<10 || c.FlushEntryBytes > 1<<20:
+		return configErr("FlushEntryBytes %d must be between 1 KiB and 1 MiB, below etcd's request limit (default 262144, 256 KiB)", c.FlushEntryBytes)
 	case c.BatchHandler != nil && c.MaxBatchSize <= 0:
 		return configErr("MaxBatchSize %d must be at least 1 with a BatchHandler (default 100)", c.MaxBatchSize)
 	case c.BatchHandler != nil && c.MaxBatchSize > c.MaxInFlight:

@@ -54,6 +54,9 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 	p.mu.Unlock()
 
 	for p.ctx.Err() == nil {
+		// The drains of ranges revoked together (a leave, a scale-out)
+		// finish together; coord batches their concurrent Release calls
+		// into a few transactions, each range still fenced on its own.
 		err := p.sess.Release(p.ctx, rs, final, losses)
 		if err == nil {
 			p.c.handoffSeconds.Observe(time.Since(received).Seconds())

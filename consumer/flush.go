@@ -12,22 +12,81 @@ import (
 
 // Flushing the changed ledger entries to etcd.
 
-// flushLoop writes changed ledger entries every flush interval, and at once
-// when asked.
+// flushLoop writes changed ledger entries every flush interval, at once
+// when asked, and at once when a range's entry has grown to
+// FlushEntryBytes (checked five times per interval, and at least every
+// 100 ms).
 func (p *pipeline) flushLoop() {
 	t := time.NewTicker(p.c.cfg.FlushInterval)
 	defer t.Stop()
+	check := time.NewTicker(min(max(p.c.cfg.FlushInterval/5, 10*time.Millisecond), 100*time.Millisecond))
+	defer check.Stop()
+	large := make(map[string]bool) // ranges whose entry is at the bound
 	for {
 		select {
 		case <-p.ctx.Done():
 			return
 		case <-t.C:
 		case <-p.flushCh:
+		case <-check.C:
+			if !p.entriesAtBound(large) {
+				continue
+			}
 		}
 		ctx, cancel := context.WithTimeout(p.ctx, p.c.cfg.EtcdTimeout)
 		p.flush(ctx)
 		cancel()
 	}
+}
+
+// entriesAtBound reports whether the entry of a changed range has reached
+// FlushEntryBytes since it was last seen below it: then the member flushes
+// now, while etcd still takes the entry (its request limit is 1.5 MiB by
+// default), rather than at the next interval. large holds the ranges at
+// the bound, so each crossing flushes early and logs once; the regular
+// flushes carry the entry after that.
+func (p *pipeline) entriesAtBound(large map[string]bool) bool {
+	bound := p.c.cfg.FlushEntryBytes
+	early := false
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range large {
+		if p.mu.ranges[k] == nil {
+			delete(large, k)
+		}
+	}
+	for k, w := range p.mu.ranges {
+		if !w.dirty && w.st.Version() == w.flushed {
+			continue
+		}
+		if entrySizeBound(w.st.Pending()) < bound {
+			delete(large, k)
+			continue
+		}
+		n := len(ledger.Encode(w.st.Entry()))
+		if n < bound {
+			delete(large, k)
+			continue
+		}
+		if !large[k] {
+			large[k] = true
+			early = true
+			p.log.Info("ledger entry reached FlushEntryBytes; flushing it now, before the next flush interval",
+				"range", k, "bytes", n, "flush_entry_bytes", bound, "pending", w.st.Pending(),
+				"hint", "an entry over etcd's --max-request-bytes (1.5 MiB by default) cannot be written; fewer records in flight (MaxInFlight) keep entries small")
+		}
+	}
+	return early
+}
+
+// entrySizeBound is a cheap upper bound of the encoded size of an entry
+// with pending offsets in all: an offset takes at most 20 bytes in JSON
+// with its comma, and 4 KiB covers the envelope and a few dozen segments
+// (a range holds one segment per owner whose state it inherited, and
+// ranges are never merged, so a handful). Only an entry this bound puts
+// near FlushEntryBytes is encoded to be measured.
+func entrySizeBound(pending int) int {
+	return 4<<10 + 21*pending
 }
 
 // flush writes every range whose state changed since its last write, in
@@ -66,7 +125,8 @@ func (p *pipeline) flush(ctx context.Context) {
 	err := p.sess.Flush(ctx, writes)
 	p.c.flushSeconds.Observe(time.Since(start).Seconds())
 	var fenced *coord.FencedError
-	if err != nil && !errors.As(err, &fenced) {
+	var tooLarge *coord.TooLargeError
+	if err != nil && !errors.As(err, &fenced) && !errors.As(err, &tooLarge) {
 		if ctx.Err() == nil {
 			p.log.Warn("flush ledger", "error", err)
 		}
@@ -79,6 +139,15 @@ func (p *pipeline) flush(ctx context.Context) {
 		}
 		p.log.Info("ledger write fenced; rereading the assignment", "keys", len(fenced.Keys), "session", fenced.Session)
 		poke(p.resync)
+	}
+	if tooLarge != nil {
+		// Those ranges stay dirty and are tried again at every flush;
+		// the rest of the member's progress is recorded and it keeps
+		// taking records (no stall behind one entry).
+		for _, k := range tooLarge.Keys {
+			bad[k] = true
+		}
+		p.log.Error("ledger entries too large for etcd; their ranges' progress is not recorded until they shrink", "error", tooLarge)
 	}
 	p.mu.Lock()
 	for k, v := range versions {

@@ -7,7 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/keyshare/keyshare/ledger"
 )
@@ -57,9 +62,10 @@ type RangeFlush struct {
 // Flush writes the ledger entries of ranges the member owns, each guarded by
 // the member's session and by its ownership of the range as it was assigned,
 // in as few transactions as etcd's operation limit (Config.MaxTxnOps)
-// allows. A range's loss reports are written in the same transaction as its
-// entry. The result is a *FencedError naming the ranges that were fenced;
-// the others are written.
+// allows, each at most about 1 MiB. A range's loss reports are written in
+// the same transaction as its entry. The result names the ranges not
+// written: a *FencedError for those fenced, a *TooLargeError (joined to it)
+// for any entry etcd refused for its size; the others are written.
 //
 // Flush is safe to retry after an error such as a timeout, even if the
 // transaction did apply: guards compare ownership, not the ledger key's own
@@ -74,30 +80,6 @@ func (s *Session) Flush(ctx context.Context, flushes []RangeFlush) error {
 		writes = append(writes, w)
 	}
 	return s.rec.record(ctx, s.common(), writes)
-}
-
-// Release acknowledges a revoked range: it writes the range's final ledger
-// entry, its loss reports not yet written, and marks the range released, in
-// one fenced transaction. The leader then hands the range to its next owner.
-// A *FencedError means the range is no longer this member's to release.
-func (s *Session) Release(ctx context.Context, r RangeState, final ledger.Entry, losses []LossReport) error {
-	rec := r.Record
-	rec.State, rec.Since = StateReleased, time.Now().UTC()
-	also := []clientv3.Op{clientv3.OpPut(r.Key, mustJSON(rec))}
-	for _, l := range losses {
-		also = append(also, s.lossOp(r, l))
-	}
-	err := s.rec.record(ctx, s.common(), []write{{
-		Key:   r.LedgerKey,
-		Name:  r.Key,
-		Entry: final,
-		Guard: s.guard(r),
-		Also:  also,
-	}})
-	if err == nil {
-		s.log.Info("range released", "topic", rec.Topic, "partition", rec.Partition, "range", rec.Range().String(), "to", rec.Target)
-	}
-	return err
 }
 
 // LossKey is the etcd key under which range r's report of records lost
@@ -149,6 +131,7 @@ func (w write) name() string {
 type recorder struct {
 	cli       *clientv3.Client
 	maxTxnOps int
+	maxBytes  int // of keys and values in one transaction
 }
 
 // newRecorder returns a recorder. maxTxnOps is the server's --max-txn-ops
@@ -157,65 +140,242 @@ func newRecorder(cli *clientv3.Client, maxTxnOps int) *recorder {
 	if maxTxnOps <= 0 {
 		maxTxnOps = DefaultMaxTxnOps
 	}
-	return &recorder{cli: cli, maxTxnOps: maxTxnOps}
+	return &recorder{cli: cli, maxTxnOps: maxTxnOps, maxBytes: maxTxnBytes}
 }
 
-// record writes all entries in as few transactions as etcd's operation limit
-// allows (one, for a member with few ranges). Each transaction holds the
-// common guard and the guards of its writes. If a transaction's guard fails,
-// its writes are retried one by one to find which ranges are fenced; the
-// others are written. The result is a *FencedError naming the fenced ranges.
+// record writes all entries in as few transactions as etcd's limits allow
+// (one, for a member with few ranges): at most maxTxnOps compares and
+// operations and about maxBytes of keys and values each. Each transaction
+// holds the common guard and the guards of its writes. When a transaction's
+// guard fails, the same transaction has read the guarded keys (its Else
+// branch), so the fenced writes are known at once and the others are
+// written in one more transaction. The result is a *FencedError naming the
+// fenced ranges; all other writes are made.
 func (r *recorder) record(ctx context.Context, common []clientv3.Cmp, writes []write) error {
+	for i := range writes {
+		if writes[i].Value == nil {
+			writes[i].Value = ledger.Encode(writes[i].Entry)
+		}
+	}
 	var fenced FencedError
+	var tooLarge TooLargeError
 	for len(writes) > 0 {
 		n := r.chunk(common, writes)
-		ok, err := r.txn(ctx, common, writes[:n])
+		err := r.batch(ctx, common, writes[:n], &fenced)
+		if err != nil && n == 1 && requestTooLarge(err) {
+			// One entry larger than etcd takes: the others must not wait
+			// behind it forever.
+			tooLarge.Keys = append(tooLarge.Keys, writes[0].name())
+			tooLarge.Bytes = append(tooLarge.Bytes, writes[0].size())
+			err = nil
+		}
 		if err != nil {
 			return err
 		}
-		if !ok {
-			if err := r.one(ctx, common, writes[:n], &fenced); err != nil {
-				return err
+		writes = writes[n:]
+		if fenced.Session {
+			// Every later write carries the same failed guard.
+			for _, w := range writes {
+				fenced.Keys = append(fenced.Keys, w.name())
+			}
+			break
+		}
+	}
+	var errs []error
+	if len(fenced.Keys) > 0 {
+		errs = append(errs, &fenced)
+	}
+	if len(tooLarge.Keys) > 0 {
+		errs = append(errs, &tooLarge)
+	}
+	return errors.Join(errs...)
+}
+
+// TooLargeError names the ranges whose write etcd refused as larger than
+// its request limit (--max-request-bytes, 1.5 MiB by default). The other
+// ranges of the call were written (or are named in a *FencedError joined
+// to this one).
+type TooLargeError struct {
+	Keys  []string
+	Bytes []int // the size of each write (keys and values)
+}
+
+func (e *TooLargeError) Error() string {
+	var b strings.Builder
+	for i, k := range e.Keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%d bytes)", k, e.Bytes[i])
+	}
+	return "coord: etcd refused ledger writes larger than its request limit: " + b.String() +
+		"; raise etcd's --max-request-bytes, or keep entries smaller (fewer records in flight per range)"
+}
+
+// requestTooLarge reports whether etcd (or gRPC, before it) refused a
+// request for its size.
+func requestTooLarge(err error) bool {
+	return errors.Is(err, rpctypes.ErrGRPCRequestTooLarge) || errors.Is(err, rpctypes.ErrRequestTooLarge) ||
+		status.Code(errors.Unwrap(err)) == codes.ResourceExhausted || status.Code(err) == codes.ResourceExhausted
+}
+
+// batch writes one transaction's worth of writes, adding the fenced ones to
+// fenced.
+func (r *recorder) batch(ctx context.Context, common []clientv3.Cmp, writes []write, fenced *FencedError) error {
+	// A write whose guard fails in one attempt is fenced for good (the
+	// guarded revisions only move forward); the others can only fail
+	// again if a guard changed in between, so a few attempts settle it.
+	for attempt := 0; len(writes) > 0; attempt++ {
+		ok, failed, err := r.txn(ctx, common, writes)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if failed == nil || attempt == 3 {
+			// Guards this recorder cannot evaluate, or guards that keep
+			// changing: find the fenced writes one by one.
+			return r.one(ctx, common, writes, fenced)
+		}
+		if failed.common {
+			fenced.Session = true
+			for _, w := range writes {
+				fenced.Keys = append(fenced.Keys, w.name())
+			}
+			return nil
+		}
+		rest := writes[:0:0]
+		for i, w := range writes {
+			if failed.writes[i] {
+				fenced.Keys = append(fenced.Keys, w.name())
+			} else {
+				rest = append(rest, w)
 			}
 		}
-		writes = writes[n:]
-	}
-	if len(fenced.Keys) > 0 {
-		return &fenced
+		writes = rest
 	}
 	return nil
 }
 
 // chunk returns how many of writes fit in one transaction.
 func (r *recorder) chunk(common []clientv3.Cmp, writes []write) int {
-	cmps, ops := len(common), 0
+	cmps, ops, size := len(common), 0, 0
 	for i, w := range writes {
 		cmps += len(w.Guard)
 		ops += 1 + len(w.Also)
-		if i > 0 && (cmps > r.maxTxnOps || ops > r.maxTxnOps) {
+		size += w.size()
+		if i > 0 && (cmps > r.maxTxnOps || ops > r.maxTxnOps || size > r.maxBytes) {
 			return i
 		}
 	}
 	return len(writes)
 }
 
-func (r *recorder) txn(ctx context.Context, common []clientv3.Cmp, writes []write) (bool, error) {
+// size is the bytes of keys and values w puts in a transaction.
+func (w write) size() int {
+	n := len(w.Key) + len(w.Value)
+	for _, op := range w.Also {
+		n += len(op.KeyBytes()) + len(op.ValueBytes())
+	}
+	return n
+}
+
+// failedGuards says which guards of a failed transaction did not hold.
+type failedGuards struct {
+	common bool
+	writes []bool // by index of the transaction's writes
+}
+
+// txn writes writes in one transaction. When its guard fails, failed says
+// which guards did not hold, read in the same transaction (nil when a guard
+// is of a kind guardHolds cannot evaluate).
+func (r *recorder) txn(ctx context.Context, common []clientv3.Cmp, writes []write) (ok bool, failed *failedGuards, err error) {
 	cmps := append([]clientv3.Cmp(nil), common...)
 	var ops []clientv3.Op
 	for _, w := range writes {
 		cmps = append(cmps, w.Guard...)
-		val := w.Value
-		if val == nil {
-			val = ledger.Encode(w.Entry)
-		}
-		ops = append(ops, clientv3.OpPut(w.Key, string(val)))
+		ops = append(ops, clientv3.OpPut(w.Key, string(w.Value)))
 		ops = append(ops, w.Also...)
 	}
-	resp, err := r.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
-	if err != nil {
-		return false, fmt.Errorf("coord: write %d ledger entries: %w", len(writes), err)
+	// The Else branch reads every guarded key (at most as many as there
+	// are compares, so within the operation limit).
+	var reads []clientv3.Op
+	index := make(map[string]int)
+	for i := range cmps {
+		k := string(cmps[i].KeyBytes())
+		if _, ok := index[k]; !ok {
+			index[k] = len(reads)
+			reads = append(reads, clientv3.OpGet(k, clientv3.WithKeysOnly()))
+		}
 	}
-	return resp.Succeeded, nil
+	resp, err := r.cli.Txn(ctx).If(cmps...).Then(ops...).Else(reads...).Commit()
+	if err != nil {
+		return false, nil, fmt.Errorf("coord: write %d ledger entries: %w", len(writes), err)
+	}
+	if resp.Succeeded {
+		return true, nil, nil
+	}
+	holds := func(guard []clientv3.Cmp) (bool, bool) {
+		for i := range guard {
+			c := &guard[i]
+			kvs := resp.Responses[index[string(c.KeyBytes())]].GetResponseRange().Kvs
+			var kv *mvccpb.KeyValue
+			if len(kvs) == 1 {
+				kv = kvs[0]
+			}
+			held, known := guardHolds(c, kv)
+			if !known || !held {
+				return held, known
+			}
+		}
+		return true, true
+	}
+	failed = &failedGuards{writes: make([]bool, len(writes))}
+	held, known := holds(common)
+	if !known {
+		return false, nil, nil
+	}
+	failed.common = !held
+	anyFailed := failed.common
+	for i, w := range writes {
+		held, known := holds(w.Guard)
+		if !known {
+			return false, nil, nil
+		}
+		failed.writes[i] = !held
+		anyFailed = anyFailed || !held
+	}
+	if !anyFailed {
+		// Read at the revision the compares failed at, so one must have
+		// failed; if none did, do not guess.
+		return false, nil, nil
+	}
+	return false, failed, nil
+}
+
+// guardHolds evaluates an equality compare of a key's create or mod
+// revision against kv (nil: the key does not exist). known is false for any
+// other kind of compare.
+func guardHolds(c *clientv3.Cmp, kv *mvccpb.KeyValue) (held, known bool) {
+	pc := c.GetCompare()
+	if pc.Result != etcdserverpb.Compare_EQUAL || pc.RangeEnd != nil {
+		return false, false
+	}
+	var got int64
+	switch pc.Target {
+	case etcdserverpb.Compare_MOD:
+		if kv != nil {
+			got = kv.ModRevision
+		}
+		return got == pc.GetModRevision(), true
+	case etcdserverpb.Compare_CREATE:
+		if kv != nil {
+			got = kv.CreateRevision
+		}
+		return got == pc.GetCreateRevision(), true
+	}
+	return false, false
 }
 
 // one writes each entry in its own transaction, collecting the fenced ones.
@@ -234,7 +394,7 @@ func (r *recorder) one(ctx context.Context, common []clientv3.Cmp, writes []writ
 		}
 	}
 	for _, w := range writes {
-		ok, err := r.txn(ctx, common, []write{w})
+		ok, _, err := r.txn(ctx, common, []write{w})
 		if err != nil {
 			return err
 		}

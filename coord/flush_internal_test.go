@@ -301,3 +301,66 @@ func TestFlushRecorder(t *testing.T) {
 		}
 	})
 }
+
+// bigEntry is a state with n pending offsets of eleven digits each.
+func bigEntry(n int) ledger.Entry {
+	pending := make([]int64, n)
+	for i := range pending {
+		pending[i] = 10_000_000_000 + int64(i)
+	}
+	return ledger.Entry{Segments: []ledger.Segment{{Lo: 0, Hi: ledger.HashSpace, Next: 20_000_000_000, Pending: pending}}}
+}
+
+func TestFlushRecorderBytes(t *testing.T) {
+	cli, _ := testutil.StartEtcd(t)
+
+	t.Run("a batch is cut by bytes", func(t *testing.T) {
+		p := "/t/bytes/"
+		o := claim(t, cli, p+"owner")
+		small := newRecorder(cli, 0)
+		small.maxBytes = 8 << 10
+		var w []write
+		for i := range 10 {
+			w = append(w, write{Key: fmt.Sprintf("%sl/%02d", p, i), Entry: bigEntry(250), Guard: o.guard()})
+		}
+		size := len(w[0].Key) + len(ledger.Encode(w[0].Entry)) // about 3 KiB
+		if err := small.record(t.Context(), nil, w); err != nil {
+			t.Fatal(err)
+		}
+		per := (8 << 10) / size // writes that fit in 8 KiB
+		revs := map[int64]int{}
+		for k, v := range dump(t, cli, p+"l/") {
+			revs[v.rev]++
+			mustEqual(t, k, readEntry(t, cli, k, ledger.Full), bigEntry(250))
+		}
+		if want := (10 + per - 1) / per; len(revs) != want {
+			t.Fatalf("written in %d transactions (%v), want %d of at most %d writes of %d bytes", len(revs), revs, want, per, size)
+		}
+	})
+
+	t.Run("an entry etcd refuses for its size does not hold back the others", func(t *testing.T) {
+		p := "/t/toolarge/"
+		o := claim(t, cli, p+"owner")
+		rec := newRecorder(cli, 0)
+		huge := bigEntry(150_000) // about 1.8 MB, over etcd's 1.5 MiB limit
+		w := []write{
+			{Key: p + "l/0", Entry: sampleEntry(0), Guard: o.guard()},
+			{Key: p + "l/1", Name: p + "r/1", Entry: huge, Guard: o.guard()},
+			{Key: p + "l/2", Entry: sampleEntry(2), Guard: o.guard()},
+		}
+		err := rec.record(t.Context(), nil, w)
+		var tl *TooLargeError
+		if !errors.As(err, &tl) || errors.Is(err, ErrFenced) {
+			t.Fatalf("record = %v, want a *TooLargeError only", err)
+		}
+		if !slices.Equal(tl.Keys, []string{p + "r/1"}) || !strings.Contains(err.Error(), "--max-request-bytes") {
+			t.Fatalf("too large: %v (keys %q), want it to name %s and the etcd flag", err, tl.Keys, p+"r/1")
+		}
+		got := dump(t, cli, p+"l/")
+		if _, ok := got[p+"l/1"]; ok {
+			t.Fatal("the oversized entry was written")
+		}
+		mustEqual(t, "l/0", readEntry(t, cli, p+"l/0", ledger.Full), sampleEntry(0))
+		mustEqual(t, "l/2", readEntry(t, cli, p+"l/2", ledger.Full), sampleEntry(2))
+	})
+}

@@ -2,7 +2,6 @@ package coord
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -37,15 +36,18 @@ type Session struct {
 	memberRev int64
 	info      MemberInfo
 	rec       *recorder
-	ttl       time.Duration // granted by etcd
-	dl        deadline      // conservative lease deadline (deadline.go)
+	view      *assignmentView // the member's assignment, watch-fed (assignview.go)
+	ttl       time.Duration   // granted by etcd
+	dl        deadline        // conservative lease deadline (deadline.go)
 
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	leaving chan struct{} // closed by Leave: stop campaigning
 	updates chan Assignment
 	pauses  chan PauseState
-	wg      sync.WaitGroup
+	// releases carries Release calls to writeReleases (release.go).
+	releases chan *releaseRequest
+	wg       sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
@@ -65,16 +67,18 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 		return nil, err
 	}
 	s := &Session{
-		cli:     cli,
-		cfg:     cfg,
-		schema:  keys.New(cfg.Prefix, cfg.Group),
-		log:     cfg.Logger.Named("coord").With("member", cfg.MemberID),
-		leaving: make(chan struct{}),
-		updates: make(chan Assignment, 1),
-		pauses:  make(chan PauseState, 1),
-		rec:     newRecorder(cli, cfg.MaxTxnOps),
+		cli:      cli,
+		cfg:      cfg,
+		schema:   keys.New(cfg.Prefix, cfg.Group),
+		log:      cfg.Logger.Named("coord").With("member", cfg.MemberID),
+		leaving:  make(chan struct{}),
+		updates:  make(chan Assignment, 1),
+		pauses:   make(chan PauseState, 1),
+		releases: make(chan *releaseRequest),
+		rec:      newRecorder(cli, cfg.MaxTxnOps),
 	}
 	s.memberKey = s.schema.Member(cfg.MemberID)
+	s.view = newAssignmentView(cli, s.schema, cfg.MemberID, cfg.MaxTxnOps, s.log, s.publish)
 
 	sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
@@ -125,7 +129,8 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 		}
 	})
 	s.goFunc(s.keepDeadline)
-	s.goFunc(s.watchAssignment)
+	s.goFunc(s.writeReleases)
+	s.goFunc(func() { s.view.run(s.ctx) })
 	s.goFunc(s.watchPause)
 	s.goFunc(s.campaign)
 	return s, nil
@@ -179,10 +184,25 @@ func (s *Session) ClearStuck(ctx context.Context, r RangeState) error {
 	return err
 }
 
-// ReadAssignment reads the member's assignment from etcd now. Updates
+// ReadAssignment returns the member's assignment as of now. Updates
 // delivers it on every change; this is for a member that must read it again
-// (after a fenced write, say).
+// (after a fenced write, say). It costs one small read: the current
+// revision, which the watch-fed view then catches up to.
 func (s *Session) ReadAssignment(ctx context.Context) (Assignment, error) {
+	resp, err := s.cli.Get(ctx, s.memberKey, clientv3.WithKeysOnly())
+	if err != nil {
+		return Assignment{}, fmt.Errorf("coord: read the current revision: %w", err)
+	}
+	// Ask etcd to tell the watches that they are current, so that the
+	// view reaches this revision even when no range changed since.
+	_ = s.cli.RequestProgress(clientv3.WithRequireLeader(ctx))
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	a, err := s.view.current(wctx, resp.Header.Revision)
+	if err == nil || ctx.Err() != nil {
+		return a, err
+	}
+	// The view is behind (a watch being restarted): read the group.
 	snap, err := ReadSnapshot(ctx, s.cli, s.group())
 	if err != nil {
 		return Assignment{}, err
@@ -240,75 +260,9 @@ func (s *Session) RecordedCommits(ctx context.Context, parts []TopicPartition) (
 	return recs, bad, nil
 }
 
-// watchAssignment publishes the member's assignment on every change of the
-// range records.
-func (s *Session) watchAssignment() {
-	for s.ctx.Err() == nil {
-		snap, err := ReadSnapshot(s.ctx, s.cli, s.group())
-		if err != nil {
-			s.log.Warn("read assignment", "error", err)
-			sleep(s.ctx, time.Second)
-			continue
-		}
-		s.publish(snap)
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(s.ctx))
-		wch := s.cli.Watch(wctx, s.schema.Ranges(), clientv3.WithPrefix(), clientv3.WithRev(snap.Rev+1))
-		err = s.drainWatch(wch, func() error {
-			snap, err := ReadSnapshot(s.ctx, s.cli, s.group())
-			if err == nil {
-				s.publish(snap)
-			}
-			return err
-		})
-		cancel()
-		if err != nil && s.ctx.Err() == nil {
-			s.log.Warn("assignment watch ended; reading again", "error", err)
-			sleep(s.ctx, 200*time.Millisecond)
-		}
-	}
-}
-
-// drainWatch calls fn after each batch of events (waiting briefly so that
-// one leader round gives one call) until the watch ends.
-func (s *Session) drainWatch(wch clientv3.WatchChan, fn func() error) error {
-	for {
-		select {
-		case <-s.ctx.Done():
-			return nil
-		case wr, ok := <-wch:
-			if !ok {
-				return errors.New("watch channel closed")
-			}
-			if err := wr.Err(); err != nil {
-				return err
-			}
-		}
-		// Coalesce a burst of events (one leader round is several txns).
-		t := time.NewTimer(20 * time.Millisecond)
-	coalesce:
-		for {
-			select {
-			case wr, ok := <-wch:
-				if !ok {
-					t.Stop()
-					return errors.New("watch channel closed")
-				}
-				if err := wr.Err(); err != nil {
-					t.Stop()
-					return err
-				}
-			case <-t.C:
-				break coalesce
-			}
-		}
-		if err := fn(); err != nil {
-			return err
-		}
-	}
-}
-
-func (s *Session) publish(snap *Snapshot) {
-	a := snap.AssignmentOf(s.ID())
+// publish hands the member's assignment to Updates, replacing one not yet
+// read.
+func (s *Session) publish(a Assignment) {
 	select {
 	case <-s.updates:
 	default:
@@ -344,29 +298,10 @@ func (s *Session) Leave(ctx context.Context) error {
 
 // WaitReleased returns once the member owns no range, or when no other member
 // remains to take its ranges (then the caller flushes its state and leaves;
-// the ranges resume from that state when a member joins).
+// the ranges resume from that state when a member joins). It follows the
+// watch-fed view: no etcd request.
 func (s *Session) WaitReleased(ctx context.Context) error {
-	for {
-		snap, err := ReadSnapshot(ctx, s.cli, s.group())
-		if err != nil {
-			return err
-		}
-		if len(snap.Owned(s.ID())) == 0 {
-			return nil
-		}
-		others := false
-		for id, m := range snap.Members {
-			if id != s.ID() && !m.Leaving {
-				others = true
-			}
-		}
-		if !others {
-			return nil
-		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return err
-		}
-	}
+	return s.view.released(ctx)
 }
 
 // Close ends the session: goroutines stop, the lease is revoked and the

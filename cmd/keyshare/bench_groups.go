@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -207,6 +208,17 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 		done chan struct{}
 	}
 	var sessions []*sess
+	// lostSessions says how many sessions have ended as lost (a lease
+	// deadline passed, or etcd said the lease was gone), for a failure.
+	lostSessions := func() string {
+		lost := 0
+		for _, s := range sessions {
+			if errors.Is(context.Cause(s.s.Ctx()), coord.ErrSessionLost) {
+				lost++
+			}
+		}
+		return fmt.Sprintf("%d of %d sessions lost", lost, len(sessions))
+	}
 	defer func() {
 		for _, s := range sessions {
 			s.stop()
@@ -236,12 +248,16 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 				case <-sctx.Done():
 					return
 				case a := <-s.Updates():
+					var rels []coord.RangeRelease
 					for _, r := range a.Ranges {
 						if r.Record.State == coord.StateRevoking {
-							rctx, cancel := context.WithTimeout(sctx, 5*time.Second)
-							_ = s.Release(rctx, r, r.Entry, nil)
-							cancel()
+							rels = append(rels, coord.RangeRelease{Range: r, Final: r.Entry})
 						}
+					}
+					if len(rels) > 0 {
+						rctx, cancel := context.WithTimeout(sctx, 10*time.Second)
+						_ = s.ReleaseRanges(rctx, rels)
+						cancel()
 					}
 				}
 			}
@@ -278,7 +294,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 		settleLimit = 2 * time.Minute
 	}
 	if _, err := waitUntil(ctx, settleLimit, 100*time.Millisecond, func() bool { return settledFor(snapNow(), topics, "") }); err != nil {
-		return res, fmt.Errorf("P=%d M=%d: settle: %w", p, m, err)
+		return res, fmt.Errorf("P=%d M=%d: settle: %w (%s)", p, m, err, lostSessions())
 	}
 	res.settle = time.Since(start)
 	r0, _, _ := etcdState(ctx, cli, schema.Root())
@@ -295,7 +311,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 	}
 	start = time.Now()
 	if err := leaver.s.Leave(ctx); err != nil {
-		return res, fmt.Errorf("P=%d M=%d: leave: %w", p, m, err)
+		return res, fmt.Errorf("P=%d M=%d: leave: %w (%s)", p, m, err, lostSessions())
 	}
 	if _, err := waitUntil(ctx, 5*time.Minute, 100*time.Millisecond, func() bool { return settledFor(snapNow(), topics, leaver.s.ID()) }); err != nil {
 		return res, fmt.Errorf("P=%d M=%d: leave: %w", p, m, err)
@@ -394,6 +410,11 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 		}
 	}()
 	extra := append([]string{"--etcd", strings.Join(endpoints, ","), "--ttl", "2s", "--drain-timeout", "10s"}, args[2:]...)
+	if lvl := os.Getenv("KEYSHARE_BENCH_MEMBER_LOG"); lvl != "" {
+		// The members' own log (on the bench's stderr), to see where a
+		// figure's time goes.
+		extra = append(extra, "--log-level", lvl)
+	}
 	spawn := func(i int) (*benchMember, error) {
 		return c.spawnMember(args[1], group, fmt.Sprintf("m%03d", i), extra...)
 	}

@@ -1,0 +1,72 @@
+package consumer_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/testutil"
+)
+
+// TestLargeEntryFlushedEarly: a range whose ledger entry grows to
+// FlushEntryBytes is written at once, not at the next flush interval (here
+// an hour away), and the member says so once.
+func TestLargeEntryFlushedEarly(t *testing.T) {
+	cl, k := newCluster(t, map[string]int32{"big": 1})
+	logs := &syncBuffer{}
+	cl.mutate = func(cfg *consumer.Config) {
+		cfg.FlushInterval = time.Hour
+		cfg.FlushEntryBytes = 1 << 10
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
+	}
+	release := make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) })
+	// Every record stays in flight: the range's pending offsets, and its
+	// entry, grow with each record fetched.
+	hold := func(ctx context.Context, _ *kafka.Message) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	m := cl.start("m1", hold)
+	// The range is taken and its first entry written (a new assignment
+	// flushes at once) before any record exists.
+	cli := testutil.NewEtcdClient(t, cl.endpoints)
+	stored := func() coord.RangeState {
+		snap, err := coord.ReadSnapshot(t.Context(), cli, coord.Group{Prefix: "/keyshare", Name: cl.group})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Ranges) != 1 {
+			return coord.RangeState{}
+		}
+		return snap.Ranges[0]
+	}
+	waitFor(t, "the range to be owned with a ledger entry", 60*time.Second, func() bool { return stored().Entry.Initialized() })
+
+	testutil.Produce(t, k.Brokers, "big", testutil.KeyedRecords(400, 400))
+	// 400 pending offsets take over 1 KiB: the entry must reach etcd
+	// long before the hourly flush.
+	defer func() {
+		if t.Failed() {
+			t.Logf("member log:\n%s", logs.String())
+		}
+	}()
+	waitFor(t, "the large entry to be flushed early", 60*time.Second, func() bool { return stored().Entry.PendingCount() >= 50 })
+	if n := strings.Count(logs.String(), "ledger entry reached FlushEntryBytes"); n != 1 {
+		t.Fatalf("%d log lines about the large entry, want 1:\n%s", n, logs.String())
+	}
+	once.Do(func() { close(release) })
+	m.stop(t)
+}

@@ -1,0 +1,533 @@
+package coord
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+// assignmentView is a member's watch-fed view of what it owns, so that an
+// assignment change costs the member O(changed ranges), not a read of the
+// whole group: it reads the range records, registrations and generation
+// once, then follows them with watches, and reads a ledger entry only for
+// a range of its own whose record changed, at the revision of that change.
+//
+// It does not watch the ledger: every ledger write by anyone but the owner
+// (the leader's handoff, split or reset) rewrites the range record in the
+// same transaction, so a range's entry changes under its owner only by the
+// owner's own flushes. (The leader's groupCache watches the whole group,
+// ledger included, and rebuilds a Snapshot of it: right for the leader, but
+// every member following every flush of the group would be the O(group)
+// cost this view removes.)
+type assignmentView struct {
+	cli    *clientv3.Client
+	schema keys.Schema
+	id     string // the member
+	maxOps int    // reads per transaction
+	log    hclog.Logger
+	// publish receives the assignment each time the member's ranges
+	// change. It is called under mu, so that assignments go out in the
+	// order they were made (the watch loop and the member's releases both
+	// publish); it must not block.
+	publish func(Assignment)
+
+	mu struct {
+		sync.Mutex
+		records map[string]viewRecord                  // every readable range record, by key
+		byTP    map[TopicPartition]map[string]struct{} // range keys by partition
+		owned   map[string]RangeState                  // the member's, with ledger state
+		// ownedByTP holds the keys of owned by partition.
+		ownedByTP map[TopicPartition]map[string]struct{}
+		members   map[string]Member // live registrations, by member id
+		// byOwner counts the range records (any state) of each owner.
+		byOwner map[string]int
+		// released maps the ranges this member has released to the
+		// revision of the record it released them from, until the watch
+		// brings the release: an assignment published in between must
+		// not hand them back to the member (its drains are done with
+		// them; a second release would only be fenced).
+		released map[string]int64
+		gen      GenerationRecord
+		rev      int64 // the member's ranges are known through rev
+		seen     int64 // range events are applied through seen (refresh moves rev there)
+		ready    bool
+		wake     chan struct{} // closed and replaced on every change
+	}
+}
+
+type viewRecord struct {
+	rec RangeRecord
+	rev int64 // ModRevision of the range key
+}
+
+func newAssignmentView(cli *clientv3.Client, s keys.Schema, id string, maxOps int, log hclog.Logger, publish func(Assignment)) *assignmentView {
+	if maxOps <= 0 {
+		maxOps = DefaultMaxTxnOps
+	}
+	v := &assignmentView{cli: cli, schema: s, id: id, maxOps: maxOps, log: log, publish: publish}
+	v.mu.wake = make(chan struct{})
+	v.mu.released = make(map[string]int64)
+	return v
+}
+
+// run keeps the view current until ctx ends, reading everything again when
+// a watch fails (compaction, etcd leader lost).
+func (v *assignmentView) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		rev, err := v.load(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				v.log.Warn("read assignment; reading again", "error", err)
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		err = v.follow(ctx, rev)
+		if ctx.Err() == nil {
+			v.log.Warn("assignment watch ended; reading again", "error", err)
+			sleep(ctx, 200*time.Millisecond)
+		}
+	}
+}
+
+// load reads the range records, registrations and generation in one
+// transaction, and the member's ledger entries at the same revision.
+func (v *assignmentView) load(ctx context.Context) (int64, error) {
+	s := v.schema
+	resp, err := v.cli.Txn(ctx).Then(
+		clientv3.OpGet(s.Ranges(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Members(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Generation()),
+	).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("coord: read range records under %s: %w", s.Ranges(), err)
+	}
+	rev := resp.Header.Revision
+	records := make(map[string]viewRecord)
+	byTP := make(map[TopicPartition]map[string]struct{})
+	byOwner := make(map[string]int)
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		if rec, err := decodeRange(s, string(kv.Key), kv.Value); err == nil {
+			records[string(kv.Key)] = viewRecord{rec, kv.ModRevision}
+			addKey(byTP, TopicPartition{rec.Topic, rec.Partition}, string(kv.Key))
+			byOwner[rec.Owner]++
+		}
+	}
+	members := make(map[string]Member)
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		if m, ok := v.member(kv); ok {
+			members[m.ID] = m
+		}
+	}
+	var gen GenerationRecord
+	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) == 1 {
+		gen, _ = DecodeGeneration(string(kvs[0].Key), kvs[0].Value)
+	}
+	want := make(map[string]viewRecord)
+	v.mu.Lock()
+	for tp := range byTP {
+		for _, k := range v.ownedInLocked(records, byTP, tp) {
+			want[k] = records[k]
+		}
+	}
+	v.mu.Unlock()
+	owned, err := v.readEntries(ctx, want, rev)
+	if err != nil {
+		return 0, err
+	}
+	v.mu.Lock()
+	v.mu.records, v.mu.byTP, v.mu.members, v.mu.gen, v.mu.byOwner = records, byTP, members, gen, byOwner
+	v.mu.owned, v.mu.ownedByTP = make(map[string]RangeState), make(map[TopicPartition]map[string]struct{})
+	for _, rs := range owned {
+		if v.mu.released[rs.Key] != rs.Rev {
+			v.setOwnedLocked(rs)
+		}
+	}
+	for k, rev := range v.mu.released {
+		if records[k].rev != rev {
+			delete(v.mu.released, k) // the read is past the release
+		}
+	}
+	v.mu.rev, v.mu.seen, v.mu.ready = rev, rev, true
+	v.publish(v.assignmentLocked())
+	v.changedLocked()
+	v.mu.Unlock()
+	return rev, nil
+}
+
+// follow applies the watches' events from rev+1 until a watch fails.
+func (v *assignmentView) follow(ctx context.Context, rev int64) error {
+	s := v.schema
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	ranges := v.cli.Watch(wctx, s.Ranges(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
+	members := v.cli.Watch(wctx, s.Members(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	gen := v.cli.Watch(wctx, s.Generation(), clientv3.WithRev(rev+1))
+	touched := make(map[TopicPartition]bool)
+	var coalesce <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case wr, ok := <-ranges:
+			if err := watchErr(wr, ok); err != nil {
+				return err
+			}
+			v.applyRanges(wr, touched)
+			if len(touched) > 0 && coalesce == nil {
+				// One leader round is several transactions: wait briefly
+				// so that it makes one update.
+				coalesce = time.After(20 * time.Millisecond)
+			}
+		case wr, ok := <-members:
+			if err := watchErr(wr, ok); err != nil {
+				return err
+			}
+			v.applyMembers(wr)
+		case wr, ok := <-gen:
+			if err := watchErr(wr, ok); err != nil {
+				return err
+			}
+			v.applyGeneration(wr)
+		case <-coalesce:
+			coalesce = nil
+			if err := v.refresh(ctx, touched); err != nil {
+				return err
+			}
+			clear(touched)
+		}
+	}
+}
+
+func watchErr(wr clientv3.WatchResponse, ok bool) error {
+	switch {
+	case !ok:
+		return errors.New("watch channel closed")
+	case wr.CompactRevision != 0:
+		return fmt.Errorf("revision %d compacted", wr.CompactRevision)
+	}
+	return wr.Err()
+}
+
+// applyRanges records the range events of wr and the partitions they touch.
+func (v *assignmentView) applyRanges(wr clientv3.WatchResponse, touched map[TopicPartition]bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, ev := range wr.Events {
+		key := string(ev.Kv.Key)
+		delete(v.mu.released, key) // the record moved on from the release
+		if old, ok := v.mu.records[key]; ok {
+			tp := TopicPartition{old.rec.Topic, old.rec.Partition}
+			delete(v.mu.records, key)
+			delete(v.mu.byTP[tp], key)
+			v.mu.byOwner[old.rec.Owner]--
+			touched[tp] = true
+		}
+		if ev.Type == clientv3.EventTypePut {
+			if rec, err := decodeRange(v.schema, key, ev.Kv.Value); err == nil {
+				tp := TopicPartition{rec.Topic, rec.Partition}
+				v.mu.records[key] = viewRecord{rec, ev.Kv.ModRevision}
+				addKey(v.mu.byTP, tp, key)
+				v.mu.byOwner[rec.Owner]++
+				touched[tp] = true
+			} else {
+				// A damaged record is in no view (see Snapshot.BadRanges),
+				// but it may have replaced one of ours.
+				if tp, ok := v.partitionOf(key); ok {
+					touched[tp] = true
+				}
+			}
+		}
+		v.mu.seen = max(v.mu.seen, ev.Kv.ModRevision)
+	}
+	if wr.IsProgressNotify() {
+		// Every range event up to the header's revision has been sent.
+		v.mu.seen = max(v.mu.seen, wr.Header.Revision)
+	}
+	if len(touched) == 0 && v.mu.seen > v.mu.rev {
+		// Nothing of ours to refresh: the view is current through seen.
+		v.mu.rev = v.mu.seen
+		v.changedLocked()
+	}
+}
+
+// partitionOf parses the partition of a range key.
+func (v *assignmentView) partitionOf(key string) (TopicPartition, bool) {
+	topic, part, _, err := keys.ParseRangeKey(v.schema.Ranges(), key)
+	return TopicPartition{topic, part}, err == nil
+}
+
+func (v *assignmentView) applyMembers(wr clientv3.WatchResponse) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, ev := range wr.Events {
+		delete(v.mu.members, strings.TrimPrefix(string(ev.Kv.Key), v.schema.Members()))
+		if ev.Type == clientv3.EventTypePut {
+			if m, ok := v.member(ev.Kv); ok {
+				v.mu.members[m.ID] = m
+			}
+		}
+	}
+	v.changedLocked()
+}
+
+func (v *assignmentView) applyGeneration(wr clientv3.WatchResponse) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, ev := range wr.Events {
+		if ev.Type == clientv3.EventTypePut {
+			if g, err := DecodeGeneration(string(ev.Kv.Key), ev.Kv.Value); err == nil {
+				v.mu.gen = g
+			}
+		}
+	}
+}
+
+// member decodes a registration; one without a lease is no member (see
+// Snapshot.BadMembers).
+func (v *assignmentView) member(kv *mvccpb.KeyValue) (Member, bool) {
+	if kv.Lease == 0 {
+		return Member{}, false
+	}
+	m, err := decodeMember(v.schema, string(kv.Key), kv.Value)
+	if err != nil {
+		return Member{}, false
+	}
+	return Member{MemberInfo: m, CreateRev: kv.CreateRevision}, true
+}
+
+// refresh recomputes the member's ranges in the touched partitions, reads
+// the ledger entries of those whose record changed, and publishes the
+// assignment if it changed. Its cost is in the touched partitions only.
+func (v *assignmentView) refresh(ctx context.Context, touched map[TopicPartition]bool) error {
+	v.mu.Lock()
+	rev := v.mu.seen
+	want := make(map[string]viewRecord)
+	var gone []string
+	for tp := range touched {
+		mine := v.ownedInLocked(v.mu.records, v.mu.byTP, tp)
+		for _, k := range mine {
+			if r := v.mu.records[k]; v.mu.owned[k].Rev != r.rev {
+				want[k] = r
+			}
+		}
+		for k := range v.mu.ownedByTP[tp] {
+			if !slices.Contains(mine, k) {
+				gone = append(gone, k)
+			}
+		}
+	}
+	v.mu.Unlock()
+	// At rev the records are as read; a ledger entry read there is the
+	// one written with its record or later by this member's own flushes.
+	read, err := v.readEntries(ctx, want, rev)
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	for _, k := range gone {
+		v.dropOwnedLocked(k)
+	}
+	for _, rs := range read {
+		if v.mu.released[rs.Key] != rs.Rev { // released while it was read
+			v.setOwnedLocked(rs)
+		}
+	}
+	v.mu.rev = max(v.mu.rev, rev)
+	changed := len(gone) > 0 || len(read) > 0
+	if changed {
+		v.publish(v.assignmentLocked())
+	}
+	v.changedLocked()
+	v.mu.Unlock()
+	return nil
+}
+
+// ownedInLocked returns the keys of the member's ranges (active or
+// revoking, and not released by it already) in partition tp. As in a
+// Snapshot, a record that overlaps an earlier-starting record of its
+// partition is damaged and left out, so no hash has two owners.
+func (v *assignmentView) ownedInLocked(records map[string]viewRecord, byTP map[TopicPartition]map[string]struct{}, tp TopicPartition) []string {
+	list := make([]string, 0, len(byTP[tp]))
+	for k := range byTP[tp] {
+		list = append(list, k)
+	}
+	slices.SortFunc(list, func(a, b string) int { return cmp.Compare(records[a].rec.Lo, records[b].rec.Lo) })
+	var mine []string
+	var hi uint64
+	for i, k := range list {
+		rec := records[k].rec
+		if i > 0 && hi > rec.Lo {
+			continue // overlaps the kept record before it
+		}
+		hi = rec.Hi
+		if rec.Owner == v.id && rec.State != StateReleased && v.mu.released[k] != records[k].rev {
+			mine = append(mine, k)
+		}
+	}
+	return mine
+}
+
+// readEntries reads the ledger entries of want at revision rev, in
+// transactions of at most maxOps reads, and returns the ranges with them.
+func (v *assignmentView) readEntries(ctx context.Context, want map[string]viewRecord, rev int64) (map[string]RangeState, error) {
+	out := make(map[string]RangeState, len(want))
+	pending := make([]RangeState, 0, len(want))
+	for k, r := range want {
+		pending = append(pending, RangeState{Key: k, Record: r.rec, Rev: r.rev, LedgerKey: v.schema.LedgerEntry(r.rec.Topic, r.rec.Partition, r.rec.Lo)})
+	}
+	for len(pending) > 0 {
+		batch := pending[:min(v.maxOps, len(pending))]
+		pending = pending[len(batch):]
+		ops := make([]clientv3.Op, len(batch))
+		for i, rs := range batch {
+			ops[i] = clientv3.OpGet(rs.LedgerKey, clientv3.WithRev(rev))
+		}
+		resp, err := v.cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, fmt.Errorf("coord: read %d ledger entries at revision %d: %w", len(batch), rev, err)
+		}
+		for i, rs := range batch {
+			if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) == 1 {
+				rs.EntryRev = kvs[0].ModRevision
+				rs.Entry, rs.EntryErr = ledger.Decode(rs.LedgerKey, kvs[0].Value, rs.Record.Range())
+			}
+			out[rs.Key] = rs
+		}
+	}
+	return out, nil
+}
+
+// noteReleased takes ranges the member has just released out of its
+// assignment at once, rather than when the watch brings the release, and
+// publishes the assignment without them.
+func (v *assignmentView) noteReleased(ranges []RangeState) {
+	v.mu.Lock()
+	if !v.mu.ready {
+		v.mu.Unlock()
+		return
+	}
+	changed := false
+	for _, rs := range ranges {
+		if r, ok := v.mu.records[rs.Key]; ok && r.rev != rs.Rev {
+			continue // the watch has already moved past that record
+		}
+		v.mu.released[rs.Key] = rs.Rev
+		if o, ok := v.mu.owned[rs.Key]; ok && o.Rev == rs.Rev {
+			v.dropOwnedLocked(rs.Key)
+			changed = true
+		}
+	}
+	if changed {
+		v.publish(v.assignmentLocked())
+	}
+	v.changedLocked()
+	v.mu.Unlock()
+}
+
+func (v *assignmentView) setOwnedLocked(rs RangeState) {
+	v.mu.owned[rs.Key] = rs
+	addKey(v.mu.ownedByTP, rs.TP(), rs.Key)
+}
+
+func (v *assignmentView) dropOwnedLocked(key string) {
+	if rs, ok := v.mu.owned[key]; ok {
+		delete(v.mu.owned, key)
+		delete(v.mu.ownedByTP[rs.TP()], key)
+	}
+}
+
+// assignmentLocked is the member's assignment as the view holds it, in
+// partition and hash order, leaving out ranges whose ledger entry is
+// damaged (the leader resets those first), as Snapshot.AssignmentOf does.
+func (v *assignmentView) assignmentLocked() Assignment {
+	a := Assignment{Generation: v.mu.gen.Generation, Rev: v.mu.rev}
+	for _, rs := range v.mu.owned {
+		if rs.EntryErr == nil {
+			a.Ranges = append(a.Ranges, rs)
+		}
+	}
+	slices.SortFunc(a.Ranges, func(x, y RangeState) int {
+		if c := compareTP(x.TP(), y.TP()); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Record.Lo, y.Record.Lo)
+	})
+	return a
+}
+
+func (v *assignmentView) changedLocked() {
+	close(v.mu.wake)
+	v.mu.wake = make(chan struct{})
+}
+
+// current returns the assignment once the view holds revision rev (or
+// ctx ends).
+func (v *assignmentView) current(ctx context.Context, rev int64) (Assignment, error) {
+	for {
+		v.mu.Lock()
+		if v.mu.ready && v.mu.rev >= rev {
+			a := v.assignmentLocked()
+			v.mu.Unlock()
+			return a, nil
+		}
+		wake := v.mu.wake
+		v.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return Assignment{}, ctx.Err()
+		case <-wake:
+		}
+	}
+}
+
+// released waits until no range record names the member as its owner
+// any more, released ones included, or until no other member that is not
+// leaving remains to take its ranges. Waiting for the handoff of released
+// ranges, not only for their release, keeps the member registered until
+// the leader has given them away: a member gone sooner turns the handoff
+// of what it released into a failover, held back by FailoverGrace.
+func (v *assignmentView) released(ctx context.Context) error {
+	for {
+		v.mu.Lock()
+		done := v.mu.ready && len(v.mu.owned) == 0 && v.mu.byOwner[v.id] == 0
+		if v.mu.ready && !done {
+			done = true
+			for id, m := range v.mu.members {
+				if id != v.id && !m.Leaving {
+					done = false
+					break
+				}
+			}
+		}
+		wake := v.mu.wake
+		v.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		}
+	}
+}
+
+func addKey(m map[TopicPartition]map[string]struct{}, tp TopicPartition, key string) {
+	if m[tp] == nil {
+		m[tp] = make(map[string]struct{})
+	}
+	m[tp][key] = struct{}{}
+}

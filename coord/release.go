@@ -1,0 +1,171 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/ledger"
+)
+
+// Releasing revoked ranges to the leader: the second half of a handoff.
+
+// RangeRelease is one revoked range to release.
+type RangeRelease struct {
+	Range  RangeState   // the range as assigned (its Rev is the guard)
+	Final  ledger.Entry // its final completion state
+	Losses []LossReport // loss reports not yet written
+}
+
+// ReleaseRanges acknowledges revoked ranges: for each it writes the final
+// ledger entry and the loss reports not yet written, and marks the range
+// released, atomically and fenced by the member's ownership of that range.
+// Many ranges share a transaction (up to Config.MaxTxnOps operations, two
+// per range, and about 1 MiB), so releasing 2,048 ranges costs tens of
+// round trips, not thousands. A range that is fenced does not hold back the
+// others: the result is a *FencedError naming the fenced ones, the rest are
+// released. The leader then hands each released range to its next owner.
+func (s *Session) ReleaseRanges(ctx context.Context, rels []RangeRelease) error {
+	writes := make([]write, 0, len(rels))
+	now := time.Now().UTC()
+	for _, rl := range rels {
+		rec := rl.Range.Record
+		rec.State, rec.Since = StateReleased, now
+		also := []clientv3.Op{clientv3.OpPut(rl.Range.Key, mustJSON(rec))}
+		for _, l := range rl.Losses {
+			also = append(also, s.lossOp(rl.Range, l))
+		}
+		writes = append(writes, write{Key: rl.Range.LedgerKey, Name: rl.Range.Key, Entry: rl.Final, Guard: s.guard(rl.Range), Also: also})
+	}
+	err := s.rec.record(ctx, s.common(), writes)
+	var fenced *FencedError
+	if err != nil && !errors.As(err, &fenced) {
+		return err
+	}
+	bad := make(map[string]bool)
+	if fenced != nil {
+		for _, k := range fenced.Keys {
+			bad[k] = true
+		}
+	}
+	released := make([]RangeRelease, 0, len(rels))
+	var done []RangeState
+	for _, rl := range rels {
+		if !bad[rl.Range.Key] {
+			released = append(released, rl)
+			done = append(done, rl.Range)
+		}
+	}
+	if s.view != nil {
+		s.view.noteReleased(done)
+	}
+	switch {
+	case len(released) == 1:
+		rec := released[0].Range.Record
+		s.log.Info("range released", "topic", rec.Topic, "partition", rec.Partition, "range", rec.Range().String(), "to", rec.Target)
+	case len(released) > 1:
+		s.log.Info("ranges released", "count", len(released), "ranges", firstFew(released, ", ", func(rl RangeRelease) string {
+			return fmt.Sprintf("%s/%d %s to %s", rl.Range.Record.Topic, rl.Range.Record.Partition, rl.Range.Record.Range(), rl.Range.Record.Target)
+		}))
+	}
+	return err
+}
+
+// Release acknowledges one revoked range (see ReleaseRanges). Calls made
+// at about the same time, by the drains of a member that leaves or loses
+// many ranges at once, share transactions: each call waits for the batch
+// that carries its range. A *FencedError means this range is no longer the
+// member's to release; it never names another range. When ctx ends first,
+// the release may still be written (as when a transaction times out).
+func (s *Session) Release(ctx context.Context, r RangeState, final ledger.Entry, losses []LossReport) error {
+	req := &releaseRequest{ctx: ctx, rel: RangeRelease{Range: r, Final: final, Losses: losses}, done: make(chan struct{})}
+	select {
+	case s.releases <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.ctx.Done():
+		return fmt.Errorf("coord: release %s: %w", r.Key, context.Cause(s.ctx))
+	}
+	select {
+	case <-req.done:
+		return req.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// releaseRequest is one Release call waiting for its batch.
+type releaseRequest struct {
+	ctx  context.Context
+	rel  RangeRelease
+	err  error
+	done chan struct{}
+}
+
+// writeReleases writes the ranges of concurrent Release calls, all that
+// wait at the time in one ReleaseRanges call, until the session ends. While
+// one batch is written the next gathers.
+func (s *Session) writeReleases() {
+	for {
+		var batch []*releaseRequest
+		select {
+		case <-s.ctx.Done():
+			return
+		case req := <-s.releases:
+			batch = append(batch, req)
+		}
+	gather:
+		for {
+			select {
+			case req := <-s.releases:
+				batch = append(batch, req)
+			default:
+				break gather
+			}
+		}
+		s.writeBatch(batch)
+	}
+}
+
+// writeBatch releases the ranges of batch and tells each caller its result.
+func (s *Session) writeBatch(batch []*releaseRequest) {
+	rels := make([]RangeRelease, 0, len(batch))
+	live := batch[:0]
+	for _, req := range batch {
+		if req.ctx.Err() != nil {
+			req.err = req.ctx.Err() // the caller has gone: write nothing for it
+			close(req.done)
+			continue
+		}
+		live = append(live, req)
+		rels = append(rels, req.rel)
+	}
+	if len(live) == 0 {
+		return
+	}
+	// The session's context, not a caller's: one caller giving up must not
+	// fail the others' writes. Past a TTL the session is gone anyway.
+	ctx, cancel := context.WithTimeout(s.ctx, max(s.ttl, 5*time.Second))
+	err := s.ReleaseRanges(ctx, rels)
+	cancel()
+	var fenced *FencedError
+	errors.As(err, &fenced)
+	bad := make(map[string]bool)
+	if fenced != nil {
+		for _, k := range fenced.Keys {
+			bad[k] = true
+		}
+	}
+	for _, req := range live {
+		switch {
+		case fenced == nil:
+			req.err = err
+		case bad[req.rel.Range.Key]:
+			req.err = &FencedError{Keys: []string{req.rel.Range.Key}, Session: fenced.Session}
+		}
+		close(req.done)
+	}
+}
