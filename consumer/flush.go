@@ -98,8 +98,11 @@ func (p *pipeline) flush(ctx context.Context) {
 	var writes []coord.RangeFlush
 	bytes := 0
 	// written is, per range key, the state version and the loss reports
-	// this flush writes.
+	// this flush writes, and the state they were taken from: a range
+	// reloaded meanwhile (an operator's reset, a range acquired again) is
+	// another *owned, which this flush did not write.
 	type written struct {
+		w       *owned
 		version uint64
 		losses  int
 	}
@@ -112,7 +115,7 @@ func (p *pipeline) flush(ctx context.Context) {
 		v := ledger.Encode(e) // once: for the write and for the byte count
 		writes = append(writes, coord.RangeFlush{Range: w.rs, Entry: e, Encoded: v, Losses: slices.Clone(w.losses)})
 		bytes += len(w.rs.LedgerKey) + len(v)
-		versions[k] = written{version: w.st.Version(), losses: len(w.losses)}
+		versions[k] = written{w: w, version: w.st.Version(), losses: len(w.losses)}
 	}
 	p.mu.Unlock()
 	if len(writes) == 0 {
@@ -151,7 +154,7 @@ func (p *pipeline) flush(ctx context.Context) {
 	}
 	p.mu.Lock()
 	for k, v := range versions {
-		if w := p.mu.ranges[k]; w != nil && !bad[w.rs.Key] {
+		if w := p.mu.ranges[k]; w == v.w && !bad[w.rs.Key] {
 			w.flushed, w.dirty = v.version, false
 			w.losses = w.losses[v.losses:]
 			p.c.metrics.retentionLosses.Add(int64(v.losses))
