@@ -361,8 +361,10 @@ func (s *Session) readPartitions(ctx context.Context) (parts []PartitionWeight, 
 
 // maxChangesPerRound bounds one assignment round: a larger plan (thousands
 // of new partitions at once) is written over several rounds, each planned
-// afresh from what the previous one wrote.
-const maxChangesPerRound = 1024
+// afresh from what the previous one wrote. It is large enough for a leave
+// at P = 4,096 with two members (2,048 revokes, then 2,048 handoffs) to
+// take one round each: every extra round waits for the cache to catch up.
+const maxChangesPerRound = 4096
 
 // maxTxnBytes bounds the size of one assignment transaction, below etcd's
 // default request limit (--max-request-bytes, 1.5 MiB), so that a group
