@@ -22,21 +22,10 @@ func TestBlockedKeyLeavesMemory(t *testing.T) {
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	cl.mutate = func(c *consumer.Config) { c.MaxInFlight = 50 } // MaxQueuedPerKey: the default, 12
 	h := newHistory(t)
-	inner := h.handler("m", 0)
 	release := make(chan struct{})
 	blockedAt := atomic.Int64{}
 	blockedAt.Store(-1)
-	m := cl.start("m", func(ctx context.Context, msg *kafka.Message) error {
-		if string(msg.Key) == "key-7" {
-			blockedAt.CompareAndSwap(-1, int64(msg.TopicPartition.Offset))
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return inner(ctx, msg)
-	})
+	m := cl.start("m", blockKey7(release, &blockedAt, h.handler("m", 0)))
 	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(8000, 100))
 	maxSeen := 0
 	waitFor(t, "every record of the other keys handled while key-7 blocks", 90*time.Second, func() bool {
@@ -69,19 +58,7 @@ func TestBlockedKeyShelvedThenHandedOver(t *testing.T) {
 	cl.mutate = func(c *consumer.Config) { c.MaxInFlight, c.DrainTimeout = 50, 2*time.Second }
 	h := newHistory(t)
 	release := make(chan struct{})
-	handler := func(id string) consumer.Handler {
-		inner := h.handler(id, 0)
-		return func(ctx context.Context, msg *kafka.Message) error {
-			if string(msg.Key) == "key-7" {
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-			return inner(ctx, msg)
-		}
-	}
+	handler := func(id string) consumer.Handler { return blockKey7(release, nil, h.handler(id, 0)) }
 	m1 := cl.start("m1", handler("m1"))
 	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(8000, 100))
 	waitFor(t, "the other keys handled by m1", 90*time.Second, func() bool { return h.count() == len(produced)-80 })
@@ -96,5 +73,23 @@ func TestBlockedKeyShelvedThenHandedOver(t *testing.T) {
 	})
 	if dups := h.check(produced); dups != 0 {
 		t.Fatalf("%d records handled twice", dups)
+	}
+}
+
+// blockKey7 is inner, except that every record of key-7 waits for release
+// first; the first one's offset goes to at, if not nil.
+func blockKey7(release <-chan struct{}, at *atomic.Int64, inner consumer.Handler) consumer.Handler {
+	return func(ctx context.Context, msg *kafka.Message) error {
+		if string(msg.Key) == "key-7" {
+			if at != nil {
+				at.CompareAndSwap(-1, int64(msg.TopicPartition.Offset))
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return inner(ctx, msg)
 	}
 }

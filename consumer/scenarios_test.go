@@ -331,18 +331,8 @@ func TestBackpressureBoundsInFlight(t *testing.T) {
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	cl.mutate = func(c *consumer.Config) { c.MaxInFlight, c.MaxQueuedPerKey = 50, 50 }
 	h := newHistory(t)
-	inner := h.handler("m", 0)
 	release := make(chan struct{})
-	m := cl.start("m", func(ctx context.Context, msg *kafka.Message) error {
-		if string(msg.Key) == "key-7" {
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return inner(ctx, msg)
-	})
+	m := cl.start("m", blockKey7(release, nil, h.handler("m", 0)))
 	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(8000, 100))
 	maxSeen := 0
 	waitFor(t, "the partition paused at the bound", 60*time.Second, func() bool {

@@ -85,21 +85,7 @@ func newAssignmentView(cli *clientv3.Client, s keys.Schema, id string, maxOps in
 // run keeps the view current until ctx ends, reading everything again when
 // a watch fails (compaction, etcd leader lost).
 func (v *assignmentView) run(ctx context.Context) {
-	for ctx.Err() == nil {
-		rev, err := v.load(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				v.log.Warn("read assignment; reading again", "error", err)
-				sleep(ctx, time.Second)
-			}
-			continue
-		}
-		err = v.follow(ctx, rev)
-		if ctx.Err() == nil {
-			v.log.Warn("assignment watch ended; reading again", "error", err)
-			sleep(ctx, 200*time.Millisecond)
-		}
-	}
+	readAndWatch(ctx, v.log, "the member's assignment", v.load, v.follow)
 }
 
 // load reads the range records, registrations and generation in one

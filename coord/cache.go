@@ -91,18 +91,26 @@ func (c *groupCache) kind(key string) int {
 
 // run keeps the copy current until ctx ends.
 func (c *groupCache) run(ctx context.Context) {
+	readAndWatch(ctx, c.log, "the group state of the leader's cache", c.load, c.follow)
+}
+
+// readAndWatch reads a copy of some etcd state (load, which returns the
+// revision it read at) and follows a watch from there (follow), and does
+// both again whenever the watch ends (compaction, etcd's leader lost) or
+// the read fails, until ctx ends.
+func readAndWatch(ctx context.Context, log hclog.Logger, what string, load func(context.Context) (int64, error), follow func(context.Context, int64) error) {
 	for ctx.Err() == nil {
-		rev, err := c.load(ctx)
+		rev, err := load(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				c.log.Warn("read group state for the leader's cache; reading again", "error", err)
+				log.Warn("read "+what+"; reading again", "error", err)
 				sleep(ctx, 500*time.Millisecond)
 			}
 			continue
 		}
-		err = c.follow(ctx, rev)
+		err = follow(ctx, rev)
 		if ctx.Err() == nil {
-			c.log.Info("group state watch ended; reading the group again", "error", err)
+			log.Info("watch of "+what+" ended; reading again", "error", err)
 			sleep(ctx, 100*time.Millisecond)
 		}
 	}

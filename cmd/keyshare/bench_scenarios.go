@@ -103,33 +103,8 @@ func (c *benchCommand) hotKey(ctx context.Context) error {
 	if err := c.produceKeys("hot", n, func(i int) string { return fmt.Sprintf("key-%d", i%100) }); err != nil {
 		return err
 	}
-	work := func(*kafka.Message) time.Duration { return time.Millisecond }
 	others := n - n/100
-	run := func(block bool) (time.Duration, error) {
-		var s span
-		var blocked atomic.Bool
-		ms, err := c.startMembers("hot", 1, 16, "earliest", func(ctx context.Context, m *kafka.Message) error {
-			if string(m.Key) == "key-0" {
-				if block && blocked.CompareAndSwap(false, true) {
-					return sleepFor(ctx, 5*time.Second)
-				}
-				return sleepFor(ctx, work(m))
-			}
-			if err := sleepFor(ctx, work(m)); err != nil {
-				return err
-			}
-			s.hit()
-			return nil
-		})
-		if err != nil {
-			return 0, err
-		}
-		defer ms.stop()
-		if err := s.wait(int64(others), 10*time.Minute); err != nil {
-			return 0, err
-		}
-		return s.elapsed(), nil
-	}
+	run := func(block bool) (time.Duration, error) { return c.othersWhileKey0Blocked("hot", block, others, nil) }
 	base, err := c.repeat(func() (time.Duration, error) { return run(false) })
 	if err != nil {
 		return err
@@ -146,45 +121,54 @@ func (c *benchCommand) hotKey(ctx context.Context) error {
 	return c.blockedKeyPastBound(ctx)
 }
 
+// othersWhileKey0Blocked runs one member with 16 workers over topic, 1 ms
+// per record, the first record of key-0 blocking for 5 s if block, and
+// returns how long the other keys' records (others of them) take.
+func (c *benchCommand) othersWhileKey0Blocked(topic string, block bool, others int, set func(*consumer.Config)) (time.Duration, error) {
+	var s span
+	var blocked atomic.Bool
+	ms, err := c.startMembersWith(topic, 1, 16, "earliest", func(cfg *consumer.Config) {
+		if set != nil {
+			set(cfg)
+		}
+		cfg.Handler = func(ctx context.Context, m *kafka.Message) error {
+			if string(m.Key) == "key-0" {
+				if block && blocked.CompareAndSwap(false, true) {
+					return sleepFor(ctx, 5*time.Second)
+				}
+				return sleepFor(ctx, time.Millisecond)
+			}
+			if err := sleepFor(ctx, time.Millisecond); err != nil {
+				return err
+			}
+			s.hit()
+			return nil
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer ms.stop()
+	if err := s.wait(int64(others), 10*time.Minute); err != nil {
+		return 0, err
+	}
+	return s.elapsed(), nil
+}
+
 // blockedKeyPastBound blocks a key with more records behind it than
 // MaxInFlight, with MaxQueuedPerKey at its default and at MaxInFlight
 // (the member before blocked keys' records could leave memory).
 func (c *benchCommand) blockedKeyPastBound(ctx context.Context) error {
 	n, keys := 20000, 10
 	if c.quick {
-		n = 8000
+		n = 12000 // still more than MaxInFlight records of key-0
 	}
 	if err := c.produceKeys("hot-deep", n, func(i int) string { return fmt.Sprintf("key-%d", i%keys) }); err != nil {
 		return err
 	}
 	others := n - n/keys
 	run := func(perKey int) (time.Duration, error) {
-		var s span
-		var blocked atomic.Bool
-		ms, err := c.startMembersWith("hot-deep", 1, 16, "earliest", func(cfg *consumer.Config) {
-			cfg.MaxQueuedPerKey = perKey
-			cfg.Handler = func(ctx context.Context, m *kafka.Message) error {
-				if string(m.Key) == "key-0" {
-					if blocked.CompareAndSwap(false, true) {
-						return sleepFor(ctx, 5*time.Second)
-					}
-					return sleepFor(ctx, time.Millisecond)
-				}
-				if err := sleepFor(ctx, time.Millisecond); err != nil {
-					return err
-				}
-				s.hit()
-				return nil
-			}
-		})
-		if err != nil {
-			return 0, err
-		}
-		defer ms.stop()
-		if err := s.wait(int64(others), 10*time.Minute); err != nil {
-			return 0, err
-		}
-		return s.elapsed(), nil
+		return c.othersWhileKey0Blocked("hot-deep", true, others, func(cfg *consumer.Config) { cfg.MaxQueuedPerKey = perKey })
 	}
 	def, err := c.repeat(func() (time.Duration, error) { return run(0) })
 	if err != nil {
