@@ -103,9 +103,10 @@ type next struct {
 //     drain timeout has passed, goes to its next owner with its ledger state;
 //   - hash space no range covers (a new partition, or a damaged record) gets
 //     new ranges with no ledger state (they start at the committed offset);
-//   - a damaged ledger entry is replaced by one with no state.
+//   - a damaged ledger entry is replaced by one with no state;
+//   - adjacent ranges of one owner are merged (merge.go).
 //
-// Ranges that keep their owner are not touched.
+// Ranges that keep their owner are not touched, except to merge them.
 func plan(in planInput) []change {
 	var changes []change
 	for _, k := range slices.Sorted(maps.Keys(in.snap.BadMembers)) {
@@ -121,7 +122,8 @@ func plan(in planInput) []change {
 			eligible = append(eligible, MemberWeight{ID: m.ID, Weight: m.Weight})
 		}
 	}
-	desired := Assign(in.parts, eligible, in.snap.Slices())
+	prev := in.snap.Slices()
+	desired := Assign(in.parts, eligible, prev)
 	if len(desired) == 0 {
 		return changes
 	}
@@ -133,11 +135,15 @@ func plan(in planInput) []change {
 	for _, p := range in.parts {
 		tp := p.TopicPartition
 		at := uint64(0)
+		merges, merging := in.merges(tp, have[tp], want[tp])
+		changes = append(changes, merges...)
 		for _, r := range have[tp] {
 			if r.Record.Lo > at {
 				changes = append(changes, in.fill(tp, ledger.HashRange{Lo: at, Hi: r.Record.Lo}, want[tp])...)
 			}
-			if c, ok := in.rangeChange(r, want[tp]); ok {
+			if merging[r.Key] {
+				// merge.go deals with it this round.
+			} else if c, ok := in.rangeChange(r, want[tp]); ok {
 				changes = append(changes, c)
 			}
 			at = r.Record.Hi
