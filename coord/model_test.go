@@ -417,3 +417,73 @@ func TestCoordModel(t *testing.T) {
 		}
 	})
 }
+
+// TestModelSettlesFragments: after random joins, graceful leaves and crashes
+// (owners releasing everything revoked), the leader's rounds settle the
+// group with no range left to move or merge, and then every partition has at
+// most one range more than it has owners (merge.go, layout.go).
+func TestModelSettlesFragments(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		g := &modelGroup{
+			t: t, store: newModelStore(), live: map[string]int64{}, leaving: map[string]bool{},
+			clock: time.Now(), wall: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), seen: map[rangeObs]time.Time{},
+		}
+		for p := range rapid.Int32Range(1, 4).Draw(t, "partitions") {
+			g.parts = append(g.parts, PartitionWeight{TopicPartition: TopicPartition{Topic: "t", Partition: p}})
+		}
+		for range rapid.IntRange(1, 20).Draw(t, "first members") {
+			g.join(1)
+		}
+		for range rapid.IntRange(0, 30).Draw(t, "steps") {
+			ids := g.ids()
+			switch rapid.IntRange(0, 3).Draw(t, "step") {
+			case 0:
+				if len(g.live) < 80 {
+					g.join(1)
+				}
+			case 1: // graceful leave
+				if len(ids) > 1 {
+					id := rapid.SampledFrom(ids).Draw(t, "leaver")
+					g.leaving[id] = true
+					g.store.put(planSchema.Member(id), g.member(id, 1, true), g.live[id])
+				}
+			case 2: // crash
+				if len(ids) > 1 {
+					id := rapid.SampledFrom(ids).Draw(t, "crash")
+					g.store.del(planSchema.Member(id))
+					delete(g.live, id)
+					delete(g.leaving, id)
+				}
+			case 3:
+				g.release(false)
+			}
+			g.round()
+			g.clock, g.wall = g.clock.Add(time.Second), g.wall.Add(time.Second)
+		}
+		if len(g.live) == len(g.leaving) {
+			g.join(1)
+		}
+		rounds := 0
+		for ; ; rounds++ {
+			if rounds == maxRounds {
+				t.Fatalf("not settled after %d rounds: %s", maxRounds, g.settled())
+			}
+			g.release(true)
+			n := g.round()
+			g.clock, g.wall = g.clock.Add(time.Second), g.wall.Add(time.Second)
+			if n == 0 && g.settled() == "" {
+				break
+			}
+		}
+		for tp, list := range g.store.snapshot().Partitions() {
+			owners := map[string]bool{}
+			for _, r := range list {
+				owners[r.Record.Owner] = true
+			}
+			if len(list) > len(owners)+1 {
+				t.Fatalf("%s/%d: %d ranges for %d owners after %d settling rounds", tp.Topic, tp.Partition, len(list), len(owners), rounds)
+			}
+		}
+	})
+}

@@ -124,6 +124,9 @@ func plan(in planInput) []change {
 	}
 	prev := in.snap.Slices()
 	desired := Assign(in.parts, eligible, prev)
+	if useContiguous(in.snap, len(in.parts), len(eligible), desired) {
+		desired = AssignContiguous(in.parts, eligible, prev)
+	}
 	if len(desired) == 0 {
 		return changes
 	}
