@@ -34,8 +34,9 @@ import (
 //     stale flush of a deleted or rewritten range key fails its own guard.
 //
 // A run is merged only while the assignor keeps all of it with its owner,
-// and new merge drains start only in a partition with no other handoff under
-// way; if the run breaks up meanwhile, the ranges left go back to the usual
+// and new merge drains start only once the group has been still for a while
+// (settle.go) and in a partition with no other handoff under way; if the run
+// breaks up meanwhile, the ranges left go back to the usual
 // handoff rules (a revoke to self that is no longer a merge is taken back).
 
 // mergeDrain reports whether r was revoked (or released) to its own owner:
@@ -112,10 +113,12 @@ func (in planInput) merges(tp TopicPartition, have []RangeState, want []Slice) (
 		switch {
 		case done:
 			changes = append(changes, in.merge(tp, run))
-		case quiet || started:
+		case (quiet && in.defrag) || started:
 			for _, r := range run {
 				if r.Record.State == StateActive {
-					changes = append(changes, in.replace(r, []next{{piece{r.Record.Range(), r.Record.Owner}, StateRevoking, r.Record.Owner}}, false, "revoke to merge"))
+					c := in.replace(r, []next{{piece{r.Record.Range(), r.Record.Owner}, StateRevoking, r.Record.Owner}}, false, "revoke to merge")
+					c.defrag = true
+					changes = append(changes, c)
 				}
 			}
 		default:
@@ -151,7 +154,7 @@ func (in planInput) merge(tp TopicPartition, run []RangeState) change {
 	rec := first.Record
 	rec.Hi, rec.State, rec.Target, rec.DrainMs, rec.Gen, rec.Since = last.Record.Hi, StateActive, "", 0, in.gen, in.now
 	entry := first.Entry
-	c := change{what: fmt.Sprintf("merge %d ranges of %s into %s/%d %s", len(run), rec.Owner, tp.Topic, tp.Partition, rec.Range())}
+	c := change{what: fmt.Sprintf("merge %d ranges of %s into %s/%d %s", len(run), rec.Owner, tp.Topic, tp.Partition, rec.Range()), defrag: true}
 	for i, r := range run {
 		c.cmps = append(c.cmps,
 			clientv3.Compare(clientv3.ModRevision(r.Key), "=", r.Rev),

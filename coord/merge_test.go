@@ -15,11 +15,12 @@ import (
 // rig is the model store driven step by step by a test: a leader round, the
 // owners' releases, the clock.
 type rig struct {
-	t     *testing.T
-	store *modelStore
-	parts []PartitionWeight
-	clock time.Time
-	seen  map[rangeObs]time.Time
+	t      *testing.T
+	store  *modelStore
+	parts  []PartitionWeight
+	clock  time.Time
+	seen   map[rangeObs]time.Time
+	moving bool // the group is not still: no new defragmentation
 }
 
 func newRig(t *testing.T, partitions int32) *rig {
@@ -55,6 +56,7 @@ func (g *rig) round() []string {
 	changes := plan(planInput{
 		schema: planSchema, snap: snap, parts: g.parts, now: g.clock, drainTimeout: modelDrain,
 		gen: snap.Generation.Generation + 1, maxTxnOps: modelMaxOps, clock: g.clock, seen: g.seen, grace: modelGrace,
+		defrag: !g.moving,
 	})
 	var whats []string
 	for _, c := range changes {
@@ -215,6 +217,27 @@ func TestMergeWaits(t *testing.T) {
 			if strings.Contains(w, "merge") {
 				t.Fatalf("merge planned during a handoff: %q", w)
 			}
+		}
+	})
+	t.Run("group not still", func(t *testing.T) {
+		g := newRig(t, 1)
+		g.join("a", false)
+		g.rangeAt(0, 0, q, "a", 10)
+		g.rangeAt(0, q, 2*q, "a", 10)
+		g.rangeAt(0, 2*q, ledger.HashSpace, "a", 10)
+		g.moving = true
+		if w := g.round(); len(w) != 0 {
+			t.Fatalf("changes while the group moves: %q", w)
+		}
+		// A merge under way goes on while the group moves.
+		g.moving = false
+		if w := g.round(); len(w) != 3 {
+			t.Fatalf("round: %q, want three revokes to merge", w)
+		}
+		g.moving = true
+		g.release(11)
+		if w := g.round(); len(w) != 1 || !strings.HasPrefix(w[0], "merge 3 ranges") {
+			t.Fatalf("round: %q, want the merge under way to finish", w)
 		}
 	})
 	t.Run("owner leaving", func(t *testing.T) {

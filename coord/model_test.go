@@ -7,7 +7,8 @@ package coord
 // clock, and write damaged values (overlapping range records, bad JSON,
 // members without a lease, absurd weights). After each step the leader runs
 // one round: plan() on the snapshot the model gives (the same decoding as
-// ReadSnapshot), each change applied as one transaction. Every snapshot is
+// ReadSnapshot), each change applied as one transaction, with merges and
+// the contiguous layout allowed or not at random (settle.go). Every snapshot is
 // checked: no hash is in two members' AssignmentOf. When the steps end, the
 // leader runs rounds without disturbance: within maxRounds every hash of
 // every partition must be owned, active, by a live member that is not
@@ -141,6 +142,7 @@ type modelGroup struct {
 	clock   time.Time // the leader's monotonic clock
 	wall    time.Time
 	seen    map[rangeObs]time.Time
+	defrag  bool // the leader lets merges and the contiguous layout start
 }
 
 const (
@@ -215,6 +217,7 @@ func (g *modelGroup) round() int {
 	changes := plan(planInput{
 		schema: planSchema, snap: snap, parts: g.parts, now: g.wall, drainTimeout: modelDrain,
 		gen: snap.Generation.Generation + 1, maxTxnOps: modelMaxOps, clock: g.clock, seen: g.seen, grace: modelGrace,
+		defrag: g.defrag,
 	})
 	for i, c := range changes {
 		// apply adds the leadership guard and the generation write.
@@ -396,6 +399,7 @@ func TestCoordModel(t *testing.T) {
 				g.clock, g.wall = g.clock.Add(d), g.wall.Add(d)
 			}
 			g.check("step")
+			g.defrag = rapid.Bool().Draw(t, "still")
 			g.round()
 		}
 		// Settle: no more disturbance except time, and owners that
@@ -458,12 +462,14 @@ func TestModelSettlesFragments(t *testing.T) {
 			case 3:
 				g.release(false)
 			}
+			g.defrag = rapid.Bool().Draw(t, "still")
 			g.round()
 			g.clock, g.wall = g.clock.Add(time.Second), g.wall.Add(time.Second)
 		}
 		if len(g.live) == len(g.leaving) {
 			g.join(1)
 		}
+		g.defrag = true
 		rounds := 0
 		for ; ; rounds++ {
 			if rounds == maxRounds {

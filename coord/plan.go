@@ -20,6 +20,9 @@ type change struct {
 	what string
 	cmps []clientv3.Cmp
 	ops  []clientv3.Op
+	// defrag marks a step of a merge or of the contiguous layout: it does
+	// not count as the group moving (settle.go).
+	defrag bool
 }
 
 // planInput is everything the planner needs; planning itself does no I/O.
@@ -43,6 +46,10 @@ type planInput struct {
 	// held are owners gone for less than FailoverGrace: their ranges wait
 	// (grace.go).
 	held map[string]bool
+	// defrag allows new merges and the contiguous layout: the group has
+	// been still for a while (settle.go). Merges already under way go on
+	// without it.
+	defrag bool
 }
 
 // rangeObs names one version of a range record: a rewrite of the record
@@ -124,7 +131,8 @@ func plan(in planInput) []change {
 	}
 	prev := in.snap.Slices()
 	desired := Assign(in.parts, eligible, prev)
-	if useContiguous(in.snap, len(in.parts), len(eligible), desired) {
+	contiguous := in.defrag && useContiguous(in.snap, len(in.parts), len(eligible), desired)
+	if contiguous {
 		desired = AssignContiguous(in.parts, eligible, prev)
 	}
 	if len(desired) == 0 {
@@ -147,6 +155,7 @@ func plan(in planInput) []change {
 			if merging[r.Key] {
 				// merge.go deals with it this round.
 			} else if c, ok := in.rangeChange(r, want[tp]); ok {
+				c.defrag = contiguous
 				changes = append(changes, c)
 			}
 			at = r.Record.Hi
