@@ -19,7 +19,7 @@ type flushingOwner struct {
 	s *coord.Session
 }
 
-func (o *flushingOwner) run(t *testing.T, all *[]event, allMu *sync.Mutex) {
+func (o *flushingOwner) run(t testing.TB, all *[]event, allMu *sync.Mutex) {
 	seen := make(map[string]bool) // range key@rev acted on
 	gained := make(map[string]bool)
 	note := func(kind string, r coord.RangeState, gen int64) {
