@@ -50,6 +50,10 @@ type Slice struct {
 //     share allows, so the hash space that moves is the least possible for
 //     the new shares.
 //
+// The least movement leaves fragments (a newcomer gets a sliver of every
+// other member's share); the leader settles them with AssignContiguous
+// (layout.go) once no handoff is under way.
+//
 // With no members it returns nil.
 func Assign(parts []PartitionWeight, members []MemberWeight, prev []Slice) []Slice {
 	if len(members) == 0 || len(parts) == 0 {

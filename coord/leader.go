@@ -185,7 +185,8 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 		seen = make(map[rangeObs]time.Time)
 		// Topics deleted and created again (topics.go).
 		topics = &topicWatch{resetAt: make(map[string]time.Time), held: make(map[string]bool)}
-		gone   goneTracker // FailoverGrace (grace.go)
+		gone   goneTracker   // FailoverGrace (grace.go)
+		settle settleTracker // defragmentation waits for a still group (settle.go)
 		// quiet is the assignment revision and partition read of the
 		// last round that planned nothing with no range revoking: until
 		// either changes, a round would plan nothing again, so it is
@@ -248,17 +249,25 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 		if wait > 0 {
 			time.AfterFunc(wait, poke)
 		}
+		assignable := topics.assignable(parts)
+		defrag, still := settle.ready(snap, assignable, clock, settleDelay(s.cfg.SessionTTL))
+		if still > 0 {
+			time.AfterFunc(still, poke)
+		}
 		changes := plan(planInput{
-			schema: s.schema, snap: snap, parts: topics.assignable(parts), now: clock.UTC(),
+			schema: s.schema, snap: snap, parts: assignable, now: clock.UTC(),
 			drainTimeout: s.cfg.DrainTimeout, gen: snap.Generation.Generation + 1,
 			maxTxnOps: s.cfg.MaxTxnOps,
 			clock:     clock, seen: seen, grace: drainGrace(s.cfg.SessionTTL), held: held,
+			defrag: defrag,
 		})
+		settle.moved(changes, clock)
 		topics.changed = false
 		if len(changes) == 0 {
 			// Quiet only if nothing waits on a clock: a revoke's drain,
-			// a gone owner's FailoverGrace, a recreated topic's reset.
-			if len(seen) == 0 && len(held) == 0 && len(topics.held) == 0 {
+			// a gone owner's FailoverGrace, a recreated topic's reset,
+			// the stillness defragmentation waits for.
+			if len(seen) == 0 && len(held) == 0 && len(topics.held) == 0 && still == 0 {
 				quietRev, quietPartsAt = assignRev, partsAt
 			}
 			continue

@@ -7,7 +7,8 @@ package coord
 // clock, and write damaged values (overlapping range records, bad JSON,
 // members without a lease, absurd weights). After each step the leader runs
 // one round: plan() on the snapshot the model gives (the same decoding as
-// ReadSnapshot), each change applied as one transaction. Every snapshot is
+// ReadSnapshot), each change applied as one transaction, with merges and
+// the contiguous layout allowed or not at random (settle.go). Every snapshot is
 // checked: no hash is in two members' AssignmentOf. When the steps end, the
 // leader runs rounds without disturbance: within maxRounds every hash of
 // every partition must be owned, active, by a live member that is not
@@ -141,6 +142,7 @@ type modelGroup struct {
 	clock   time.Time // the leader's monotonic clock
 	wall    time.Time
 	seen    map[rangeObs]time.Time
+	defrag  bool // the leader lets merges and the contiguous layout start
 }
 
 const (
@@ -215,6 +217,7 @@ func (g *modelGroup) round() int {
 	changes := plan(planInput{
 		schema: planSchema, snap: snap, parts: g.parts, now: g.wall, drainTimeout: modelDrain,
 		gen: snap.Generation.Generation + 1, maxTxnOps: modelMaxOps, clock: g.clock, seen: g.seen, grace: modelGrace,
+		defrag: g.defrag,
 	})
 	for i, c := range changes {
 		// apply adds the leadership guard and the generation write.
@@ -396,6 +399,7 @@ func TestCoordModel(t *testing.T) {
 				g.clock, g.wall = g.clock.Add(d), g.wall.Add(d)
 			}
 			g.check("step")
+			g.defrag = rapid.Bool().Draw(t, "still")
 			g.round()
 		}
 		// Settle: no more disturbance except time, and owners that
@@ -414,6 +418,78 @@ func TestCoordModel(t *testing.T) {
 			g.release(false)
 			g.round()
 			g.clock, g.wall = g.clock.Add(5*time.Second), g.wall.Add(5*time.Second)
+		}
+	})
+}
+
+// TestModelSettlesFragments: after random joins, graceful leaves and crashes
+// (owners releasing everything revoked), the leader's rounds settle the
+// group with no range left to move or merge, and then every partition has at
+// most one range more than it has owners (merge.go, layout.go).
+func TestModelSettlesFragments(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		g := &modelGroup{
+			t: t, store: newModelStore(), live: map[string]int64{}, leaving: map[string]bool{},
+			clock: time.Now(), wall: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), seen: map[rangeObs]time.Time{},
+		}
+		for p := range rapid.Int32Range(1, 4).Draw(t, "partitions") {
+			g.parts = append(g.parts, PartitionWeight{TopicPartition: TopicPartition{Topic: "t", Partition: p}})
+		}
+		for range rapid.IntRange(1, 20).Draw(t, "first members") {
+			g.join(1)
+		}
+		for range rapid.IntRange(0, 30).Draw(t, "steps") {
+			ids := g.ids()
+			switch rapid.IntRange(0, 3).Draw(t, "step") {
+			case 0:
+				if len(g.live) < 80 {
+					g.join(1)
+				}
+			case 1: // graceful leave
+				if len(ids) > 1 {
+					id := rapid.SampledFrom(ids).Draw(t, "leaver")
+					g.leaving[id] = true
+					g.store.put(planSchema.Member(id), g.member(id, 1, true), g.live[id])
+				}
+			case 2: // crash
+				if len(ids) > 1 {
+					id := rapid.SampledFrom(ids).Draw(t, "crash")
+					g.store.del(planSchema.Member(id))
+					delete(g.live, id)
+					delete(g.leaving, id)
+				}
+			case 3:
+				g.release(false)
+			}
+			g.defrag = rapid.Bool().Draw(t, "still")
+			g.round()
+			g.clock, g.wall = g.clock.Add(time.Second), g.wall.Add(time.Second)
+		}
+		if len(g.live) == len(g.leaving) {
+			g.join(1)
+		}
+		g.defrag = true
+		rounds := 0
+		for ; ; rounds++ {
+			if rounds == maxRounds {
+				t.Fatalf("not settled after %d rounds: %s", maxRounds, g.settled())
+			}
+			g.release(true)
+			n := g.round()
+			g.clock, g.wall = g.clock.Add(time.Second), g.wall.Add(time.Second)
+			if n == 0 && g.settled() == "" {
+				break
+			}
+		}
+		for tp, list := range g.store.snapshot().Partitions() {
+			owners := map[string]bool{}
+			for _, r := range list {
+				owners[r.Record.Owner] = true
+			}
+			if len(list) > len(owners)+1 {
+				t.Fatalf("%s/%d: %d ranges for %d owners after %d settling rounds", tp.Topic, tp.Partition, len(list), len(owners), rounds)
+			}
 		}
 	})
 }

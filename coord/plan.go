@@ -20,6 +20,9 @@ type change struct {
 	what string
 	cmps []clientv3.Cmp
 	ops  []clientv3.Op
+	// defrag marks a step of a merge or of the contiguous layout: it does
+	// not count as the group moving (settle.go).
+	defrag bool
 }
 
 // planInput is everything the planner needs; planning itself does no I/O.
@@ -43,6 +46,10 @@ type planInput struct {
 	// held are owners gone for less than FailoverGrace: their ranges wait
 	// (grace.go).
 	held map[string]bool
+	// defrag allows new merges and the contiguous layout: the group has
+	// been still for a while (settle.go). Merges already under way go on
+	// without it.
+	defrag bool
 }
 
 // rangeObs names one version of a range record: a rewrite of the record
@@ -103,9 +110,10 @@ type next struct {
 //     drain timeout has passed, goes to its next owner with its ledger state;
 //   - hash space no range covers (a new partition, or a damaged record) gets
 //     new ranges with no ledger state (they start at the committed offset);
-//   - a damaged ledger entry is replaced by one with no state.
+//   - a damaged ledger entry is replaced by one with no state;
+//   - adjacent ranges of one owner are merged (merge.go).
 //
-// Ranges that keep their owner are not touched.
+// Ranges that keep their owner are not touched, except to merge them.
 func plan(in planInput) []change {
 	var changes []change
 	for _, k := range slices.Sorted(maps.Keys(in.snap.BadMembers)) {
@@ -121,7 +129,12 @@ func plan(in planInput) []change {
 			eligible = append(eligible, MemberWeight{ID: m.ID, Weight: m.Weight})
 		}
 	}
-	desired := Assign(in.parts, eligible, in.snap.Slices())
+	prev := in.snap.Slices()
+	desired := Assign(in.parts, eligible, prev)
+	contiguous := in.defrag && useContiguous(in.snap, len(in.parts), len(eligible), desired)
+	if contiguous {
+		desired = AssignContiguous(in.parts, eligible, prev)
+	}
 	if len(desired) == 0 {
 		return changes
 	}
@@ -133,11 +146,16 @@ func plan(in planInput) []change {
 	for _, p := range in.parts {
 		tp := p.TopicPartition
 		at := uint64(0)
+		merges, merging := in.merges(tp, have[tp], want[tp])
+		changes = append(changes, merges...)
 		for _, r := range have[tp] {
 			if r.Record.Lo > at {
 				changes = append(changes, in.fill(tp, ledger.HashRange{Lo: at, Hi: r.Record.Lo}, want[tp])...)
 			}
-			if c, ok := in.rangeChange(r, want[tp]); ok {
+			if merging[r.Key] {
+				// merge.go deals with it this round.
+			} else if c, ok := in.rangeChange(r, want[tp]); ok {
+				c.defrag = contiguous
 				changes = append(changes, c)
 			}
 			at = r.Record.Hi
