@@ -159,6 +159,7 @@ func (in planInput) merge(tp TopicPartition, run []RangeState) change {
 		c.cmps = append(c.cmps,
 			clientv3.Compare(clientv3.ModRevision(r.Key), "=", r.Rev),
 			clientv3.Compare(clientv3.ModRevision(r.LedgerKey), "=", r.EntryRev))
+		rec.Reset = max(rec.Reset, r.Record.Reset) // an operator's reset stays visible (consumer/table.go)
 		if i > 0 {
 			if entry.Initialized() {
 				entry = entry.Concat(r.Entry)

@@ -406,6 +406,7 @@ func (in planInput) replace(r RangeState, parts []next, reset bool, what string)
 		// The parts written now are cut from r: each needs its own entry.
 		for _, p := range parts {
 			rec := in.record(tp, p.piece, p.state, p.target)
+			rec.Reset = r.Record.Reset // an owner that has not read a reset yet must see it in the parts
 			c.ops = append(c.ops, clientv3.OpPut(in.schema.Range(tp.Topic, tp.Partition, p.r.Lo), mustJSON(rec)))
 			e := ledger.Entry{}
 			if !reset {
@@ -417,6 +418,10 @@ func (in planInput) replace(r RangeState, parts []next, reset bool, what string)
 	}
 	for _, p := range parts {
 		rec := in.record(tp, p.piece, p.state, p.target)
+		// Carry an operator's reset on: an owner that has not read it yet
+		// must still see the epoch grow in the parts it keeps, or it would
+		// flush its older state over the reset (consumer/table.go).
+		rec.Reset = r.Record.Reset
 		if p.state == r.Record.State && p.owner == r.Record.Owner && p.r == r.Record.Range() {
 			rec.Since = r.Record.Since
 		}

@@ -144,3 +144,51 @@ func TestPlanDrainClock(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanCarriesResetEpoch: the records the planner writes for a range an
+// operator reset (a revoke when a member joins, and the parts of a crashed
+// owner's range) keep its reset epoch, so that an owner that has not read
+// the reset yet still sees the epoch grow and reloads (consumer/table.go).
+func TestPlanCarriesResetEpoch(t *testing.T) {
+	t.Parallel()
+	parts := []PartitionWeight{{TopicPartition: TopicPartition{Topic: "t"}}}
+	check := func(t *testing.T, snap *Snapshot) {
+		t.Helper()
+		for i := range snap.Ranges {
+			snap.Ranges[i].Record.Reset = 42
+		}
+		changes := plan(planInput{schema: planSchema, snap: snap, parts: parts, now: time.Now(), drainTimeout: time.Second, gen: 2, maxTxnOps: 128})
+		if len(changes) == 0 {
+			t.Fatal("no change planned")
+		}
+		records := 0
+		for _, c := range changes {
+			for _, op := range c.ops {
+				if !op.IsPut() || !strings.HasPrefix(string(op.KeyBytes()), planSchema.Ranges()) {
+					continue
+				}
+				rec, err := decodeRange(planSchema, string(op.KeyBytes()), op.ValueBytes())
+				if err != nil {
+					t.Fatal(err)
+				}
+				records++
+				if rec.Reset != 42 {
+					t.Errorf("%s: %s %s written with reset epoch %d, want 42", c.what, rec.Range(), rec.State, rec.Reset)
+				}
+			}
+		}
+		if records == 0 {
+			t.Fatal("no range record written")
+		}
+	}
+	t.Run("a member joins", func(t *testing.T) {
+		snap := evenSnapshot(2)
+		snap.Members["m02"] = Member{MemberInfo: MemberInfo{V: 1, ID: "m02", Weight: 1}, CreateRev: 2}
+		check(t, snap)
+	})
+	t.Run("an owner crashed", func(t *testing.T) {
+		snap := evenSnapshot(3)
+		delete(snap.Members, "m02")
+		check(t, snap)
+	})
+}
