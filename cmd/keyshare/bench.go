@@ -111,25 +111,32 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	if c.write != "" {
-		return os.WriteFile(c.write, []byte(c.out.String()+keptSection(c.write)), 0o644)
+		return os.WriteFile(c.write, []byte(c.out.String()+keptSections(c.write)), 0o644)
 	}
 	return nil
 }
 
-// keptSection returns the part of an existing report that another command
-// writes (make bench-peers, between its markers), so that rewriting the
-// report keeps it.
-func keptSection(path string) string {
-	const begin, end = "<!-- bench-peers: written by make bench-peers -->", "<!-- /bench-peers -->"
+// keptSections returns the parts of an existing report that are written
+// elsewhere (by make bench-peers, and by hand from the coord Go benchmarks
+// of issue 18), each between its markers, so that rewriting the report
+// keeps them.
+func keptSections(path string) string {
+	markers := [][2]string{
+		{"<!-- fragments: issue 18, written by hand (make bench does not run these) -->", "<!-- /fragments -->"},
+		{"<!-- bench-peers: written by make bench-peers -->", "<!-- /bench-peers -->"},
+	}
 	old, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}
-	i, j := bytes.Index(old, []byte(begin)), bytes.Index(old, []byte(end))
-	if i < 0 || j < i {
-		return ""
+	var out strings.Builder
+	for _, m := range markers {
+		i, j := bytes.Index(old, []byte(m[0])), bytes.Index(old, []byte(m[1]))
+		if i >= 0 && j > i {
+			out.WriteString("\n" + string(old[i:j+len(m[1])]) + "\n")
+		}
 	}
-	return "\n" + string(old[i:j+len(end)]) + "\n"
+	return out.String()
 }
 
 func (c *benchCommand) printf(format string, a ...any) {
