@@ -59,16 +59,23 @@ func Assign(parts []PartitionWeight, members []MemberWeight, prev []Slice) []Sli
 	if len(members) == 0 || len(parts) == 0 {
 		return nil
 	}
+	parts, members = sortedUnique(parts, members)
+	if len(members) <= len(parts) {
+		return assignWhole(parts, members, prev)
+	}
+	return assignLine(parts, members, prev)
+}
+
+// sortedUnique returns copies of parts and members sorted, without
+// duplicates, so that an assignment does not depend on their order.
+func sortedUnique(parts []PartitionWeight, members []MemberWeight) ([]PartitionWeight, []MemberWeight) {
 	parts = slices.Clone(parts)
 	slices.SortFunc(parts, func(a, b PartitionWeight) int { return compareTP(a.TopicPartition, b.TopicPartition) })
 	parts = slices.CompactFunc(parts, func(a, b PartitionWeight) bool { return a.TopicPartition == b.TopicPartition })
 	members = slices.Clone(members)
 	slices.SortFunc(members, func(a, b MemberWeight) int { return cmp.Compare(a.ID, b.ID) })
 	members = slices.CompactFunc(members, func(a, b MemberWeight) bool { return a.ID == b.ID })
-	if len(members) <= len(parts) {
-		return assignWhole(parts, members, prev)
-	}
-	return assignLine(parts, members, prev)
+	return parts, members
 }
 
 func compareTP(a, b TopicPartition) int {

@@ -34,12 +34,7 @@ func AssignContiguous(parts []PartitionWeight, members []MemberWeight, prev []Sl
 	if len(members) == 0 || len(parts) == 0 {
 		return nil
 	}
-	parts = slices.Clone(parts)
-	slices.SortFunc(parts, func(a, b PartitionWeight) int { return compareTP(a.TopicPartition, b.TopicPartition) })
-	parts = slices.CompactFunc(parts, func(a, b PartitionWeight) bool { return a.TopicPartition == b.TopicPartition })
-	members = slices.Clone(members)
-	slices.SortFunc(members, func(a, b MemberWeight) int { return cmp.Compare(a.ID, b.ID) })
-	members = slices.CompactFunc(members, func(a, b MemberWeight) bool { return a.ID == b.ID })
+	parts, members = sortedUnique(parts, members)
 	if len(members) <= len(parts) {
 		return assignWhole(parts, members, prev)
 	}
