@@ -45,17 +45,6 @@ func (p *pipeline) maxQueuedPerKey() int {
 	return max(1, min(defaultMaxQueuedPerKey, p.c.cfg.MaxInFlight/4))
 }
 
-// shelveNewLocked reports whether the record at o of key k, which range w
-// answered Run for, must leave memory at once: its key is blocked with a
-// full queue. If so it is shelved.
-func (p *pipeline) shelveNewLocked(t tp, k jobKey, w *owned, o int64, h uint32) bool {
-	if n, blocked := p.sched.backlog(k, time.Now()); !blocked || n < p.maxQueuedPerKey() {
-		return false
-	}
-	p.shelveLocked(t, k, w.st, o, h)
-	return true
-}
-
 // evictBlocked takes out of memory the queued records of blocked keys
 // beyond MaxQueuedPerKey (records queued before their key blocked). The
 // fetch loop calls it at the in-flight bound, before pausing fetching; it

@@ -44,11 +44,7 @@ func (p *pipeline) handle(m *kafka.Message) {
 	if run == nil {
 		return
 	}
-	k := keyOf(t, m, o)
-	if p.shelveNewLocked(t, k, run, o, h) {
-		return // its key is blocked with a full queue (blocked.go)
-	}
-	p.dispatchLocked(t, k, m, o, h)
+	p.dispatchLocked(t, run, m, o, h)
 }
 
 // keyOf is the key whose records run one at a time in order.
@@ -62,9 +58,18 @@ func keyOf(t tp, m *kafka.Message, o int64) jobKey {
 	return k
 }
 
-func (p *pipeline) dispatchLocked(t tp, k jobKey, m *kafka.Message, o int64, h uint32) {
+// dispatchLocked queues the record at o, which range w answered Run for,
+// behind the earlier records of its key; or shelves it if its key is
+// blocked with a full queue (blocked.go).
+func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h uint32) {
 	ctx, cancel := context.WithCancel(p.ctx)
-	j := &job{t: t, key: k, o: o, h: h, m: m, ctx: ctx, cancel: cancel, since: time.Now()}
+	j := &job{t: t, key: keyOf(t, m, o), o: o, h: h, m: m, ctx: ctx, cancel: cancel, since: time.Now()}
+	// Queued before it is in jobs: its finish waits for p.mu, held here.
+	if !p.sched.submitBounded(j, p.maxQueuedPerKey()) {
+		cancel()
+		p.shelveLocked(t, j.key, w.st, o, h)
+		return
+	}
 	jobs := p.mu.jobs[t]
 	if jobs == nil {
 		jobs = make(map[int64]*job)
@@ -79,7 +84,6 @@ func (p *pipeline) dispatchLocked(t tp, k jobKey, m *kafka.Message, o int64, h u
 	}
 	jobs[o] = j
 	p.mu.inflight++
-	p.sched.submit(j)
 }
 
 // live reports whether the session is short of its conservative lease

@@ -80,13 +80,20 @@ func newScheduler(workers int, run func(*job)) *scheduler {
 }
 
 // submit queues j behind earlier jobs of its key.
-func (s *scheduler) submit(j *job) {
+func (s *scheduler) submit(j *job) { s.submitBounded(j, 0) }
+
+// submitBounded is submit, unless j's key is blocked (blocked.go) with
+// keep records queued already (keep > 0): then j is not queued and the
+// result is false. One lock for both, as it runs for every record.
+func (s *scheduler) submitBounded(j *job, keep int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := s.keys[j.key]
 	if q == nil {
-		q = &keyQueue{key: j.key, lastTake: time.Now()}
+		q = &keyQueue{key: j.key, lastTake: j.since}
 		s.keys[j.key] = q
+	} else if keep > 0 && q.n >= keep && j.since.Sub(q.lastTake) >= keyBlockedAfter {
+		return false
 	}
 	q.n++
 	if q.tail == nil {
@@ -102,6 +109,7 @@ func (s *scheduler) submit(j *job) {
 	case q.running && s.forming:
 		s.form.Signal() // the forming batch may hold q: it takes the record
 	}
+	return true
 }
 
 // signalLocked wakes a worker for a newly ready key: in batch mode the

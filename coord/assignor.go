@@ -250,22 +250,27 @@ func (l *line) toSlices(sp span) []Slice {
 	return out
 }
 
+// heldBy is what each member with a quota held in prev, as spans of l.
+func (l *line) heldBy(prev []Slice, quota map[string]uint64) map[string][]span {
+	held := make(map[string][]span)
+	for _, s := range prev {
+		if _, ok := quota[s.Owner]; !ok {
+			continue
+		}
+		if sp, ok := l.toSpan(s); ok {
+			held[s.Owner] = append(held[s.Owner], sp)
+		}
+	}
+	return held
+}
+
 // assignLine lays partitions end to end and gives each member a share of the
 // line, keeping what it had where its share allows.
 func assignLine(parts []PartitionWeight, members []MemberWeight, prev []Slice) []Slice {
 	l := newLine(parts)
 	quota := quotas(l.total, members)
 
-	// What each eligible member held, in line order.
-	heldBy := make(map[string][]span)
-	for _, s := range prev {
-		if _, ok := quota[s.Owner]; !ok {
-			continue
-		}
-		if sp, ok := l.toSpan(s); ok {
-			heldBy[s.Owner] = append(heldBy[s.Owner], sp)
-		}
-	}
+	heldBy := l.heldBy(prev, quota)
 	// Keep up to the quota, in line order, cutting the last span kept.
 	var kept []span
 	need := make(map[string]uint64, len(members))

@@ -41,15 +41,7 @@ func AssignContiguous(parts []PartitionWeight, members []MemberWeight, prev []Sl
 	l := newLine(parts)
 	quota := quotas(l.total, members)
 
-	heldBy := make(map[string][]span)
-	for _, s := range prev {
-		if _, ok := quota[s.Owner]; !ok {
-			continue
-		}
-		if sp, ok := l.toSpan(s); ok {
-			heldBy[s.Owner] = append(heldBy[s.Owner], sp)
-		}
-	}
+	heldBy := l.heldBy(prev, quota)
 	// Each member that holds something is anchored at the start of its
 	// largest span; the others are newcomers.
 	type anchored struct {
