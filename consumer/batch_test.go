@@ -389,6 +389,12 @@ func TestBatchDrainTimeoutCancelsBatch(t *testing.T) {
 			}
 		}
 		res := inner(ctx, batch)
+		if ctx.Err() != nil {
+			// A batch that shared a record with the drained range ends
+			// with it; the member puts its other records back without
+			// counting an attempt (checked by StuckKeys below).
+			return res
+		}
 		for _, err := range res {
 			if err != nil {
 				failures.Add(1)
