@@ -12,6 +12,7 @@
 //	                                    records the range lost to retention; <s> is the log start
 //	paused                              the group is paused by an operator (keyshare group pause)
 //	topics/<topic>                      the Kafka topic id the group's state of the topic belongs to
+//	load/<member-id>                    the member's load report, under its lease
 //
 // <ppppp> is the partition, 5 digits; <llllllllll> is the range's first hash,
 // 10 digits, so keys sort by partition and then by hash as a human expects.
@@ -116,6 +117,12 @@ func ParseLostKey(prefix, key string) (topic string, partition int32, lo uint64,
 	}
 	return topic, partition, lo, logStart, nil
 }
+
+// Loads is the prefix of the members' load reports.
+func (s Schema) Loads() string { return s.root + "load/" }
+
+// Load is the load report key of member id.
+func (s Schema) Load(id string) string { return s.Loads() + id }
 
 // Topics is the prefix of the topic records.
 func (s Schema) Topics() string { return s.root + "topics/" }
