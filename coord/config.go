@@ -102,6 +102,14 @@ type Config struct {
 	StartTimeout time.Duration
 	// MaxTxnOps is the etcd server's --max-txn-ops. Default 128.
 	MaxTxnOps int
+	// Balance is what the leader balances when members share partitions:
+	// BalanceLoad (measured load, from the members' reports) or
+	// BalanceWidth (hash space by weight). Default BalanceLoad.
+	Balance Balance
+	// LoadReportInterval is how often the member reports the load of its
+	// ranges (ReportLoad); the leader places split points by these
+	// reports. Default 5 s.
+	LoadReportInterval time.Duration
 	// OnLeader, if set, runs in its own goroutine while this member is the
 	// leader; its context ends when leadership does. The consumer uses it
 	// to commit safe offsets to Kafka.
@@ -114,15 +122,17 @@ type Config struct {
 // Topics and Partitions.
 func DefaultConfig() Config {
 	return Config{
-		Prefix:           "/keyshare",
-		Weight:           1,
-		SessionTTL:       10 * time.Second,
-		DrainTimeout:     30 * time.Second,
-		FailoverGrace:    time.Second,
-		Debounce:         200 * time.Millisecond,
-		PartitionRefresh: 10 * time.Second,
-		StartTimeout:     10 * time.Second,
-		MaxTxnOps:        128,
+		Prefix:             "/keyshare",
+		Weight:             1,
+		SessionTTL:         10 * time.Second,
+		DrainTimeout:       30 * time.Second,
+		FailoverGrace:      time.Second,
+		Debounce:           200 * time.Millisecond,
+		PartitionRefresh:   10 * time.Second,
+		StartTimeout:       10 * time.Second,
+		MaxTxnOps:          128,
+		Balance:            BalanceLoad,
+		LoadReportInterval: 5 * time.Second,
 	}
 }
 
@@ -186,6 +196,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("coord: start timeout %s must be positive (Config.StartTimeout, default 10s)", c.StartTimeout)
 	case c.MaxTxnOps < 8:
 		return fmt.Errorf("coord: MaxTxnOps %d: set it to the etcd server's --max-txn-ops (default 128, at least 8)", c.MaxTxnOps)
+	case c.Balance != BalanceLoad && c.Balance != BalanceWidth:
+		return fmt.Errorf("coord: balance %q: want %q or %q (Config.Balance, default %q)", c.Balance, BalanceLoad, BalanceWidth, BalanceLoad)
+	case c.LoadReportInterval < 100*time.Millisecond:
+		return fmt.Errorf("coord: load report interval %s must be at least 100ms (Config.LoadReportInterval, default 5s)", c.LoadReportInterval)
 	}
 	return nil
 }
