@@ -296,9 +296,14 @@ func (p *pipeline) runBatch(b *batch) {
 		msgs[i] = j.m
 	}
 	ctx, done := p.groupCtx(live)
+	start := time.Now()
 	res, err := p.c.callBatch(ctx, msgs)
+	share := time.Since(start) / time.Duration(len(live)) // load.go
 	cancelled := ctx.Err() != nil
 	done()
+	for _, j := range live {
+		j.busy += share
+	}
 	if errors.Is(err, ErrBatchResults) {
 		p.log.Error("BatchHandler returned the wrong number of results: every record of the batch counts as failed and is retried", "error", err)
 	}
@@ -440,7 +445,9 @@ func (p *pipeline) retryBatch(b *batch, failing []*retrying, putBack map[jobKey]
 		next := failing[:0]
 		for _, r := range failing {
 			ctx, done := p.groupCtx([]*job{r.j})
+			start := time.Now()
 			res, err := p.c.callBatch(ctx, []*kafka.Message{r.j.m})
+			r.j.busy += time.Since(start)
 			cancelled := ctx.Err() != nil
 			done()
 			if errors.Is(err, ErrBatchResults) {

@@ -146,6 +146,17 @@ type Config struct {
 	// for that long from when it sees the revoke, on its own clock, and
 	// uses its DrainTimeout only for a record without one. Default 30 s.
 	DrainTimeout time.Duration
+	// Balance is what the group's leader balances among members that share
+	// partitions: coord.BalanceLoad places split points by the load the
+	// members report, coord.BalanceWidth gives each member hash space by
+	// weight, ignoring load. Only the leader's setting counts; give every
+	// member the same. Default coord.BalanceLoad.
+	Balance coord.Balance
+	// LoadReportInterval is how often the member writes the load of its
+	// ranges to etcd (load/<member-id>: records/s, busy worker-seconds/s,
+	// backlog, a histogram over the range and its hottest keys), whatever
+	// Balance is. One small put per interval. At least 100 ms. Default 5 s.
+	LoadReportInterval time.Duration
 	// RebalanceDebounce batches membership changes. Default 200 ms.
 	RebalanceDebounce time.Duration
 	// StartTimeout bounds the first contact with etcd and Kafka. Default 10 s.
@@ -169,27 +180,29 @@ type Config struct {
 func DefaultConfig() Config {
 	cc := coord.DefaultConfig()
 	return Config{
-		Kafka:             kafka.ConfigMap{},
-		AutoOffsetReset:   "earliest",
-		RetentionLoss:     "report",
-		MaxBatchSize:      100,
-		MaxBatchWait:      10 * time.Millisecond,
-		Concurrency:       16,
-		MaxInFlight:       1000,
-		FlushInterval:     500 * time.Millisecond,
-		EtcdTimeout:       2 * time.Second,
-		MaxUnflushed:      10000,
-		FlushEntryBytes:   256 << 10,
-		CommitInterval:    time.Second,
-		Retry:             RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
-		Weight:            cc.Weight,
-		Prefix:            cc.Prefix,
-		SessionTTL:        cc.SessionTTL,
-		DrainTimeout:      cc.DrainTimeout,
-		FailoverGrace:     cc.FailoverGrace,
-		RebalanceDebounce: cc.Debounce,
-		StartTimeout:      cc.StartTimeout,
-		StuckTimeout:      30 * time.Second,
+		Kafka:              kafka.ConfigMap{},
+		AutoOffsetReset:    "earliest",
+		RetentionLoss:      "report",
+		MaxBatchSize:       100,
+		MaxBatchWait:       10 * time.Millisecond,
+		Concurrency:        16,
+		MaxInFlight:        1000,
+		FlushInterval:      500 * time.Millisecond,
+		EtcdTimeout:        2 * time.Second,
+		MaxUnflushed:       10000,
+		FlushEntryBytes:    256 << 10,
+		CommitInterval:     time.Second,
+		Retry:              RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
+		Weight:             cc.Weight,
+		Prefix:             cc.Prefix,
+		SessionTTL:         cc.SessionTTL,
+		DrainTimeout:       cc.DrainTimeout,
+		FailoverGrace:      cc.FailoverGrace,
+		RebalanceDebounce:  cc.Debounce,
+		Balance:            cc.Balance,
+		LoadReportInterval: cc.LoadReportInterval,
+		StartTimeout:       cc.StartTimeout,
+		StuckTimeout:       30 * time.Second,
 	}
 }
 
@@ -306,6 +319,7 @@ func (c Config) coordConfig(src coord.PartitionSource) coord.Config {
 	}
 	cc.SessionTTL, cc.DrainTimeout, cc.Debounce, cc.StartTimeout = c.SessionTTL, c.DrainTimeout, c.RebalanceDebounce, c.StartTimeout
 	cc.DeadlineMargin, cc.FailoverGrace = c.DeadlineMargin, c.FailoverGrace
+	cc.Balance, cc.LoadReportInterval = c.Balance, c.LoadReportInterval
 	cc.Logger = c.Logger
 	return cc
 }

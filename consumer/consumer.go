@@ -30,7 +30,7 @@ type Consumer struct {
 	dlqLogs  chan struct{} // the same for the dead-letter producer
 
 	metrics struct {
-		handled, failed, retried, deadLettered, flushes, flushBytes, fetched, shelved, commits, commitRepairs, retentionLosses atomic.Int64
+		handled, failed, retried, deadLettered, flushes, flushBytes, fetched, shelved, commits, commitRepairs, retentionLosses, loadReports, loadReportErrors atomic.Int64
 	}
 	registry                     *prometheus.Registry
 	flushSeconds, handoffSeconds prometheus.Histogram
@@ -167,6 +167,7 @@ func (c *Consumer) serve(ctx context.Context, sess *coord.Session) error {
 	p.goFunc(func() { fetchErr <- p.fetchLoop() })
 	p.goFunc(p.flushLoop)
 	p.goFunc(p.watchStuck)
+	p.goFunc(p.reportLoad)
 
 	var err error
 	select {

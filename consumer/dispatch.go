@@ -102,7 +102,9 @@ func (p *pipeline) runJob(j *job) {
 	if j.ctx.Err() == nil && p.live() {
 		// An error here means the context ended: the record stays
 		// pending for the range's next owner.
+		start := time.Now()
 		done = p.c.process(j.ctx, j, &p.mu.Mutex) == nil
+		j.busy += time.Since(start)
 	}
 	p.finish(j, done)
 }
@@ -123,6 +125,16 @@ func (p *pipeline) finish(j *job, done bool) {
 	p.mu.inflight--
 	p.mu.cond.Broadcast()
 	poke(p.space)
+	var w *owned
+	for _, x := range p.mu.byTP[t] {
+		if x.st.Range().Contains(h) {
+			w = x
+			break
+		}
+	}
+	if w != nil {
+		p.mu.load.add(w, h, j.busy, done, j.since) // load.go
+	}
 	if !done {
 		return
 	}
@@ -130,12 +142,9 @@ func (p *pipeline) finish(j *job, done bool) {
 	if p.mu.unflushed >= p.c.cfg.MaxUnflushed/2 {
 		poke(p.flushCh) // flush early rather than let unflushed work pile up
 	}
-	for _, w := range p.mu.byTP[t] {
-		if w.st.Range().Contains(h) {
-			if err := w.st.Complete(o, h); err != nil {
-				p.log.Error("ledger refused a completion", "topic", t.Topic, "partition", t.Partition, "offset", o, "error", err)
-			}
-			return
+	if w != nil {
+		if err := w.st.Complete(o, h); err != nil {
+			p.log.Error("ledger refused a completion", "topic", t.Topic, "partition", t.Partition, "offset", o, "error", err)
 		}
 	}
 }

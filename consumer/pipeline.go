@@ -22,7 +22,8 @@ type tp = coord.TopicPartition
 // scheduler.go), the in-flight bound and an operator's pause
 // (backpressure.go), blocked keys' records out of memory (blocked.go), moving to a new assignment (reconcile.go), draining
 // and releasing revoked ranges (drain.go), writing the ledger (flush.go),
-// and records Kafka deleted before they were handled (retention.go).
+// records Kafka deleted before they were handled (retention.go), and the
+// load of each owned range, reported to the leader (load.go).
 type pipeline struct {
 	c     *Consumer
 	sess  *coord.Session
@@ -68,6 +69,9 @@ type pipeline struct {
 		// shelves are partitions with records of blocked keys taken out
 		// of memory, to fetch again (blocked.go).
 		shelves map[tp]*shelf
+		// load is what each owned range's records cost since the last
+		// load report (load.go).
+		load loadTable
 	}
 }
 
@@ -87,6 +91,7 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 	p.mu.jobs = make(map[tp]map[int64]*job)
 	p.mu.halted = make(map[tp]bool)
 	p.mu.shelves = make(map[tp]*shelf)
+	p.mu.load = newLoadTable(time.Now())
 	p.mu.fetching = true
 	p.mu.held = true // until the first read of the pause state
 	if c.cfg.BatchHandler != nil {

@@ -35,6 +35,9 @@ type job struct {
 	// pipeline's lock).
 	attempts int
 	lastErr  string
+	// busy is how long the record has held a worker (load.go); written
+	// by the worker running it, read when it finishes.
+	busy time.Duration
 }
 
 // keyQueue holds one key's records in offset order.

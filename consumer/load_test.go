@@ -1,0 +1,185 @@
+package consumer
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+// TestTopKeysFindsHotKeyAmongMany: one key with a tenth of the busy time
+// among thousands of keys is reported first, its time within the
+// summary's error bound of the truth, and no cold key is reported above it.
+func TestTopKeysFindsHotKeyAmongMany(t *testing.T) {
+	var k topKeys
+	rng := rand.New(rand.NewPCG(1, 2))
+	const hot = uint32(0xdeadbeef)
+	var hotTrue, total time.Duration
+	for range 100_000 {
+		h, w := rng.Uint32(), time.Millisecond
+		if rng.IntN(10) == 0 {
+			h = hot
+		}
+		if h == hot {
+			hotTrue += w
+		}
+		total += w
+		k.add(h, w)
+	}
+	top := k.top(coord.MaxHotKeys)
+	if len(top) == 0 || top[0].hash != hot {
+		t.Fatalf("top keys %v: want %#x first", top, hot)
+	}
+	// Space-saving: a tracked key's lower bound is at most its true time
+	// and at least the truth minus total/capacity.
+	if top[0].weight > hotTrue || top[0].weight < hotTrue-total/hotCapacity {
+		t.Fatalf("hot key's lower bound %v, true %v, total %v: want within total/%d below the truth", top[0].weight, hotTrue, total, hotCapacity)
+	}
+	for _, e := range top[1:] {
+		if e.weight > total/hotCapacity {
+			t.Errorf("cold key %#x reported with %v, more than total/capacity %v", e.hash, e.weight, total/hotCapacity)
+		}
+	}
+}
+
+// TestTopKeysUniformLooksCold: uniform keys, many more than the summary
+// holds, are not reported with anything near a hot key's share.
+func TestTopKeysUniformLooksCold(t *testing.T) {
+	var k topKeys
+	rng := rand.New(rand.NewPCG(3, 4))
+	var total time.Duration
+	for range 50_000 {
+		k.add(uint32(rng.IntN(10_000)), time.Millisecond)
+		total += time.Millisecond
+	}
+	for _, e := range k.top(coord.MaxHotKeys) {
+		if e.weight > total/100 {
+			t.Errorf("uniform key %d reported with %v of %v: want under 1%%", e.hash, e.weight, total)
+		}
+	}
+}
+
+// TestTopKeysExact: with fewer keys than the summary holds the times are
+// exact, ordered largest first (ties by hash), and at most n come back.
+func TestTopKeysExact(t *testing.T) {
+	var k topKeys
+	for h, w := range map[uint32]time.Duration{7: 3, 9: 5, 2: 5, 4: 1, 8: 2} {
+		k.add(h, w)
+	}
+	k.add(4, 1)
+	got := k.top(4)
+	want := []hotEntry{{hash: 2, weight: 5}, {hash: 9, weight: 5}, {hash: 7, weight: 3}, {hash: 4, weight: 2}}
+	if len(got) != len(want) {
+		t.Fatalf("top %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("top %v, want %v", got, want)
+		}
+	}
+}
+
+func TestRangeLoadBucket(t *testing.T) {
+	for _, tc := range []struct {
+		r    ledger.HashRange
+		h    uint32
+		want int
+	}{
+		{ledger.Full, 0, 0},
+		{ledger.Full, 1<<28 - 1, 0},
+		{ledger.Full, 1 << 28, 1},
+		{ledger.Full, math.MaxUint32, coord.LoadBuckets - 1},
+		// 100 hashes: parts of 6, the last holding 10.
+		{ledger.HashRange{Lo: 1000, Hi: 1100}, 1000, 0},
+		{ledger.HashRange{Lo: 1000, Hi: 1100}, 1089, 14},
+		{ledger.HashRange{Lo: 1000, Hi: 1100}, 1090, 15},
+		{ledger.HashRange{Lo: 1000, Hi: 1100}, 1099, 15},
+		// Narrower than LoadBuckets: all in the last part.
+		{ledger.HashRange{Lo: 5, Hi: 6}, 5, coord.LoadBuckets - 1},
+	} {
+		l := newRangeLoad(tc.r, time.Time{})
+		if got := l.bucket(tc.h); got != tc.want {
+			t.Errorf("bucket of %d in %v = %d, want %d", tc.h, tc.r, got, tc.want)
+		}
+	}
+}
+
+// testOwned is a range of the table, as reconcile makes one.
+func testOwned(t *testing.T, topic string, partition int32, r ledger.HashRange) *owned {
+	t.Helper()
+	st, err := ledger.NewState(r, ledger.Entry{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &owned{st: st, rs: coord.RangeState{Record: coord.RangeRecord{Topic: topic, Partition: partition, Lo: r.Lo, Hi: r.Hi, State: coord.StateActive}}}
+}
+
+// TestLoadTableReport: rates are over each range's own window, buckets and
+// hot keys add up to what was measured, ranges come sorted, a range
+// acquired mid-window is measured from its first record and kept open
+// into the next window, and a range no longer owned is forgotten.
+func TestLoadTableReport(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	lt := newLoadTable(t0)
+	half := ledger.HashSpace / 2
+	a := testOwned(t, "t", 1, ledger.HashRange{Lo: 0, Hi: half})
+	b := testOwned(t, "t", 0, ledger.HashRange{Lo: half, Hi: ledger.HashSpace})
+	c := testOwned(t, "s", 0, ledger.Full)
+	hot := uint32(12345)
+	for range 30 {
+		lt.add(a, hot, 100*time.Millisecond, true, t0)
+	}
+	lt.add(a, uint32(half-1), 500*time.Millisecond, false, t0) // abandoned: busy, not a record
+	// b's first record was dispatched 8 s into the 10 s window.
+	lt.add(b, uint32(half), time.Second, true, t0.Add(8*time.Second))
+
+	r := lt.report(t0.Add(10*time.Second), []*owned{a, b, c}, func(w *owned) int64 {
+		if w == a {
+			return 7
+		}
+		return 0
+	})
+	if r.Window != 10 || len(r.Ranges) != 3 {
+		t.Fatalf("report %+v: want a 10 s window and 3 ranges", r)
+	}
+	if r.Ranges[0].Topic != "s" || r.Ranges[1].Partition != 0 || r.Ranges[2].Partition != 1 {
+		t.Fatalf("ranges %+v: want s/0, t/0, t/1", r.Ranges)
+	}
+	ra, rb, rc := r.Ranges[2], r.Ranges[1], r.Ranges[0]
+	near := func(got, want float64) bool { return math.Abs(got-want) < 1e-9 }
+	if !near(ra.RecordsPerSec, 3) || !near(ra.BusyPerSec, 0.35) || ra.Backlog != 7 || ra.Lo != 0 || ra.Hi != half {
+		t.Errorf("range a %+v: want 3 records/s, 0.35 busy/s, backlog 7, [0, 2^31)", ra)
+	}
+	if len(ra.Buckets) != coord.LoadBuckets || !near(ra.Buckets[0], 0.3) || !near(ra.Buckets[coord.LoadBuckets-1], 0.05) {
+		t.Errorf("range a buckets %v: want 0.3 in the first part, 0.05 in the last", ra.Buckets)
+	}
+	if len(ra.Hot) != 2 || ra.Hot[0].Hash != uint64(hot) || !near(ra.Hot[0].BusyPerSec, 0.3) {
+		t.Errorf("range a hot %+v: want %d first at 0.3 busy/s", ra.Hot, hot)
+	}
+	if !near(rb.RecordsPerSec, 0.5) || !near(rb.BusyPerSec, 0.5) {
+		t.Errorf("range b %+v: want its rates over the 2 s since its first record", rb)
+	}
+	if rc.RecordsPerSec != 0 || rc.BusyPerSec != 0 || rc.Buckets != nil || rc.Hot != nil {
+		t.Errorf("idle range c %+v: want zero rates, no buckets, no hot keys", rc)
+	}
+
+	// Next window: a's measurement starts again; b's, open for only 2 s
+	// of 10, goes on; c is no longer owned.
+	lt.add(b, uint32(half), time.Second, true, t0)
+	r = lt.report(t0.Add(20*time.Second), []*owned{a, b}, func(*owned) int64 { return 0 })
+	if len(r.Ranges) != 2 || r.Window != 10 {
+		t.Fatalf("second report %+v: want 2 ranges over 10 s", r)
+	}
+	if r.Ranges[1].RecordsPerSec != 0 || r.Ranges[1].Hot != nil {
+		t.Errorf("range a %+v: want nothing measured in the second window", r.Ranges[1])
+	}
+	if !near(r.Ranges[0].RecordsPerSec, 2.0/12) || !near(r.Ranges[0].BusyPerSec, 2.0/12) {
+		t.Errorf("range b %+v: want 2 records and 2 s busy over the 12 s since its first record", r.Ranges[0])
+	}
+	if _, kept := lt.byRange[c]; kept {
+		t.Error("range c is no longer owned: its load is still kept")
+	}
+}
