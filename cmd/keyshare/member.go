@@ -19,17 +19,18 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/keys"
 )
 
 type memberCommand struct {
-	etcdConn                                                                             etcdFlags
-	kafkaConn                                                                            kafkaFlags
-	prefix, group, id, work, record, dlq, logLevel, metrics, stall, audit, retentionLoss string
-	topics                                                                               listFlag
-	concurrency, maxInFlight, batchSize                                                  int
-	failRate                                                                             float64
-	ttl, drain, stuck, batchWait                                                         time.Duration
+	etcdConn                                                                                      etcdFlags
+	kafkaConn                                                                                     kafkaFlags
+	prefix, group, id, work, record, dlq, logLevel, metrics, stall, audit, retentionLoss, balance string
+	topics                                                                                        listFlag
+	concurrency, maxInFlight, batchSize                                                           int
+	failRate                                                                                      float64
+	ttl, drain, stuck, batchWait, loadInterval                                                    time.Duration
 }
 
 func (c *memberCommand) Run(ctx context.Context, args []string) error {
@@ -56,6 +57,8 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	fs.DurationVar(&c.stuck, "stuck-timeout", 30*time.Second, "report a range whose watermark has not moved for this long")
 	fs.StringVar(&c.retentionLoss, "retention-loss", "report", `records Kafka deleted before they were handled: "report" them in etcd and go on, or "halt" the partition`)
 	fs.StringVar(&c.audit, "audit", "", "append one JSON line per etcd write etcd accepted (keys and revision) to this file")
+	fs.StringVar(&c.balance, "balance", string(coord.BalanceLoad), `what the leader balances among members sharing partitions: "load" (the members' load reports) or "width" (hash space by weight); give every member the same`)
+	fs.DurationVar(&c.loadInterval, "load-report-interval", coord.DefaultConfig().LoadReportInterval, "how often the member writes its ranges' load to etcd (load/<member-id>); at least 100ms")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -72,6 +75,12 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	stallKey, stallFor, err := parseStall(c.stall)
 	if err != nil {
 		return usageError{err}
+	}
+	if b := coord.Balance(c.balance); b != coord.BalanceLoad && b != coord.BalanceWidth {
+		return usageError{fmt.Errorf("--balance %q: want %q or %q", c.balance, coord.BalanceLoad, coord.BalanceWidth)}
+	}
+	if c.loadInterval < 100*time.Millisecond {
+		return usageError{fmt.Errorf("--load-report-interval %s: want at least 100ms", c.loadInterval)}
 	}
 	var stalled sync.Once
 	if c.failRate < 0 || c.failRate > 1 {
@@ -129,6 +138,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	cfg.DeadLetterTopic = c.dlq
 	cfg.MetricsAddr, cfg.StuckTimeout = c.metrics, c.stuck
 	cfg.RetentionLoss = c.retentionLoss
+	cfg.Balance, cfg.LoadReportInterval = coord.Balance(c.balance), c.loadInterval
 	cfg.Logger = log
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
