@@ -47,7 +47,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.write, "write", "", "also write the report (Markdown) to this file")
 	fs.BoolVar(&c.quick, "quick", false, "smaller workloads (a smoke test of the benchmark itself)")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the benchmark process to this file")
-	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: pc, scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200)")
+	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: pc, scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
 	kafkaFlag(fs, &c.kafka)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -59,6 +59,9 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		return usageError{fmt.Errorf("--runs %d: want at least 1", c.runs)}
 	}
 	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "hot-deep": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "batch": 1, "batch-rate": 1}
+	for name, parts := range skewTopics { // bench_skew.go
+		topics[name] = parts
+	}
 	for i := range 10 {
 		topics[fmt.Sprintf("pauses-%d", i)] = 2
 		topics[fmt.Sprintf("memory-%d", i)] = 1
@@ -101,6 +104,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		{"etcd", c.etcdCost}, {"fetch", c.fetchAmplification}, {"pauses", c.pauses}, {"memory", c.memory},
 		{"batch", c.batchSink},    // bench_batch.go
 		{"groups", c.largeGroups}, // bench_groups.go
+		{"skew", c.skew},          // bench_skew.go
 	}
 	for _, s := range scenarios {
 		if c.only != "" && !slices.Contains(strings.Split(c.only, ","), s.name) {
@@ -218,6 +222,7 @@ func (s *span) elapsed() time.Duration {
 // members runs m keyshare members of a fresh group on topic; they handle
 // records with handle and stop when ctx ends.
 type members struct {
+	group  string
 	cs     []*consumer.Consumer
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -232,7 +237,7 @@ func (c *benchCommand) startMembers(topic string, m, concurrency int, reset stri
 func (c *benchCommand) startMembersWith(topic string, m, concurrency int, reset string, set func(*consumer.Config)) (*members, error) {
 	group := fmt.Sprintf("bench-%d", c.groups.Add(1))
 	ctx, cancel := context.WithCancel(context.Background())
-	ms := &members{cancel: cancel}
+	ms := &members{group: group, cancel: cancel}
 	for i := range m {
 		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.etcd}, Logger: zap.NewNop()})
 		if err != nil {
