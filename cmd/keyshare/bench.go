@@ -265,26 +265,45 @@ func (c *benchCommand) startMembersWith(topic string, m, concurrency int, reset 
 			}
 		}()
 	}
-	// Wait until every member owns a range and the assignment is stable.
+	// Wait until every member owns a range and the assignment is stable:
+	// every member at one generation, or the same active ranges for a
+	// second (a member's Status can show generation 0 with its ranges
+	// applied, seen on 2026-12-01 with 4 members on 1 partition).
 	deadline := time.Now().Add(60 * time.Second)
+	var layout string
+	var since time.Time
 	for time.Now().Before(deadline) {
 		ready, gens := true, map[int64]bool{}
+		var now strings.Builder
 		for _, k := range ms.cs {
 			st := k.Status()
 			ready = ready && len(st.Ranges) > 0
 			gens[st.Generation] = true
 			for _, r := range st.Ranges {
 				ready = ready && r.State == "active"
+				fmt.Fprintf(&now, "%s %s/%d/%d;", st.MemberID, r.Topic, r.Partition, r.Lo)
 			}
 		}
-		if ready && len(gens) == 1 {
+		if now.String() != layout {
+			layout, since = now.String(), time.Now()
+		}
+		if ready && (len(gens) == 1 || time.Since(since) >= time.Second) {
 			time.Sleep(300 * time.Millisecond)
 			return ms, nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	var states []string
+	for _, k := range ms.cs {
+		st := k.Status()
+		var rs []string
+		for _, r := range st.Ranges {
+			rs = append(rs, fmt.Sprintf("%s/%d[%d,%d) %s", r.Topic, r.Partition, r.Lo, r.Hi, r.State))
+		}
+		states = append(states, fmt.Sprintf("%s: generation %d, ranges %v", st.MemberID, st.Generation, rs))
+	}
 	ms.stop()
-	return nil, fmt.Errorf("bench: %d members did not settle within 60s", m)
+	return nil, fmt.Errorf("bench: %d members did not settle within 60s: %s", m, strings.Join(states, "; "))
 }
 
 func (ms *members) stop() {

@@ -329,7 +329,7 @@ func (c *benchCommand) sampleSkew(ctx context.Context, group string) (*skewSampl
 		var prev []coord.RangeState
 		var prevGen int64
 		seen := map[string]int64{} // load key → ModRevision last counted
-		for sctx.Err() == nil {
+		for first := true; sctx.Err() == nil; first = false {
 			if snap, err := coord.ReadSnapshot(sctx, cli, groupOf(schema)); err == nil {
 				moved := ownerChange(prev, snap.Ranges)
 				smp.mu.Lock()
@@ -348,12 +348,14 @@ func (c *benchCommand) sampleSkew(ctx context.Context, group string) (*skewSampl
 			if resp, err := cli.Get(sctx, schema.Loads(), clientv3.WithPrefix()); err == nil {
 				smp.mu.Lock()
 				for _, kv := range resp.Kvs {
-					if seen[string(kv.Key)] != kv.ModRevision {
-						seen[string(kv.Key)] = kv.ModRevision
+					// The reports already there at the start were
+					// written before the run.
+					if seen[string(kv.Key)] != kv.ModRevision && !first {
 						// Keys and values: what each put sends etcd.
 						smp.r.reportPuts++
 						smp.r.reportBytes += len(kv.Key) + len(kv.Value)
 					}
+					seen[string(kv.Key)] = kv.ModRevision
 				}
 				smp.mu.Unlock()
 			}
