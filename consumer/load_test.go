@@ -1,11 +1,15 @@
 package consumer
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
@@ -208,5 +212,36 @@ func BenchmarkLoadAdd(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		lt.add(w, hashes[i%len(hashes)], time.Millisecond, true, since)
+	}
+}
+
+// TestLoadConfig: Balance and LoadReportInterval default to coord's, reach
+// the coordination config, and a bad value is refused with ErrConfig.
+func TestLoadConfig(t *testing.T) {
+	cfg := DefaultConfig()
+	cc := coord.DefaultConfig()
+	if cfg.Balance != cc.Balance || cfg.LoadReportInterval != cc.LoadReportInterval {
+		t.Fatalf("defaults %q %s, want coord's %q %s", cfg.Balance, cfg.LoadReportInterval, cc.Balance, cc.LoadReportInterval)
+	}
+	cfg.Balance, cfg.LoadReportInterval = coord.BalanceWidth, 700*time.Millisecond
+	if got := cfg.coordConfig(nil); got.Balance != coord.BalanceWidth || got.LoadReportInterval != 700*time.Millisecond {
+		t.Fatalf("coord config %q %s, want width 700ms", got.Balance, got.LoadReportInterval)
+	}
+	base := DefaultConfig()
+	base.Group, base.Topics = "g", []string{"t"}
+	base.Kafka["bootstrap.servers"] = "localhost:9092"
+	base.Handler = func(context.Context, *kafka.Message) error { return nil }
+	if err := base.Validate(); err != nil {
+		t.Fatalf("valid config refused: %v", err)
+	}
+	for name, set := range map[string]func(*Config){
+		"balance":  func(c *Config) { c.Balance = "hash" },
+		"interval": func(c *Config) { c.LoadReportInterval = 10 * time.Millisecond },
+	} {
+		c := base
+		set(&c)
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Validate = %v, want ErrConfig", name, err)
+		}
 	}
 }
