@@ -71,7 +71,11 @@ func zipfWorkload(topic string, parts int32, n int, change bool) skewWorkload {
 	rng := rand.New(rand.NewPCG(11, uint64(parts)))
 	z := rand.NewZipf(rng, zipfS, 1, skewKeys-1)
 	perm := rng.Perm(skewKeys)
-	w := skewWorkload{name: fmt.Sprintf("Zipf s=%.1f over %d keys, %d partition(s)", zipfS, skewKeys, parts), topic: topic, parts: parts}
+	name := fmt.Sprintf("Zipf s=%.1f over 10,000 keys, %d partitions", zipfS, parts)
+	if parts == 1 {
+		name = fmt.Sprintf("Zipf s=%.1f over 10,000 keys, 1 partition", zipfS)
+	}
+	w := skewWorkload{name: name, topic: topic, parts: parts}
 	for i := range n {
 		rank := int(z.Uint64())
 		second := change && i >= n/2
@@ -94,7 +98,7 @@ var unevenShares = []float64{0.55, 0.15, 0.15, 0.15}
 // partition is partition 2 instead of 0.
 func unevenWorkload(topic string, n int, change bool) skewWorkload {
 	rng := rand.New(rand.NewPCG(13, 17))
-	w := skewWorkload{name: fmt.Sprintf("%d uniform keys, 4 partitions at 55/15/15/15%%", skewKeys), topic: topic, parts: 4}
+	w := skewWorkload{name: "10,000 uniform keys, 4 partitions at 55/15/15/15%", topic: topic, parts: 4}
 	for i := range n {
 		second := change && i >= n/2
 		x, p := rng.Float64(), int32(0)
@@ -199,14 +203,13 @@ func (c *benchCommand) skew(ctx context.Context) error {
 		skewMembers, skewWorkers, work, c.runs, interval)
 	c.printf("Two floors bound any assignment: the hottest key's records run one at a time (p1·N·c, p1 its share of the records), and all records share %d workers (N·c ÷ %d).\n\n", skewMembers*skewWorkers, skewMembers*skewWorkers)
 	c.printf("| workload | records | p1 | hottest-key floor | worker floor | balance | time | records/s | × width |\n|---|---|---|---|---|---|---|---|---|\n")
+	var verdicts []string
 	for _, w := range static {
 		hot, ideal, p1 := w.floors(work)
 		var widthRate float64
 		for _, b := range balances {
-			var runs []skewRun
 			s, err := c.repeat(func() (time.Duration, error) {
 				r, err := c.skewRun(ctx, w, b, work, interval)
-				runs = append(runs, r)
 				return r.took, err
 			})
 			if err != nil {
@@ -215,6 +218,17 @@ func (c *benchCommand) skew(ctx context.Context) error {
 			rate := float64(len(w.recs)) / s.med.Seconds()
 			if b == coord.BalanceWidth {
 				widthRate = rate
+				// The goal, 1.5× the width-only throughput, against the
+				// higher floor.
+				goal, floor, which := s.med.Seconds()/1.5, hot.Seconds(), "hottest key's"
+				if ideal > hot {
+					floor, which = ideal.Seconds(), "workers'"
+				}
+				reach := "out of reach for any assignment"
+				if floor < goal {
+					reach = "reachable"
+				}
+				verdicts = append(verdicts, fmt.Sprintf("- %s: 1.5× width needs %.2f s or less; the %s floor is %.2f s: %s.", w.name, goal, which, floor, reach))
 			}
 			vs := "—"
 			if widthRate > 0 {
@@ -223,6 +237,7 @@ func (c *benchCommand) skew(ctx context.Context) error {
 			c.printf("| %s | %d | %.1f%% | %.2f s | %.2f s | %s | %s | %.0f | %s |\n", w.name, len(w.recs), 100*p1, hot.Seconds(), ideal.Seconds(), b, s, rate, vs)
 		}
 	}
+	c.printf("\n%s\n", strings.Join(verdicts, "\n"))
 	c.printf("\n**Hot keys change mid-run.** The same workloads, but the second half of the records draws from a permutation of the keys (Zipf: other keys are hot) or sends partition 0's traffic to partition 2 (uneven). One run each. *Settle* is from the first second-half record handled to the last change of a range's owner (— if none moved); *moved* is the hash space that changed owner, in partitions' worth, and per assignment generation written during the run; the load reports' etcd cost is what the run wrote under `load/`, and at the default 5 s interval.\n\n")
 	c.printf("| workload | balance | time | settle | moved (per generation) | load reports: puts/s, bytes/s | at 5 s: bytes/s | bytes per report |\n|---|---|---|---|---|---|---|---|\n")
 	for _, w := range changing {
