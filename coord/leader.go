@@ -241,7 +241,10 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 			s.checkTopics(ctx, l, topics) // a reset under way: every round
 		}
 		assignRev := l.cache.assignRevision()
-		if assignRev == quietRev && partsAt.Equal(quietPartsAt) && !topics.changed && !judgeLoad {
+		// A quiet round runs only to judge load, and plans only if that
+		// moves something.
+		quiet := assignRev == quietRev && partsAt.Equal(quietPartsAt) && !topics.changed
+		if quiet && !judgeLoad {
 			continue
 		}
 		snap, err := l.cache.snapshot(ctx)
@@ -275,6 +278,8 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 		if judgeLoad {
 			if t := balance.judge(snap, assignable, eligible, defrag, clock); t != nil {
 				target = t
+			} else if quiet {
+				continue
 			}
 		}
 		changes := plan(planInput{
