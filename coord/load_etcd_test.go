@@ -151,8 +151,20 @@ func TestLoadMovesSplitPoints(t *testing.T) {
 	}
 	defer func() { close(stop); wg.Wait() }()
 
+	width := map[string]int64{}
+	for _, r := range snapshot(t, cli).Ranges {
+		width[r.Key] = r.Rev
+	}
 	waitFor(t, "the leader moves split points by load and the partition settles", 60*time.Second, func() bool {
-		return totalLoadMoves(sessions).Moves > 0 && onePerOwner()
+		if totalLoadMoves(sessions).Moves == 0 || !onePerOwner() {
+			return false
+		}
+		for _, r := range snapshot(t, cli).Ranges {
+			if width[r.Key] != r.Rev {
+				return true // not the width layout any more
+			}
+		}
+		return false
 	})
 	snap := snapshot(t, cli)
 	checkCoverage(t, snap, counts)

@@ -270,3 +270,28 @@ func TestLoadConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanHoldsLoadTarget: a layout placed by load is not width's: without
+// the target the plan (with defragmentation allowed) would move it back;
+// with it the plan leaves it alone, and a new target is reached through
+// revokes (the first phase of the handoff).
+func TestPlanHoldsLoadTarget(t *testing.T) {
+	t.Parallel()
+	parts := []PartitionWeight{{TopicPartition: tpOf("t", 0)}}
+	eighth := ledger.HashSpace / 8
+	layout := []Slice{sl("t", 0, 0, eighth, "a"), sl("t", 0, eighth, ledger.HashSpace, "b")}
+	snap := groupOf(layout, 10, "a", "b")
+	in := planInput{schema: keys.New("/keyshare", "g"), snap: snap, parts: parts, now: time.Now(), drainTimeout: time.Second, gen: 2, clock: time.Now(), defrag: true}
+	if changes := plan(in); len(changes) == 0 {
+		t.Fatal("width planning leaves a load layout alone: the target would not be needed")
+	}
+	in.target = layout
+	if changes := plan(in); len(changes) != 0 {
+		t.Fatalf("the plan moves the load layout it holds to: %v", whats(changes))
+	}
+	in.target = []Slice{sl("t", 0, 0, 2*eighth, "a"), sl("t", 0, 2*eighth, ledger.HashSpace, "b")}
+	changes := plan(in)
+	if len(changes) != 1 || !strings.HasPrefix(changes[0].what, "revoke") {
+		t.Fatalf("moving to a new target: %v, want one revoke", whats(changes))
+	}
+}
