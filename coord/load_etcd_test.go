@@ -121,7 +121,7 @@ func TestLoadMovesSplitPoints(t *testing.T) {
 	// Each member reports what it owns, as its meter would.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, s := range sessions {
+	report := func(s *coord.Session) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -148,6 +148,9 @@ func TestLoadMovesSplitPoints(t *testing.T) {
 				}
 			}
 		}()
+	}
+	for _, s := range sessions {
+		report(s)
 	}
 	defer func() { close(stop); wg.Wait() }()
 
@@ -190,6 +193,25 @@ func TestLoadMovesSplitPoints(t *testing.T) {
 			t.Fatalf("range %s rewritten after the group settled on the same load", r.Key)
 		}
 	}
+
+	// A fifth member joins: the change is placed by load (not by width,
+	// which would put the skew back on one member), then tidied into one
+	// range per owner once the group is still.
+	s, _ := join(t, e.Endpoints, loadConfig(t, "e", counts, nil))
+	o := &flushingOwner{s: s}
+	done := make(chan struct{})
+	go func() { defer close(done); o.run(t, &all, &allMu) }()
+	t.Cleanup(func() { _ = s.Close(); <-done })
+	sessions = append(sessions, s)
+	ids = append(ids, "e")
+	report(s)
+	waitFor(t, "e joins, placed by load, and the partition settles with one range per owner", 60*time.Second, onePerOwner)
+	snap = snapshot(t, cli)
+	checkCoverage(t, snap, counts)
+	if b := busiest(snap); b > 1.3*2 {
+		t.Fatalf("busiest member carries %.2f after e joined: want within 30 %% of 2", b)
+	}
+
 	allMu.Lock()
 	defer allMu.Unlock()
 	checkHandoffOrder(t, all)

@@ -161,10 +161,42 @@ func (b *loadBalancer) wanted(snap *Snapshot, parts []PartitionWeight, eligible 
 		}
 	}
 	if b.target != nil && shape != b.targetShape {
-		b.log.Info("members or partitions changed; placing the change by width, load is judged again once the group is still")
-		b.target, b.targetShape = nil, ""
+		// The layout is placed by load: place the change by load too,
+		// moving the least load, or width would undo the placement
+		// (and load would move it back once the group is still).
+		loads, _ := b.trusted(snap)
+		if t := stickyByLoad(parts, eligible, snap.Slices(), flatLoads(loads)); t != nil {
+			b.log.Info("members or partitions changed; placing the change by load")
+			b.target, b.targetShape = t, shape
+		} else {
+			b.log.Info("members or partitions changed; placing the change by width, load is judged again once the group is still")
+			b.target, b.targetShape = nil, ""
+		}
 	}
 	return b.target
+}
+
+// flatLoads indexes members' reported ranges by range.
+func flatLoads(loads map[string][]RangeLoad) map[rangeKey]RangeLoad {
+	out := make(map[rangeKey]RangeLoad)
+	for _, rls := range loads {
+		for _, rl := range rls {
+			out[rangeKey{TopicPartition{rl.Topic, rl.Partition}, rl.Lo, rl.Hi}] = rl
+		}
+	}
+	return out
+}
+
+// fragmented reports whether layout has more ranges (adjacent ranges of one
+// owner counting once) than a contiguous layout of members over parts.
+func fragmented(layout []Slice, parts, members int) bool {
+	n := 0
+	for i, s := range layout {
+		if i == 0 || layout[i-1].TopicPartition != s.TopicPartition || layout[i-1].Owner != s.Owner || layout[i-1].Range.Hi != s.Range.Lo {
+			n++
+		}
+	}
+	return n > parts+members-1
 }
 
 // rested notes the outcome of a round: the group is at rest when the plan
@@ -206,20 +238,25 @@ func (b *loadBalancer) judge(snap *Snapshot, parts []PartitionWeight, eligible [
 			}
 		}
 	}
-	use := make(map[rangeKey]RangeLoad)
-	for id, rls := range loads {
-		if fresh[id].After(b.restSince) {
-			for _, rl := range rls {
-				use[rangeKey{TopicPartition{rl.Topic, rl.Partition}, rl.Lo, rl.Hi}] = rl
-			}
+	for id, at := range fresh {
+		if !at.After(b.restSince) {
+			delete(loads, id)
 		}
 	}
-	p := balanceByLoad(parts, eligible, cur, use, b.cfg.LoadMinGain)
-	if !p.move {
+	p := balanceByLoad(parts, eligible, cur, flatLoads(loads), b.cfg.LoadMinGain)
+	// A layout placed by stickyByLoad is fragmented like Assign's: once
+	// the group is still it is tidied into one span per member (which
+	// balanceByLoad's layout is), whatever the gain.
+	tidy := !p.move && p.want != nil && p.moved > 0 && fragmented(cur, len(parts), len(eligible))
+	switch {
+	case tidy:
+		b.log.Info("tidying the load layout into one span per member", "busiest_before", fmt.Sprintf("%.3f", p.before), "busiest_after", fmt.Sprintf("%.3f", p.after), "hash_space_moved", fmt.Sprintf("%.4f", p.moved))
+	case !p.move:
 		b.log.Debug("load judged; no move", "busiest", p.before, "predicted", p.after, "why", p.why)
 		return nil
+	default:
+		b.log.Info("moving split points by load", "busiest_before", fmt.Sprintf("%.3f", p.before), "busiest_after", fmt.Sprintf("%.3f", p.after), "hash_space_moved", fmt.Sprintf("%.4f", p.moved))
 	}
-	b.log.Info("moving split points by load", "busiest_before", fmt.Sprintf("%.3f", p.before), "busiest_after", fmt.Sprintf("%.3f", p.after), "hash_space_moved", fmt.Sprintf("%.4f", p.moved))
 	b.target, b.targetShape, b.lastMove = p.want, groupShape(snap, parts), clock
 	b.counts.mu.Lock()
 	b.counts.m.Moves++

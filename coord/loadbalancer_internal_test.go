@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,10 +186,22 @@ func TestLoadBalancerJudges(t *testing.T) {
 	if b.judge(snap, parts, members, true, t0.Add(5*time.Second)) != nil {
 		t.Fatal("moved within the cooldown")
 	}
-	// A member joins: the target is dropped, width takes over.
+	// A member joins: the change is placed by load (stickyByLoad), and
+	// that layout is held.
 	snap.Members["c"] = Member{MemberInfo: MemberInfo{ID: "c", Weight: 1}}
-	if w := b.wanted(snap, parts, append(members, mw("c", 1))); w != nil {
-		t.Fatal("the load layout is held after the group changed")
+	three := append(slices.Clone(members), mw("c", 1))
+	joined := b.wanted(snap, parts, three)
+	if err := checkCover(parts, three, joined); err != nil || !strings.Contains(logs.String(), "placing the change by load") {
+		t.Fatalf("join on a load layout: %v, %v\n%s", joined, err, logs.String())
+	}
+	if w := b.wanted(snap, parts, three); !slicesEqual(w, joined) {
+		t.Fatal("the layout placed by load for the join is not held")
+	}
+	// Down to one member (whole partitions): width places it.
+	delete(snap.Members, "b")
+	delete(snap.Members, "c")
+	if w := b.wanted(snap, parts, members[:1]); w != nil {
+		t.Fatalf("whole-partition mode held a load layout: %v", w)
 	}
 	// Width balance: nothing at all.
 	bw, _ := testBalancer(t)
@@ -293,5 +306,48 @@ func TestPlanHoldsLoadTarget(t *testing.T) {
 	changes := plan(in)
 	if len(changes) != 1 || !strings.HasPrefix(changes[0].what, "revoke") {
 		t.Fatalf("moving to a new target: %v, want one revoke", whats(changes))
+	}
+}
+
+// TestLoadBalancerTidies: a fragmented layout (a join placed by load) is
+// tidied into one span per member once the group is still and the reports
+// describe it, even when the gain is below LoadMinGain.
+func TestLoadBalancerTidies(t *testing.T) {
+	t.Parallel()
+	tp := tpOf("t", 0)
+	parts := []PartitionWeight{{TopicPartition: tp}}
+	members := []MemberWeight{mw("a", 1), mw("b", 1), mw("c", 1)}
+	truth := skew{parts: map[TopicPartition][64]float64{tp: front(8, 0.8, 10)}}
+	two := Assign(parts, members[:2], nil)
+	balanced := balanceByLoad(parts, members[:2], two, truth.reportsOf(two), 1.25).want
+	joined := stickyByLoad(parts, members, balanced, truth.reportsOf(balanced))
+	if !fragmented(joined, 1, 3) {
+		t.Fatalf("the join is not fragmented, nothing to tidy: %v", joined)
+	}
+	snap := groupOf(joined, 10, "a", "b", "c")
+	reports := truth.reportsOf(joined)
+	snap.Loads = map[string]ReceivedLoad{}
+	t0 := time.Now()
+	for _, id := range []string{"a", "b", "c"} {
+		var rls []RangeLoad
+		for _, s := range joined {
+			if s.Owner == id {
+				rls = append(rls, reports[rangeKey{tp, s.Range.Lo, s.Range.Hi}])
+			}
+		}
+		snap.Loads[id] = ReceivedLoad{Rev: 20, Arrived: t0.Add(time.Second), Report: LoadReport{Member: id, Ranges: rls}}
+	}
+	b, logs := testBalancer(t)
+	b.cfg.LoadMinGain = 100 // no gain is enough: only tidying moves
+	b.rested(snap, 0, t0)
+	got := b.judge(snap, parts, members, true, t0.Add(2*time.Second))
+	if got == nil || !strings.Contains(logs.String(), "tidying the load layout") {
+		t.Fatalf("fragmented load layout not tidied\n%s", logs.String())
+	}
+	if fragmented(got, 1, 3) {
+		t.Fatalf("tidied layout still fragmented: %v", got)
+	}
+	if err := checkCover(parts, members, got); err != nil {
+		t.Fatal(err)
 	}
 }
