@@ -31,14 +31,17 @@ import (
 //     density);
 //   - LoadCooldown has passed since the last load-driven move;
 //
-// and it moves only when balanceByLoad predicts a gain of LoadMinGain. The
-// layout it moved to (the target) replaces Assign's answer in the plan for
-// as long as the members and partitions stay the same, so neither the
-// width assignor nor the contiguous layout undoes it; any change of members
-// or partitions drops it (the width assignor then places the change, and
-// load is judged again once the group is still). A new leader takes a
-// settled layout as it finds it for its target (adopt), so a failover does
-// not undo load placement.
+// and it moves only when balanceByLoad predicts a gain of LoadMinGain (or
+// to tidy a fragmented load layout). The layout it moved to (the target)
+// replaces Assign's answer in the plan for as long as the members and
+// partitions stay the same, so neither the width assignor nor the
+// contiguous layout undoes it. A change of members
+// or partitions on it is placed by load, moving the least load
+// (stickyByLoad), and the fragments that leaves are tidied into one span
+// per member once the group is still (judge); with whole partitions, or
+// no trusted report, the change is placed by width as before. A new leader
+// takes a settled layout as it finds it for its target (adoptable), so a
+// failover does not undo load placement.
 
 // ReceivedLoad is a member's load report as the leader's cache received it.
 type ReceivedLoad struct {
