@@ -81,8 +81,9 @@ func balanceByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice,
 	busiest := func(s []Slice) float64 {
 		load := make(map[string]float64, len(members))
 		for _, sl := range s {
-			lo, _ := l.position(sl.TopicPartition, sl.Range.Lo)
-			load[sl.Owner] += l.between(lo, lo+sl.Range.Len())
+			if lo, ok := l.position(sl.TopicPartition, sl.Range.Lo); ok {
+				load[sl.Owner] += l.between(lo, lo+sl.Range.Len())
+			}
 		}
 		var m float64
 		for id, v := range load {

@@ -494,3 +494,20 @@ func TestStickyByLoadProperties(t *testing.T) {
 		}
 	})
 }
+
+// TestBalanceByLoadOtherPartitions: ranges of partitions outside the
+// assignment (a topic whose count could not be read) count for nothing.
+func TestBalanceByLoadOtherPartitions(t *testing.T) {
+	t.Parallel()
+	tp := tpOf("t", 0)
+	parts := []PartitionWeight{{TopicPartition: tp}}
+	members := []MemberWeight{mw("a", 1), mw("b", 1)}
+	truth := skew{parts: map[TopicPartition][64]float64{tp: front(8, 0.8, 10), tpOf("u", 0): front(8, 0.8, 1000)}}
+	layout := Assign(parts, members, nil)
+	p := balanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.25)
+	extra := append(slices.Clone(layout), sl("u", 0, 0, ledger.HashSpace, "a"))
+	q := balanceByLoad(parts, members, extra, truth.reportsOf(extra), 1.25)
+	if p.before != q.before || p.after != q.after || !slices.Equal(p.want, q.want) {
+		t.Fatalf("another partition's range changed the answer: %.3f → %.3f against %.3f → %.3f", q.before, q.after, p.before, p.after)
+	}
+}

@@ -168,7 +168,7 @@ func (b *loadBalancer) wanted(snap *Snapshot, parts []PartitionWeight, eligible 
 		// moving the least load, or width would undo the placement
 		// (and load would move it back once the group is still).
 		loads, _ := b.trusted(snap)
-		if t := stickyByLoad(parts, eligible, snap.Slices(), flatLoads(loads)); t != nil {
+		if t := stickyByLoad(parts, eligible, slicesOf(snap, parts), flatLoads(loads)); t != nil {
 			b.log.Info("members or partitions changed; placing the change by load")
 			b.target, b.targetShape = t, shape
 		} else {
@@ -177,6 +177,23 @@ func (b *loadBalancer) wanted(snap *Snapshot, parts []PartitionWeight, eligible 
 		}
 	}
 	return b.target
+}
+
+// slicesOf is snap's current ownership (Snapshot.Slices) of parts only: a
+// topic left out of the assignment (its count could not be read, or it is
+// being reset) is neither balanced nor counted.
+func slicesOf(snap *Snapshot, parts []PartitionWeight) []Slice {
+	in := make(map[TopicPartition]bool, len(parts))
+	for _, p := range parts {
+		in[p.TopicPartition] = true
+	}
+	var out []Slice
+	for _, s := range snap.Slices() {
+		if in[s.TopicPartition] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // flatLoads indexes members' reported ranges by range.
@@ -233,7 +250,7 @@ func (b *loadBalancer) judge(snap *Snapshot, parts []PartitionWeight, eligible [
 	if !b.lastMove.IsZero() && clock.Sub(b.lastMove) < b.cfg.LoadCooldown {
 		return nil
 	}
-	cur := snap.Slices()
+	cur := slicesOf(snap, parts)
 	for _, s := range cur {
 		if a, ok := fresh[s.Owner]; !ok || !a.After(b.restSince) {
 			if clock.Sub(b.restSince) < 3*b.cfg.LoadReportInterval {
