@@ -25,10 +25,10 @@ import (
 //   - the group is still (settle.go: same members and partitions, no move,
 //     for a session TTL) and at rest (every range active, the last round
 //     planned nothing);
-//   - the reports describe the current ranges: they arrived after the group
-//     came to rest, and every owner has sent one (or three report intervals
-//     have passed since: an owner that never reports is counted at the mean
-//     density);
+//   - the reports describe the current ranges: every current range is in
+//     a report that arrived after the group came to rest (an owner that
+//     never reports, or leaves a range out, holds load balance back; it
+//     never has its ranges guessed);
 //   - LoadCooldown has passed since the last load-driven move;
 //
 // and it moves only when balanceByLoad predicts a gain of LoadMinGain (or
@@ -250,20 +250,22 @@ func (b *loadBalancer) judge(snap *Snapshot, parts []PartitionWeight, eligible [
 	if !b.lastMove.IsZero() && clock.Sub(b.lastMove) < b.cfg.LoadCooldown {
 		return nil
 	}
-	cur := slicesOf(snap, parts)
-	for _, s := range cur {
-		if a, ok := fresh[s.Owner]; !ok || !a.After(b.restSince) {
-			if clock.Sub(b.restSince) < 3*b.cfg.LoadReportInterval {
-				return nil // wait for every owner's report of its current ranges
-			}
-		}
-	}
 	for id, at := range fresh {
 		if !at.After(b.restSince) {
 			delete(loads, id)
 		}
 	}
-	p := balanceByLoad(parts, eligible, cur, flatLoads(loads), b.cfg.LoadMinGain)
+	// Wait until every current range is in a report that arrived since
+	// the group came to rest: a range counted at the mean density would
+	// make its owner look idle (or busy) when it is not, and the leader
+	// would move ranges on what nobody measured.
+	cur, reported := slicesOf(snap, parts), flatLoads(loads)
+	for _, s := range cur {
+		if _, ok := reported[rangeKey{s.TopicPartition, s.Range.Lo, s.Range.Hi}]; !ok {
+			return nil
+		}
+	}
+	p := balanceByLoad(parts, eligible, cur, reported, b.cfg.LoadMinGain)
 	// A layout placed by stickyByLoad is fragmented like Assign's: once
 	// the group is still it is tidied into one span per member (which
 	// balanceByLoad's layout is), whatever the gain.
