@@ -47,6 +47,9 @@ type loadPlan struct {
 	move bool
 	// why says why not, when move is false.
 	why string
+	// line is the load model the layout was cut from (nil when there was
+	// no load): where the load is, by line position, whatever the ranges.
+	line *loadLine
 }
 
 // balanceByLoad computes the layout of parts among members that balances
@@ -98,7 +101,7 @@ func balanceByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice,
 			want = whole
 		}
 	}
-	p := loadPlan{want: want, before: busiest(cur), after: busiest(want), moved: movedShare(cur, want, len(parts))}
+	p := loadPlan{want: want, before: busiest(cur), after: busiest(want), moved: movedShare(cur, want, len(parts)), line: l}
 	switch {
 	case p.moved == 0:
 		p.why = "the layout is already balanced by load"

@@ -141,6 +141,9 @@ type loadBalancer struct {
 	// was decided. Both on the leader's clock.
 	restSince time.Time
 	lastMove  time.Time
+	// model is the load line of the last judgement: where the load is,
+	// for placing a change of members when the reports are stale.
+	model *loadLine
 	// warned holds the problems already warned about, by member and kind.
 	warned map[string]map[string]bool
 }
@@ -168,7 +171,7 @@ func (b *loadBalancer) wanted(snap *Snapshot, parts []PartitionWeight, eligible 
 		// moving the least load, or width would undo the placement
 		// (and load would move it back once the group is still).
 		loads, _ := b.trusted(snap)
-		if t := stickyByLoad(parts, eligible, slicesOf(snap, parts), flatLoads(loads)); t != nil {
+		if t := stickyByLoad(parts, eligible, slicesOf(snap, parts), flatLoads(loads), b.model); t != nil {
 			b.log.Info("members or partitions changed; placing the change by load")
 			b.target, b.targetShape = t, shape
 		} else {
@@ -266,6 +269,9 @@ func (b *loadBalancer) judge(snap *Snapshot, parts []PartitionWeight, eligible [
 		}
 	}
 	p := balanceByLoad(parts, eligible, cur, reported, b.cfg.LoadMinGain)
+	if p.line != nil {
+		b.model = p.line
+	}
 	// A layout placed by stickyByLoad is fragmented like Assign's: once
 	// the group is still it is tidied into one span per member (which
 	// balanceByLoad's layout is), whatever the gain.

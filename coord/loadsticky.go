@@ -17,10 +17,16 @@ import (
 // leader tidies them with balanceByLoad's contiguous layout once the group
 // is still (loadbalancer.go).
 //
+// The load is model (the line the leader last judged, which says where
+// the load is whatever the ranges are now) when it is of the same
+// partitions, and otherwise the line built from the reports of the current
+// ranges: in a burst of joins most ranges are being handed off and their
+// reports are stale.
+//
 // It answers nil with no more members than partitions (whole partitions
 // are placed by width, then judged by load) or when there is no load to
 // go by.
-func stickyByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice, loads map[rangeKey]RangeLoad) []Slice {
+func stickyByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice, loads map[rangeKey]RangeLoad, model *loadLine) []Slice {
 	if len(members) == 0 || len(parts) == 0 {
 		return nil
 	}
@@ -32,7 +38,10 @@ func stickyByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice, 
 	for i, p := range parts {
 		tps[i] = p.TopicPartition
 	}
-	l, ok := newLoadLine(tps, cur, loads)
+	l, ok := model, model != nil && slices.Equal(model.parts, tps)
+	if !ok {
+		l, ok = newLoadLine(tps, cur, loads)
+	}
 	if !ok {
 		return nil
 	}

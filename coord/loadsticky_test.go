@@ -28,7 +28,7 @@ func TestStickyByLoad(t *testing.T) {
 		{"leave", members[1:]},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := stickyByLoad(parts, c.members, balanced, truth.reportsOf(balanced))
+			got := stickyByLoad(parts, c.members, balanced, truth.reportsOf(balanced), nil)
 			if err := checkCover(parts, c.members, got); err != nil {
 				t.Fatal(err)
 			}
@@ -62,16 +62,16 @@ func TestStickyByLoad(t *testing.T) {
 	// Tidying the join into one span per member puts the newcomer where
 	// the least moves (measured: 0.31 of the hash space, against 0.66
 	// with the newcomer at the end, where its largest sliver is).
-	joined := stickyByLoad(parts, append(slices.Clone(members), mw("e", 1)), balanced, truth.reportsOf(balanced))
+	joined := stickyByLoad(parts, append(slices.Clone(members), mw("e", 1)), balanced, truth.reportsOf(balanced), nil)
 	tidy := balanceByLoad(parts, append(slices.Clone(members), mw("e", 1)), joined, truth.reportsOf(joined), 1.25)
 	checkContiguous(t, tidy.want)
 	if tidy.moved > 0.4 || tidy.after > 1.05*tidy.before {
 		t.Fatalf("tidying the join moves %.3f of the hash space, busiest %.3f → %.3f: want under 0.4, no busier", tidy.moved, tidy.before, tidy.after)
 	}
-	if stickyByLoad(parts, members[:1], balanced, truth.reportsOf(balanced)) != nil {
+	if stickyByLoad(parts, members[:1], balanced, truth.reportsOf(balanced), nil) != nil {
 		t.Fatal("whole-partition mode placed by load: want nil (width places it)")
 	}
-	if stickyByLoad(parts, members, balanced, nil) != nil {
+	if stickyByLoad(parts, members, balanced, nil, nil) != nil {
 		t.Fatal("placed by load without reports")
 	}
 }
@@ -100,7 +100,7 @@ func TestStickyByLoadProperties(t *testing.T) {
 		}
 		cur := Assign(parts, before, nil)
 		reports := truth.reportsOf(cur)
-		got := stickyByLoad(parts, after, cur, reports)
+		got := stickyByLoad(parts, after, cur, reports, nil)
 		if len(after) <= len(parts) || truth.total() == 0 {
 			if got != nil && len(after) <= len(parts) {
 				t.Fatalf("whole mode placed by load")
@@ -138,7 +138,7 @@ func TestStickyByLoadProperties(t *testing.T) {
 		}
 		rev := slices.Clone(cur)
 		slices.Reverse(rev)
-		if !slices.Equal(got, stickyByLoad(parts, after, rev, reports)) {
+		if !slices.Equal(got, stickyByLoad(parts, after, rev, reports, nil)) {
 			t.Fatal("answer depends on the order of cur")
 		}
 	})
