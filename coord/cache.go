@@ -23,6 +23,12 @@ import (
 //
 // It leaves lost/ out: those reports only ever grow, and no round reads
 // them (status and the admin package read them with ReadSnapshot).
+//
+// It keeps the members' load reports (load/) apart, each with when it
+// arrived on the leader's own clock: a report is news for the leader's load
+// balance (loadbalancer.go), which runs on its own timer, never for the
+// assignment round, so a report does not poke it (members report every few
+// seconds; poking would defeat the quiet-round skip).
 type groupCache struct {
 	cli    *clientv3.Client
 	schema keys.Schema
@@ -49,6 +55,10 @@ type groupCache struct {
 		reloads int
 		// wake is closed and replaced on every change.
 		wake chan struct{}
+		// loads are the load/ keys, with when each version arrived.
+		loads map[string]arrivedKV
+		// loadMemo holds the load reports decoded for the last snapshot.
+		loadMemo map[string]decodedLoad
 	}
 }
 
@@ -66,6 +76,7 @@ func newGroupCache(cli *clientv3.Client, s keys.Schema, log hclog.Logger) *group
 	c := &groupCache{cli: cli, schema: s, log: log, assign: make(chan struct{}, 1)}
 	c.mu.wake = make(chan struct{})
 	c.mu.memo = newDecodeMemo()
+	c.mu.loads = make(map[string]arrivedKV)
 	return c
 }
 
@@ -128,6 +139,7 @@ func (c *groupCache) load(ctx context.Context) (int64, error) {
 		clientv3.OpGet(s.Commits(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.Generation()),
 		clientv3.OpGet(s.Stuck(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Loads(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return 0, err
@@ -141,6 +153,17 @@ func (c *groupCache) load(ctx context.Context) (int64, error) {
 		}
 		c.mu.kvs[i] = m
 	}
+	now := time.Now()
+	loads := make(map[string]arrivedKV)
+	for _, kv := range resp.Responses[len(c.mu.kvs)].GetResponseRange().Kvs {
+		// A report read again (a resync) keeps the time it first arrived.
+		a := arrivedKV{kv: kv, at: now}
+		if old, ok := c.mu.loads[string(kv.Key)]; ok && old.kv.ModRevision == kv.ModRevision {
+			a.at = old.at
+		}
+		loads[string(kv.Key)] = a
+	}
+	c.mu.loads = loads
 	c.mu.rev = resp.Header.Revision
 	c.mu.assignRev = resp.Header.Revision
 	c.mu.ready = true
@@ -165,8 +188,16 @@ func (c *groupCache) follow(ctx context.Context, rev int64) error {
 			return err
 		}
 		assign := false
+		now := time.Now()
 		c.mu.Lock()
 		for _, ev := range wr.Events {
+			if key := string(ev.Kv.Key); strings.HasPrefix(key, c.schema.Loads()) {
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(c.mu.loads, key)
+				} else {
+					c.mu.loads[key] = arrivedKV{kv: ev.Kv, at: now}
+				}
+			}
 			k := c.kind(string(ev.Kv.Key))
 			if k >= 0 {
 				if ev.Type == clientv3.EventTypeDelete {
@@ -223,7 +254,9 @@ func (c *groupCache) snapshot(ctx context.Context) (*Snapshot, error) {
 					slices.SortFunc(list, func(a, b *mvccpb.KeyValue) int { return bytes.Compare(a.Key, b.Key) })
 					kvs[i] = list
 				}
-				c.mu.snap, c.mu.snapRev = buildSnapshotMemo(c.schema, c.mu.rev, kvs, c.mu.memo), c.mu.rev
+				snap := buildSnapshotMemo(c.schema, c.mu.rev, kvs, c.mu.memo)
+				snap.Loads, snap.BadLoads, c.mu.loadMemo = decodeLoads(c.schema, c.mu.loads, snap.Members, c.mu.loadMemo)
+				c.mu.snap, c.mu.snapRev = snap, c.mu.rev
 			}
 			snap := c.mu.snap
 			c.mu.Unlock()

@@ -110,6 +110,15 @@ type Config struct {
 	// ranges (ReportLoad); the leader places split points by these
 	// reports. Default 5 s.
 	LoadReportInterval time.Duration
+	// LoadMinGain is the least gain for which the leader moves ranges by
+	// load: the busiest member's load now divided by its load predicted
+	// after the move must be at least this. Hysteresis: below it, measured
+	// noise would move ranges back and forth. Default 1.25; from 1.05 to
+	// 100.
+	LoadMinGain float64
+	// LoadCooldown is the least time between two load-driven moves, on the
+	// leader's clock. Default 30 s; at least LoadReportInterval.
+	LoadCooldown time.Duration
 	// OnLeader, if set, runs in its own goroutine while this member is the
 	// leader; its context ends when leadership does. The consumer uses it
 	// to commit safe offsets to Kafka.
@@ -133,6 +142,8 @@ func DefaultConfig() Config {
 		MaxTxnOps:          128,
 		Balance:            BalanceLoad,
 		LoadReportInterval: 5 * time.Second,
+		LoadMinGain:        1.25,
+		LoadCooldown:       30 * time.Second,
 	}
 }
 
@@ -200,6 +211,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("coord: balance %q: want %q or %q (Config.Balance, default %q)", c.Balance, BalanceLoad, BalanceWidth, BalanceLoad)
 	case c.LoadReportInterval < 100*time.Millisecond:
 		return fmt.Errorf("coord: load report interval %s must be at least 100ms (Config.LoadReportInterval, default 5s)", c.LoadReportInterval)
+	case !(c.LoadMinGain >= 1.05 && c.LoadMinGain <= 100):
+		return fmt.Errorf("coord: load minimum gain %v must be from 1.05 to 100 (Config.LoadMinGain, default 1.25): below 1.05 measurement noise would move ranges back and forth", c.LoadMinGain)
+	case c.LoadCooldown < c.LoadReportInterval:
+		return fmt.Errorf("coord: load cooldown %s must be at least the load report interval %s (Config.LoadCooldown, default 30s): the leader needs a report of the new ranges before it judges them", c.LoadCooldown, c.LoadReportInterval)
 	}
 	return nil
 }

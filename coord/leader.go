@@ -173,6 +173,14 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 	poke := l.cache.pokeAssign
 	tick := time.NewTicker(min(time.Second, s.cfg.DrainTimeout/4+time.Millisecond))
 	defer tick.Stop()
+	// Load is judged on its own timer (loadbalancer.go), not on reports.
+	var loadTick <-chan time.Time
+	if s.cfg.Balance == BalanceLoad {
+		t := time.NewTicker(s.cfg.LoadReportInterval)
+		defer t.Stop()
+		loadTick = t.C
+	}
+	balance := newLoadBalancer(s.cfg, s.log.Named("load"), &s.loadMoves)
 
 	var (
 		parts    []PartitionWeight
@@ -198,10 +206,13 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 	)
 	poke()
 	for {
+		judgeLoad := false
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
+		case <-loadTick:
+			judgeLoad = true
 		case <-trigger:
 			// Let a burst of joins settle into one assignment.
 			if err := sleep(ctx, s.cfg.Debounce); err != nil {
@@ -230,7 +241,10 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 			s.checkTopics(ctx, l, topics) // a reset under way: every round
 		}
 		assignRev := l.cache.assignRevision()
-		if assignRev == quietRev && partsAt.Equal(quietPartsAt) && !topics.changed {
+		// A quiet round runs only to judge load, and plans only if that
+		// moves something.
+		quiet := assignRev == quietRev && partsAt.Equal(quietPartsAt) && !topics.changed
+		if quiet && !judgeLoad {
 			continue
 		}
 		snap, err := l.cache.snapshot(ctx)
@@ -254,14 +268,29 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 		if still > 0 {
 			time.AfterFunc(still, poke)
 		}
+		var eligible []MemberWeight
+		for _, m := range snap.Members {
+			if !m.Leaving {
+				eligible = append(eligible, MemberWeight{ID: m.ID, Weight: m.Weight})
+			}
+		}
+		target := balance.wanted(snap, assignable, eligible)
+		if judgeLoad {
+			if t := balance.judge(snap, assignable, eligible, defrag, clock); t != nil {
+				target = t
+			} else if quiet {
+				continue
+			}
+		}
 		changes := plan(planInput{
 			schema: s.schema, snap: snap, parts: assignable, now: clock.UTC(),
 			drainTimeout: s.cfg.DrainTimeout, gen: snap.Generation.Generation + 1,
 			maxTxnOps: s.cfg.MaxTxnOps,
 			clock:     clock, seen: seen, grace: drainGrace(s.cfg.SessionTTL), held: held,
-			defrag: defrag,
+			defrag: defrag, target: target,
 		})
 		settle.moved(changes, clock)
+		balance.rested(snap, len(changes), clock)
 		topics.changed = false
 		if len(changes) == 0 {
 			// Quiet only if nothing waits on a clock: a revoke's drain,

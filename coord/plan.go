@@ -50,6 +50,10 @@ type planInput struct {
 	// been still for a while (settle.go). Merges already under way go on
 	// without it.
 	defrag bool
+	// target, when set, is the layout balanced by load the leader holds
+	// to (loadbalancer.go): it replaces Assign's answer and the contiguous
+	// layout.
+	target []Slice
 }
 
 // rangeObs names one version of a range record: a rewrite of the record
@@ -130,10 +134,13 @@ func plan(in planInput) []change {
 		}
 	}
 	prev := in.snap.Slices()
-	desired := Assign(in.parts, eligible, prev)
-	contiguous := in.defrag && useContiguous(in.snap, len(in.parts), len(eligible), desired)
-	if contiguous {
-		desired = AssignContiguous(in.parts, eligible, prev)
+	desired, contiguous := in.target, false
+	if desired == nil {
+		desired = Assign(in.parts, eligible, prev)
+		contiguous = in.defrag && useContiguous(in.snap, len(in.parts), len(eligible), desired)
+		if contiguous {
+			desired = AssignContiguous(in.parts, eligible, prev)
+		}
 	}
 	if len(desired) == 0 {
 		return changes

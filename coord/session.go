@@ -39,6 +39,7 @@ type Session struct {
 	view      *assignmentView // the member's assignment, watch-fed (assignview.go)
 	ttl       time.Duration   // granted by etcd
 	dl        deadline        // conservative lease deadline (deadline.go)
+	loadMoves loadCounter     // the leader's load-driven moves (loadbalancer.go)
 
 	ctx     context.Context
 	cancel  context.CancelCauseFunc

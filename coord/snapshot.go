@@ -41,6 +41,13 @@ type Snapshot struct {
 	// ModRevision: no session keeps them alive, so they are not members
 	// and the leader deletes them.
 	BadMembers map[string]int64
+	// Loads are the load reports of registered members that read as
+	// measurements, by member id (only in the leader's snapshot, not in
+	// ReadSnapshot's). BadLoads are the others, by the id in their key:
+	// malformed, absurd, or from a member that is not registered. The leader
+	// moves nothing on either by itself (loadbalancer.go).
+	Loads    map[string]ReceivedLoad
+	BadLoads map[string]error
 	// Problems lists every value that could not be read. The leader
 	// repairs what it can: it replaces bad range records and ledger entries
 	// and writes a fresh generation.
