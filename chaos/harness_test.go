@@ -92,6 +92,11 @@ type env struct {
 	net             *netns.Net
 	etcdIP, kafkaIP string // service addresses on n
 	memberEtcd      string // etcd endpoints the members use (default etcdURL)
+
+	// The row's workload (row.memberArgs, row.hotShare), set before the
+	// first member starts.
+	memberArgs []string
+	hotShare   float64
 }
 
 type ack struct {
@@ -324,6 +329,7 @@ func (e *env) startID(id string) {
 	args := []string{"member", "--brokers", e.brokers, "--etcd", e.memberEtcd, "--group", group, "--topic", topic,
 		"--id", id, "--work", "uniform:0-1ms", "--record", filepath.Join(e.dir, id+".jsonl"), "--audit", filepath.Join(e.dir, id+".audit"),
 		"--ttl", ttl.String(), "--drain-timeout", "10s", "--log-level", "info", "--metrics-addr", e.metricsAddr(id)}
+	args = append(args, e.memberArgs...)
 	// KEYSHARE_CHAOS_MEMBER_ARGS adds member flags (later ones win), e.g.
 	// "--batch-size 50 --work call:1ms+0.02ms" runs the matrix on batches.
 	args = append(args, strings.Fields(os.Getenv("KEYSHARE_CHAOS_MEMBER_ARGS"))...)
@@ -480,7 +486,8 @@ func (e *env) fault() {
 }
 
 // produce writes n keyed records at rate per second and records every
-// acknowledged one. Values are "key-K:SEQ".
+// acknowledged one. Values are "key-K:SEQ". With hotShare set, that share
+// of the records has key-0.
 func (e *env) produce(ctx context.Context, n, keys int, rate float64) error {
 	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": e.brokers, "acks": "all", "enable.idempotence": true, "linger.ms": 5, "log_level": 3,
 		"topic.metadata.refresh.interval.ms": 1000}) // sees added partitions
@@ -511,6 +518,9 @@ func (e *env) produce(ctx context.Context, n, keys int, rate float64) error {
 	start := time.Now()
 	for i := range n {
 		k := (i*7919 + i/keys) % keys
+		if e.hotShare > 0 && float64(i%100) < e.hotShare*100 {
+			k = 0 // the hot key (its seq keeps its order)
+		}
 		msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &t, Partition: kafka.PartitionAny},
 			Key: fmt.Appendf(nil, "key-%d", k), Value: fmt.Appendf(nil, "key-%d:%d", k, seq[k])}
 		seq[k]++

@@ -55,6 +55,10 @@ type row struct {
 	// once (overlap ≥ 0 on every moved range); moves: and at least one
 	// range must have moved.
 	noOverlap, moves bool
+	// memberArgs are flags every member of the row gets; hotShare is the
+	// share of the produced records that has one key (0: none).
+	memberArgs []string
+	hotShare   float64
 }
 
 var rows = []row{
@@ -467,6 +471,7 @@ func runRow(t *testing.T, r row, long bool) result {
 		n = netns.New(t) // skips where namespaces are not available
 	}
 	e := newEnvOn(t, 2, max(1, r.brokers), max(1, r.etcdMembers), n, r.slow)
+	e.memberArgs, e.hotShare = r.memberArgs, r.hotShare
 	for range 3 {
 		e.start()
 	}

@@ -157,6 +157,12 @@ type Config struct {
 	// backlog, a histogram over the range and its hottest keys), whatever
 	// Balance is. One small put per interval. At least 100 ms. Default 5 s.
 	LoadReportInterval time.Duration
+	// LoadMinGain and LoadCooldown are the leader's hysteresis when
+	// Balance is coord.BalanceLoad: it moves ranges by load only when the
+	// busiest member's load would drop by this factor, and at most once per
+	// cool-down. Defaults 1.25 and 30 s (coord.Config, docs/load.md).
+	LoadMinGain  float64
+	LoadCooldown time.Duration
 	// RebalanceDebounce batches membership changes. Default 200 ms.
 	RebalanceDebounce time.Duration
 	// StartTimeout bounds the first contact with etcd and Kafka. Default 10 s.
@@ -201,6 +207,8 @@ func DefaultConfig() Config {
 		RebalanceDebounce:  cc.Debounce,
 		Balance:            cc.Balance,
 		LoadReportInterval: cc.LoadReportInterval,
+		LoadMinGain:        cc.LoadMinGain,
+		LoadCooldown:       cc.LoadCooldown,
 		StartTimeout:       cc.StartTimeout,
 		StuckTimeout:       30 * time.Second,
 	}
@@ -320,6 +328,7 @@ func (c Config) coordConfig(src coord.PartitionSource) coord.Config {
 	cc.SessionTTL, cc.DrainTimeout, cc.Debounce, cc.StartTimeout = c.SessionTTL, c.DrainTimeout, c.RebalanceDebounce, c.StartTimeout
 	cc.DeadlineMargin, cc.FailoverGrace = c.DeadlineMargin, c.FailoverGrace
 	cc.Balance, cc.LoadReportInterval = c.Balance, c.LoadReportInterval
+	cc.LoadMinGain, cc.LoadCooldown = c.LoadMinGain, c.LoadCooldown
 	cc.Logger = c.Logger
 	return cc
 }

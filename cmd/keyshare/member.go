@@ -29,8 +29,8 @@ type memberCommand struct {
 	prefix, group, id, work, record, dlq, logLevel, metrics, stall, audit, retentionLoss, balance string
 	topics                                                                                        listFlag
 	concurrency, maxInFlight, batchSize                                                           int
-	failRate                                                                                      float64
-	ttl, drain, stuck, batchWait, loadInterval                                                    time.Duration
+	failRate, loadMinGain                                                                         float64
+	ttl, drain, stuck, batchWait, loadInterval, loadCooldown                                      time.Duration
 }
 
 func (c *memberCommand) Run(ctx context.Context, args []string) error {
@@ -59,6 +59,8 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.audit, "audit", "", "append one JSON line per etcd write etcd accepted (keys and revision) to this file")
 	fs.StringVar(&c.balance, "balance", string(coord.BalanceLoad), `what the leader balances among members sharing partitions: "load" (the members' load reports) or "width" (hash space by weight); give every member the same`)
 	fs.DurationVar(&c.loadInterval, "load-report-interval", coord.DefaultConfig().LoadReportInterval, "how often the member writes its ranges' load to etcd (load/<member-id>); at least 100ms")
+	fs.Float64Var(&c.loadMinGain, "load-min-gain", coord.DefaultConfig().LoadMinGain, "as leader, move ranges by load only when the busiest member's load would drop by this factor (1.05 to 100)")
+	fs.DurationVar(&c.loadCooldown, "load-cooldown", coord.DefaultConfig().LoadCooldown, "as leader, the least time between two load-driven moves; at least --load-report-interval")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -139,6 +141,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	cfg.MetricsAddr, cfg.StuckTimeout = c.metrics, c.stuck
 	cfg.RetentionLoss = c.retentionLoss
 	cfg.Balance, cfg.LoadReportInterval = coord.Balance(c.balance), c.loadInterval
+	cfg.LoadMinGain, cfg.LoadCooldown = c.loadMinGain, c.loadCooldown
 	cfg.Logger = log
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
