@@ -109,6 +109,16 @@ func newRangeTable() rangeTable {
 	}
 }
 
+// dropReleased takes w out of the table once its drain has released it (or
+// found it fenced: it is no longer this member's either way).
+func (t *rangeTable) dropReleased(w *owned) {
+	if t.ranges[w.rs.Key] != w {
+		return
+	}
+	delete(t.ranges, w.rs.Key)
+	t.byTP[w.tp()] = slices.DeleteFunc(t.byTP[w.tp()], func(x *owned) bool { return x == w })
+}
+
 // partitionOffset is a partition and an offset in it.
 type partitionOffset struct {
 	tp
