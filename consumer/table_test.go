@@ -180,6 +180,42 @@ func TestReconcileTable(t *testing.T) {
 			t.Fatalf("plan %+v, want only partition 1 assigned", res.fetch)
 		}
 	})
+
+	t.Run("a range its drain released is not drained again by an assignment read before the release", func(t *testing.T) {
+		// A leave: partition 0's range is revoked at revision 2, partition
+		// 1's at revision 3. The drain of partition 0's range releases it
+		// while the fetch loop takes up the assignment of revision 3, read
+		// before that release: it still lists partition 0's range, revoking.
+		log := hclog.NewNullLogger()
+		tab := newRangeTable()
+		p0 := rangeOf(0, 0, ledger.HashSpace, coord.StateRevoking, 2, 40)
+		res := reconcileTable(&tab, nil, assignment(2, p0, rangeOf(1, 0, ledger.HashSpace, coord.StateActive, 1, 10)), nil, time.Second, log)
+		if len(res.drains) != 1 {
+			t.Fatalf("drains %d, want partition 0's", len(res.drains))
+		}
+		tab.dropReleased(res.drains[0].w) // its drain has released it
+		res = reconcileTable(&tab, nil, assignment(3, p0, rangeOf(1, 0, ledger.HashSpace, coord.StateRevoking, 3, 10)), nil, time.Second, log)
+		var drained []string
+		for _, d := range res.drains {
+			drained = append(drained, d.w.rs.Key)
+		}
+		if len(drained) != 1 || drained[0] != "ranges/t/1/0" {
+			t.Fatalf("drains %v, want partition 1's only: partition 0's range is released, a second drain would release it again (fenced)", drained)
+		}
+		if tab.ranges[p0.Key] != nil || tab.assigned[tpOf(0)] {
+			t.Fatalf("partition 0's released range is back in the table (%v) or fetched (%v)", tab.ranges[p0.Key] != nil, tab.assigned[tpOf(0)])
+		}
+		// An assignment without that record: the table forgets it, and
+		// the range coming back later (a new record) is taken up.
+		reconcileTable(&tab, nil, assignment(4, rangeOf(1, 0, ledger.HashSpace, coord.StateRevoking, 3, 10)), nil, time.Second, log)
+		if len(tab.released) != 0 {
+			t.Fatalf("released %v, want it forgotten once no assignment lists the record", tab.released)
+		}
+		reconcileTable(&tab, nil, assignment(5, rangeOf(0, 0, ledger.HashSpace, coord.StateActive, 5, 41)), nil, time.Second, log)
+		if w := tab.ranges[p0.Key]; w == nil || w.st.Watermark() != 41 {
+			t.Fatalf("partition 0's range handed back at revision 5: %v, want it taken up from watermark 41", w)
+		}
+	})
 }
 
 // resetTo is r as an operator's reset rewrites it: reset epoch epoch,
