@@ -508,3 +508,24 @@ func TestSchedulerOrder(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReconcileTable: a member that owns 2,048 whole partitions takes
+// 2,048 more (the other member of two left: P = 4,096).
+func BenchmarkReconcileTable(b *testing.B) {
+	var mine, all []coord.RangeState
+	for p := range int32(4096) {
+		r := rangeOf(p, 0, ledger.HashSpace, coord.StateActive, 1, 10)
+		all = append(all, r)
+		if p%2 == 0 {
+			mine = append(mine, r)
+		}
+	}
+	log := hclog.NewNullLogger()
+	for b.Loop() {
+		b.StopTimer()
+		tab := newRangeTable()
+		reconcileTable(&tab, nil, assignment(1, mine...), nil, time.Second, log)
+		b.StartTimer()
+		reconcileTable(&tab, nil, assignment(2, all...), nil, time.Second, log)
+	}
+}
