@@ -218,6 +218,41 @@ func TestReconcileTable(t *testing.T) {
 	})
 }
 
+// TestStartsNeeded: a reconcile asks for start offsets only for the ranges
+// it will start with no ledger state, not for every range whose entry the
+// assignment shows empty (the assignment view reads an entry only when the
+// range's record changes, so a range first assigned without state shows an
+// empty entry for as long as its record stays).
+func TestStartsNeeded(t *testing.T) {
+	log := hclog.NewNullLogger()
+	tab := newRangeTable()
+	// Partitions 0 and 2 were started from their start offsets.
+	reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, coord.StateActive, 1, -1), rangeOf(2, 0, ledger.HashSpace, coord.StateActive, 1, -1)),
+		map[tp]int64{tpOf(0): 5, tpOf(2): 5}, time.Second, log)
+	if len(tab.ranges) != 2 {
+		t.Fatalf("%d ranges, want 2", len(tab.ranges))
+	}
+	reset := rangeOf(2, 0, ledger.HashSpace, coord.StateActive, 2, -1)
+	reset.Record.Reset = 1 // an operator's reset, and no entry
+	a := assignment(2,
+		rangeOf(0, 0, half, coord.StateActive, 2, -1),                  // split: keeps the table's state
+		rangeOf(0, half, ledger.HashSpace, coord.StateRevoking, 2, -1), // likewise
+		rangeOf(1, 0, ledger.HashSpace, coord.StateActive, 2, -1),      // new, no state: needs a start
+		reset, // state dropped
+		rangeOf(3, 0, ledger.HashSpace, coord.StateActive, 2, 7), // new, with an entry
+	)
+	got := tab.startsNeeded(a)
+	slices.SortFunc(got, func(x, y tp) int { return int(x.Partition - y.Partition) })
+	if want := []tp{tpOf(1), tpOf(2)}; !slices.Equal(got, want) {
+		t.Fatalf("starts needed for %v, want %v", got, want)
+	}
+	// A range its drain has released is not started again either.
+	tab.dropReleased(tab.byTP[tpOf(0)][0])
+	if got := tab.startsNeeded(assignment(3, rangeOf(0, 0, ledger.HashSpace, coord.StateRevoking, 1, -1))); len(got) != 0 {
+		t.Fatalf("starts needed for %v, want none (the range is released)", got)
+	}
+}
+
 // resetTo is r as an operator's reset rewrites it: reset epoch epoch,
 // revision rev, ledger entry next.
 func resetTo(r coord.RangeState, epoch, rev, next int64) coord.RangeState {
