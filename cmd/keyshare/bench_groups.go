@@ -48,6 +48,13 @@ func (c *benchCommand) largeGroups(ctx context.Context) error {
 			coordMs = append(coordMs, mi)
 		}
 	}
+	if v := os.Getenv("KEYSHARE_BENCH_COORD_P"); v != "" {
+		ps = nil
+		for _, p := range strings.Split(v, ",") {
+			pi, _ := strconv.Atoi(p)
+			ps = append(ps, pi)
+		}
+	}
 	type realRun struct{ p, m int }
 	reals := []realRun{{16, 2}, {256, 2}, {1024, 2}, {4096, 2}, {16, 16}, {256, 16}, {1024, 16}, {4096, 16}}
 	if c.quick {
