@@ -74,8 +74,7 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 				return
 			}
 			if p.mu.ranges[rs.Key] == w {
-				delete(p.mu.ranges, rs.Key)
-				p.mu.byTP[w.tp()] = slices.DeleteFunc(p.mu.byTP[w.tp()], func(x *owned) bool { return x == w })
+				p.mu.rangeTable.dropReleased(w)
 				t := w.tp()
 				for o, j := range p.mu.jobs[t] {
 					if w.st.Range().Contains(j.h) {

@@ -14,8 +14,8 @@ import (
 
 // flushLoop writes changed ledger entries every flush interval, at once
 // when asked, and at once when a range's entry has grown to
-// FlushEntryBytes (checked five times per interval, and at least every
-// 100 ms).
+// FlushEntryBytes or a range just acquired has made its first progress
+// (checked five times per interval, and at least every 100 ms).
 func (p *pipeline) flushLoop() {
 	t := time.NewTicker(p.c.cfg.FlushInterval)
 	defer t.Stop()
@@ -29,7 +29,8 @@ func (p *pipeline) flushLoop() {
 		case <-t.C:
 		case <-p.flushCh:
 		case <-check.C:
-			if !p.entriesAtBound(large) {
+			atBound := p.entriesAtBound(large)
+			if !atBound && !p.freshProgress() {
 				continue
 			}
 		}
@@ -77,6 +78,22 @@ func (p *pipeline) entriesAtBound(large map[string]bool) bool {
 		}
 	}
 	return early
+}
+
+// freshProgress reports whether a range acquired since its last write has
+// made progress: a handoff's new owner writes it at once, so that the
+// leader's next commit round sees the moved range move (at P = 4,096 the
+// last 150 moved partitions waited for the flush interval, then for the
+// commit round after it).
+func (p *pipeline) freshProgress() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.mu.ranges {
+		if w.fresh && w.st.Version() != w.acquiredAt && w.st.Version() != w.flushed {
+			return true
+		}
+	}
+	return false
 }
 
 // entrySizeBound is a cheap upper bound of the encoded size of an entry
@@ -156,6 +173,9 @@ func (p *pipeline) flush(ctx context.Context) {
 	for k, v := range versions {
 		if w := p.mu.ranges[k]; w == v.w && !bad[w.rs.Key] {
 			w.flushed, w.dirty = v.version, false
+			if v.version != w.acquiredAt {
+				w.fresh = false // its first progress is written
+			}
 			w.losses = w.losses[v.losses:]
 			p.c.metrics.retentionLosses.Add(int64(v.losses))
 		}

@@ -70,3 +70,31 @@ func TestLargeEntryFlushedEarly(t *testing.T) {
 	once.Do(func() { close(release) })
 	m.stop(t)
 }
+
+// TestFirstProgressFlushedAtOnce: a range just acquired writes its first
+// progress at once, not at the next flush interval (here an hour away), so
+// that a moved range's records can be committed by the leader's next
+// commit round.
+func TestFirstProgressFlushedAtOnce(t *testing.T) {
+	cl, k := newCluster(t, map[string]int32{"moved": 1})
+	cl.mutate = func(cfg *consumer.Config) { cfg.FlushInterval = time.Hour }
+	m := cl.start("m1", func(context.Context, *kafka.Message) error { return nil })
+	cli := testutil.NewEtcdClient(t, cl.endpoints)
+	watermark := func() int64 {
+		snap, err := coord.ReadSnapshot(t.Context(), cli, coord.Group{Prefix: "/keyshare", Name: cl.group})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Ranges) != 1 {
+			return -1
+		}
+		wm, _ := snap.Ranges[0].Entry.Watermark()
+		return wm
+	}
+	// The range is taken and its first entry written (a new assignment
+	// flushes at once) before any record exists.
+	waitFor(t, "the range to be owned with a ledger entry", 60*time.Second, func() bool { return watermark() == 0 })
+	testutil.Produce(t, k.Brokers, "moved", testutil.KeyedRecords(10, 10))
+	waitFor(t, "the first progress in etcd", 60*time.Second, func() bool { return watermark() == 10 })
+	m.stop(t)
+}

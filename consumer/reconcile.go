@@ -17,22 +17,18 @@ import (
 func (p *pipeline) reconcile(a coord.Assignment) error {
 	p.mu.Lock()
 	applied := p.mu.rev
+	// Only this goroutine adds ranges to the table; drains only take
+	// released ones out (and the table remembers those), so what is new
+	// now is still new below.
+	need := p.mu.rangeTable.startsNeeded(a)
 	p.mu.Unlock()
 	if a.Rev < applied {
 		p.log.Debug("ignoring an assignment older than the one applied", "rev", a.Rev, "applied_rev", applied, "generation", a.Generation)
 		return nil
 	}
-	// Resolve start offsets of ranges without ledger state before taking
-	// the lock: it may ask etcd and Kafka.
-	// All partitions at once (startoffsets.go).
-	var need []tp
-	asked := make(map[tp]bool)
-	for _, r := range a.Ranges {
-		if !r.Entry.Initialized() && !asked[r.TP()] {
-			asked[r.TP()] = true
-			need = append(need, r.TP())
-		}
-	}
+	// Resolve start offsets of new ranges without ledger state before
+	// taking the lock again: it may ask etcd and Kafka. All partitions at
+	// once (startoffsets.go).
 	starts, startErrs := p.c.startOffsets(p.ctx, p.sess, need)
 	if len(startErrs) > 0 {
 		if p.ctx.Err() != nil {
@@ -54,6 +50,9 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 			delete(p.mu.jobs[j.t], j.o)
 			p.mu.inflight--
 		}
+	}
+	if res.unstarted > 0 && len(startErrs) == 0 {
+		p.retryLater()
 	}
 	for _, d := range res.drains {
 		p.goFunc(func() { p.drain(d.w, d.seq, time.Now(), d.budget) })

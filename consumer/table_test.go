@@ -180,6 +180,77 @@ func TestReconcileTable(t *testing.T) {
 			t.Fatalf("plan %+v, want only partition 1 assigned", res.fetch)
 		}
 	})
+
+	t.Run("a range its drain released is not drained again by an assignment read before the release", func(t *testing.T) {
+		// A leave: partition 0's range is revoked at revision 2, partition
+		// 1's at revision 3. The drain of partition 0's range releases it
+		// while the fetch loop takes up the assignment of revision 3, read
+		// before that release: it still lists partition 0's range, revoking.
+		log := hclog.NewNullLogger()
+		tab := newRangeTable()
+		p0 := rangeOf(0, 0, ledger.HashSpace, coord.StateRevoking, 2, 40)
+		res := reconcileTable(&tab, nil, assignment(2, p0, rangeOf(1, 0, ledger.HashSpace, coord.StateActive, 1, 10)), nil, time.Second, log)
+		if len(res.drains) != 1 {
+			t.Fatalf("drains %d, want partition 0's", len(res.drains))
+		}
+		tab.dropReleased(res.drains[0].w) // its drain has released it
+		res = reconcileTable(&tab, nil, assignment(3, p0, rangeOf(1, 0, ledger.HashSpace, coord.StateRevoking, 3, 10)), nil, time.Second, log)
+		var drained []string
+		for _, d := range res.drains {
+			drained = append(drained, d.w.rs.Key)
+		}
+		if len(drained) != 1 || drained[0] != "ranges/t/1/0" {
+			t.Fatalf("drains %v, want partition 1's only: partition 0's range is released, a second drain would release it again (fenced)", drained)
+		}
+		if tab.ranges[p0.Key] != nil || tab.assigned[tpOf(0)] {
+			t.Fatalf("partition 0's released range is back in the table (%v) or fetched (%v)", tab.ranges[p0.Key] != nil, tab.assigned[tpOf(0)])
+		}
+		// An assignment without that record: the table forgets it, and
+		// the range coming back later (a new record) is taken up.
+		reconcileTable(&tab, nil, assignment(4, rangeOf(1, 0, ledger.HashSpace, coord.StateRevoking, 3, 10)), nil, time.Second, log)
+		if len(tab.released) != 0 {
+			t.Fatalf("released %v, want it forgotten once no assignment lists the record", tab.released)
+		}
+		reconcileTable(&tab, nil, assignment(5, rangeOf(0, 0, ledger.HashSpace, coord.StateActive, 5, 41)), nil, time.Second, log)
+		if w := tab.ranges[p0.Key]; w == nil || w.st.Watermark() != 41 {
+			t.Fatalf("partition 0's range handed back at revision 5: %v, want it taken up from watermark 41", w)
+		}
+	})
+}
+
+// TestStartsNeeded: a reconcile asks for start offsets only for the ranges
+// it will start with no ledger state, not for every range whose entry the
+// assignment shows empty (the assignment view reads an entry only when the
+// range's record changes, so a range first assigned without state shows an
+// empty entry for as long as its record stays).
+func TestStartsNeeded(t *testing.T) {
+	log := hclog.NewNullLogger()
+	tab := newRangeTable()
+	// Partitions 0 and 2 were started from their start offsets.
+	reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, coord.StateActive, 1, -1), rangeOf(2, 0, ledger.HashSpace, coord.StateActive, 1, -1)),
+		map[tp]int64{tpOf(0): 5, tpOf(2): 5}, time.Second, log)
+	if len(tab.ranges) != 2 {
+		t.Fatalf("%d ranges, want 2", len(tab.ranges))
+	}
+	reset := rangeOf(2, 0, ledger.HashSpace, coord.StateActive, 2, -1)
+	reset.Record.Reset = 1 // an operator's reset, and no entry
+	a := assignment(2,
+		rangeOf(0, 0, half, coord.StateActive, 2, -1),                  // split: keeps the table's state
+		rangeOf(0, half, ledger.HashSpace, coord.StateRevoking, 2, -1), // likewise
+		rangeOf(1, 0, ledger.HashSpace, coord.StateActive, 2, -1),      // new, no state: needs a start
+		reset, // state dropped
+		rangeOf(3, 0, ledger.HashSpace, coord.StateActive, 2, 7), // new, with an entry
+	)
+	got := tab.startsNeeded(a)
+	slices.SortFunc(got, func(x, y tp) int { return int(x.Partition - y.Partition) })
+	if want := []tp{tpOf(1), tpOf(2)}; !slices.Equal(got, want) {
+		t.Fatalf("starts needed for %v, want %v", got, want)
+	}
+	// A range its drain has released is not started again either.
+	tab.dropReleased(tab.byTP[tpOf(0)][0])
+	if got := tab.startsNeeded(assignment(3, rangeOf(0, 0, ledger.HashSpace, coord.StateRevoking, 1, -1))); len(got) != 0 {
+		t.Fatalf("starts needed for %v, want none (the range is released)", got)
+	}
 }
 
 // resetTo is r as an operator's reset rewrites it: reset epoch epoch,
@@ -470,5 +541,26 @@ func TestSchedulerOrder(t *testing.T) {
 		if len(ran[k]) != perKey || !slices.IsSorted(ran[k]) {
 			t.Fatalf("key %s ran %v, want 0..%d in order", k, ran[k], perKey-1)
 		}
+	}
+}
+
+// BenchmarkReconcileTable: a member that owns 2,048 whole partitions takes
+// 2,048 more (the other member of two left: P = 4,096).
+func BenchmarkReconcileTable(b *testing.B) {
+	var mine, all []coord.RangeState
+	for p := range int32(4096) {
+		r := rangeOf(p, 0, ledger.HashSpace, coord.StateActive, 1, 10)
+		all = append(all, r)
+		if p%2 == 0 {
+			mine = append(mine, r)
+		}
+	}
+	log := hclog.NewNullLogger()
+	for b.Loop() {
+		b.StopTimer()
+		tab := newRangeTable()
+		reconcileTable(&tab, nil, assignment(1, mine...), nil, time.Second, log)
+		b.StartTimer()
+		reconcileTable(&tab, nil, assignment(2, all...), nil, time.Second, log)
 	}
 }

@@ -367,31 +367,59 @@ func (v *assignmentView) ownedInLocked(records map[string]viewRecord, byTP map[T
 }
 
 // readEntries reads the ledger entries of want at revision rev, in
-// transactions of at most maxOps reads, and returns the ranges with them.
+// transactions of at most maxOps reads, up to recordInFlight at once (a
+// member taking 2,048 ranges reads 16 transactions' worth), and returns the
+// ranges with them.
 func (v *assignmentView) readEntries(ctx context.Context, want map[string]viewRecord, rev int64) (map[string]RangeState, error) {
 	out := make(map[string]RangeState, len(want))
 	pending := make([]RangeState, 0, len(want))
 	for k, r := range want {
 		pending = append(pending, RangeState{Key: k, Record: r.rec, Rev: r.rev, LedgerKey: v.schema.LedgerEntry(r.rec.Topic, r.rec.Partition, r.rec.Lo)})
 	}
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	slots := make(chan struct{}, recordInFlight)
 	for len(pending) > 0 {
 		batch := pending[:min(v.maxOps, len(pending))]
 		pending = pending[len(batch):]
-		ops := make([]clientv3.Op, len(batch))
-		for i, rs := range batch {
-			ops[i] = clientv3.OpGet(rs.LedgerKey, clientv3.WithRev(rev))
-		}
-		resp, err := v.cli.Txn(ctx).Then(ops...).Commit()
-		if err != nil {
-			return nil, fmt.Errorf("coord: read %d ledger entries at revision %d: %w", len(batch), rev, err)
-		}
-		for i, rs := range batch {
-			if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) == 1 {
-				rs.EntryRev = kvs[0].ModRevision
-				rs.Entry, rs.EntryErr = ledger.Decode(rs.LedgerKey, kvs[0].Value, rs.Record.Range())
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			ops := make([]clientv3.Op, len(batch))
+			for i, rs := range batch {
+				ops[i] = clientv3.OpGet(rs.LedgerKey, clientv3.WithRev(rev))
 			}
-			out[rs.Key] = rs
-		}
+			resp, err := v.cli.Txn(ctx).Then(ops...).Commit()
+			if err == nil {
+				for i := range batch {
+					if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) == 1 {
+						rs := &batch[i]
+						rs.EntryRev = kvs[0].ModRevision
+						rs.Entry, rs.EntryErr = ledger.Decode(rs.LedgerKey, kvs[0].Value, rs.Record.Range())
+					}
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if first == nil {
+					first = fmt.Errorf("coord: read %d ledger entries at revision %d: %w", len(batch), rev, err)
+				}
+				return
+			}
+			for _, rs := range batch {
+				out[rs.Key] = rs
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, first
 	}
 	return out, nil
 }

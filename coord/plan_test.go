@@ -192,3 +192,51 @@ func TestPlanCarriesResetEpoch(t *testing.T) {
 		check(t, snap)
 	})
 }
+
+// TestPlanRevokeIgnoresOwnerFlush: a whole range revoked from a leaving
+// owner is written even when the owner flushed its ledger entry after the
+// leader's snapshot (the revoke leaves the entry alone, and the owner's
+// flushes are fenced by the range record); a split, which writes entries cut
+// from the snapshot's, waits for the next round.
+func TestPlanRevokeIgnoresOwnerFlush(t *testing.T) {
+	t.Parallel()
+	parts := []PartitionWeight{{TopicPartition: TopicPartition{Topic: "t"}}}
+	entry := func(next int64) string {
+		return string(ledger.Encode(ledger.Entry{Segments: []ledger.Segment{{Lo: 0, Hi: ledger.HashSpace, Next: next}}}))
+	}
+	// flushThenApply plans on a group of members a and b where a owns all of
+	// t/0, lets a flush, then applies the planned change.
+	flushThenApply := func(t *testing.T, aLeaving bool) (applied bool, what string) {
+		t.Helper()
+		s := newModelStore()
+		for _, m := range []MemberInfo{{ID: "a", Leaving: aLeaving}, {ID: "b"}} {
+			m.V, m.Host, m.PID, m.Weight = recordVersion, "h", 1, 1
+			s.lease++
+			s.put(planSchema.Member(m.ID), mustJSON(m), s.lease)
+		}
+		s.put(planSchema.Range("t", 0, 0), mustJSON(RangeRecord{V: recordVersion, Topic: "t", Hi: ledger.HashSpace, Owner: "a", State: StateActive, Gen: 1}), 0)
+		s.put(planSchema.LedgerEntry("t", 0, 0), entry(100), 0)
+		now := time.Now()
+		changes := plan(planInput{schema: planSchema, snap: s.snapshot(), parts: parts, now: now, drainTimeout: time.Second, gen: 2, maxTxnOps: 128,
+			clock: now, seen: map[rangeObs]time.Time{}, grace: time.Second})
+		if len(changes) != 1 {
+			t.Fatalf("%d changes planned, want 1", len(changes))
+		}
+		s.put(planSchema.LedgerEntry("t", 0, 0), entry(101), 0) // a's flush, after the snapshot
+		ok, err := s.txn(changes[0].cmps, changes[0].ops, 128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok, changes[0].what
+	}
+	t.Run("a leaving owner's whole range", func(t *testing.T) {
+		if ok, what := flushThenApply(t, true); !ok {
+			t.Fatalf("%q failed on the owner's flush; want it written (it does not write the entry)", what)
+		}
+	})
+	t.Run("a split for a second member", func(t *testing.T) {
+		if ok, what := flushThenApply(t, false); ok {
+			t.Fatalf("%q written over the owner's flush; want it refused (it writes entries cut from the snapshot's)", what)
+		}
+	})
+}

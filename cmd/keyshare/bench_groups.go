@@ -48,6 +48,13 @@ func (c *benchCommand) largeGroups(ctx context.Context) error {
 			coordMs = append(coordMs, mi)
 		}
 	}
+	if v := os.Getenv("KEYSHARE_BENCH_COORD_P"); v != "" {
+		ps = nil
+		for _, p := range strings.Split(v, ",") {
+			pi, _ := strconv.Atoi(p)
+			ps = append(ps, pi)
+		}
+	}
 	type realRun struct{ p, m int }
 	reals := []realRun{{16, 2}, {256, 2}, {1024, 2}, {4096, 2}, {16, 16}, {256, 16}, {1024, 16}, {4096, 16}}
 	if c.quick {
@@ -65,7 +72,7 @@ func (c *benchCommand) largeGroups(ctx context.Context) error {
 	}
 
 	c.printf("## Scale: large groups\n\n3-member embedded etcd (devcluster.StartEtcdCluster) in the bench process; kfake in the bench process. P partitions over 1–4 topics.\n\n")
-	c.printf("### Member processes against kfake\n\n`keyshare member` processes (session TTL 2 s, 16 workers, no work, commit interval 1 s, flush 500 ms). 4 records per partition before start. *owned*: from spawn until every partition has active ranges with ledger state (fetched and flushed). *commit delay*: from the last record handled (members' counters, polled every 50 ms) until Kafka's committed offset equals the end offset on every partition. *leave* / *SIGKILL*: from the signal to a non-leader (with one new record per partition produced at once) until every partition is committed at its new end. Leader CPU: the leading process's user+system CPU per second, over 3 s idle and over 3 s of 1,000 records/s spread over all partitions. etcd: revisions (write transactions) per second and bytes of events (keys + values, read by a watch) per second under that load.\n\n")
+	c.printf("### Member processes against kfake\n\n`keyshare member` processes (session TTL 2 s, 16 workers, no work, commit interval 1 s, flush 500 ms). 4 records per partition before start. *owned*: from spawn until every partition has active ranges with ledger state (fetched and flushed). *commit delay*: from the last record handled (members' counters, polled every 50 ms) until Kafka's committed offset equals the end offset on every partition. *leave* / *SIGKILL*: from the signal to a non-leader (with one new record per partition produced at once) until the moved ranges make progress: every partition committed at its new end and held by active ranges of the remaining members. Leader CPU: the leading process's user+system CPU per second, over 3 s idle and over 3 s of 1,000 records/s spread over all partitions. etcd: revisions (write transactions) per second and bytes of events (keys + values, read by a watch) per second under that load.\n\n")
 	c.printf("| P | M | owned | commit delay | leave → committed | SIGKILL → committed | leader CPU idle | leader CPU load | etcd txns/s load | etcd bytes/s load | keys | DB bytes |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, rr := range reals {
 		r, err := c.membersRun(ctx, ec.Endpoints(), cli, rr.p, rr.m)
@@ -526,13 +533,29 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 		return res, fmt.Errorf("commit after load: %w", err)
 	}
 
-	// Graceful leave of a non-leader, then a SIGKILL of a new one.
+	// Graceful leave of a non-leader, then a SIGKILL of a new one: the time
+	// until the moved ranges make progress, that is until the records
+	// produced at the signal are committed and every partition is held by
+	// active ranges of the remaining members. The commit alone is not
+	// enough: at P = 16 the leaving member handles those records itself
+	// before its revokes reach it, and its final ledger state can be
+	// committed before any other member holds its ranges.
 	stopOne := func(i int, sig syscall.Signal) (time.Duration, error) {
 		start := time.Now()
+		id := fmt.Sprintf("m%03d", i)
 		go ms[i].stop(sig)
 		ms[i] = nil
+		moved := make(chan error, 1)
+		go func() {
+			_, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, func() bool { return settledFor(snapNow(), topics, id) })
+			moved <- err
+		}()
 		produceEach(1)
-		if _, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, committedAtEnd); err != nil {
+		_, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, committedAtEnd)
+		if merr := <-moved; err == nil && merr != nil {
+			err = fmt.Errorf("ranges not moved: %w", merr)
+		}
+		if err != nil {
 			return 0, err
 		}
 		return time.Since(start), nil
