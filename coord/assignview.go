@@ -275,7 +275,15 @@ func (v *assignmentView) applyGeneration(wr clientv3.WatchResponse) {
 	for _, ev := range wr.Events {
 		if ev.Type == clientv3.EventTypePut {
 			if g, err := DecodeGeneration(string(ev.Kv.Key), ev.Kv.Value); err == nil {
+				grew := g.Generation > v.mu.gen.Generation
 				v.mu.gen = g
+				// Most generations change none of this member's ranges
+				// (or their events came first): publish anyway, or its
+				// status and keyshare_generation stay behind the group's.
+				if grew && v.mu.ready {
+					v.publish(v.assignmentLocked())
+					v.changedLocked()
+				}
 			}
 		}
 	}

@@ -123,6 +123,17 @@ func TestAssignmentViewReadsWhatChanged(t *testing.T) {
 		t.Fatalf("handling the change took %d transactions and %d range reads, want 1 and 0", txns, ranges)
 	}
 
+	// A generation that changes none of m1's ranges still reaches it (its
+	// status and the keyshare_generation metric show the group's).
+	commit(t, leader, []clientv3.Op{clientv3.OpPut(s.schema.Generation(), mustJSON(GenerationRecord{V: recordVersion, Generation: 9, Leader: "m2"}))})
+	for a.Generation < 9 {
+		select {
+		case a = <-updates:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("generation 9 never published; the last assignment has %d", a.Generation)
+		}
+	}
+
 	// ReadAssignment catches up with a change it has not been told of yet.
 	e5 := sampleEntry(5005)
 	rev = commit(t, leader, putRange(t, leader, s, RangeRecord{Topic: "t", Partition: 5, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: StateActive}, &e5))

@@ -36,7 +36,8 @@ import (
 // (sleep per record, default 5ms), KEYSHARE_BENCH_SKEW_BALANCE (the modes
 // to run, default "width,load"), KEYSHARE_BENCH_SKEW_INTERVAL (the load
 // report interval, default 1s: a run lasts seconds, and the default 5 s
-// would give the leader one or two reports).
+// would give the leader one or two reports; the members' LoadCooldown is
+// five intervals, not the default 30 s, for the same reason).
 
 // skewTopics are the benchmark's topics and their partition counts.
 var skewTopics = map[string]int32{"skew-zipf-1": 1, "skew-zipf-4": 4, "skew-uneven": 4, "skew-zipf-1-change": 1, "skew-zipf-4-change": 4, "skew-uneven-change": 4}
@@ -283,7 +284,10 @@ func (c *benchCommand) skewRun(ctx context.Context, w skewWorkload, b coord.Bala
 	// The members settle on an empty log end first, so that the run
 	// measures the balance, not the first joins' handoffs.
 	ms, err := c.startMembersWith(w.topic, skewMembers, skewWorkers, "latest", func(cfg *consumer.Config) {
-		cfg.Balance, cfg.LoadReportInterval = b, interval
+		// A cool-down of five reports instead of the default 30 s, so
+		// that a run of seconds can show the leader following hot keys
+		// that change.
+		cfg.Balance, cfg.LoadReportInterval, cfg.LoadCooldown = b, interval, 5*interval
 		cfg.Handler = func(ctx context.Context, m *kafka.Message) error {
 			if err := sleepFor(ctx, work); err != nil {
 				return err
