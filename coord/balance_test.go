@@ -309,6 +309,23 @@ func TestBalanceByLoadNoMove(t *testing.T) {
 	}
 }
 
+// drawSkew draws a load over parts: a density in 64 parts of each, and in
+// one partition of four a hot key of up to maxHot.
+func drawSkew(t *rapid.T, parts []PartitionWeight, maxHot float64) skew {
+	truth := skew{parts: map[TopicPartition][64]float64{}, hot: map[TopicPartition][]HotKey{}}
+	for _, p := range parts {
+		var d [64]float64
+		for i := range d {
+			d[i] = rapid.Float64Range(0, 10).Draw(t, "density")
+		}
+		truth.parts[p.TopicPartition] = d
+		if rapid.IntRange(0, 3).Draw(t, "hot?") == 0 {
+			truth.hot[p.TopicPartition] = []HotKey{{Hash: rapid.Uint64Range(0, ledger.HashSpace-1).Draw(t, "hash"), BusyPerSec: rapid.Float64Range(0, maxHot).Draw(t, "hot load")}}
+		}
+	}
+	return truth
+}
+
 // TestBalanceByLoadProperties: on random skews, layouts and weights, the
 // answer covers every partition exactly with members only, keeps each
 // member one span of the line, is the same for inputs in any order, and
@@ -320,17 +337,7 @@ func TestBalanceByLoadProperties(t *testing.T) {
 		parts := genParts(false, 6).Draw(t, "parts")
 		members := genMembers(weighted, 1, 10).Draw(t, "members")
 		parts, members = sortedUnique(parts, members)
-		truth := skew{parts: map[TopicPartition][64]float64{}, hot: map[TopicPartition][]HotKey{}}
-		for _, p := range parts {
-			var d [64]float64
-			for i := range d {
-				d[i] = rapid.Float64Range(0, 10).Draw(t, "density")
-			}
-			truth.parts[p.TopicPartition] = d
-			if rapid.IntRange(0, 3).Draw(t, "hot?") == 0 {
-				truth.hot[p.TopicPartition] = []HotKey{{Hash: rapid.Uint64Range(0, ledger.HashSpace-1).Draw(t, "hash"), BusyPerSec: rapid.Float64Range(0, 200).Draw(t, "hot load")}}
-			}
-		}
+		truth := drawSkew(t, parts, 200)
 		layout := Assign(parts, members, nil)
 		reports := truth.reportsOf(layout)
 		// Some ranges go unreported.

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
-
-	"github.com/keyshare/keyshare/ledger"
 )
 
 // TestStickyByLoad: a join or a leave on a layout balanced by load keeps
@@ -87,17 +85,7 @@ func TestStickyByLoadProperties(t *testing.T) {
 		before := genMembers(true, 1, 10).Draw(t, "before")
 		after := genMembers(true, 1, 10).Draw(t, "after")
 		parts, after = sortedUnique(parts, after)
-		truth := skew{parts: map[TopicPartition][64]float64{}, hot: map[TopicPartition][]HotKey{}}
-		for _, p := range parts {
-			var d [64]float64
-			for i := range d {
-				d[i] = rapid.Float64Range(0, 10).Draw(t, "density")
-			}
-			truth.parts[p.TopicPartition] = d
-			if rapid.IntRange(0, 3).Draw(t, "hot?") == 0 {
-				truth.hot[p.TopicPartition] = []HotKey{{Hash: rapid.Uint64Range(0, ledger.HashSpace-1).Draw(t, "hash"), BusyPerSec: rapid.Float64Range(0, 50).Draw(t, "hot load")}}
-			}
-		}
+		truth := drawSkew(t, parts, 50)
 		cur := Assign(parts, before, nil)
 		reports := truth.reportsOf(cur)
 		got := stickyByLoad(parts, after, cur, reports, nil)
