@@ -348,12 +348,19 @@ func assignLine(parts []PartitionWeight, members []MemberWeight, prev []Slice) [
 	var out []Slice
 	for _, sp := range all {
 		for _, s := range l.toSlices(sp) {
-			if n := len(out); n > 0 && out[n-1].TopicPartition == s.TopicPartition && out[n-1].Owner == s.Owner && out[n-1].Range.Hi == s.Range.Lo {
-				out[n-1].Range.Hi = s.Range.Hi
-				continue
-			}
-			out = append(out, s)
+			out = appendJoined(out, s)
 		}
 	}
 	return out
+}
+
+// appendJoined appends s to out, or extends out's last slice when s
+// continues it (same partition and owner, adjacent hashes), so that an
+// owner's adjacent pieces come out as one range.
+func appendJoined(out []Slice, s Slice) []Slice {
+	if n := len(out); n > 0 && out[n-1].TopicPartition == s.TopicPartition && out[n-1].Owner == s.Owner && out[n-1].Range.Hi == s.Range.Lo {
+		out[n-1].Range.Hi = s.Range.Hi
+		return out
+	}
+	return append(out, s)
 }

@@ -117,11 +117,7 @@ func AssignContiguous(parts []PartitionWeight, members []MemberWeight, prev []Sl
 			continue
 		}
 		for _, s := range l.toSlices(sp) {
-			if n := len(out); n > 0 && out[n-1].TopicPartition == s.TopicPartition && out[n-1].Owner == s.Owner && out[n-1].Range.Hi == s.Range.Lo {
-				out[n-1].Range.Hi = s.Range.Hi
-				continue
-			}
-			out = append(out, s)
+			out = appendJoined(out, s)
 		}
 	}
 	return out

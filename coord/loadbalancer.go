@@ -404,12 +404,7 @@ func adoptable(snap *Snapshot, parts []PartitionWeight, eligible []MemberWeight)
 				return nil
 			}
 			owning[r.Record.Owner] = true
-			s := Slice{TopicPartition: p.TopicPartition, Range: r.Record.Range(), Owner: r.Record.Owner}
-			if n := len(out); n > 0 && out[n-1].TopicPartition == s.TopicPartition && out[n-1].Owner == s.Owner {
-				out[n-1].Range.Hi = s.Range.Hi
-			} else {
-				out = append(out, s)
-			}
+			out = appendJoined(out, Slice{TopicPartition: p.TopicPartition, Range: r.Record.Range(), Owner: r.Record.Owner})
 			at = r.Record.Hi
 		}
 		if at != ledger.HashSpace {

@@ -126,11 +126,7 @@ func stickyByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice, 
 	var res []Slice
 	for _, sp := range out {
 		for _, s := range l.slices(sp.lo, sp.hi, sp.owner) {
-			if n := len(res); n > 0 && res[n-1].TopicPartition == s.TopicPartition && res[n-1].Owner == s.Owner && res[n-1].Range.Hi == s.Range.Lo {
-				res[n-1].Range.Hi = s.Range.Hi
-				continue
-			}
-			res = append(res, s)
+			res = appendJoined(res, s)
 		}
 	}
 	return res
