@@ -54,30 +54,16 @@ func TestRandomMembershipChurn(t *testing.T) {
 	}
 
 	// The poller: no overlap in any snapshot, ever.
-	stop := make(chan struct{})
-	pollDone := make(chan struct{})
 	var overlaps []string
-	go func() {
-		defer close(pollDone)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
+	stopPolling := pollSnapshots(t, cli, func(snap *coord.Snapshot) {
+		end := map[coord.TopicPartition]uint64{}
+		for _, r := range snap.Ranges {
+			if r.Record.Lo < end[r.TP()] {
+				overlaps = append(overlaps, fmt.Sprintf("rev %d: %s/%d %s overlaps the range before it", snap.Rev, r.Record.Topic, r.Record.Partition, r.Record.Range()))
 			}
-			snap, err := coord.ReadSnapshot(t.Context(), cli, coord.Group{Name: "g"})
-			if err != nil {
-				continue
-			}
-			end := map[coord.TopicPartition]uint64{}
-			for _, r := range snap.Ranges {
-				if r.Record.Lo < end[r.TP()] {
-					overlaps = append(overlaps, fmt.Sprintf("rev %d: %s/%d %s overlaps the range before it", snap.Rev, r.Record.Topic, r.Record.Partition, r.Record.Range()))
-				}
-				end[r.TP()] = r.Record.Hi
-			}
+			end[r.TP()] = r.Record.Hi
 		}
-	}()
+	})
 
 	start()
 	const steps = 12
@@ -132,8 +118,7 @@ func TestRandomMembershipChurn(t *testing.T) {
 		})
 		checkCoverage(t, snapshot(t, cli), counts)
 	}
-	close(stop)
-	<-pollDone
+	stopPolling()
 	for _, o := range overlaps {
 		t.Error(o)
 	}

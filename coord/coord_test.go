@@ -77,6 +77,27 @@ func snapshot(t *testing.T, cli *clientv3.Client) *coord.Snapshot {
 	return snap
 }
 
+// pollSnapshots reads group g's snapshot every 10 ms and hands it to look,
+// until the returned stop is called (stop returns once look has run its
+// last time, so what look gathered can be read then).
+func pollSnapshots(t *testing.T, cli *clientv3.Client, look func(*coord.Snapshot)) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			if snap, err := coord.ReadSnapshot(t.Context(), cli, coord.Group{Name: "g"}); err == nil {
+				look(snap)
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
 // checkCoverage fails unless every partition is covered exactly by ranges.
 func checkCoverage(t *testing.T, snap *coord.Snapshot, counts map[string]int32) {
 	t.Helper()

@@ -89,28 +89,14 @@ func TestMergeOnEtcd(t *testing.T) {
 		members[id] = &live{s: s, done: done}
 		t.Cleanup(func() { _ = s.Close(); <-done })
 	}
-	stop := make(chan struct{})
-	pollDone := make(chan struct{})
 	mergeDrains := 0
-	go func() {
-		defer close(pollDone)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			snap, err := coord.ReadSnapshot(t.Context(), cli, coord.Group{Name: "g"})
-			if err != nil {
-				continue
-			}
-			for _, r := range snap.Ranges {
-				if r.Record.State != coord.StateActive && r.Record.Target == r.Record.Owner {
-					mergeDrains++
-				}
+	stopPolling := pollSnapshots(t, cli, func(snap *coord.Snapshot) {
+		for _, r := range snap.Ranges {
+			if r.Record.State != coord.StateActive && r.Record.Target == r.Record.Owner {
+				mergeDrains++
 			}
 		}
-	}()
+	})
 	// onePerOwner: settled, every range with state, and as many ranges as
 	// owners, each owner a live member.
 	onePerOwner := func() bool {
@@ -148,8 +134,7 @@ func TestMergeOnEtcd(t *testing.T) {
 	<-members["b"].done
 	delete(members, "b")
 	waitFor(t, "b leaves and the ranges merge", 30*time.Second, onePerOwner)
-	close(stop)
-	<-pollDone
+	stopPolling()
 
 	snap := snapshot(t, cli)
 	checkCoverage(t, snap, counts)
