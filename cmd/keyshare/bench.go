@@ -265,29 +265,19 @@ func (c *benchCommand) startMembersWith(topic string, m, concurrency int, reset 
 			}
 		}()
 	}
-	// Wait until every member owns a range and the assignment is stable:
-	// every member at one generation, or the same active ranges for a
-	// second (a member's Status can show generation 0 with its ranges
-	// applied, seen on 2026-12-01 with 4 members on 1 partition).
+	// Wait until every member owns a range and the assignment is stable.
 	deadline := time.Now().Add(60 * time.Second)
-	var layout string
-	var since time.Time
 	for time.Now().Before(deadline) {
 		ready, gens := true, map[int64]bool{}
-		var now strings.Builder
 		for _, k := range ms.cs {
 			st := k.Status()
 			ready = ready && len(st.Ranges) > 0
 			gens[st.Generation] = true
 			for _, r := range st.Ranges {
 				ready = ready && r.State == "active"
-				fmt.Fprintf(&now, "%s %s/%d/%d;", st.MemberID, r.Topic, r.Partition, r.Lo)
 			}
 		}
-		if now.String() != layout {
-			layout, since = now.String(), time.Now()
-		}
-		if ready && (len(gens) == 1 || time.Since(since) >= time.Second) {
+		if ready && len(gens) == 1 {
 			time.Sleep(300 * time.Millisecond)
 			return ms, nil
 		}
