@@ -54,6 +54,11 @@ func TestLargeEntryFlushedEarly(t *testing.T) {
 		return snap.Ranges[0]
 	}
 	waitFor(t, "the range to be owned with a ledger entry", 60*time.Second, func() bool { return stored().Entry.Initialized() })
+	// A range's first progress is written at once (TestFirstProgressFlushedAtOnce):
+	// let one record be that, or a first fetch of many records would
+	// reach etcd that way instead of by its size.
+	testutil.Produce(t, k.Brokers, "big", testutil.KeyedRecords(1, 1))
+	waitFor(t, "the first progress to be written", 60*time.Second, func() bool { return stored().Entry.PendingCount() == 1 })
 
 	testutil.Produce(t, k.Brokers, "big", testutil.KeyedRecords(400, 400))
 	// 400 pending offsets take over 1 KiB: the entry must reach etcd
