@@ -59,11 +59,14 @@ type assignmentView struct {
 		// not hand them back to the member (its drains are done with
 		// them; a second release would only be fenced).
 		released map[string]int64
-		gen      GenerationRecord
-		rev      int64 // the member's ranges are known through rev
-		seen     int64 // range events are applied through seen (refresh moves rev there)
-		ready    bool
-		wake     chan struct{} // closed and replaced on every change
+		// leaveDrain is set once the member leaves (Session.Leave): every
+		// range it owns is shown as revoking, with this budget.
+		leaveDrain time.Duration
+		gen        GenerationRecord
+		rev        int64 // the member's ranges are known through rev
+		seen       int64 // range events are applied through seen (refresh moves rev there)
+		ready      bool
+		wake       chan struct{} // closed and replaced on every change
 	}
 }
 
@@ -471,15 +474,36 @@ func (v *assignmentView) dropOwnedLocked(key string) {
 	}
 }
 
+// leave shows every range the member owns, now and later, as revoking with
+// budget drain, and publishes the assignment: a leaving member drains and
+// releases its ranges on its own, with no revoke written by the leader.
+func (v *assignmentView) leave(drain time.Duration) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.mu.leaveDrain = drain
+	if v.mu.ready {
+		v.publish(v.assignmentLocked())
+		v.changedLocked()
+	}
+}
+
 // assignmentLocked is the member's assignment as the view holds it, in
 // partition and hash order, leaving out ranges whose ledger entry is
 // damaged (the leader resets those first), as Snapshot.AssignmentOf does.
+// Once the member leaves, its active ranges are shown as revoking (leave).
 func (v *assignmentView) assignmentLocked() Assignment {
 	a := Assignment{Generation: v.mu.gen.Generation, Rev: v.mu.rev}
 	for _, rs := range v.mu.owned {
-		if rs.EntryErr == nil {
-			a.Ranges = append(a.Ranges, rs)
+		if rs.EntryErr != nil {
+			continue
 		}
+		if v.mu.leaveDrain > 0 && rs.Record.State == StateActive {
+			// The record in etcd stays active: the release is guarded
+			// by its revision, which this copy keeps.
+			rs.Record.State, rs.Record.Target = StateRevoking, ""
+			rs.Record.DrainMs = v.mu.leaveDrain.Milliseconds()
+		}
+		a.Ranges = append(a.Ranges, rs)
 	}
 	slices.SortFunc(a.Ranges, func(x, y RangeState) int {
 		if c := compareTP(x.TP(), y.TP()); c != 0 {

@@ -49,6 +49,9 @@ type groupCache struct {
 		// assignRev is the revision of the last change to a member or
 		// range key (or of the last full read).
 		assignRev int64
+		// memberRev is the revision of the last change to a member key
+		// (or of the last full read): the changes the leader debounces.
+		memberRev int64
 		// memo holds the values decoded for the last snapshot.
 		memo *decodeMemo
 		// reloads counts full reads (the first, and each resync).
@@ -166,6 +169,7 @@ func (c *groupCache) load(ctx context.Context) (int64, error) {
 	c.mu.loads = loads
 	c.mu.rev = resp.Header.Revision
 	c.mu.assignRev = resp.Header.Revision
+	c.mu.memberRev = resp.Header.Revision
 	c.mu.ready = true
 	c.mu.snap = nil
 	c.mu.reloads++
@@ -208,6 +212,9 @@ func (c *groupCache) follow(ctx context.Context, rev int64) error {
 				if k == cacheMembers || k == cacheRanges {
 					assign = true
 					c.mu.assignRev = max(c.mu.assignRev, ev.Kv.ModRevision)
+				}
+				if k == cacheMembers {
+					c.mu.memberRev = max(c.mu.memberRev, ev.Kv.ModRevision)
 				}
 			}
 			c.mu.rev = max(c.mu.rev, ev.Kv.ModRevision)
@@ -279,6 +286,14 @@ func (c *groupCache) assignRevision() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.mu.assignRev
+}
+
+// memberRevision is the revision of the last change of a member key the
+// cache has seen.
+func (c *groupCache) memberRevision() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.memberRev
 }
 
 // waitRev waits until the copy holds revision rev (the leader's own write),

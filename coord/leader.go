@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -203,6 +204,8 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 		// least every PartitionRefresh, when the partitions are reread.
 		quietRev     int64 = -1
 		quietPartsAt time.Time
+		// membersAt is the member revision the last debounce waited for.
+		membersAt int64 = -1
 	)
 	poke()
 	for {
@@ -214,9 +217,16 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 		case <-loadTick:
 			judgeLoad = true
 		case <-trigger:
-			// Let a burst of joins settle into one assignment.
-			if err := sleep(ctx, s.cfg.Debounce); err != nil {
-				return err
+			// Let a burst of joins settle into one assignment. Range
+			// changes alone (releases, this leader's own writes) are
+			// planned at once: a leave at P = 4,096 releases its ranges
+			// over many transactions, and each debounce would delay
+			// their handoff.
+			if m := l.cache.memberRevision(); m != membersAt {
+				membersAt = m
+				if err := sleep(ctx, s.cfg.Debounce); err != nil {
+					return err
+				}
 			}
 		}
 		if !partsOK || time.Since(partsAt) > s.cfg.PartitionRefresh {
@@ -328,12 +338,13 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 	}
 }
 
-// observe notes the first time each revoking record of snap is seen and
-// forgets records that changed or are gone.
+// observe notes the first time each draining record of snap is seen —
+// revoking, or active with a leaving owner (which drains it unasked,
+// Session.Leave) — and forgets records that changed or are gone.
 func observe(seen map[rangeObs]time.Time, snap *Snapshot, now time.Time) {
 	current := make(map[rangeObs]bool)
 	for _, r := range snap.Ranges {
-		if r.Record.State == StateRevoking {
+		if r.Record.State == StateRevoking || r.Record.State == StateActive && snap.Members[r.Record.Owner].Leaving {
 			o := rangeObs{r.Key, r.Rev}
 			current[o] = true
 			if _, ok := seen[o]; !ok {
@@ -422,11 +433,49 @@ func (c change) bytes() int {
 }
 
 // apply writes the changes in as few transactions as etcd's limits allow
-// (MaxTxnOps operations, maxTxnBytes bytes), each guarded by leadership. A
-// change whose compares fail (an owner wrote meanwhile) is left for the
-// next round: retry says so. rev is the revision of the last write.
+// (MaxTxnOps operations, maxTxnBytes bytes), each guarded by leadership, up
+// to recordInFlight at once: the changes of one round are independent
+// (each is guarded by what it read), and a leave at P = 4,096 hands off
+// 2,048 ranges in 17 transactions. A change whose compares fail (an owner
+// wrote meanwhile) is left for the next round: retry says so. rev is the
+// revision of the last write.
 func (s *Session) apply(ctx context.Context, l *Leader, gen int64, changes []change) (retry bool, rev int64, err error) {
 	genOp := clientv3.OpPut(s.schema.Generation(), mustJSON(GenerationRecord{V: recordVersion, Generation: gen, Leader: s.ID(), At: time.Now().UTC()}))
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, recordInFlight)
+	)
+	for _, batch := range s.txnBatches(genOp, changes) {
+		slots <- struct{}{}
+		mu.Lock()
+		failed := err != nil
+		mu.Unlock()
+		if failed {
+			<-slots
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			again, wrote, berr := s.applyOne(ctx, l, genOp, gen, batch)
+			mu.Lock()
+			defer mu.Unlock()
+			retry, rev = retry || again, max(rev, wrote)
+			if berr != nil && err == nil {
+				err = berr
+			}
+		}()
+	}
+	wg.Wait()
+	return retry, rev, err
+}
+
+// txnBatches cuts changes into transactions within etcd's limits, each
+// with room for the leadership guard and the generation write.
+func (s *Session) txnBatches(genOp clientv3.Op, changes []change) [][]change {
+	var out [][]change
 	limit := s.cfg.MaxTxnOps
 	for len(changes) > 0 {
 		n, cmps, ops, size := 0, 1, 1, opBytes(genOp)
@@ -442,36 +491,33 @@ func (s *Session) apply(ctx context.Context, l *Leader, gen int64, changes []cha
 			cmps, ops, size = cmps+len(c.cmps), ops+len(c.ops), size+b
 			n++
 		}
-		batch := changes[:n]
+		out = append(out, changes[:n])
 		changes = changes[n:]
-		ok, wrote, err := s.applyBatch(ctx, l, genOp, gen, batch)
-		rev = max(rev, wrote)
-		if err != nil || ok {
-			if err != nil && !errors.Is(err, ErrNotLeader) {
-				// etcd unreachable, or a transaction it refused (a
-				// change over its limits would be refused every
-				// round): say which, then read again next round.
-				if ctx.Err() != nil {
-					return false, rev, ctx.Err()
-				}
-				s.log.Warn("assignment not written; trying again next round", "generation", gen, "error", err, "changes", whats(batch))
-				return true, rev, nil
-			}
-			if err != nil {
-				return false, rev, err
-			}
-			continue
-		}
-		// Some owner wrote meanwhile: write the rest without the
-		// conflicting changes, which wait for the next round.
-		retry = true
-		wrote, err = s.applyHalves(ctx, l, genOp, gen, batch)
-		rev = max(rev, wrote)
-		if err != nil {
-			return false, rev, err
-		}
 	}
-	return retry, rev, nil
+	return out
+}
+
+// applyOne writes one transaction's batch. If some owner wrote meanwhile,
+// the rest is written without the conflicting changes, which wait for the
+// next round (retry). An error other than ErrNotLeader (etcd unreachable,
+// or a transaction it refused: a change over its limits would be refused
+// every round) is logged and left for the next round too.
+func (s *Session) applyOne(ctx context.Context, l *Leader, genOp clientv3.Op, gen int64, batch []change) (retry bool, rev int64, err error) {
+	ok, rev, err := s.applyBatch(ctx, l, genOp, gen, batch)
+	switch {
+	case errors.Is(err, ErrNotLeader):
+		return false, rev, err
+	case err != nil:
+		if ctx.Err() != nil {
+			return false, rev, ctx.Err()
+		}
+		s.log.Warn("assignment not written; trying again next round", "generation", gen, "error", err, "changes", whats(batch))
+		return true, rev, nil
+	case ok:
+		return false, rev, nil
+	}
+	rev, err = s.applyHalves(ctx, l, genOp, gen, batch)
+	return true, rev, err
 }
 
 // applyHalves writes a batch whose transaction failed on some change's

@@ -20,7 +20,7 @@ type flushingOwner struct {
 }
 
 func (o *flushingOwner) run(t testing.TB, all *[]event, allMu *sync.Mutex) {
-	seen := make(map[string]bool) // range key@rev acted on
+	seen := make(map[string]bool) // range key@rev/state acted on (a leaving member sees its ranges turn revoking at the same rev)
 	gained := make(map[string]bool)
 	note := func(kind string, r coord.RangeState, gen int64) {
 		allMu.Lock()
@@ -33,7 +33,7 @@ func (o *flushingOwner) run(t testing.TB, all *[]event, allMu *sync.Mutex) {
 			return
 		case a := <-o.s.Updates():
 			for _, r := range a.Ranges {
-				id := fmt.Sprintf("%s@%d", r.Key, r.Rev)
+				id := fmt.Sprintf("%s@%d/%s", r.Key, r.Rev, r.Record.State)
 				if seen[id] {
 					continue
 				}

@@ -71,10 +71,17 @@ type rangeObs struct {
 // is before the leader's observation, so grace covers the delivery. No
 // wall-clock instant of another machine (the record's Since) is used, so
 // clock skew cannot cut a drain short; a new leader starts counting again.
+//
+// A leaving member drains its active ranges unasked, from before it wrote
+// that it leaves, with the budget it wrote in its registration: the same
+// count applies, from when this leader first saw the range's owner leaving.
 func (in planInput) drainOver(r RangeState) bool {
 	budget := in.drainTimeout
 	if r.Record.DrainMs > 0 {
 		budget = time.Duration(r.Record.DrainMs) * time.Millisecond
+	}
+	if m := in.snap.Members[r.Record.Owner]; r.Record.State == StateActive && m.DrainMs > 0 {
+		budget = time.Duration(m.DrainMs) * time.Millisecond
 	}
 	at, ok := in.seen[rangeObs{r.Key, r.Rev}]
 	if !ok {
@@ -333,9 +340,9 @@ func (in planInput) record(tp TopicPartition, p piece, state, target string) Ran
 func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 	rec := r.Record
 	pieces := split(rec.Range(), want)
-	_, alive := in.snap.Members[rec.Owner]
+	owner, alive := in.snap.Members[rec.Owner]
 	stays := len(pieces) == 1 && pieces[0].owner == rec.Owner
-	if !alive && in.held[rec.Owner] {
+	if !alive && in.held[rec.Owner] && rec.State != StateReleased {
 		return change{}, false // the old owner may still be finishing (grace.go)
 	}
 	var out []next
@@ -347,7 +354,11 @@ func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 		return in.replace(r, []next{{piece{rec.Range(), rec.Owner}, StateActive, ""}}, true, "reset damaged ledger entry of"), true
 	case rec.State == StateActive && stays:
 		return change{}, false
-	case rec.State == StateActive && alive:
+	case rec.State == StateActive && alive && owner.Leaving && !in.drainOver(r):
+		// A leaving owner drains and releases the range unasked
+		// (Session.Leave): no revoke to write, one round saved.
+		return change{}, false
+	case rec.State == StateActive && alive && !owner.Leaving:
 		// Phase one: the parts that move are revoked from the owner.
 		for _, p := range pieces {
 			if p.owner == rec.Owner {
@@ -370,10 +381,13 @@ func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 		out = append(out, next{p, StateActive, ""})
 	}
 	what := "hand off"
-	if !alive {
+	switch {
+	case !alive && rec.State != StateReleased:
 		what = "fail over"
-	} else if rec.State == StateRevoking {
+	case rec.State == StateRevoking:
 		what = "hand off after drain timeout"
+	case rec.State == StateActive:
+		what = "hand off after the leaving owner's drain timeout"
 	}
 	return in.replace(r, out, false, what), true
 }

@@ -193,50 +193,127 @@ func TestPlanCarriesResetEpoch(t *testing.T) {
 	})
 }
 
-// TestPlanRevokeIgnoresOwnerFlush: a whole range revoked from a leaving
-// owner is written even when the owner flushed its ledger entry after the
-// leader's snapshot (the revoke leaves the entry alone, and the owner's
-// flushes are fenced by the range record); a split, which writes entries cut
-// from the snapshot's, waits for the next round.
+// TestPlanRevokeIgnoresOwnerFlush: a whole range revoked from its owner is
+// written even when the owner flushed its ledger entry after the leader's
+// snapshot (the revoke leaves the entry alone, and the owner's flushes are
+// fenced by the range record); a split, which writes entries cut from the
+// snapshot's, waits for the next round.
 func TestPlanRevokeIgnoresOwnerFlush(t *testing.T) {
 	t.Parallel()
+	const half = ledger.HashSpace / 2
 	parts := []PartitionWeight{{TopicPartition: TopicPartition{Topic: "t"}}}
-	entry := func(next int64) string {
-		return string(ledger.Encode(ledger.Entry{Segments: []ledger.Segment{{Lo: 0, Hi: ledger.HashSpace, Next: next}}}))
+	entry := func(lo, hi uint64, next int64) string {
+		return string(ledger.Encode(ledger.Entry{Segments: []ledger.Segment{{Lo: lo, Hi: hi, Next: next}}}))
 	}
-	// flushThenApply plans on a group of members a and b where a owns all of
-	// t/0, lets a flush, then applies the planned change.
-	flushThenApply := func(t *testing.T, aLeaving bool) (applied bool, what string) {
+	// flushThenApply plans on a group where a owns t/0 as the ranges cut at
+	// bounds and b has just joined, lets a flush the range that moves, then
+	// applies the planned change.
+	flushThenApply := func(t *testing.T, bounds []uint64) (applied bool, what string) {
 		t.Helper()
 		s := newModelStore()
-		for _, m := range []MemberInfo{{ID: "a", Leaving: aLeaving}, {ID: "b"}} {
+		for _, m := range []MemberInfo{{ID: "a"}, {ID: "b"}} {
 			m.V, m.Host, m.PID, m.Weight = recordVersion, "h", 1, 1
 			s.lease++
 			s.put(planSchema.Member(m.ID), mustJSON(m), s.lease)
 		}
-		s.put(planSchema.Range("t", 0, 0), mustJSON(RangeRecord{V: recordVersion, Topic: "t", Hi: ledger.HashSpace, Owner: "a", State: StateActive, Gen: 1}), 0)
-		s.put(planSchema.LedgerEntry("t", 0, 0), entry(100), 0)
+		for i := range len(bounds) - 1 {
+			lo, hi := bounds[i], bounds[i+1]
+			s.put(planSchema.Range("t", 0, lo), mustJSON(RangeRecord{V: recordVersion, Topic: "t", Lo: lo, Hi: hi, Owner: "a", State: StateActive, Gen: 1}), 0)
+			s.put(planSchema.LedgerEntry("t", 0, lo), entry(lo, hi, 100), 0)
+		}
 		now := time.Now()
 		changes := plan(planInput{schema: planSchema, snap: s.snapshot(), parts: parts, now: now, drainTimeout: time.Second, gen: 2, maxTxnOps: 128,
 			clock: now, seen: map[rangeObs]time.Time{}, grace: time.Second})
 		if len(changes) != 1 {
 			t.Fatalf("%d changes planned, want 1", len(changes))
 		}
-		s.put(planSchema.LedgerEntry("t", 0, 0), entry(101), 0) // a's flush, after the snapshot
+		// a flushes the range b takes (the last one) after the snapshot.
+		moved := bounds[len(bounds)-2]
+		s.put(planSchema.LedgerEntry("t", 0, moved), entry(moved, ledger.HashSpace, 101), 0)
 		ok, err := s.txn(changes[0].cmps, changes[0].ops, 128)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ok, changes[0].what
 	}
-	t.Run("a leaving owner's whole range", func(t *testing.T) {
-		if ok, what := flushThenApply(t, true); !ok {
+	t.Run("a whole range revoked", func(t *testing.T) {
+		if ok, what := flushThenApply(t, []uint64{0, half, ledger.HashSpace}); !ok {
 			t.Fatalf("%q failed on the owner's flush; want it written (it does not write the entry)", what)
+		} else if !strings.HasPrefix(what, "revoke") {
+			t.Fatalf("planned %q, want a revoke", what)
 		}
 	})
 	t.Run("a split for a second member", func(t *testing.T) {
-		if ok, what := flushThenApply(t, false); ok {
+		if ok, what := flushThenApply(t, []uint64{0, ledger.HashSpace}); ok {
 			t.Fatalf("%q written over the owner's flush; want it refused (it writes entries cut from the snapshot's)", what)
 		}
 	})
+}
+
+// TestPlanLeavingOwner: the leader writes no revoke for the active ranges
+// of a leaving member, which drains and releases them unasked
+// (Session.Leave); it hands each on once released, or once the member's own
+// drain budget (from its registration, not the leader's DrainTimeout) plus
+// the grace has passed on the leader's clock since it first saw the member
+// leaving. A released range of an owner already gone is handed on without
+// waiting for FailoverGrace: its owner said it was done.
+func TestPlanLeavingOwner(t *testing.T) {
+	t.Parallel()
+	parts := []PartitionWeight{{TopicPartition: TopicPartition{Topic: "t"}}}
+	const grace = 2 * time.Second
+	seenAt := time.Now()
+	snapWith := func(state string, aAlive bool) *Snapshot {
+		snap := &Snapshot{Members: map[string]Member{
+			"b": {MemberInfo: MemberInfo{V: 1, ID: "b", Weight: 1}, CreateRev: 2},
+		}, BadRanges: map[string]int64{}}
+		if aAlive {
+			snap.Members["a"] = Member{MemberInfo: MemberInfo{V: 1, ID: "a", Weight: 1, Leaving: true, DrainMs: 1000}, CreateRev: 1}
+		}
+		r := RangeRecord{V: 1, Topic: "t", Hi: ledger.HashSpace, Owner: "a", State: state, Gen: 1}
+		snap.Ranges = []RangeState{{
+			Key: planSchema.Range("t", 0, 0), Record: r, Rev: 10,
+			LedgerKey: planSchema.LedgerEntry("t", 0, 0), EntryRev: 10,
+			Entry: ledger.Entry{Segments: []ledger.Segment{{Hi: ledger.HashSpace, Next: 5}}},
+		}}
+		return snap
+	}
+	planned := func(snap *Snapshot, after time.Duration, held map[string]bool) string {
+		seen := map[rangeObs]time.Time{}
+		observe(seen, snap, seenAt)
+		changes := plan(planInput{
+			schema: planSchema, snap: snap, parts: parts, now: time.Now(), drainTimeout: 30 * time.Second, gen: 2, maxTxnOps: 128,
+			clock: seenAt.Add(after), grace: grace, seen: seen, held: held,
+		})
+		var whats []string
+		for _, c := range changes {
+			whats = append(whats, c.what)
+		}
+		return strings.Join(whats, "; ")
+	}
+	tests := []struct {
+		name   string
+		state  string
+		aAlive bool
+		after  time.Duration
+		held   bool
+		want   string // prefix of the one change, "" for none
+	}{
+		{"active, just seen leaving", StateActive, true, 0, false, ""},
+		{"active, grace not over", StateActive, true, time.Second + grace - time.Millisecond, false, ""},
+		{"active, the member's budget and grace over", StateActive, true, time.Second + grace, false, "hand off after the leaving owner's drain timeout"},
+		{"released", StateReleased, true, 0, false, "hand off"},
+		{"released, owner gone within FailoverGrace", StateReleased, false, 0, true, "hand off"},
+		{"active, owner gone within FailoverGrace", StateActive, false, 0, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := planned(snapWith(tt.state, tt.aAlive), tt.after, map[string]bool{"a": tt.held})
+			if tt.want == "" && got != "" || !strings.HasPrefix(got, tt.want) || strings.Contains(got, "revoke") {
+				t.Fatalf("planned %q, want %q", got, tt.want)
+			}
+			if tt.want != "" && !strings.Contains(got, "owner a") {
+				t.Fatalf("planned %q, want a change of a's range", got)
+			}
+		})
+	}
 }

@@ -64,6 +64,10 @@ type MemberInfo struct {
 	Started time.Time `json:"started"`
 	Weight  int       `json:"weight"`
 	Leaving bool      `json:"leaving,omitempty"`
+	// DrainMs is the drain budget of a leaving member: it drains and
+	// releases its ranges itself (Session.Leave), and the leader hands a
+	// range it has not released on after this budget plus a grace.
+	DrainMs int64 `json:"drain_ms,omitempty"`
 }
 
 // GenerationRecord is the value of the generation key.

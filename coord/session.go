@@ -271,10 +271,14 @@ func (s *Session) publish(a Assignment) {
 	s.updates <- a
 }
 
-// Leave starts a graceful exit: the member is marked leaving (the leader
-// revokes all its ranges) and stops campaigning (a leader resigns). The
-// caller keeps serving Updates — draining and releasing revoked ranges —
-// until WaitReleased returns, then calls Close.
+// Leave starts a graceful exit: the member is marked leaving and stops
+// campaigning (a leader resigns). From then on Updates shows every range
+// the member owns as revoking, with the member's DrainTimeout as its
+// budget: the member drains and releases its ranges without waiting for
+// the leader to revoke them, and the leader hands each one on as it is
+// released (one write round per range, not two). The caller keeps serving
+// Updates — draining and releasing revoked ranges — until WaitReleased
+// returns, then calls Close.
 func (s *Session) Leave(ctx context.Context) error {
 	s.mu.Lock()
 	if s.mu.leaveOnce {
@@ -285,7 +289,7 @@ func (s *Session) Leave(ctx context.Context) error {
 	s.mu.Unlock()
 	close(s.leaving)
 	info := s.info
-	info.Leaving = true
+	info.Leaving, info.DrainMs = true, s.cfg.DrainTimeout.Milliseconds()
 	resp, err := s.cli.Txn(ctx).If(s.common()...).Then(clientv3.OpPut(s.memberKey, mustJSON(info), clientv3.WithLease(s.es.Lease()))).Commit()
 	if err != nil {
 		return fmt.Errorf("coord: mark member leaving: %w", err)
@@ -293,7 +297,10 @@ func (s *Session) Leave(ctx context.Context) error {
 	if !resp.Succeeded {
 		return ErrSessionLost
 	}
-	s.log.Info("leaving group")
+	s.log.Info("leaving group; draining and releasing every range")
+	if s.view != nil {
+		s.view.leave(s.cfg.DrainTimeout)
+	}
 	return nil
 }
 
