@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -75,67 +76,91 @@ type CommitWrite struct {
 }
 
 // RecordCommits stores many partitions' committed offsets in
-// ⌈len(writes) ÷ (MaxTxnOps−1)⌉ transactions, each guarded by leadership
-// and by each commit key's ModRevision (so a stored offset never goes
-// backwards). A write whose key changed since the caller read it is a
-// conflict: it is left out, the others in its transaction are written, and
-// the caller retries it with a fresh read. It returns the revision each
-// written partition was stored at, and ErrNotLeader once this member no
-// longer leads.
+// ⌈len(writes) ÷ (MaxTxnOps−1)⌉ transactions, up to four at once, each
+// guarded by leadership and by each commit key's ModRevision (so a stored
+// offset never goes backwards). A write whose key changed since the caller
+// read it is a conflict: it is left out, the others in its transaction are
+// written, and the caller retries it with a fresh read. It returns the
+// revision each written partition was stored at, and ErrNotLeader once this
+// member no longer leads; when ctx ends first, what was written so far.
 func (l *Leader) RecordCommits(ctx context.Context, writes []CommitWrite) (written map[TopicPartition]int64, conflicts []TopicPartition, err error) {
 	per := max(1, l.s.cfg.MaxTxnOps-1)
 	written = make(map[TopicPartition]int64, len(writes))
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, recordInFlight)
+	)
 	for len(writes) > 0 {
 		batch := writes[:min(per, len(writes))]
 		writes = writes[len(batch):]
-		// Each failed attempt removes at least one conflict, so this
-		// ends; in practice it takes one or two.
-		for len(batch) > 0 {
-			cmps := []clientv3.Cmp{l.Guard()}
-			then := make([]clientv3.Op, 0, len(batch))
-			els := []clientv3.Op{clientv3.OpGet(l.key, clientv3.WithKeysOnly())}
-			for _, w := range batch {
-				key := l.s.schema.Commit(w.Topic, w.Partition)
-				rec := CommitRecord{V: recordVersion, Offset: w.Offset, Leader: l.s.ID(), At: time.Now().UTC()}
-				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", w.PrevRev))
-				then = append(then, clientv3.OpPut(key, mustJSON(rec)))
-				els = append(els, clientv3.OpGet(key, clientv3.WithKeysOnly()))
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			rev, wrote, lost, berr := l.recordCommitBatch(ctx, batch)
+			mu.Lock()
+			defer mu.Unlock()
+			for _, w := range wrote {
+				written[w.TopicPartition] = rev
 			}
-			resp, err := l.s.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
-			if err != nil {
-				return written, conflicts, fmt.Errorf("coord: record commits of %d partitions: %w", len(batch), err)
+			conflicts = append(conflicts, lost...)
+			if berr != nil && (err == nil || IsNotLeader(berr)) {
+				err = berr
 			}
-			if resp.Succeeded {
-				for _, w := range batch {
-					written[w.TopicPartition] = resp.Header.Revision
-				}
-				break
-			}
-			if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != l.rev {
-				return written, conflicts, fmt.Errorf("coord: record commits: %w", ErrNotLeader)
-			}
-			keep := batch[:0:0]
-			for i, w := range batch {
-				cur := int64(0)
-				if kvs := resp.Responses[i+1].GetResponseRange().Kvs; len(kvs) > 0 {
-					cur = kvs[0].ModRevision
-				}
-				if cur != w.PrevRev {
-					conflicts = append(conflicts, w.TopicPartition)
-				} else {
-					keep = append(keep, w)
-				}
-			}
-			if len(keep) == len(batch) {
-				// No compare explains the failure: leave the batch to
-				// the next round rather than loop.
-				conflicts = append(conflicts, tpsOf(batch)...)
-				break
-			}
-			batch = keep
-		}
+		}()
 	}
-	return written, conflicts, nil
+	wg.Wait()
+	return written, conflicts, err
+}
+
+// recordCommitBatch writes one transaction's worth of commit records,
+// leaving out those whose key changed since read (the conflicts) until the
+// rest is written. Each failed attempt removes at least one conflict, so
+// this ends; in practice it takes one or two.
+func (l *Leader) recordCommitBatch(ctx context.Context, batch []CommitWrite) (rev int64, wrote []CommitWrite, conflicts []TopicPartition, err error) {
+	for len(batch) > 0 {
+		cmps := []clientv3.Cmp{l.Guard()}
+		then := make([]clientv3.Op, 0, len(batch))
+		els := []clientv3.Op{clientv3.OpGet(l.key, clientv3.WithKeysOnly())}
+		for _, w := range batch {
+			key := l.s.schema.Commit(w.Topic, w.Partition)
+			rec := CommitRecord{V: recordVersion, Offset: w.Offset, Leader: l.s.ID(), At: time.Now().UTC()}
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", w.PrevRev))
+			then = append(then, clientv3.OpPut(key, mustJSON(rec)))
+			els = append(els, clientv3.OpGet(key, clientv3.WithKeysOnly()))
+		}
+		resp, err := l.s.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+		if err != nil {
+			return 0, nil, conflicts, fmt.Errorf("coord: record commits of %d partitions: %w", len(batch), err)
+		}
+		if resp.Succeeded {
+			return resp.Header.Revision, batch, conflicts, nil
+		}
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != l.rev {
+			return 0, nil, conflicts, fmt.Errorf("coord: record commits: %w", ErrNotLeader)
+		}
+		keep := batch[:0:0]
+		for i, w := range batch {
+			cur := int64(0)
+			if kvs := resp.Responses[i+1].GetResponseRange().Kvs; len(kvs) > 0 {
+				cur = kvs[0].ModRevision
+			}
+			if cur != w.PrevRev {
+				conflicts = append(conflicts, w.TopicPartition)
+			} else {
+				keep = append(keep, w)
+			}
+		}
+		if len(keep) == len(batch) {
+			// No compare explains the failure: leave the batch to the
+			// next round rather than loop.
+			return 0, nil, append(conflicts, tpsOf(batch)...), nil
+		}
+		batch = keep
+	}
+	return 0, nil, conflicts, nil
 }
 
 func tpsOf(ws []CommitWrite) []TopicPartition {
@@ -223,7 +248,8 @@ func newCommitter(l *Leader, cfg CommitConfig) *committer {
 // What does not finish is done again next round.
 func (c *committer) round(ctx context.Context) (CommitRound, error) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, max(c.cfg.Interval, MinRoundBudget))
+	budget := max(c.cfg.Interval, MinRoundBudget)
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	out := CommitRound{Partitions: make(map[TopicPartition]PartitionOffsets)}
 	snap, err := c.l.cache.snapshot(ctx)
@@ -286,7 +312,13 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 	var conflicts []TopicPartition
 	if len(writes) > 0 {
 		var revs map[TopicPartition]int64
-		revs, conflicts, err = c.l.RecordCommits(ctx, writes)
+		// Recording stops at three quarters of the budget, so that what
+		// it recorded reaches Kafka this round: at P = 4,096 during a
+		// handoff, recording 1,795 partitions once took the whole round
+		// and none was committed to Kafka until the next.
+		rctx, rcancel := context.WithDeadline(ctx, start.Add(budget*3/4))
+		revs, conflicts, err = c.l.RecordCommits(rctx, writes)
+		rcancel()
 		for _, w := range writes {
 			if rev, ok := revs[w.TopicPartition]; ok {
 				c.wrote[w.TopicPartition] = written{rev: rev, offset: w.Offset}
