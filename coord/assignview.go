@@ -53,6 +53,10 @@ type assignmentView struct {
 		members   map[string]Member // live registrations, by member id
 		// byOwner counts the range records (any state) of each owner.
 		byOwner map[string]int
+		// mineByTP counts the range records (any state) naming this
+		// member in each partition: a partition where none does (most of
+		// them, in a large group) is not looked at when it changes.
+		mineByTP map[TopicPartition]int
 		// released maps the ranges this member has released to the
 		// revision of the record it released them from, until the watch
 		// brings the release: an assignment published in between must
@@ -107,11 +111,15 @@ func (v *assignmentView) load(ctx context.Context) (int64, error) {
 	records := make(map[string]viewRecord)
 	byTP := make(map[TopicPartition]map[string]struct{})
 	byOwner := make(map[string]int)
+	mineByTP := make(map[TopicPartition]int)
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		if rec, err := decodeRange(s, string(kv.Key), kv.Value); err == nil {
 			records[string(kv.Key)] = viewRecord{rec, kv.ModRevision}
 			addKey(byTP, TopicPartition{rec.Topic, rec.Partition}, string(kv.Key))
 			byOwner[rec.Owner]++
+			if rec.Owner == v.id {
+				mineByTP[TopicPartition{rec.Topic, rec.Partition}]++
+			}
 		}
 	}
 	members := make(map[string]Member)
@@ -126,7 +134,7 @@ func (v *assignmentView) load(ctx context.Context) (int64, error) {
 	}
 	want := make(map[string]viewRecord)
 	v.mu.Lock()
-	for tp := range byTP {
+	for tp := range mineByTP {
 		for _, k := range v.ownedInLocked(records, byTP, tp) {
 			want[k] = records[k]
 		}
@@ -137,7 +145,7 @@ func (v *assignmentView) load(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	v.mu.Lock()
-	v.mu.records, v.mu.byTP, v.mu.members, v.mu.gen, v.mu.byOwner = records, byTP, members, gen, byOwner
+	v.mu.records, v.mu.byTP, v.mu.members, v.mu.gen, v.mu.byOwner, v.mu.mineByTP = records, byTP, members, gen, byOwner, mineByTP
 	v.mu.owned, v.mu.ownedByTP = make(map[string]RangeState), make(map[TopicPartition]map[string]struct{})
 	for _, rs := range owned {
 		if v.mu.released[rs.Key] != rs.Rev {
@@ -222,6 +230,9 @@ func (v *assignmentView) applyRanges(wr clientv3.WatchResponse, touched map[Topi
 			delete(v.mu.records, key)
 			delete(v.mu.byTP[tp], key)
 			v.mu.byOwner[old.rec.Owner]--
+			if old.rec.Owner == v.id {
+				v.mu.mineByTP[tp]--
+			}
 			touched[tp] = true
 		}
 		if ev.Type == clientv3.EventTypePut {
@@ -230,6 +241,9 @@ func (v *assignmentView) applyRanges(wr clientv3.WatchResponse, touched map[Topi
 				v.mu.records[key] = viewRecord{rec, ev.Kv.ModRevision}
 				addKey(v.mu.byTP, tp, key)
 				v.mu.byOwner[rec.Owner]++
+				if rec.Owner == v.id {
+					v.mu.mineByTP[tp]++
+				}
 				touched[tp] = true
 			} else {
 				// A damaged record is in no view (see Snapshot.BadRanges),
@@ -314,7 +328,10 @@ func (v *assignmentView) refresh(ctx context.Context, touched map[TopicPartition
 	want := make(map[string]viewRecord)
 	var gone []string
 	for tp := range touched {
-		mine := v.ownedInLocked(v.mu.records, v.mu.byTP, tp)
+		var mine []string
+		if v.mu.mineByTP[tp] > 0 {
+			mine = v.ownedInLocked(v.mu.records, v.mu.byTP, tp)
+		}
 		for _, k := range mine {
 			if r := v.mu.records[k]; v.mu.owned[k].Rev != r.rev {
 				want[k] = r
@@ -357,21 +374,28 @@ func (v *assignmentView) refresh(ctx context.Context, touched map[TopicPartition
 // Snapshot, a record that overlaps an earlier-starting record of its
 // partition is damaged and left out, so no hash has two owners.
 func (v *assignmentView) ownedInLocked(records map[string]viewRecord, byTP map[TopicPartition]map[string]struct{}, tp TopicPartition) []string {
-	list := make([]string, 0, len(byTP[tp]))
-	for k := range byTP[tp] {
-		list = append(list, k)
+	// Sorted by first hash, each record looked up once: with 200 members
+	// sharing 16 partitions a partition has hundreds of ranges, and every
+	// member sorts the partitions each leader round touches.
+	type entry struct {
+		key string
+		r   viewRecord
 	}
-	slices.SortFunc(list, func(a, b string) int { return cmp.Compare(records[a].rec.Lo, records[b].rec.Lo) })
+	list := make([]entry, 0, len(byTP[tp]))
+	for k := range byTP[tp] {
+		list = append(list, entry{k, records[k]})
+	}
+	slices.SortFunc(list, func(a, b entry) int { return cmp.Compare(a.r.rec.Lo, b.r.rec.Lo) })
 	var mine []string
 	var hi uint64
-	for i, k := range list {
-		rec := records[k].rec
+	for i, e := range list {
+		rec := e.r.rec
 		if i > 0 && hi > rec.Lo {
 			continue // overlaps the kept record before it
 		}
 		hi = rec.Hi
-		if rec.Owner == v.id && rec.State != StateReleased && v.mu.released[k] != records[k].rev {
-			mine = append(mine, k)
+		if rec.Owner == v.id && rec.State != StateReleased && v.mu.released[e.key] != e.r.rev {
+			mine = append(mine, e.key)
 		}
 	}
 	return mine

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -240,6 +241,11 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 		// The default TTL: 200 leases of 2 s on two loaded cores lose
 		// sessions to late keepalives.
 		cfg.SessionTTL, cfg.DrainTimeout, cfg.Debounce = 10*time.Second, 10*time.Second, 100*time.Millisecond
+		if lvl := os.Getenv("KEYSHARE_BENCH_COORD_LOG"); lvl != "" {
+			// The sessions' own log (on the bench's stderr), to see where
+			// a figure's time goes.
+			cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: cfg.MemberID, Level: hclog.LevelFromString(lvl), Output: os.Stderr})
+		}
 		s, err := coord.Join(ctx, k, cfg)
 		if err != nil {
 			return nil, err

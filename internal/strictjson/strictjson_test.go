@@ -1,6 +1,7 @@
 package strictjson
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -49,4 +50,52 @@ func TestDecode(t *testing.T) {
 	if err := Decode([]byte(`{"v":7,"segments":[{"lo":2,"pending":[3,4]}]}`), &o); err != nil || o.V != 7 || o.Segs[0].P[1] != 4 {
 		t.Fatalf("decoded %+v, %v", o, err)
 	}
+}
+
+// TestDecodeCanonical: a value as json.Marshal writes it takes the fast
+// path and decodes to what was written; the same value with a field given
+// twice or in another case, which is not canonical, is still refused.
+func TestDecodeCanonical(t *testing.T) {
+	want := outer{V: 3, Segs: []inner{{Lo: 1, P: []int{2}}}, At: time.Date(2026, 12, 1, 6, 0, 0, 5, time.UTC)}
+	data, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got outer
+	if err := Decode(data, &got); err != nil || got.V != want.V || !got.At.Equal(want.At) || got.Segs[0].P[0] != 2 {
+		t.Fatalf("Decode(%s) = %+v, %v", data, got, err)
+	}
+	for _, bad := range []string{
+		strings.Replace(string(data), `{"v":3,`, `{"v":3,"v":3,`, 1),
+		strings.Replace(string(data), `"lo":1`, `"lo":1,"lo":1`, 1),
+		strings.Replace(string(data), `"segments"`, `"Segments"`, 1),
+	} {
+		if bad == string(data) {
+			t.Fatalf("the test's edit did not apply to %s", data)
+		}
+		if err := Decode([]byte(bad), &outer{}); err == nil {
+			t.Errorf("Decode(%s) accepted a value that is not strict", bad)
+		}
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	data, _ := json.Marshal(outer{V: 3, Segs: []inner{{Lo: 1, P: []int{2}}}, At: time.Now().UTC()})
+	b.Run("canonical", func(b *testing.B) {
+		for b.Loop() {
+			var o outer
+			if err := Decode(data, &o); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	spaced := []byte(strings.ReplaceAll(string(data), ",", ", "))
+	b.Run("not canonical", func(b *testing.B) {
+		for b.Loop() {
+			var o outer
+			if err := Decode(spaced, &o); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
