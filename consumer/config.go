@@ -163,6 +163,11 @@ type Config struct {
 	// cool-down. Defaults 1.25 and 30 s (coord.Config, docs/load.md).
 	LoadMinGain  float64
 	LoadCooldown time.Duration
+	// LoadMinBusy: with Balance coord.BalanceLoad, the leader moves ranges
+	// by load only while the busiest member's load is at least this many
+	// busy worker-seconds per second (per mean member weight). Default
+	// 0.5; 0 moves on any imbalance.
+	LoadMinBusy float64
 	// RebalanceDebounce batches membership changes. Default 200 ms.
 	RebalanceDebounce time.Duration
 	// StartTimeout bounds the first contact with etcd and Kafka. Default 10 s.
@@ -209,6 +214,7 @@ func DefaultConfig() Config {
 		LoadReportInterval: cc.LoadReportInterval,
 		LoadMinGain:        cc.LoadMinGain,
 		LoadCooldown:       cc.LoadCooldown,
+		LoadMinBusy:        cc.LoadMinBusy,
 		StartTimeout:       cc.StartTimeout,
 		StuckTimeout:       30 * time.Second,
 	}
@@ -328,7 +334,7 @@ func (c Config) coordConfig(src coord.PartitionSource) coord.Config {
 	cc.SessionTTL, cc.DrainTimeout, cc.Debounce, cc.StartTimeout = c.SessionTTL, c.DrainTimeout, c.RebalanceDebounce, c.StartTimeout
 	cc.DeadlineMargin, cc.FailoverGrace = c.DeadlineMargin, c.FailoverGrace
 	cc.Balance, cc.LoadReportInterval = c.Balance, c.LoadReportInterval
-	cc.LoadMinGain, cc.LoadCooldown = c.LoadMinGain, c.LoadCooldown
+	cc.LoadMinGain, cc.LoadCooldown, cc.LoadMinBusy = c.LoadMinGain, c.LoadCooldown, c.LoadMinBusy
 	cc.Logger = c.Logger
 	return cc
 }

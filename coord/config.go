@@ -116,6 +116,13 @@ type Config struct {
 	// noise would move ranges back and forth. Default 1.25; from 1.05 to
 	// 100.
 	LoadMinGain float64
+	// LoadMinBusy is the least load of the busiest member (busy
+	// worker-seconds per second, per mean member weight) for which the
+	// leader moves ranges by load: below it every member is idle most of
+	// the time, nothing waits on the busiest, and a move would only pause
+	// the keys it hands over. Default 0.5 (half a worker busy all the
+	// time); 0 moves on any imbalance.
+	LoadMinBusy float64
 	// LoadCooldown is the least time between two load-driven moves, on the
 	// leader's clock. Default 30 s; at least LoadReportInterval.
 	LoadCooldown time.Duration
@@ -143,6 +150,7 @@ func DefaultConfig() Config {
 		Balance:            BalanceLoad,
 		LoadReportInterval: 5 * time.Second,
 		LoadMinGain:        1.25,
+		LoadMinBusy:        0.5,
 		LoadCooldown:       30 * time.Second,
 	}
 }
@@ -213,6 +221,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("coord: load report interval %s must be at least 100ms (Config.LoadReportInterval, default 5s)", c.LoadReportInterval)
 	case !(c.LoadMinGain >= 1.05 && c.LoadMinGain <= 100):
 		return fmt.Errorf("coord: load minimum gain %v must be from 1.05 to 100 (Config.LoadMinGain, default 1.25): below 1.05 measurement noise would move ranges back and forth", c.LoadMinGain)
+	case !(c.LoadMinBusy >= 0 && c.LoadMinBusy <= 1e6):
+		return fmt.Errorf("coord: load minimum busy %v must be from 0 to 1e6 busy worker-seconds per second (Config.LoadMinBusy, default 0.5)", c.LoadMinBusy)
 	case c.LoadCooldown < c.LoadReportInterval:
 		return fmt.Errorf("coord: load cooldown %s must be at least the load report interval %s (Config.LoadCooldown, default 30s): the leader needs a report of the new ranges before it judges them", c.LoadCooldown, c.LoadReportInterval)
 	}

@@ -282,6 +282,10 @@ func (b *loadBalancer) judge(snap *Snapshot, parts []PartitionWeight, eligible [
 	case !p.move:
 		b.log.Debug("load judged; no move", "busiest", p.before, "predicted", p.after, "why", p.why)
 		return nil
+	case p.before < b.cfg.LoadMinBusy:
+		// Moving an idle group's ranges would pause keys for nothing.
+		b.log.Debug("load judged; no move", "busiest", p.before, "predicted", p.after, "why", "the busiest member is below LoadMinBusy")
+		return nil
 	default:
 		b.log.Info("moving split points by load", "busiest_before", fmt.Sprintf("%.3f", p.before), "busiest_after", fmt.Sprintf("%.3f", p.after), "hash_space_moved", fmt.Sprintf("%.4f", p.moved))
 	}

@@ -222,6 +222,39 @@ func TestLoadBalancerJudges(t *testing.T) {
 	}
 }
 
+// TestLoadBalancerLeavesIdleGroup: the same skew as TestLoadBalancerJudges
+// at a twentieth of the load (the busiest member under half a busy worker)
+// moves nothing with the default LoadMinBusy, and moves with 0. A nearly
+// idle group of 4,096 partitions once moved half its hash space on the skew
+// of a light load, pausing 2,048 partitions for no gain anyone could see.
+func TestLoadBalancerLeavesIdleGroup(t *testing.T) {
+	t.Parallel()
+	tp := tpOf("t", 0)
+	parts := []PartitionWeight{{TopicPartition: tp}}
+	members := []MemberWeight{mw("a", 1), mw("b", 1)}
+	half := ledger.HashSpace / 2
+	layout := []Slice{sl("t", 0, 0, half, "a"), sl("t", 0, half, ledger.HashSpace, "b")}
+	reports := skew{parts: map[TopicPartition][64]float64{tp: front(8, 0.9, 0.5)}}.reportsOf(layout)
+	t0 := time.Now()
+	judged := func(minBusy float64) []Slice {
+		snap := groupOf(layout, 10, "a", "b")
+		snap.Loads = map[string]ReceivedLoad{}
+		for _, s := range layout {
+			snap.Loads[s.Owner] = ReceivedLoad{Rev: 20, Arrived: t0.Add(time.Second), Report: LoadReport{Member: s.Owner, Ranges: []RangeLoad{reports[rangeKey{tp, s.Range.Lo, s.Range.Hi}]}}}
+		}
+		b, _ := testBalancer(t)
+		b.cfg.LoadMinBusy = minBusy
+		b.rested(snap, 0, t0)
+		return b.judge(snap, parts, members, true, t0.Add(2*time.Second))
+	}
+	if w := judged(DefaultConfig().LoadMinBusy); w != nil {
+		t.Fatalf("moved a group whose busiest member is below LoadMinBusy: %v", w)
+	}
+	if judged(0) == nil {
+		t.Fatal("no move with LoadMinBusy 0: the test's skew does not call for one")
+	}
+}
+
 func slicesEqual(a, b []Slice) bool {
 	if len(a) != len(b) {
 		return false
@@ -285,6 +318,8 @@ func TestLoadConfigValidate(t *testing.T) {
 		{"Config.LoadMinGain", func(c *Config) { c.LoadMinGain = 1 }},
 		{"Config.LoadMinGain", func(c *Config) { c.LoadMinGain = math.NaN() }},
 		{"Config.LoadCooldown", func(c *Config) { c.LoadCooldown = time.Second }},
+		{"Config.LoadMinBusy", func(c *Config) { c.LoadMinBusy = -0.1 }},
+		{"Config.LoadMinBusy", func(c *Config) { c.LoadMinBusy = math.NaN() }},
 	} {
 		cfg := base
 		c.set(&cfg)

@@ -29,7 +29,7 @@ type memberCommand struct {
 	prefix, group, id, work, record, dlq, logLevel, metrics, stall, audit, retentionLoss, balance string
 	topics                                                                                        listFlag
 	concurrency, maxInFlight, batchSize                                                           int
-	failRate, loadMinGain                                                                         float64
+	failRate, loadMinGain, loadMinBusy                                                            float64
 	ttl, drain, stuck, batchWait, loadInterval, loadCooldown                                      time.Duration
 }
 
@@ -60,6 +60,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.balance, "balance", string(coord.BalanceLoad), `what the leader balances among members sharing partitions: "load" (the members' load reports) or "width" (hash space by weight); give every member the same`)
 	fs.DurationVar(&c.loadInterval, "load-report-interval", coord.DefaultConfig().LoadReportInterval, "how often the member writes its ranges' load to etcd (load/<member-id>); at least 100ms")
 	fs.Float64Var(&c.loadMinGain, "load-min-gain", coord.DefaultConfig().LoadMinGain, "as leader, move ranges by load only when the busiest member's load would drop by this factor (1.05 to 100)")
+	fs.Float64Var(&c.loadMinBusy, "load-min-busy", coord.DefaultConfig().LoadMinBusy, "as leader, move ranges by load only while the busiest member has at least this many busy worker-seconds per second (0 moves on any imbalance)")
 	fs.DurationVar(&c.loadCooldown, "load-cooldown", coord.DefaultConfig().LoadCooldown, "as leader, the least time between two load-driven moves; at least --load-report-interval")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -141,7 +142,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	cfg.MetricsAddr, cfg.StuckTimeout = c.metrics, c.stuck
 	cfg.RetentionLoss = c.retentionLoss
 	cfg.Balance, cfg.LoadReportInterval = coord.Balance(c.balance), c.loadInterval
-	cfg.LoadMinGain, cfg.LoadCooldown = c.loadMinGain, c.loadCooldown
+	cfg.LoadMinGain, cfg.LoadCooldown, cfg.LoadMinBusy = c.loadMinGain, c.loadCooldown, c.loadMinBusy
 	cfg.Logger = log
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
