@@ -122,6 +122,36 @@ func topicsFor(prefix string, p int) map[string]int32 {
 	return out
 }
 
+// rangesNow reads the group's registrations and range records only: what
+// settledFor needs. The bench polls it every 50-100 ms while it times a
+// leave, on the two cores the members and etcd use; a whole-group read
+// (ReadSnapshot: ledger entries, commits, lost/) at P = 4,096 costs tens of
+// milliseconds of CPU each time and slowed what it measured.
+func rangesNow(ctx context.Context, cli *clientv3.Client, s keys.Schema) *coord.Snapshot {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := cli.Txn(rctx).Then(
+		clientv3.OpGet(s.Members(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Ranges(), clientv3.WithPrefix()),
+	).Commit()
+	snap := &coord.Snapshot{Members: make(map[string]coord.Member)}
+	if err != nil {
+		return snap
+	}
+	g := groupOf(s)
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		if m, err := coord.DecodeMember(g, string(kv.Key), kv.Value); err == nil && kv.Lease != 0 {
+			snap.Members[m.ID] = coord.Member{MemberInfo: m, CreateRev: kv.CreateRevision}
+		}
+	}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		if rec, err := coord.DecodeRange(g, string(kv.Key), kv.Value); err == nil {
+			snap.Ranges = append(snap.Ranges, coord.RangeState{Key: string(kv.Key), Record: rec, Rev: kv.ModRevision})
+		}
+	}
+	return snap
+}
+
 // settledFor reports whether every partition of topics is covered by active
 // ranges of live, non-leaving members (not in gone).
 func settledFor(snap *coord.Snapshot, topics map[string]int32, gone string) bool {
@@ -277,15 +307,6 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 		}()
 		return ss, nil
 	}
-	snapNow := func() *coord.Snapshot {
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		snap, err := coord.ReadSnapshot(rctx, cli, groupOf(schema))
-		if err != nil {
-			return &coord.Snapshot{}
-		}
-		return snap
-	}
 	start := time.Now()
 	for i := range m {
 		k := shared[i%len(shared)]
@@ -306,7 +327,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 	if m > 64 {
 		settleLimit = 2 * time.Minute
 	}
-	if _, err := waitUntil(ctx, settleLimit, 100*time.Millisecond, func() bool { return settledFor(snapNow(), topics, "") }); err != nil {
+	if _, err := waitUntil(ctx, settleLimit, 100*time.Millisecond, func() bool { return settledFor(rangesNow(ctx, cli, schema), topics, "") }); err != nil {
 		return res, fmt.Errorf("P=%d M=%d: settle: %w (%s)", p, m, err, lostSessions())
 	}
 	res.settle = time.Since(start)
@@ -326,7 +347,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 	if err := leaver.s.Leave(ctx); err != nil {
 		return res, fmt.Errorf("P=%d M=%d: leave: %w (%s)", p, m, err, lostSessions())
 	}
-	if _, err := waitUntil(ctx, 5*time.Minute, 100*time.Millisecond, func() bool { return settledFor(snapNow(), topics, leaver.s.ID()) }); err != nil {
+	if _, err := waitUntil(ctx, 5*time.Minute, 100*time.Millisecond, func() bool { return settledFor(rangesNow(ctx, cli, schema), topics, leaver.s.ID()) }); err != nil {
 		return res, fmt.Errorf("P=%d M=%d: leave: %w", p, m, err)
 	}
 	res.leave = time.Since(start)
@@ -342,7 +363,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 	}
 	start = time.Now()
 	clients[len(clients)-1].Close()
-	if _, err := waitUntil(ctx, 5*time.Minute, 100*time.Millisecond, func() bool { return settledFor(snapNow(), topics, victim.s.ID()) }); err != nil {
+	if _, err := waitUntil(ctx, 5*time.Minute, 100*time.Millisecond, func() bool { return settledFor(rangesNow(ctx, cli, schema), topics, victim.s.ID()) }); err != nil {
 		return res, fmt.Errorf("P=%d M=%d: crash: %w", p, m, err)
 	}
 	res.crash = time.Since(start)
@@ -553,7 +574,7 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 		ms[i] = nil
 		moved := make(chan error, 1)
 		go func() {
-			_, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, func() bool { return settledFor(snapNow(), topics, id) })
+			_, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, func() bool { return settledFor(rangesNow(ctx, cli, schema), topics, id) })
 			moved <- err
 		}()
 		produceEach(1)
