@@ -342,6 +342,18 @@ func (o *owner) run(t *testing.T, all *[]event, allMu *sync.Mutex) {
 	}
 }
 
+// startOwner joins member id as an owner (owner.run) that releases what is
+// revoked from it after delay, recording its gains and releases in all.
+func startOwner(t *testing.T, endpoints []string, id string, counts map[string]int32, delay time.Duration, all *[]event, allMu *sync.Mutex) *coord.Session {
+	t.Helper()
+	s, _ := join(t, endpoints, testConfig(t, id, counts))
+	o := &owner{s: s, delay: delay}
+	done := make(chan struct{})
+	go func() { defer close(done); o.run(t, all, allMu) }()
+	t.Cleanup(func() { _ = s.Close(); <-done })
+	return s
+}
+
 // TestTwoPhaseHandoff checks that a hash is never gained by a new owner
 // before its old owner released it, and that ranges that do not move are
 // never revoked.
@@ -353,12 +365,7 @@ func TestTwoPhaseHandoff(t *testing.T) {
 		all   []event
 	)
 	start := func(id string) *coord.Session {
-		s, _ := join(t, e.Endpoints, testConfig(t, id, counts))
-		o := &owner{s: s, delay: 300 * time.Millisecond}
-		done := make(chan struct{})
-		go func() { defer close(done); o.run(t, &all, &allMu) }()
-		t.Cleanup(func() { _ = s.Close(); <-done })
-		return s
+		return startOwner(t, e.Endpoints, id, counts, 300*time.Millisecond, &all, &allMu)
 	}
 	start("a")
 	waitFor(t, "a owns", 30*time.Second, func() bool { return settled(snapshot(t, cli)) })

@@ -24,17 +24,9 @@ func TestLeaveReleasesUnasked(t *testing.T) {
 		allMu sync.Mutex
 		all   []event
 	)
-	start := func(id string) *coord.Session {
-		s, _ := join(t, e.Endpoints, testConfig(t, id, counts))
-		o := &owner{s: s}
-		done := make(chan struct{})
-		go func() { defer close(done); o.run(t, &all, &allMu) }()
-		t.Cleanup(func() { _ = s.Close(); <-done })
-		return s
-	}
-	a := start("a")
+	a := startOwner(t, e.Endpoints, "a", counts, 0, &all, &allMu)
 	waitFor(t, "a leads and owns", 30*time.Second, func() bool { return a.IsLeader() && settled(snapshot(t, cli)) })
-	b := start("b")
+	b := startOwner(t, e.Endpoints, "b", counts, 0, &all, &allMu)
 	waitFor(t, "a and b settle", 30*time.Second, func() bool {
 		snap := snapshot(t, cli)
 		return settled(snap) && len(snap.Owned("b")) > 0

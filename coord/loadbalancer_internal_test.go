@@ -134,16 +134,20 @@ func TestLoadBalancerWarnsOnce(t *testing.T) {
 	}
 }
 
+// halvesOfOne is one partition t/0 split in halves between members a and b.
+func halvesOfOne() (TopicPartition, []PartitionWeight, []MemberWeight, []Slice) {
+	tp := tpOf("t", 0)
+	half := ledger.HashSpace / 2
+	return tp, []PartitionWeight{{TopicPartition: tp}}, []MemberWeight{mw("a", 1), mw("b", 1)},
+		[]Slice{sl("t", 0, 0, half, "a"), sl("t", 0, half, ledger.HashSpace, "b")}
+}
+
 // TestLoadBalancerJudges: the leader moves by load only when the group is
 // still and at rest, every owner reported since, and the cooldown passed;
 // the layout it moves to is held while the group's shape stays.
 func TestLoadBalancerJudges(t *testing.T) {
 	t.Parallel()
-	tp := tpOf("t", 0)
-	parts := []PartitionWeight{{TopicPartition: tp}}
-	members := []MemberWeight{mw("a", 1), mw("b", 1)}
-	half := ledger.HashSpace / 2
-	layout := []Slice{sl("t", 0, 0, half, "a"), sl("t", 0, half, ledger.HashSpace, "b")}
+	tp, parts, members, layout := halvesOfOne()
 	truth := skew{parts: map[TopicPartition][64]float64{tp: front(8, 0.9, 10)}}
 	reports := truth.reportsOf(layout)
 	snap := groupOf(layout, 10, "a", "b")
@@ -229,11 +233,7 @@ func TestLoadBalancerJudges(t *testing.T) {
 // of a light load, pausing 2,048 partitions for no gain anyone could see.
 func TestLoadBalancerLeavesIdleGroup(t *testing.T) {
 	t.Parallel()
-	tp := tpOf("t", 0)
-	parts := []PartitionWeight{{TopicPartition: tp}}
-	members := []MemberWeight{mw("a", 1), mw("b", 1)}
-	half := ledger.HashSpace / 2
-	layout := []Slice{sl("t", 0, 0, half, "a"), sl("t", 0, half, ledger.HashSpace, "b")}
+	tp, parts, members, layout := halvesOfOne()
 	reports := skew{parts: map[TopicPartition][64]float64{tp: front(8, 0.9, 0.5)}}.reportsOf(layout)
 	t0 := time.Now()
 	judged := func(minBusy float64) []Slice {
