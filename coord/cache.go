@@ -60,6 +60,8 @@ type groupCache struct {
 		wake chan struct{}
 		// loads are the load/ keys, with when each version arrived.
 		loads map[string]arrivedKV
+		// leaves are the leaving/ keys (LeaveRecord), by key.
+		leaves map[string]*mvccpb.KeyValue
 		// loadMemo holds the load reports decoded for the last snapshot.
 		loadMemo map[string]decodedLoad
 	}
@@ -80,6 +82,7 @@ func newGroupCache(cli *clientv3.Client, s keys.Schema, log hclog.Logger) *group
 	c.mu.wake = make(chan struct{})
 	c.mu.memo = newDecodeMemo()
 	c.mu.loads = make(map[string]arrivedKV)
+	c.mu.leaves = make(map[string]*mvccpb.KeyValue)
 	return c
 }
 
@@ -143,6 +146,7 @@ func (c *groupCache) load(ctx context.Context) (int64, error) {
 		clientv3.OpGet(s.Generation()),
 		clientv3.OpGet(s.Stuck(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.Loads(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Leavings(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return 0, err
@@ -167,6 +171,10 @@ func (c *groupCache) load(ctx context.Context) (int64, error) {
 		loads[string(kv.Key)] = a
 	}
 	c.mu.loads = loads
+	c.mu.leaves = make(map[string]*mvccpb.KeyValue)
+	for _, kv := range resp.Responses[len(c.mu.kvs)+1].GetResponseRange().Kvs {
+		c.mu.leaves[string(kv.Key)] = kv
+	}
 	c.mu.rev = resp.Header.Revision
 	c.mu.assignRev = resp.Header.Revision
 	c.mu.memberRev = resp.Header.Revision
@@ -195,7 +203,13 @@ func (c *groupCache) follow(ctx context.Context, rev int64) error {
 		now := time.Now()
 		c.mu.Lock()
 		for _, ev := range wr.Events {
-			if key := string(ev.Kv.Key); strings.HasPrefix(key, c.schema.Loads()) {
+			if key := string(ev.Kv.Key); strings.HasPrefix(key, c.schema.Leavings()) {
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(c.mu.leaves, key)
+				} else {
+					c.mu.leaves[key] = ev.Kv
+				}
+			} else if strings.HasPrefix(key, c.schema.Loads()) {
 				if ev.Type == clientv3.EventTypeDelete {
 					delete(c.mu.loads, key)
 				} else {
@@ -263,6 +277,7 @@ func (c *groupCache) snapshot(ctx context.Context) (*Snapshot, error) {
 				}
 				snap := buildSnapshotMemo(c.schema, c.mu.rev, kvs, c.mu.memo)
 				snap.Loads, snap.BadLoads, c.mu.loadMemo = decodeLoads(c.schema, c.mu.loads, snap.Members, c.mu.loadMemo)
+				c.addLeavesLocked(snap)
 				c.mu.snap, c.mu.snapRev = snap, c.mu.rev
 			}
 			snap := c.mu.snap
@@ -311,5 +326,25 @@ func (c *groupCache) waitRev(ctx context.Context, rev int64) bool {
 			return false
 		case <-wake:
 		}
+	}
+}
+
+// addLeavesLocked gives each leaving member of snap, a snapshot being built,
+// its drain budget from leaving/<id>. A damaged record counts as none: the
+// leader then revokes the member's ranges, as for a member that wrote none.
+func (c *groupCache) addLeavesLocked(snap *Snapshot) {
+	for key, kv := range c.mu.leaves {
+		id := strings.TrimPrefix(key, c.schema.Leavings())
+		m, ok := snap.Members[id]
+		if !ok || !m.Leaving {
+			continue
+		}
+		l, err := decodeLeave(key, kv.Value)
+		if err != nil {
+			snap.Problems = append(snap.Problems, err)
+			continue
+		}
+		m.DrainMs = l.DrainMs
+		snap.Members[id] = m
 	}
 }

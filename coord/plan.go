@@ -80,7 +80,7 @@ func (in planInput) drainOver(r RangeState) bool {
 	if r.Record.DrainMs > 0 {
 		budget = time.Duration(r.Record.DrainMs) * time.Millisecond
 	}
-	if m := in.snap.Members[r.Record.Owner]; r.Record.State == StateActive && m.DrainMs > 0 {
+	if m := in.snap.Members[r.Record.Owner]; r.Record.State == StateActive && m.releasesUnasked() {
 		budget = time.Duration(m.DrainMs) * time.Millisecond
 	}
 	at, ok := in.seen[rangeObs{r.Key, r.Rev}]
@@ -336,6 +336,11 @@ func (in planInput) record(tp TopicPartition, p piece, state, target string) Ran
 	return rec
 }
 
+// releasesUnasked reports whether m is leaving and drains and releases its
+// ranges itself: it wrote its drain budget (LeaveRecord). A leaving member
+// that wrote none waits to be revoked.
+func (m Member) releasesUnasked() bool { return m.Leaving && m.DrainMs > 0 }
+
 // rangeChange decides what happens to one existing range.
 func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 	rec := r.Record
@@ -354,11 +359,11 @@ func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 		return in.replace(r, []next{{piece{rec.Range(), rec.Owner}, StateActive, ""}}, true, "reset damaged ledger entry of"), true
 	case rec.State == StateActive && stays:
 		return change{}, false
-	case rec.State == StateActive && alive && owner.Leaving && !in.drainOver(r):
+	case rec.State == StateActive && alive && owner.releasesUnasked() && !in.drainOver(r):
 		// A leaving owner drains and releases the range unasked
 		// (Session.Leave): no revoke to write, one round saved.
 		return change{}, false
-	case rec.State == StateActive && alive && !owner.Leaving:
+	case rec.State == StateActive && alive && !owner.releasesUnasked():
 		// Phase one: the parts that move are revoked from the owner.
 		for _, p := range pieces {
 			if p.owner == rec.Owner {

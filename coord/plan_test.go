@@ -253,21 +253,23 @@ func TestPlanRevokeIgnoresOwnerFlush(t *testing.T) {
 // TestPlanLeavingOwner: the leader writes no revoke for the active ranges
 // of a leaving member, which drains and releases them unasked
 // (Session.Leave); it hands each on once released, or once the member's own
-// drain budget (from its registration, not the leader's DrainTimeout) plus
+// drain budget (from leaving/<id>, not the leader's DrainTimeout) plus
 // the grace has passed on the leader's clock since it first saw the member
 // leaving. A released range of an owner already gone is handed on without
-// waiting for FailoverGrace: its owner said it was done.
+// waiting for FailoverGrace: its owner said it was done. A leaving member
+// that wrote no budget (one from before leaving/<id>) is revoked.
 func TestPlanLeavingOwner(t *testing.T) {
 	t.Parallel()
 	parts := []PartitionWeight{{TopicPartition: TopicPartition{Topic: "t"}}}
 	const grace = 2 * time.Second
 	seenAt := time.Now()
-	snapWith := func(state string, aAlive bool) *Snapshot {
+	// a leaves; drainMs 0 is a member from before LeaveRecord.
+	snapWith := func(state string, aAlive bool, drainMs int64) *Snapshot {
 		snap := &Snapshot{Members: map[string]Member{
 			"b": {MemberInfo: MemberInfo{V: 1, ID: "b", Weight: 1}, CreateRev: 2},
 		}, BadRanges: map[string]int64{}}
 		if aAlive {
-			snap.Members["a"] = Member{MemberInfo: MemberInfo{V: 1, ID: "a", Weight: 1, Leaving: true, DrainMs: 1000}, CreateRev: 1}
+			snap.Members["a"] = Member{MemberInfo: MemberInfo{V: 1, ID: "a", Weight: 1, Leaving: true}, CreateRev: 1, DrainMs: drainMs}
 		}
 		r := RangeRecord{V: 1, Topic: "t", Hi: ledger.HashSpace, Owner: "a", State: state, Gen: 1}
 		snap.Ranges = []RangeState{{
@@ -291,24 +293,26 @@ func TestPlanLeavingOwner(t *testing.T) {
 		return strings.Join(whats, "; ")
 	}
 	tests := []struct {
-		name   string
-		state  string
-		aAlive bool
-		after  time.Duration
-		held   bool
-		want   string // prefix of the one change, "" for none
+		name    string
+		state   string
+		aAlive  bool
+		drainMs int64
+		after   time.Duration
+		held    bool
+		want    string // prefix of the one change, "" for none
 	}{
-		{"active, just seen leaving", StateActive, true, 0, false, ""},
-		{"active, grace not over", StateActive, true, time.Second + grace - time.Millisecond, false, ""},
-		{"active, the member's budget and grace over", StateActive, true, time.Second + grace, false, "hand off after the leaving owner's drain timeout"},
-		{"released", StateReleased, true, 0, false, "hand off"},
-		{"released, owner gone within FailoverGrace", StateReleased, false, 0, true, "hand off"},
-		{"active, owner gone within FailoverGrace", StateActive, false, 0, true, ""},
+		{"active, just seen leaving", StateActive, true, 1000, 0, false, ""},
+		{"active, grace not over", StateActive, true, 1000, time.Second + grace - time.Millisecond, false, ""},
+		{"active, the member's budget and grace over", StateActive, true, 1000, time.Second + grace, false, "hand off after the leaving owner's drain timeout"},
+		{"released", StateReleased, true, 1000, 0, false, "hand off"},
+		{"released, owner gone within FailoverGrace", StateReleased, false, 0, 0, true, "hand off"},
+		{"active, owner gone within FailoverGrace", StateActive, false, 0, 0, true, ""},
+		{"active, a leaver that wrote no budget (an older member) is revoked", StateActive, true, 0, 0, false, "revoke"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := planned(snapWith(tt.state, tt.aAlive), tt.after, map[string]bool{"a": tt.held})
-			if tt.want == "" && got != "" || !strings.HasPrefix(got, tt.want) || strings.Contains(got, "revoke") {
+			got := planned(snapWith(tt.state, tt.aAlive, tt.drainMs), tt.after, map[string]bool{"a": tt.held})
+			if tt.want == "" && got != "" || !strings.HasPrefix(got, tt.want) || tt.want != "revoke" && strings.Contains(got, "revoke") {
 				t.Fatalf("planned %q, want %q", got, tt.want)
 			}
 			if tt.want != "" && !strings.Contains(got, "owner a") {

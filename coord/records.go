@@ -64,10 +64,30 @@ type MemberInfo struct {
 	Started time.Time `json:"started"`
 	Weight  int       `json:"weight"`
 	Leaving bool      `json:"leaving,omitempty"`
-	// DrainMs is the drain budget of a leaving member: it drains and
-	// releases its ranges itself (Session.Leave), and the leader hands a
-	// range it has not released on after this budget plus a grace.
-	DrainMs int64 `json:"drain_ms,omitempty"`
+}
+
+// LeaveRecord is the value of leaving/<id>, written under the member's
+// lease with its leaving registration: the member drains and releases its
+// ranges itself (Session.Leave), and the leader hands a range it has not
+// released on after DrainMs plus a grace. It is a key of its own, not a
+// field of MemberInfo, so that a member from before it (whose strict
+// decoder would call the registration damaged, and the member gone) still
+// reads the registration; a leader from before it revokes the ranges as it
+// always did, and the leaver's releases and those revokes fence each other.
+type LeaveRecord struct {
+	V       int   `json:"v"`
+	DrainMs int64 `json:"drain_ms"`
+}
+
+func decodeLeave(key string, data []byte) (LeaveRecord, error) {
+	var l LeaveRecord
+	if err := decodeStrict(key, data, &l, func() int { return l.V }); err != nil {
+		return LeaveRecord{}, err
+	}
+	if l.DrainMs <= 0 {
+		return LeaveRecord{}, &BadValueError{Key: key, Problem: fmt.Sprintf("drain budget %dms must be positive", l.DrainMs)}
+	}
+	return l, nil
 }
 
 // GenerationRecord is the value of the generation key.

@@ -271,10 +271,10 @@ func (s *Session) publish(a Assignment) {
 	s.updates <- a
 }
 
-// Leave starts a graceful exit: the member is marked leaving and stops
-// campaigning (a leader resigns). From then on Updates shows every range
-// the member owns as revoking, with the member's DrainTimeout as its
-// budget: the member drains and releases its ranges without waiting for
+// Leave starts a graceful exit: the member is marked leaving, with its
+// DrainTimeout in leaving/<id> (LeaveRecord), and stops campaigning (a
+// leader resigns). From then on Updates shows every range the member owns
+// as revoking, with that budget: the member drains and releases its ranges without waiting for
 // the leader to revoke them, and the leader hands each one on as it is
 // released (one write round per range, not two). The caller keeps serving
 // Updates — draining and releasing revoked ranges — until WaitReleased
@@ -289,8 +289,12 @@ func (s *Session) Leave(ctx context.Context) error {
 	s.mu.Unlock()
 	close(s.leaving)
 	info := s.info
-	info.Leaving, info.DrainMs = true, s.cfg.DrainTimeout.Milliseconds()
-	resp, err := s.cli.Txn(ctx).If(s.common()...).Then(clientv3.OpPut(s.memberKey, mustJSON(info), clientv3.WithLease(s.es.Lease()))).Commit()
+	info.Leaving = true
+	leave := LeaveRecord{V: recordVersion, DrainMs: s.cfg.DrainTimeout.Milliseconds()}
+	resp, err := s.cli.Txn(ctx).If(s.common()...).Then(
+		clientv3.OpPut(s.memberKey, mustJSON(info), clientv3.WithLease(s.es.Lease())),
+		clientv3.OpPut(s.schema.Leaving(s.ID()), mustJSON(leave), clientv3.WithLease(s.es.Lease())),
+	).Commit()
 	if err != nil {
 		return fmt.Errorf("coord: mark member leaving: %w", err)
 	}

@@ -58,6 +58,10 @@ type Snapshot struct {
 type Member struct {
 	MemberInfo
 	CreateRev int64 // revision that created the registration: its session
+	// DrainMs is a leaving member's drain budget from leaving/<id>, in
+	// the leader's snapshot only; 0 when it wrote none (it waits to be
+	// revoked, as members did before LeaveRecord).
+	DrainMs int64
 }
 
 // RangeState is a range record and its ledger entry.

@@ -124,6 +124,12 @@ func (s Schema) Loads() string { return s.root + "load/" }
 // Load is the load report key of member id.
 func (s Schema) Load(id string) string { return s.Loads() + id }
 
+// Leavings is the prefix of the leaving members' drain budgets.
+func (s Schema) Leavings() string { return s.root + "leaving/" }
+
+// Leaving is the drain budget key of leaving member id.
+func (s Schema) Leaving(id string) string { return s.Leavings() + id }
+
 // Topics is the prefix of the topic records.
 func (s Schema) Topics() string { return s.root + "topics/" }
 
