@@ -72,9 +72,11 @@ type rangeObs struct {
 // wall-clock instant of another machine (the record's Since) is used, so
 // clock skew cannot cut a drain short; a new leader starts counting again.
 //
-// A leaving member drains its active ranges unasked, from before it wrote
-// that it leaves, with the budget it wrote in its registration: the same
-// count applies, from when this leader first saw the range's owner leaving.
+// A leaving member drains its active ranges unasked, with the budget it
+// wrote to leaving/<id>, from as soon as its leaving write succeeds: the
+// same count applies, from when this leader first saw the owner leaving
+// (after that write), with the grace covering the member's delay in
+// starting, as it covers a revoke's delivery.
 func (in planInput) drainOver(r RangeState) bool {
 	budget := in.drainTimeout
 	if r.Record.DrainMs > 0 {
