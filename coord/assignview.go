@@ -411,48 +411,43 @@ func (v *assignmentView) readEntries(ctx context.Context, want map[string]viewRe
 	for k, r := range want {
 		pending = append(pending, RangeState{Key: k, Record: r.rec, Rev: r.rev, LedgerKey: v.schema.LedgerEntry(r.rec.Topic, r.rec.Partition, r.rec.Lo)})
 	}
-	var (
-		mu    sync.Mutex
-		first error
-		wg    sync.WaitGroup
-	)
-	slots := make(chan struct{}, recordInFlight)
+	var batches [][]RangeState
 	for len(pending) > 0 {
 		batch := pending[:min(v.maxOps, len(pending))]
 		pending = pending[len(batch):]
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			ops := make([]clientv3.Op, len(batch))
-			for i, rs := range batch {
-				ops[i] = clientv3.OpGet(rs.LedgerKey, clientv3.WithRev(rev))
-			}
-			resp, err := v.cli.Txn(ctx).Then(ops...).Commit()
-			if err == nil {
-				for i := range batch {
-					if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) == 1 {
-						rs := &batch[i]
-						rs.EntryRev = kvs[0].ModRevision
-						rs.Entry, rs.EntryErr = ledger.Decode(rs.LedgerKey, kvs[0].Value, rs.Record.Range())
-					}
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if first == nil {
-					first = fmt.Errorf("coord: read %d ledger entries at revision %d: %w", len(batch), rev, err)
-				}
-				return
-			}
-			for _, rs := range batch {
-				out[rs.Key] = rs
-			}
-		}()
+		batches = append(batches, batch)
 	}
-	wg.Wait()
+	var (
+		mu    sync.Mutex
+		first error
+	)
+	eachInFlight(batches, nil, func(_ int, batch []RangeState) {
+		ops := make([]clientv3.Op, len(batch))
+		for i, rs := range batch {
+			ops[i] = clientv3.OpGet(rs.LedgerKey, clientv3.WithRev(rev))
+		}
+		resp, err := v.cli.Txn(ctx).Then(ops...).Commit()
+		if err == nil {
+			for i := range batch {
+				if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) == 1 {
+					rs := &batch[i]
+					rs.EntryRev = kvs[0].ModRevision
+					rs.Entry, rs.EntryErr = ledger.Decode(rs.LedgerKey, kvs[0].Value, rs.Record.Range())
+				}
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			if first == nil {
+				first = fmt.Errorf("coord: read %d ledger entries at revision %d: %w", len(batch), rev, err)
+			}
+			return
+		}
+		for _, rs := range batch {
+			out[rs.Key] = rs
+		}
+	})
 	if first != nil {
 		return nil, first
 	}

@@ -86,32 +86,25 @@ type CommitWrite struct {
 func (l *Leader) RecordCommits(ctx context.Context, writes []CommitWrite) (written map[TopicPartition]int64, conflicts []TopicPartition, err error) {
 	per := max(1, l.s.cfg.MaxTxnOps-1)
 	written = make(map[TopicPartition]int64, len(writes))
-	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
-		slots = make(chan struct{}, recordInFlight)
-	)
+	var batches [][]CommitWrite
 	for len(writes) > 0 {
 		batch := writes[:min(per, len(writes))]
 		writes = writes[len(batch):]
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			rev, wrote, lost, berr := l.recordCommitBatch(ctx, batch)
-			mu.Lock()
-			defer mu.Unlock()
-			for _, w := range wrote {
-				written[w.TopicPartition] = rev
-			}
-			conflicts = append(conflicts, lost...)
-			if berr != nil && (err == nil || IsNotLeader(berr)) {
-				err = berr
-			}
-		}()
+		batches = append(batches, batch)
 	}
-	wg.Wait()
+	var mu sync.Mutex
+	eachInFlight(batches, nil, func(_ int, batch []CommitWrite) {
+		rev, wrote, lost, berr := l.recordCommitBatch(ctx, batch)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, w := range wrote {
+			written[w.TopicPartition] = rev
+		}
+		conflicts = append(conflicts, lost...)
+		if berr != nil && (err == nil || IsNotLeader(berr)) {
+			err = berr
+		}
+	})
 	return written, conflicts, err
 }
 

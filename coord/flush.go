@@ -144,13 +144,6 @@ func newRecorder(cli *clientv3.Client, maxTxnOps int) *recorder {
 	return &recorder{cli: cli, maxTxnOps: maxTxnOps, maxBytes: maxTxnBytes}
 }
 
-// recordInFlight is how many transactions of one record call are in
-// flight at once. A member's flush or release of thousands of ranges is
-// tens of transactions (2,048 releases: 33); written one after the other
-// on a loaded etcd they took about 30 ms each, while etcd commits
-// concurrent transactions in the same raft round.
-const recordInFlight = 4
-
 // record writes all entries in as few transactions as etcd's limits allow
 // (one, for a member with few ranges): at most maxTxnOps compares and
 // operations and about maxBytes of keys and values each; the first alone,
@@ -185,49 +178,42 @@ func (r *recorder) record(ctx context.Context, common []clientv3.Cmp, writes []w
 		session bool  // a chunk found the common guard failed
 		failed  error // a chunk failed otherwise
 	)
-	slots := make(chan struct{}, recordInFlight)
-	var wg sync.WaitGroup
-	for i, c := range chunks {
-		slots <- struct{}{}
+	send := func(i int, c []write) {
+		o := &out[i]
 		mu.Lock()
-		stop, fencedAll := failed != nil, session
+		fencedAll := session
 		mu.Unlock()
-		if stop || fencedAll {
-			<-slots
-			if fencedAll {
-				// Every later write carries the same failed guard.
-				for _, w := range c {
-					out[i].fenced.Keys = append(out[i].fenced.Keys, w.name())
-				}
+		if fencedAll {
+			// Every later write carries the same failed guard.
+			for _, w := range c {
+				o.fenced.Keys = append(o.fenced.Keys, w.name())
 			}
-			continue
+			return
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			o := &out[i]
-			err := r.batch(ctx, common, c, &o.fenced)
-			if err != nil && len(c) == 1 && requestTooLarge(err) {
-				// One entry larger than etcd takes: the others must not
-				// wait behind it forever.
-				o.tooLarge, err = true, nil
-			}
-			o.err = err
+		err := r.batch(ctx, common, c, &o.fenced)
+		if err != nil && len(c) == 1 && requestTooLarge(err) {
+			// One entry larger than etcd takes: the others must not
+			// wait behind it forever.
+			o.tooLarge, err = true, nil
+		}
+		o.err = err
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && failed == nil {
+			failed = err
+		}
+		session = session || o.fenced.Session
+	}
+	if len(chunks) > 0 {
+		// The first alone: if it finds the session gone, no other
+		// transaction is tried.
+		send(0, chunks[0])
+		eachInFlight(chunks[1:], func() bool {
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil && failed == nil {
-				failed = err
-			}
-			session = session || o.fenced.Session
-		}()
-		if i == 0 {
-			// The first alone: if it finds the session gone, no other
-			// transaction is tried.
-			wg.Wait()
-		}
+			return failed != nil
+		}, func(i int, c []write) { send(i+1, c) })
 	}
-	wg.Wait()
 	var fenced FencedError
 	var tooLarge TooLargeError
 	for i, o := range out {

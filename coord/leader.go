@@ -441,34 +441,20 @@ func (c change) bytes() int {
 // revision of the last write.
 func (s *Session) apply(ctx context.Context, l *Leader, gen int64, changes []change) (retry bool, rev int64, err error) {
 	genOp := clientv3.OpPut(s.schema.Generation(), mustJSON(GenerationRecord{V: recordVersion, Generation: gen, Leader: s.ID(), At: time.Now().UTC()}))
-	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
-		slots = make(chan struct{}, recordInFlight)
-	)
-	for _, batch := range s.txnBatches(genOp, changes) {
-		slots <- struct{}{}
+	var mu sync.Mutex
+	eachInFlight(s.txnBatches(genOp, changes), func() bool {
 		mu.Lock()
-		failed := err != nil
-		mu.Unlock()
-		if failed {
-			<-slots
-			break
+		defer mu.Unlock()
+		return err != nil
+	}, func(_ int, batch []change) {
+		again, wrote, berr := s.applyOne(ctx, l, genOp, gen, batch)
+		mu.Lock()
+		defer mu.Unlock()
+		retry, rev = retry || again, max(rev, wrote)
+		if berr != nil && err == nil {
+			err = berr
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			again, wrote, berr := s.applyOne(ctx, l, genOp, gen, batch)
-			mu.Lock()
-			defer mu.Unlock()
-			retry, rev = retry || again, max(rev, wrote)
-			if berr != nil && err == nil {
-				err = berr
-			}
-		}()
-	}
-	wg.Wait()
+	})
 	return retry, rev, err
 }
 
