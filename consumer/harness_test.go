@@ -186,8 +186,13 @@ var waitFor = testutil.WaitFor
 type commitWatcher struct {
 	mu   sync.Mutex
 	seen map[int32][]int64
-	stop chan struct{}
-	done chan struct{}
+	// polls and failed count the reads; a failed read is a sample missed
+	// (the broker busy electing leaders), not a failure, unless none
+	// succeeded
+	polls, failed int
+	lastErr       error
+	stop          chan struct{}
+	done          chan struct{}
 }
 
 func watchCommits(t *testing.T, brokers, group, topic string, parts int32) *commitWatcher {
@@ -200,8 +205,15 @@ func watchCommits(t *testing.T, brokers, group, topic string, parts int32) *comm
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			got := testutil.Committed(t, brokers, group, topic, parts)
+			got, err := testutil.ReadCommitted(brokers, group, topic, parts)
 			w.mu.Lock()
+			w.polls++
+			if err != nil {
+				w.failed++
+				w.lastErr = err
+				w.mu.Unlock()
+				continue
+			}
 			for p, o := range got {
 				s := w.seen[p]
 				if len(s) == 0 || s[len(s)-1] != o {
@@ -228,6 +240,9 @@ func (w *commitWatcher) checkMonotonic(t *testing.T) {
 	t.Helper()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.polls > 0 && w.failed == w.polls {
+		t.Errorf("every one of %d reads of the committed offsets failed; the last: %v", w.polls, w.lastErr)
+	}
 	for p, s := range w.seen {
 		for i := 1; i < len(s); i++ {
 			if s[i] < s[i-1] {

@@ -152,14 +152,19 @@ func KeyedRecords(n, keys int) []Record {
 
 // Produce writes records through a confluent-kafka-go producer and waits for
 // every delivery report. It returns the offsets the broker assigned, in the
-// order of records.
+// order of records: records of one partition get offsets in the order
+// given. The producer is idempotent for that. Without it librdkafka
+// retries a batch that a just-created topic's partition refused (NOT_LEADER
+// while the broker elects its leader) behind the batches sent after it, and
+// a key's second record lands before its first.
 func Produce(t testing.TB, brokers, topic string, records []Record) []kafka.TopicPartition {
 	t.Helper()
 	p, err := kafka.NewProducer(&kafka.ConfigMap{
-		"bootstrap.servers": brokers,
-		"linger.ms":         5,
-		"acks":              "all",
-		"log_level":         3,
+		"bootstrap.servers":  brokers,
+		"linger.ms":          5,
+		"acks":               "all",
+		"enable.idempotence": true,
+		"log_level":          3,
 	})
 	if err != nil {
 		t.Fatalf("producer: %v", err)
@@ -206,9 +211,19 @@ func Produce(t testing.TB, brokers, topic string, records []Record) []kafka.Topi
 // again.
 func Committed(t testing.TB, brokers, group, topic string, n int32) map[int32]int64 {
 	t.Helper()
+	out, err := ReadCommitted(brokers, group, topic, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// ReadCommitted is Committed for a goroutine other than the test's, which
+// must not call t.Fatal: it returns the error instead.
+func ReadCommitted(brokers, group, topic string, n int32) (map[int32]int64, error) {
 	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": brokers, "group.id": group, "enable.auto.commit": false, "log_level": 3})
 	if err != nil {
-		t.Fatalf("consumer: %v", err)
+		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	defer c.Close()
 	tps := make([]kafka.TopicPartition, n)
@@ -228,19 +243,19 @@ func Committed(t testing.TB, brokers, group, topic string, n int32) map[int32]in
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil && strings.Contains(err.Error(), "group id does not exist") {
-		return map[int32]int64{} // the group never committed
+		return map[int32]int64{}, nil // the group never committed
 	}
 	if err != nil {
-		t.Fatalf("committed offsets of group %q: %v", group, err)
+		return nil, fmt.Errorf("committed offsets of group %q: %w", group, err)
 	}
 	out := make(map[int32]int64)
 	for _, tp := range res {
 		if tp.Error != nil {
-			t.Fatalf("committed offset of %s/%d: %v", topic, tp.Partition, tp.Error)
+			return nil, fmt.Errorf("committed offset of %s/%d: %w", topic, tp.Partition, tp.Error)
 		}
 		if tp.Offset >= 0 {
 			out[tp.Partition] = int64(tp.Offset)
 		}
 	}
-	return out
+	return out, nil
 }
