@@ -226,7 +226,7 @@ type reconciled struct {
 // fetch position, sought to the new position (back or forward) after a
 // reset, unassigned when no range needs it. drainTimeout is the member's own drain budget, used when
 // the record carries none. log gets the lifecycle events (range acquired,
-// revoked, dropped).
+// revoked, dropped), a line per kind when there are many (rangeEvents).
 //
 // The owned values of t are updated in place and t's maps replaced; the
 // caller holds the lock that guards them.
@@ -237,6 +237,8 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a coord.Assignmen
 	seek := make(map[tp]bool)
 	reset := make(map[tp][]ledger.HashRange) // hash space reloaded after a reset
 	listed := make(map[string]bool, len(t.released))
+	var events rangeEvents
+	defer events.log(log)
 	for _, r := range a.Ranges {
 		if rev, ok := t.released[r.Key]; ok && rev == r.Rev {
 			listed[r.Key] = true
@@ -274,7 +276,7 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a coord.Assignmen
 			// were still lost: they are reported with its next flush.
 			w = &owned{st: st, dirty: !r.Entry.Initialized(), reset: r.Record.Reset, losses: losses, fresh: true, acquiredAt: st.Version()}
 			seek[pt] = true
-			log.Info("range acquired", "topic", pt.Topic, "partition", pt.Partition, "range", r.Record.Range().String(), "watermark", st.Watermark())
+			events.acquired = append(events.acquired, rangeEvent{pt, r.Record.Range(), []any{"watermark", st.Watermark()}})
 		}
 		wasRevoking := w.revoking
 		w.rs = r
@@ -292,7 +294,7 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a coord.Assignmen
 		if w.revoking && !w.draining {
 			w.draining = true
 			w.drains++
-			log.Info("range revoked; draining", "topic", pt.Topic, "partition", pt.Partition, "range", r.Record.Range().String(), "to", r.Record.Target)
+			events.revoked = append(events.revoked, rangeEvent{pt, r.Record.Range(), []any{"to", r.Record.Target}})
 			res.drains = append(res.drains, drainStart{w: w, seq: w.drains, budget: drainBudget(r.Record, drainTimeout)})
 		}
 		next[r.Key] = w
@@ -315,7 +317,7 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a coord.Assignmen
 			}
 		}
 		if !ownsHash(t.byTP, pt, uint32(w.st.Range().Lo)) {
-			log.Info("range dropped", "topic", pt.Topic, "partition", pt.Partition, "range", w.st.Range().String())
+			events.dropped = append(events.dropped, rangeEvent{pt, w.st.Range(), nil})
 		}
 	}
 	for k := range t.released {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
 // Offsets is the group's offsets in Kafka, each call for many partitions at
@@ -420,5 +422,5 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 
 // joinTPs describes partitions for a log line: the first few and a count.
 func joinTPs(tps []TopicPartition) string {
-	return firstFew(tps, ", ", func(tp TopicPartition) string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) })
+	return textsafe.FirstFew(tps, ", ", func(tp TopicPartition) string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) })
 }

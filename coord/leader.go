@@ -11,6 +11,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
 // Leader is this member's leadership, valid while the context given with it
@@ -538,24 +540,7 @@ func (s *Session) applyHalves(ctx context.Context, l *Leader, genOp clientv3.Op,
 // whats describes a batch of changes for a log line: the first few, and how
 // many more.
 func whats(batch []change) string {
-	return firstFew(batch, "; ", func(c change) string { return c.what })
-}
-
-// firstFew joins the names of the first three items, with a count of the
-// rest, for a log line about many items.
-func firstFew[T any](items []T, sep string, name func(T) string) string {
-	var b strings.Builder
-	for i, it := range items {
-		if i == 3 {
-			fmt.Fprintf(&b, "%sand %d more", sep, len(items)-i)
-			break
-		}
-		if i > 0 {
-			b.WriteString(sep)
-		}
-		b.WriteString(name(it))
-	}
-	return b.String()
+	return textsafe.FirstFew(batch, "; ", func(c change) string { return c.what })
 }
 
 // applyBatch writes changes in one transaction. It returns false if a compare

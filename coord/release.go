@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -67,7 +68,7 @@ func (s *Session) ReleaseRanges(ctx context.Context, rels []RangeRelease) error 
 		rec := released[0].Range.Record
 		s.log.Info("range released", "topic", rec.Topic, "partition", rec.Partition, "range", rec.Range().String(), "to", rec.Target)
 	case len(released) > 1:
-		s.log.Info("ranges released", "count", len(released), "ranges", firstFew(released, ", ", func(rl RangeRelease) string {
+		s.log.Info("ranges released", "count", len(released), "ranges", textsafe.FirstFew(released, ", ", func(rl RangeRelease) string {
 			return fmt.Sprintf("%s/%d %s to %s", rl.Range.Record.Topic, rl.Range.Record.Partition, rl.Range.Record.Range(), rl.Range.Record.Target)
 		}))
 	}

@@ -19,3 +19,21 @@ func TestEscape(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstFew(t *testing.T) {
+	name := func(s string) string { return s }
+	for _, tc := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"a"}, "a"},
+		{[]string{"a", "b", "c"}, "a, b, c"},
+		{[]string{"a", "b", "c", "d"}, "a, b, c, and 1 more"},
+		{[]string{"a", "b", "c", "d", "e", "f"}, "a, b, c, and 3 more"},
+	} {
+		if got := FirstFew(tc.in, ", ", name); got != tc.want {
+			t.Errorf("FirstFew(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
