@@ -168,7 +168,8 @@ type Config struct {
 	// busy worker-seconds per second (per mean member weight). Default
 	// 0.5; 0 moves on any imbalance.
 	LoadMinBusy float64
-	// RebalanceDebounce batches membership changes. Default 200 ms.
+	// RebalanceDebounce batches joins and registrations gone (not a
+	// member starting to leave). Default 200 ms.
 	RebalanceDebounce time.Duration
 	// StartTimeout bounds the first contact with etcd and Kafka. Default 10 s.
 	StartTimeout time.Duration

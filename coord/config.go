@@ -91,8 +91,10 @@ type Config struct {
 	// range over anyway once DrainTimeout plus max(1s, SessionTTL) has
 	// passed on its own clock since it first saw the revoke. Default 30 s.
 	DrainTimeout time.Duration
-	// Debounce is how long the leader waits after a change before
-	// reassigning, to batch bursts of joins. Default 200 ms.
+	// Debounce is how long the leader waits after a member joins or its
+	// registration goes before reassigning, to batch bursts of joins.
+	// Releases and a member starting to leave are not waited for.
+	// Default 200 ms.
 	Debounce time.Duration
 	// PartitionRefresh is how often the leader rereads partition counts.
 	// Default 10 s.

@@ -216,8 +216,9 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 		case <-loadTick:
 			judgeLoad = true
 		case <-trigger:
-			// Let a burst of joins settle into one assignment. Range
-			// changes alone (releases, this leader's own writes) are
+			// Let a burst of joins (or of registrations gone) settle
+			// into one assignment. Range changes alone (releases, this
+			// leader's own writes) and a member turning Leaving are
 			// planned at once: a leave at P = 4,096 releases its ranges
 			// over many transactions, and each debounce would delay
 			// their handoff.
