@@ -81,7 +81,7 @@ func (p *pipeline) entriesAtBound(large map[string]bool) bool {
 }
 
 // freshProgress reports whether a range acquired since its last write has
-// made progress: a handoff's new owner writes it at once, so that the
+// moved its watermark: a handoff's new owner writes it at once, so that the
 // leader's next commit round sees the moved range move (at P = 4,096 the
 // last 150 moved partitions waited for the flush interval, then for the
 // commit round after it).
@@ -89,7 +89,7 @@ func (p *pipeline) freshProgress() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range p.mu.ranges {
-		if w.fresh && w.st.Version() != w.acquiredAt && w.st.Version() != w.flushed {
+		if w.fresh && w.st.Version() != w.flushed && w.st.Watermark() > w.acquiredWM {
 			return true
 		}
 	}
@@ -119,9 +119,10 @@ func (p *pipeline) flush(ctx context.Context) {
 	// reloaded meanwhile (an operator's reset, a range acquired again) is
 	// another *owned, which this flush did not write.
 	type written struct {
-		w       *owned
-		version uint64
-		losses  int
+		w         *owned
+		version   uint64
+		watermark int64
+		losses    int
 	}
 	versions := make(map[string]written)
 	for k, w := range p.mu.ranges {
@@ -132,7 +133,7 @@ func (p *pipeline) flush(ctx context.Context) {
 		v := ledger.Encode(e) // once: for the write and for the byte count
 		writes = append(writes, coord.RangeFlush{Range: w.rs, Entry: e, Encoded: v, Losses: slices.Clone(w.losses)})
 		bytes += len(w.rs.LedgerKey) + len(v)
-		versions[k] = written{w: w, version: w.st.Version(), losses: len(w.losses)}
+		versions[k] = written{w: w, version: w.st.Version(), watermark: w.st.Watermark(), losses: len(w.losses)}
 	}
 	p.mu.Unlock()
 	if len(writes) == 0 {
@@ -173,8 +174,8 @@ func (p *pipeline) flush(ctx context.Context) {
 	for k, v := range versions {
 		if w := p.mu.ranges[k]; w == v.w && !bad[w.rs.Key] {
 			w.flushed, w.dirty = v.version, false
-			if v.version != w.acquiredAt {
-				w.fresh = false // its first progress is written
+			if v.watermark > w.acquiredWM {
+				w.fresh = false // its first move is written
 			}
 			w.losses = w.losses[v.losses:]
 			p.c.metrics.retentionLosses.Add(int64(v.losses))

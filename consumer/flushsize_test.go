@@ -93,7 +93,10 @@ func TestFirstProgressFlushedAtOnce(t *testing.T) {
 		if len(snap.Ranges) != 1 {
 			return -1
 		}
-		wm, _ := snap.Ranges[0].Entry.Watermark()
+		wm, ok := snap.Ranges[0].Entry.Watermark()
+		if !ok {
+			return -1 // no entry yet (Watermark says 0)
+		}
 		return wm
 	}
 	// The range is taken and its first entry written (a new assignment

@@ -459,3 +459,33 @@ func TestDrainBudgetFromReceipt(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstWatermarkMoveFlushedAtOnce: a range just acquired writes at once
+// the first state that moves its watermark, even when a flush of records
+// merely dispatched came first. It used to count that flush as the range's
+// first progress (the state's version had changed) and leave the real
+// progress for the next flush interval (here an hour): with a handler
+// slower than the flusher's check (100 ms), a moved range's records were
+// never committed before the interval. CI met it as a flaky
+// TestFirstProgressFlushedAtOnce.
+func TestFirstWatermarkMoveFlushedAtOnce(t *testing.T) {
+	rn := newRuns()
+	started, release := make(chan struct{}), make(chan struct{})
+	r := newRig(t, slowFirst(rn, started, release), true, func(c *Config) { c.FlushInterval = time.Hour })
+	r.put(r.full(coord.StateActive), &ledger.Entry{})
+	produceSlowFirst(t, r, 5)
+	wait(t, "the slow record", started)
+	testutil.WaitFor(t, "the other records handled", 30*time.Second, func() bool { return rn.doneCount() == 4 })
+	// Three of the flusher's checks (every 100 ms here): a flush of the
+	// dispatched state, if the member makes one, has happened.
+	time.Sleep(300 * time.Millisecond)
+	if w, _ := r.stored().Entry.Watermark(); w != 0 {
+		t.Fatalf("watermark %d in etcd while offset 0 runs", w)
+	}
+	close(release)
+	testutil.WaitFor(t, "the watermark's first move in etcd", 10*time.Second, func() bool {
+		w, _ := r.stored().Entry.Watermark()
+		return w == 5
+	})
+	rn.twice(t)
+}

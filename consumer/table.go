@@ -25,12 +25,14 @@ type owned struct {
 	// above it means an operator reset the range, and st is stale.
 	reset    int64
 	draining bool // a drainer goroutine is releasing it
-	// fresh: acquired (handed over, failed over, or new) and no progress
-	// written since. Its first progress is flushed at once (flush.go),
-	// not at the next flush interval: a moved range's records count as
-	// done for the leader's commit rounds only once they are in etcd.
+	// fresh: acquired (handed over, failed over, or new) and no state
+	// written since that moves its watermark. That state is flushed at
+	// once (flush.go), not at the next flush interval: a moved range's
+	// records count as done for the leader's commit rounds only once its
+	// watermark in etcd has moved. A flush of records merely dispatched
+	// (which changes the state too) leaves it fresh.
 	fresh      bool
-	acquiredAt uint64 // st.Version() when acquired
+	acquiredWM int64 // st.Watermark() when acquired
 	// drains counts the drains started; a drainer goes on only while it is
 	// the latest and the range is still revoking.
 	drains int
@@ -274,7 +276,7 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a coord.Assignmen
 			}
 			// The records Kafka deleted before a reset range handled them
 			// were still lost: they are reported with its next flush.
-			w = &owned{st: st, dirty: !r.Entry.Initialized(), reset: r.Record.Reset, losses: losses, fresh: true, acquiredAt: st.Version()}
+			w = &owned{st: st, dirty: !r.Entry.Initialized(), reset: r.Record.Reset, losses: losses, fresh: true, acquiredWM: st.Watermark()}
 			seek[pt] = true
 			events.acquired = append(events.acquired, rangeEvent{pt, r.Record.Range(), []any{"watermark", st.Watermark()}})
 		}
