@@ -49,15 +49,16 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 	if n := p.inFlightLocked(w); n > 0 {
 		p.log.Warn("drain budget spent with records in flight; they will run again on the next owner", "range", w.st.Range().String(), "in_flight", n, "budget", budget)
 	}
-	rs, final := w.rs, w.st.Entry()
-	losses := slices.Clone(w.losses)
+	rel := coord.RangeRelease{Range: w.rs, Final: w.st.Entry(), Losses: slices.Clone(w.losses),
+		Written: !w.dirty && w.st.Version() == w.flushed}
+	rs, losses := rel.Range, rel.Losses
 	p.mu.Unlock()
 
 	for p.ctx.Err() == nil {
 		// The drains of ranges revoked together (a leave, a scale-out)
 		// finish together; coord batches their concurrent Release calls
 		// into a few transactions, each range still fenced on its own.
-		err := p.sess.Release(p.ctx, rs, final, losses)
+		err := p.sess.Release(p.ctx, rel)
 		if err == nil {
 			p.c.handoffSeconds.Observe(time.Since(received).Seconds())
 			p.c.metrics.retentionLosses.Add(int64(len(losses)))

@@ -119,6 +119,10 @@ type write struct {
 	Value []byte         // ledger.Encode(Entry), if the caller already has it
 	Guard []clientv3.Cmp // compares that hold only while the writer owns the range
 	Also  []clientv3.Op  // more operations to apply atomically with this write
+	// KeepEntry writes only Also, under Guard: etcd already holds Entry
+	// (a release of a range whose state has not changed since its last
+	// flush rewrites only the range record).
+	KeepEntry bool
 }
 
 func (w write) name() string {
@@ -156,7 +160,7 @@ func newRecorder(cli *clientv3.Client, maxTxnOps int) *recorder {
 // transactions may have been written, as when one times out.
 func (r *recorder) record(ctx context.Context, common []clientv3.Cmp, writes []write) error {
 	for i := range writes {
-		if writes[i].Value == nil {
+		if writes[i].Value == nil && !writes[i].KeepEntry {
 			writes[i].Value = ledger.Encode(writes[i].Entry)
 		}
 	}
@@ -309,7 +313,7 @@ func (r *recorder) chunk(common []clientv3.Cmp, writes []write) int {
 	cmps, ops, size := len(common), 0, 0
 	for i, w := range writes {
 		cmps += len(w.Guard)
-		ops += 1 + len(w.Also)
+		ops += w.ops()
 		size += w.size()
 		if i > 0 && (cmps > r.maxTxnOps || ops > r.maxTxnOps || size > r.maxBytes) {
 			return i
@@ -318,9 +322,20 @@ func (r *recorder) chunk(common []clientv3.Cmp, writes []write) int {
 	return len(writes)
 }
 
+// ops is the operations w puts in a transaction.
+func (w write) ops() int {
+	if w.KeepEntry {
+		return len(w.Also)
+	}
+	return 1 + len(w.Also)
+}
+
 // size is the bytes of keys and values w puts in a transaction.
 func (w write) size() int {
-	n := len(w.Key) + len(w.Value)
+	n := 0
+	if !w.KeepEntry {
+		n = len(w.Key) + len(w.Value)
+	}
 	for _, op := range w.Also {
 		n += len(op.KeyBytes()) + len(op.ValueBytes())
 	}
@@ -341,7 +356,9 @@ func (r *recorder) txn(ctx context.Context, common []clientv3.Cmp, writes []writ
 	var ops []clientv3.Op
 	for _, w := range writes {
 		cmps = append(cmps, w.Guard...)
-		ops = append(ops, clientv3.OpPut(w.Key, string(w.Value)))
+		if !w.KeepEntry {
+			ops = append(ops, clientv3.OpPut(w.Key, string(w.Value)))
+		}
 		ops = append(ops, w.Also...)
 	}
 	// The Else branch reads every guarded key (at most as many as there

@@ -127,6 +127,56 @@ func TestReleaseRangesBatches(t *testing.T) {
 		checkReleased(t, s, rels, nil)
 	})
 
+	t.Run("ranges whose entry etcd holds rewrite only their records", func(t *testing.T) {
+		s := bareSession(t, cli, "written", 32)
+		ranges := revokedRanges(t, s, 100)
+		var rels []RangeRelease
+		entryRevs := make(map[string]int64)
+		for i, r := range ranges {
+			// Even ranges were flushed and have not changed since; odd
+			// ones have changed.
+			resp, err := cli.Put(t.Context(), r.LedgerKey, string(ledger.Encode(sampleEntry(i))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			entryRevs[r.LedgerKey] = resp.Header.Revision
+			final := sampleEntry(i)
+			if i%2 == 1 {
+				final = sampleEntry(i + 1000)
+			}
+			rels = append(rels, RangeRelease{Range: r, Final: final, Written: i%2 == 0})
+		}
+		before := counts.get("/etcdserverpb.KV/Txn")
+		if err := s.ReleaseRanges(t.Context(), rels); err != nil {
+			t.Fatal(err)
+		}
+		// One operation and two, alternating: 32 operations hold 21
+		// ranges, so 100 take 5 transactions (7 if every entry were
+		// rewritten).
+		if got := counts.get("/etcdserverpb.KV/Txn") - before; got != 5 {
+			t.Fatalf("%d transactions, want 5", got)
+		}
+		recs := dump(t, s.cli, s.schema.Ranges())
+		entries := dump(t, s.cli, s.schema.Ledger())
+		for i, rl := range rels {
+			rec, err := decodeRange(s.schema, rl.Range.Key, []byte(recs[rl.Range.Key].value))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.State != StateReleased {
+				t.Fatalf("%s: state %s, want released", rl.Range.Key, rec.State)
+			}
+			e := entries[rl.Range.LedgerKey]
+			if i%2 == 0 && e.rev != entryRevs[rl.Range.LedgerKey] {
+				t.Fatalf("%s: entry rewritten at %d (written at %d) although etcd held it", rl.Range.Key, e.rev, entryRevs[rl.Range.LedgerKey])
+			}
+			if i%2 == 1 && e.rev != recs[rl.Range.Key].rev {
+				t.Fatalf("%s: entry at revision %d, record at %d; want both in the release", rl.Range.Key, e.rev, recs[rl.Range.Key].rev)
+			}
+			mustEqual(t, fmt.Sprintf("final entry of %s", rl.Range.Key), readEntry(t, s.cli, rl.Range.LedgerKey, ledger.Full), rl.Final)
+		}
+	})
+
 	t.Run("a fenced range does not block the others", func(t *testing.T) {
 		s := bareSession(t, cli, "fenced", 32)
 		ranges := revokedRanges(t, s, 300)
@@ -227,7 +277,7 @@ func TestReleaseCallsShareTransactions(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.Release(t.Context(), r, sampleEntry(i), nil)
+			errs[i] = s.Release(t.Context(), RangeRelease{Range: r, Final: sampleEntry(i)})
 		}()
 	}
 	wg.Wait()
@@ -253,7 +303,7 @@ func TestReleaseAfterTheSessionEnds(t *testing.T) {
 	s.goFunc(s.writeReleases)
 	r := revokedRanges(t, s, 1)[0]
 	s.cancel(ErrSessionLost)
-	if err := s.Release(t.Context(), r, sampleEntry(0), nil); !errors.Is(err, ErrSessionLost) {
+	if err := s.Release(t.Context(), RangeRelease{Range: r, Final: sampleEntry(0)}); !errors.Is(err, ErrSessionLost) {
 		t.Fatalf("Release after the session ended = %v, want ErrSessionLost", err)
 	}
 }

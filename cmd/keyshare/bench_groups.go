@@ -294,7 +294,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 					var rels []coord.RangeRelease
 					for _, r := range a.Ranges {
 						if r.Record.State == coord.StateRevoking {
-							rels = append(rels, coord.RangeRelease{Range: r, Final: r.Entry})
+							rels = append(rels, coord.RangeRelease{Range: r, Final: r.Entry, Written: r.EntryRev > 0})
 						}
 					}
 					if len(rels) > 0 {
