@@ -88,6 +88,12 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 			p.mu.Unlock()
 			return
 		}
+		if p.ctx.Err() != nil {
+			// The member has stopped: leaving, it stops once its ranges
+			// are handed over, which its view can see before this call
+			// returns (a handoff plan, coord/handoff.go).
+			return
+		}
 		p.log.Warn("release", "range", rs.Key, "error", err)
 		sleep(p.ctx, 200*time.Millisecond)
 	}

@@ -65,6 +65,10 @@ type groupCache struct {
 		loads map[string]arrivedKV
 		// leaves are the leaving/ keys (LeaveRecord), by key.
 		leaves map[string]*mvccpb.KeyValue
+		// handoffs are the handoff plans (handoffs/), by key, decoded
+		// once per version: a plan of 2,048 ranges is 200 KB of JSON,
+		// and a leave rebuilds the snapshot many times.
+		handoffs map[string]storedHandoff
 		// loadMemo holds the load reports decoded for the last snapshot.
 		loadMemo map[string]decodedLoad
 	}
@@ -86,6 +90,7 @@ func newGroupCache(cli *clientv3.Client, s keys.Schema, log hclog.Logger) *group
 	c.mu.memo = newDecodeMemo()
 	c.mu.loads = make(map[string]arrivedKV)
 	c.mu.leaves = make(map[string]*mvccpb.KeyValue)
+	c.mu.handoffs = make(map[string]storedHandoff)
 	return c
 }
 
@@ -150,6 +155,7 @@ func (c *groupCache) load(ctx context.Context) (int64, error) {
 		clientv3.OpGet(s.Stuck(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.Loads(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.Leavings(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.Handoffs(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return 0, err
@@ -177,6 +183,10 @@ func (c *groupCache) load(ctx context.Context) (int64, error) {
 	c.mu.leaves = make(map[string]*mvccpb.KeyValue)
 	for _, kv := range resp.Responses[len(c.mu.kvs)+1].GetResponseRange().Kvs {
 		c.mu.leaves[string(kv.Key)] = kv
+	}
+	c.mu.handoffs = make(map[string]storedHandoff)
+	for _, kv := range resp.Responses[len(c.mu.kvs)+2].GetResponseRange().Kvs {
+		c.setHandoffLocked(kv)
 	}
 	c.mu.rev = resp.Header.Revision
 	c.mu.assignRev = resp.Header.Revision
@@ -211,6 +221,12 @@ func (c *groupCache) follow(ctx context.Context, rev int64) error {
 					delete(c.mu.leaves, key)
 				} else {
 					c.mu.leaves[key] = ev.Kv
+				}
+			} else if strings.HasPrefix(key, c.schema.Handoffs()) {
+				if ev.Type == clientv3.EventTypeDelete {
+					delete(c.mu.handoffs, key)
+				} else {
+					c.setHandoffLocked(ev.Kv)
 				}
 			} else if strings.HasPrefix(key, c.schema.Loads()) {
 				if ev.Type == clientv3.EventTypeDelete {
@@ -332,10 +348,28 @@ func (c *groupCache) waitRev(ctx context.Context, rev int64) bool {
 	}
 }
 
+// setHandoffLocked decodes a handoff plan. A damaged one keeps its
+// revision, with no ranges: the leader writes it again.
+func (c *groupCache) setHandoffLocked(kv *mvccpb.KeyValue) {
+	h, err := decodeHandoff(string(kv.Key), kv.Value, kv.ModRevision)
+	if err != nil {
+		c.log.Warn("handoff plan unreadable; writing it again", "error", err)
+	}
+	c.mu.handoffs[string(kv.Key)] = h
+}
+
 // addLeavesLocked gives each leaving member of snap, a snapshot being built,
-// its drain budget from leaving/<id>. A damaged record counts as none: the
-// leader then revokes the member's ranges, as for a member that wrote none.
+// its drain budget from leaving/<id> and its handoff plan. A damaged leave
+// record counts as none: the leader then revokes the member's ranges, as
+// for a member that wrote none.
 func (c *groupCache) addLeavesLocked(snap *Snapshot) {
+	for key, h := range c.mu.handoffs {
+		id := strings.TrimPrefix(key, c.schema.Handoffs())
+		if m, ok := snap.Members[id]; ok {
+			m.handoff = h
+			snap.Members[id] = m
+		}
+	}
 	for key, kv := range c.mu.leaves {
 		id := strings.TrimPrefix(key, c.schema.Leavings())
 		m, ok := snap.Members[id]

@@ -12,11 +12,12 @@ import (
 	"github.com/keyshare/keyshare/testutil"
 )
 
-// TestLeaveReleasesUnasked: a member that leaves drains and releases its
+// TestLeaveReleasesUnasked: a member that leaves drains and gives up its
 // ranges without the leader revoking them. No record of the leaver is ever
-// written revoking; each of its ranges is released by it once and then
-// handed to the other member; no hash is gained before its release; and
-// WaitReleased returns once everything is handed off.
+// written revoking; each of its ranges is written once more while it owns
+// it, active for the other member (the leader's handoff plan, handoff.go),
+// not released and then handed off; no hash is gained before its release;
+// and WaitReleased returns once everything is handed off.
 func TestLeaveReleasesUnasked(t *testing.T) {
 	cli, e := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": 8}
@@ -26,7 +27,9 @@ func TestLeaveReleasesUnasked(t *testing.T) {
 	)
 	a := startOwner(t, e.Endpoints, "a", counts, 0, &all, &allMu)
 	waitFor(t, "a leads and owns", 30*time.Second, func() bool { return a.IsLeader() && settled(snapshot(t, cli)) })
-	b := startOwner(t, e.Endpoints, "b", counts, 0, &all, &allMu)
+	// b gives up a range 300 ms after it sees it revoking, so that the
+	// leader's handoff plan is there when it does.
+	b := startOwner(t, e.Endpoints, "b", counts, 300*time.Millisecond, &all, &allMu)
 	waitFor(t, "a and b settle", 30*time.Second, func() bool {
 		snap := snapshot(t, cli)
 		return settled(snap) && len(snap.Owned("b")) > 0
@@ -34,7 +37,7 @@ func TestLeaveReleasesUnasked(t *testing.T) {
 	before := snapshot(t, cli)
 	held := len(before.Owned("b"))
 
-	ranges := cli.Watch(t.Context(), schema.Ranges(), clientv3.WithPrefix(), clientv3.WithRev(before.Rev+1))
+	ranges := cli.Watch(t.Context(), schema.Ranges(), clientv3.WithPrefix(), clientv3.WithRev(before.Rev+1), clientv3.WithPrevKV())
 	if err := b.Leave(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +50,7 @@ func TestLeaveReleasesUnasked(t *testing.T) {
 	}
 	checkCoverage(t, after, counts)
 
-	released := 0
+	released, handed := 0, make(map[string]int)
 	for seen := before.Rev; seen < after.Rev; {
 		wr := <-ranges
 		if err := wr.Err(); err != nil {
@@ -55,8 +58,17 @@ func TestLeaveReleasesUnasked(t *testing.T) {
 		}
 		for _, ev := range wr.Events {
 			seen = max(seen, ev.Kv.ModRevision)
-			var rec coord.RangeRecord
-			if ev.Type != clientv3.EventTypePut || json.Unmarshal(ev.Kv.Value, &rec) != nil || rec.Owner != "b" {
+			var rec, prev coord.RangeRecord
+			if ev.Type != clientv3.EventTypePut || json.Unmarshal(ev.Kv.Value, &rec) != nil {
+				continue
+			}
+			if ev.PrevKv != nil && json.Unmarshal(ev.PrevKv.Value, &prev) == nil && prev.Owner == "b" && prev.State == coord.StateActive && rec.Owner != "b" {
+				if rec.State != coord.StateActive {
+					t.Errorf("revision %d: %s/%d %s handed to %s as %s", ev.Kv.ModRevision, rec.Topic, rec.Partition, rec.Range(), rec.Owner, rec.State)
+				}
+				handed[string(ev.Kv.Key)]++
+			}
+			if rec.Owner != "b" {
 				continue
 			}
 			switch rec.State {
@@ -67,8 +79,13 @@ func TestLeaveReleasesUnasked(t *testing.T) {
 			}
 		}
 	}
-	if released != held {
-		t.Errorf("the leaving member released %d ranges, want the %d it held, each once", released, held)
+	if released != 0 || len(handed) != held {
+		t.Errorf("the leaving member released %d ranges and handed %d on directly; want the %d it held handed on, none released", released, len(handed), held)
+	}
+	for k, n := range handed {
+		if n != 1 {
+			t.Errorf("%s handed on %d times, want once", k, n)
+		}
 	}
 	allMu.Lock()
 	defer allMu.Unlock()

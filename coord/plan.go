@@ -181,7 +181,7 @@ func plan(in planInput) []change {
 		}
 		changes = append(changes, in.clean(tp, have[tp], want[tp])...)
 	}
-	return changes
+	return append(changes, in.handoffPlans(have, want)...)
 }
 
 // split cuts r along the desired slices of its partition.

@@ -36,7 +36,21 @@ type RangeRelease struct {
 // not thousands. A range that is fenced does not hold back the
 // others: the result is a *FencedError naming the fenced ones, the rest are
 // released. The leader then hands each released range to its next owner.
+//
+// A leaving member whose leader planned where its ranges go (handoff.go)
+// writes each planned range active for its next owner instead, in the same
+// transaction and under the same guards; only the rest is released.
 func (s *Session) ReleaseRanges(ctx context.Context, rels []RangeRelease) error {
+	if h := s.handoffPlan(ctx); len(h.byKey) > 0 {
+		handed, rest, err := s.handOff(ctx, h, rels)
+		if err != nil {
+			return err
+		}
+		s.noteGone(handed, "handed off", func(rl RangeRelease) string { return h.byKey[rl.Range.Key].To })
+		if rels = rest; len(rels) == 0 {
+			return nil
+		}
+	}
 	writes := make([]write, 0, len(rels))
 	now := time.Now().UTC()
 	for _, rl := range rels {
@@ -60,26 +74,34 @@ func (s *Session) ReleaseRanges(ctx context.Context, rels []RangeRelease) error 
 		}
 	}
 	released := make([]RangeRelease, 0, len(rels))
-	var done []RangeState
 	for _, rl := range rels {
 		if !bad[rl.Range.Key] {
 			released = append(released, rl)
-			done = append(done, rl.Range)
 		}
 	}
+	s.noteGone(released, "released", func(rl RangeRelease) string { return rl.Range.Record.Target })
+	return err
+}
+
+// noteGone tells the view that rels are no longer this member's, ahead of
+// its watch, and logs them ("range released", "ranges handed off", ...).
+func (s *Session) noteGone(rels []RangeRelease, verb string, to func(RangeRelease) string) {
 	if s.view != nil {
+		done := make([]RangeState, len(rels))
+		for i, rl := range rels {
+			done[i] = rl.Range
+		}
 		s.view.noteReleased(done)
 	}
 	switch {
-	case len(released) == 1:
-		rec := released[0].Range.Record
-		s.log.Info("range released", "topic", rec.Topic, "partition", rec.Partition, "range", rec.Range().String(), "to", rec.Target)
-	case len(released) > 1:
-		s.log.Info("ranges released", "count", len(released), "ranges", textsafe.FirstFew(released, ", ", func(rl RangeRelease) string {
-			return fmt.Sprintf("%s/%d %s to %s", rl.Range.Record.Topic, rl.Range.Record.Partition, rl.Range.Record.Range(), rl.Range.Record.Target)
+	case len(rels) == 1:
+		rec := rels[0].Range.Record
+		s.log.Info("range "+verb, "topic", rec.Topic, "partition", rec.Partition, "range", rec.Range().String(), "to", to(rels[0]))
+	case len(rels) > 1:
+		s.log.Info("ranges "+verb, "count", len(rels), "ranges", textsafe.FirstFew(rels, ", ", func(rl RangeRelease) string {
+			return fmt.Sprintf("%s/%d %s to %s", rl.Range.Record.Topic, rl.Range.Record.Partition, rl.Range.Record.Range(), to(rl))
 		}))
 	}
-	return err
 }
 
 // Release acknowledges one revoked range (see ReleaseRanges). Calls made

@@ -48,13 +48,21 @@ type Session struct {
 	pauses  chan PauseState
 	// releases carries Release calls to writeReleases (release.go).
 	releases chan *releaseRequest
-	wg       sync.WaitGroup
+	// handoffReady is closed when the leader's first handoff plan for
+	// this leaving member arrives (handoff.go).
+	handoffReady chan struct{}
+	wg           sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
 		leader    bool
 		leaveOnce bool
 		closed    bool
+		// leavingAt is when the leaving write succeeded; handoff is the
+		// leader's plan for this member's ranges as last read.
+		leavingAt   time.Time
+		handoff     storedHandoff
+		handoffSeen bool
 	}
 }
 
@@ -77,6 +85,8 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 		pauses:   make(chan PauseState, 1),
 		releases: make(chan *releaseRequest),
 		rec:      newRecorder(cli, cfg.MaxTxnOps),
+
+		handoffReady: make(chan struct{}),
 	}
 	s.memberKey = s.schema.Member(cfg.MemberID)
 	s.view = newAssignmentView(cli, s.schema, cfg.MemberID, cfg.MaxTxnOps, s.log, s.publish)
@@ -301,6 +311,14 @@ func (s *Session) Leave(ctx context.Context) error {
 	if !resp.Succeeded {
 		return ErrSessionLost
 	}
+	s.mu.Lock()
+	s.mu.leavingAt = time.Now()
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.followHandoff()
+	}()
 	s.log.Info("leaving group; draining and releasing every range")
 	if s.view != nil {
 		s.view.leave(s.cfg.DrainTimeout)

@@ -62,6 +62,12 @@ type Member struct {
 	// the leader's snapshot only; 0 when it wrote none (it waits to be
 	// revoked, as members did before LeaveRecord).
 	DrainMs int64
+	// lease is the registration's lease: the leader writes a leaving
+	// member's handoff plan under it (handoff.go).
+	lease int64
+	// handoff is the handoff plan stored for a leaving member, in the
+	// leader's snapshot only.
+	handoff storedHandoff
 }
 
 // RangeState is a range record and its ledger entry.
@@ -230,7 +236,7 @@ func buildSnapshotMemo(s keys.Schema, rev int64, r groupKVs, memo *decodeMemo) *
 			snap.Problems = append(snap.Problems, err)
 			continue
 		}
-		snap.Members[m.ID] = Member{MemberInfo: m, CreateRev: kv.CreateRevision}
+		snap.Members[m.ID] = Member{MemberInfo: m, CreateRev: kv.CreateRevision, lease: kv.Lease}
 	}
 	entries := make(map[string]*ledgerKV)
 	for _, kv := range r[2] {

@@ -130,6 +130,12 @@ func (s Schema) Leavings() string { return s.root + "leaving/" }
 // Leaving is the drain budget key of leaving member id.
 func (s Schema) Leaving(id string) string { return s.Leavings() + id }
 
+// Handoffs is the prefix of the leader's handoff plans for leaving members.
+func (s Schema) Handoffs() string { return s.root + "handoffs/" }
+
+// Handoff is the handoff plan key of leaving member id.
+func (s Schema) Handoff(id string) string { return s.Handoffs() + id }
+
 // Topics is the prefix of the topic records.
 func (s Schema) Topics() string { return s.root + "topics/" }
 

@@ -1,0 +1,274 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Handoff plans: a leave in one write per range.
+//
+// A leaving member drains and releases its ranges unasked (Session.Leave).
+// Released, each range waited for the leader to see the release and write
+// it again, active for its next owner: two writes per range, the second a
+// round behind the first. At P = 4,096 that second round was half of a
+// leave's etcd work and a third of its time.
+//
+// Instead, when the leader sees a member leaving, it writes one key,
+// handoffs/<id>, under the leaver's lease: for each range of the leaver
+// that moves whole to one member, that member. The leaver then writes each
+// drained range active for its next owner itself, in the transaction that
+// would have released it, guarded as a release is (its session, the
+// record's revision) and also by the plan being the one it read. A range
+// the plan does not name, or whose guard fails, is released as before and
+// the leader hands it on. The leader keeps its say: it makes the plan from
+// the assignment it wants, and rewrites the plan when that changes.
+
+// HandoffPlan is the value of handoffs/<id>.
+type HandoffPlan struct {
+	V   int   `json:"v"`
+	Gen int64 `json:"gen"` // the generation the handed-off records carry
+	// Members are the members the plan sends ranges to, each with the
+	// create revision of its registration (its session) when planned.
+	Members map[string]int64 `json:"members"`
+	Ranges  []PlannedHandoff `json:"ranges"`
+}
+
+// PlannedHandoff is where one range of the leaving member goes.
+type PlannedHandoff struct {
+	Key string `json:"key"` // the range record's key
+	Rev int64  `json:"rev"` // the record's ModRevision the plan is for
+	To  string `json:"to"`
+}
+
+// maxPlannedHandoffs bounds a plan's value (about 100 bytes a range, so
+// 400 KiB) within etcd's request limit; a leaver's further ranges are
+// released and handed on as before.
+const maxPlannedHandoffs = 4096
+
+// handoffWait is how long a leaving member's first release waits for the
+// leader's plan (a leader from before plans writes none).
+const handoffWait = 500 * time.Millisecond
+
+// storedHandoff is a plan as read from etcd: rev is the key's ModRevision
+// (0: none), byKey its ranges. A damaged value has a rev and no ranges, so
+// the leader writes it again.
+type storedHandoff struct {
+	rev   int64
+	plan  HandoffPlan
+	byKey map[string]PlannedHandoff
+}
+
+func decodeHandoff(key string, data []byte, rev int64) (storedHandoff, error) {
+	h := storedHandoff{rev: rev}
+	var p HandoffPlan
+	if err := decodeStrict(key, data, &p, func() int { return p.V }); err != nil {
+		return h, err
+	}
+	byKey := make(map[string]PlannedHandoff, len(p.Ranges))
+	for _, r := range p.Ranges {
+		if _, ok := p.Members[r.To]; !ok || r.Rev <= 0 {
+			return h, &BadValueError{Key: key, Problem: fmt.Sprintf("range %s: revision %d, member %q not among the plan's members", r.Key, r.Rev, r.To)}
+		}
+		byKey[r.Key] = r
+	}
+	h.plan, h.byKey = p, byKey
+	return h, nil
+}
+
+// covers reports whether the stored plan sends every range of want where
+// want does, to members registered as they are now.
+func (h storedHandoff) covers(want []PlannedHandoff, members map[string]Member) bool {
+	for _, w := range want {
+		if h.byKey[w.Key] != w || h.plan.Members[w.To] != members[w.To].CreateRev {
+			return false
+		}
+	}
+	return true
+}
+
+// handoffPlans writes, for each member leaving with a drain budget, where
+// each of its active ranges goes once drained: those that move whole to one
+// live member that is not leaving, as want says. A plan is written again
+// only when it no longer covers the leaver's ranges (a member came or went,
+// the wanted assignment changed): the leaver's writes compare its revision.
+func (in planInput) handoffPlans(have map[TopicPartition][]RangeState, want map[TopicPartition][]Slice) []change {
+	planned := make(map[string][]PlannedHandoff)
+	for _, p := range in.parts {
+		tp := p.TopicPartition
+		for _, r := range have[tp] {
+			from, alive := in.snap.Members[r.Record.Owner]
+			if !alive || r.Record.State != StateActive || !from.releasesUnasked() || r.EntryErr != nil || in.drainOver(r) {
+				continue
+			}
+			pieces := split(r.Record.Range(), want[tp])
+			if len(pieces) != 1 || pieces[0].r != r.Record.Range() {
+				continue // cut between members: the leader hands it on
+			}
+			to, ok := in.snap.Members[pieces[0].owner]
+			if !ok || to.Leaving || to.ID == from.ID || len(planned[from.ID]) == maxPlannedHandoffs {
+				continue
+			}
+			planned[from.ID] = append(planned[from.ID], PlannedHandoff{Key: r.Key, Rev: r.Rev, To: to.ID})
+		}
+	}
+	var out []change
+	for _, id := range slices.Sorted(maps.Keys(planned)) {
+		from, ranges := in.snap.Members[id], planned[id]
+		if from.lease == 0 || from.handoff.covers(ranges, in.snap.Members) {
+			continue
+		}
+		plan := HandoffPlan{V: recordVersion, Gen: in.gen, Members: make(map[string]int64), Ranges: ranges}
+		for _, r := range ranges {
+			plan.Members[r.To] = in.snap.Members[r.To].CreateRev
+		}
+		key := in.schema.Handoff(id)
+		out = append(out, change{
+			what: fmt.Sprintf("plan the handoff of %d ranges of leaving member %s to %s", len(ranges), id, strings.Join(slices.Sorted(maps.Keys(plan.Members)), ", ")),
+			cmps: []clientv3.Cmp{
+				clientv3.Compare(clientv3.CreateRevision(in.schema.Member(id)), "=", from.CreateRev),
+				clientv3.Compare(clientv3.ModRevision(key), "=", from.handoff.rev),
+			},
+			ops: []clientv3.Op{clientv3.OpPut(key, mustJSON(plan), clientv3.WithLease(clientv3.LeaseID(from.lease)))},
+		})
+	}
+	return out
+}
+
+// followHandoff keeps the plan the leader writes for this leaving member
+// in s.mu.handoff, until the session ends.
+func (s *Session) followHandoff() {
+	key := s.schema.Handoff(s.ID())
+	set := func(data []byte, rev int64) {
+		h := storedHandoff{}
+		if rev > 0 {
+			var err error
+			if h, err = decodeHandoff(key, data, rev); err != nil {
+				s.log.Warn("handoff plan unreadable; releasing ranges to the leader instead", "error", err)
+			}
+		}
+		s.mu.Lock()
+		s.mu.handoff = h
+		if len(h.byKey) > 0 && !s.mu.handoffSeen {
+			s.mu.handoffSeen = true
+			close(s.handoffReady)
+		}
+		s.mu.Unlock()
+	}
+	load := func(ctx context.Context) (int64, error) {
+		resp, err := s.cli.Get(ctx, key)
+		if err != nil {
+			return 0, err
+		}
+		if len(resp.Kvs) == 1 {
+			set(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+		} else {
+			set(nil, 0)
+		}
+		return resp.Header.Revision, nil
+	}
+	follow := func(ctx context.Context, rev int64) error {
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		defer cancel()
+		for wr := range s.cli.Watch(wctx, key, clientv3.WithRev(rev+1)) {
+			if err := watchErr(wr, true); err != nil {
+				return err
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					set(nil, 0)
+				} else {
+					set(ev.Kv.Value, ev.Kv.ModRevision)
+				}
+			}
+		}
+		return errors.New("watch channel closed")
+	}
+	readAndWatch(s.ctx, s.log, "the handoff plan", load, follow)
+}
+
+// handoffPlan is the leader's plan for this member's ranges: none unless
+// it is leaving. Until handoffWait after the leaving write it waits for
+// the first plan.
+func (s *Session) handoffPlan(ctx context.Context) storedHandoff {
+	s.mu.Lock()
+	at, h, seen := s.mu.leavingAt, s.mu.handoff, s.mu.handoffSeen
+	s.mu.Unlock()
+	if at.IsZero() || seen {
+		return h
+	}
+	wait := time.NewTimer(handoffWait - time.Since(at))
+	defer wait.Stop()
+	select {
+	case <-s.handoffReady:
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.handoff
+}
+
+// handOff writes each range of rels that plan h names active for its next
+// owner, with its final ledger entry, guarded as a release is and by the
+// plan (see the top of this file). It returns the ranges handed off and
+// the rest, to be released to the leader: those h does not name and those
+// whose guard failed. err is an error other than a guard failing.
+func (s *Session) handOff(ctx context.Context, h storedHandoff, rels []RangeRelease) (handed, rest []RangeRelease, err error) {
+	now := time.Now().UTC()
+	var writes []write
+	var direct []RangeRelease
+	for _, rl := range rels {
+		p, ok := h.byKey[rl.Range.Key]
+		if !ok || p.Rev != rl.Range.Rev {
+			rest = append(rest, rl)
+			continue
+		}
+		// The view shows a leaving member's ranges as revoking; the record
+		// in etcd is active, and only who owns it changes.
+		rec := rl.Range.Record
+		rec.Owner, rec.State, rec.Target, rec.DrainMs, rec.Gen, rec.Since = p.To, StateActive, "", 0, h.plan.Gen, now
+		also := []clientv3.Op{clientv3.OpPut(rl.Range.Key, mustJSON(rec))}
+		for _, l := range rl.Losses {
+			also = append(also, s.lossOp(rl.Range, l))
+		}
+		writes = append(writes, write{Key: rl.Range.LedgerKey, Name: rl.Range.Key, Entry: rl.Final, Guard: s.guard(rl.Range), Also: also, KeepEntry: rl.Written && len(rl.Losses) == 0})
+		direct = append(direct, rl)
+	}
+	if len(writes) == 0 {
+		return nil, rest, nil
+	}
+	// No compare of the next owners' registrations: with 200 members they
+	// alone would fill a transaction. The leader rewrites the plan when a
+	// member it names goes, which fails the plan's compare; a range handed
+	// to a member that went in between is failed over with the final state
+	// written here, so nothing runs twice.
+	common := append(s.common(), clientv3.Compare(clientv3.ModRevision(s.schema.Handoff(s.ID())), "=", h.rev))
+	err = s.rec.record(ctx, common, writes)
+	var fenced *FencedError
+	if err != nil && !errors.As(err, &fenced) {
+		return nil, nil, err
+	}
+	failed := make(map[string]bool)
+	if fenced != nil {
+		// The plan changed, a member it names went, or the range moved:
+		// release what is still this member's to release.
+		for _, k := range fenced.Keys {
+			failed[k] = true
+		}
+	}
+	for _, rl := range direct {
+		if failed[rl.Range.Key] {
+			rest = append(rest, rl)
+		} else {
+			handed = append(handed, rl)
+		}
+	}
+	return handed, rest, nil
+}
