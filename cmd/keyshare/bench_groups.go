@@ -122,36 +122,6 @@ func topicsFor(prefix string, p int) map[string]int32 {
 	return out
 }
 
-// rangesNow reads the group's registrations and range records only: what
-// settledFor needs. The bench polls it every 50-100 ms while it times a
-// leave, on the two cores the members and etcd use; a whole-group read
-// (ReadSnapshot: ledger entries, commits, lost/) at P = 4,096 costs tens of
-// milliseconds of CPU each time and slowed what it measured.
-func rangesNow(ctx context.Context, cli *clientv3.Client, s keys.Schema) *coord.Snapshot {
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := cli.Txn(rctx).Then(
-		clientv3.OpGet(s.Members(), clientv3.WithPrefix()),
-		clientv3.OpGet(s.Ranges(), clientv3.WithPrefix()),
-	).Commit()
-	snap := &coord.Snapshot{Members: make(map[string]coord.Member)}
-	if err != nil {
-		return snap
-	}
-	g := groupOf(s)
-	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-		if m, err := coord.DecodeMember(g, string(kv.Key), kv.Value); err == nil && kv.Lease != 0 {
-			snap.Members[m.ID] = coord.Member{MemberInfo: m, CreateRev: kv.CreateRevision}
-		}
-	}
-	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
-		if rec, err := coord.DecodeRange(g, string(kv.Key), kv.Value); err == nil {
-			snap.Ranges = append(snap.Ranges, coord.RangeState{Key: string(kv.Key), Record: rec, Rev: kv.ModRevision})
-		}
-	}
-	return snap
-}
-
 // settledFor reports whether every partition of topics is covered by active
 // ranges of live, non-leaving members (not in gone).
 func settledFor(snap *coord.Snapshot, topics map[string]int32, gone string) bool {
@@ -218,6 +188,12 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 	var names []string
 	for t := range topics {
 		names = append(names, t)
+	}
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	obs, err := observeRanges(octx, cli, schema)
+	if err != nil {
+		return res, err
 	}
 	clients := make([]*clientv3.Client, 0, 10)
 	defer func() {
@@ -327,7 +303,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 	if m > 64 {
 		settleLimit = 2 * time.Minute
 	}
-	if _, err := waitUntil(ctx, settleLimit, 100*time.Millisecond, func() bool { return settledFor(rangesNow(ctx, cli, schema), topics, "") }); err != nil {
+	if _, err := waitUntil(ctx, settleLimit, 100*time.Millisecond, func() bool { return settledFor(obs.snapshot(), topics, "") }); err != nil {
 		return res, fmt.Errorf("P=%d M=%d: settle: %w (%s)", p, m, err, lostSessions())
 	}
 	res.settle = time.Since(start)
@@ -347,7 +323,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 	if err := leaver.s.Leave(ctx); err != nil {
 		return res, fmt.Errorf("P=%d M=%d: leave: %w (%s)", p, m, err, lostSessions())
 	}
-	if _, err := waitUntil(ctx, 5*time.Minute, 100*time.Millisecond, func() bool { return settledFor(rangesNow(ctx, cli, schema), topics, leaver.s.ID()) }); err != nil {
+	if _, err := waitUntil(ctx, 5*time.Minute, 100*time.Millisecond, func() bool { return settledFor(obs.snapshot(), topics, leaver.s.ID()) }); err != nil {
 		return res, fmt.Errorf("P=%d M=%d: leave: %w", p, m, err)
 	}
 	res.leave = time.Since(start)
@@ -363,7 +339,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 	}
 	start = time.Now()
 	clients[len(clients)-1].Close()
-	if _, err := waitUntil(ctx, 5*time.Minute, 100*time.Millisecond, func() bool { return settledFor(rangesNow(ctx, cli, schema), topics, victim.s.ID()) }); err != nil {
+	if _, err := waitUntil(ctx, 5*time.Minute, 100*time.Millisecond, func() bool { return settledFor(obs.snapshot(), topics, victim.s.ID()) }); err != nil {
 		return res, fmt.Errorf("P=%d M=%d: crash: %w", p, m, err)
 	}
 	res.crash = time.Since(start)
@@ -409,6 +385,12 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 		args = append(args, "--topic", t)
 	}
 	if _, err := admin.CreateTopics(ctx, specs); err != nil {
+		return res, err
+	}
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	obs, err := observeRanges(octx, cli, schema)
+	if err != nil {
 		return res, err
 	}
 	// kfake keeps two files open per partition: without deleting each
@@ -505,18 +487,40 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 		return res, err
 	}
 	defer kc.Close()
-	var all []kafka.TopicPartition
-	for tp := range ends {
-		topic := tp.Topic
-		all = append(all, kafka.TopicPartition{Topic: &topic, Partition: tp.Partition})
-	}
+	// atEnd is, per partition, the end offset it was last seen committed
+	// at. Committed offsets only grow, so a check asks Kafka only for the
+	// others, a few hundred at a time: librdkafka's handling of an
+	// OffsetFetch answer grows with the square of its partitions, and at
+	// P = 4,096 asking for all of them every 50 ms took CPU from the leave
+	// being timed.
+	atEnd := make(map[coord.TopicPartition]int64)
 	committedAtEnd := func() bool {
-		got, err := kc.Committed(all, 10000)
-		if err != nil {
-			return false
+		var ask []kafka.TopicPartition
+		for tp, end := range ends {
+			if atEnd[tp] != end {
+				topic := tp.Topic
+				ask = append(ask, kafka.TopicPartition{Topic: &topic, Partition: tp.Partition})
+			}
 		}
-		for _, r := range got {
-			if r.Topic == nil || int64(r.Offset) != ends[coord.TopicPartition{Topic: *r.Topic, Partition: r.Partition}] {
+		for len(ask) > 0 {
+			n := min(len(ask), 256)
+			got, err := kc.Committed(ask[:n], 10000)
+			if err != nil {
+				return false
+			}
+			for _, r := range got {
+				if r.Topic == nil {
+					continue
+				}
+				tp := coord.TopicPartition{Topic: *r.Topic, Partition: r.Partition}
+				if int64(r.Offset) == ends[tp] {
+					atEnd[tp] = ends[tp]
+				}
+			}
+			ask = ask[n:]
+		}
+		for tp, end := range ends {
+			if atEnd[tp] != end {
 				return false
 			}
 		}
@@ -588,7 +592,7 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 		ms[i] = nil
 		moved := make(chan error, 1)
 		go func() {
-			_, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, func() bool { return settledFor(rangesNow(ctx, cli, schema), topics, id) })
+			_, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, func() bool { return settledFor(obs.snapshot(), topics, id) })
 			moved <- err
 		}()
 		produceEach(1)
