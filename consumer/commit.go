@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -44,9 +45,9 @@ func (c *Consumer) onCommitRound(r coord.CommitRound) {
 	c.mu.Unlock()
 }
 
-// kafkaOffsets is coord.Offsets on librdkafka: each call is one request for
-// all partitions (or librdkafka's cache), and returns by the context's
-// deadline. librdkafka's CommitOffsets takes no timeout, so it runs in its
+// kafkaOffsets is coord.Offsets on librdkafka: each call is a few requests
+// for all partitions, sent at once (or librdkafka's cache), and returns by
+// the context's deadline. librdkafka's CommitOffsets takes no timeout, so it runs in its
 // own goroutine, one at a time: a round that cannot wait for it moves on,
 // and the next round skips committing until it has returned (Kafka's
 // answer then shows in the next read of the committed offsets).
@@ -78,32 +79,81 @@ func kparts(parts []tp) []kafka.TopicPartition {
 	return out
 }
 
-// Committed reads the group's committed offsets in one OffsetFetch request.
-func (k *kafkaOffsets) Committed(ctx context.Context, parts []tp) (map[tp]int64, error) {
-	res, err := k.kc.Committed(kparts(parts), timeoutMs(ctx, time.Minute))
-	var kerr kafka.Error
-	if errors.As(err, &kerr) && kerr.Code() == kafka.ErrGroupIDNotFound {
-		// The group has never committed (some brokers say so this way).
-		out := make(map[tp]int64, len(parts))
-		for _, p := range parts {
-			out[p] = -1
-		}
-		return out, nil
+// offsetChunk is how many partitions one OffsetFetch or OffsetCommit request
+// carries. Handling such a request costs librdkafka (or kfake) time that
+// grows with the square of its partitions: against kfake on this project's
+// 2-core machine, reading 4,096 committed offsets took 78–98 ms in one
+// request and 8 ms in 16 requests of 256 sent at once; committing them, 42
+// ms and 13 ms. At P = 4,096 the leader read them every round, and that CPU
+// was taken from everything else on the machine.
+const offsetChunk = 256
+
+// chunks cuts parts into requests of at most offsetChunk partitions.
+func chunks[T any](parts []T) [][]T {
+	var out [][]T
+	for len(parts) > 0 {
+		n := min(len(parts), offsetChunk)
+		out = append(out, parts[:n])
+		parts = parts[n:]
 	}
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[tp]int64, len(res))
-	for _, r := range res {
-		if r.Topic == nil || r.Error != nil {
-			continue
-		}
-		out[tp{Topic: *r.Topic, Partition: r.Partition}] = max(int64(r.Offset), -1)
-	}
-	return out, nil
+	return out
 }
 
-// Commit commits all offsets in one OffsetCommit request.
+// eachChunk runs f on each chunk of parts, all at once, and returns the
+// first error.
+func eachChunk[T any](parts []T, f func([]T) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for _, c := range chunks(parts) {
+		wg.Go(func() {
+			if err := f(c); err != nil {
+				mu.Lock()
+				first = cmp.Or(first, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// Committed reads the group's committed offsets, in OffsetFetch requests
+// of offsetChunk partitions sent at once. With an error it returns what
+// the other requests read.
+func (k *kafkaOffsets) Committed(ctx context.Context, parts []tp) (map[tp]int64, error) {
+	var mu sync.Mutex
+	out := make(map[tp]int64, len(parts))
+	err := eachChunk(kparts(parts), func(c []kafka.TopicPartition) error {
+		res, err := k.kc.Committed(c, timeoutMs(ctx, time.Minute))
+		mu.Lock()
+		defer mu.Unlock()
+		var kerr kafka.Error
+		if errors.As(err, &kerr) && kerr.Code() == kafka.ErrGroupIDNotFound {
+			// The group has never committed (some brokers say so this way).
+			for _, p := range c {
+				out[tp{Topic: *p.Topic, Partition: p.Partition}] = -1
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Topic == nil || r.Error != nil {
+				continue
+			}
+			out[tp{Topic: *r.Topic, Partition: r.Partition}] = max(int64(r.Offset), -1)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Commit commits all offsets, in OffsetCommit requests of offsetChunk
+// partitions sent at once.
 func (k *kafkaOffsets) Commit(ctx context.Context, offsets map[tp]int64) (map[tp]error, error) {
 	k.mu.Lock()
 	if k.inflight != nil {
@@ -125,7 +175,15 @@ func (k *kafkaOffsets) Commit(ctx context.Context, offsets map[tp]int64) (map[tp
 	}
 	ch := make(chan result, 1)
 	go func() {
-		res, err := k.kc.CommitOffsets(parts)
+		var mu sync.Mutex
+		var res []kafka.TopicPartition
+		err := eachChunk(parts, func(c []kafka.TopicPartition) error {
+			r, err := k.kc.CommitOffsets(c)
+			mu.Lock()
+			res = append(res, r...)
+			mu.Unlock()
+			return err
+		})
 		ch <- result{res, err}
 		k.mu.Lock()
 		k.inflight = nil

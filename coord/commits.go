@@ -21,9 +21,10 @@ import (
 type Offsets interface {
 	// Committed returns the group's committed offset of each partition,
 	// -1 where the group has none. A partition left out of the answer
-	// could not be read.
+	// could not be read; with an error, the answer holds what could.
 	Committed(ctx context.Context, parts []TopicPartition) (map[TopicPartition]int64, error)
-	// Commit commits the offsets for the group in one request. It returns
+	// Commit commits the offsets for the group in one call (an adapter
+	// may send them as several requests at once). It returns
 	// the partitions Kafka refused, each with its error; an error means
 	// none is known to be committed.
 	Commit(ctx context.Context, offsets map[TopicPartition]int64) (map[TopicPartition]error, error)
@@ -173,10 +174,11 @@ func tpsOf(ws []CommitWrite) []TopicPartition {
 // below what etcd or Kafka already hold, so the committed offset never goes
 // backwards.
 //
-// A round costs a fixed number of requests whatever the number of
+// A round costs a fixed number of round trips whatever the number of
 // partitions: the group's state from the leader's cache, one read of
 // Kafka's committed offsets, ⌈moved ÷ (MaxTxnOps−1)⌉ etcd transactions, one
-// Kafka commit and one end-offset lookup.
+// Kafka commit and one end-offset lookup (Offsets may send a read or a
+// commit as several requests at once).
 //
 // A deposed leader can still commit to Kafka (Kafka knows nothing of etcd's
 // guard): one that stalled between recording an offset in etcd and
