@@ -87,6 +87,7 @@ type env struct {
 	deleted map[int32]int64    // partition → log start after DeleteRecords
 	losses  []coord.LossRecord // loss reports found in etcd by check
 	grants  []grant            // range records seen in etcd (overlap_test.go)
+	plans   []planSeen         // handoff plans seen in etcd
 
 	// Hosts of their own (partition_test.go); nil: members run on this host.
 	net             *netns.Net
@@ -770,7 +771,7 @@ func (e *env) check(row string, bound int) result {
 	for _, n := range perFault {
 		r.WorstPerFault = max(r.WorstPerFault, n)
 	}
-	r.Overlap = overlap(e.grants, lines)
+	r.Overlap = overlap(e.grants, e.plans, lines)
 	return r
 }
 

@@ -39,7 +39,7 @@ func TestOverlapChecker(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// Grants without a state are failovers; see "handover" below.
-			r := overlap(c.grants, c.lines)
+			r := overlap(c.grants, nil, c.lines)
 			if r.Moves != c.moves || r.Overlaps != c.overlaps || r.Min != c.min || r.Failovers != c.moves {
 				t.Errorf("got %+v, want %d moves, %d overlaps, min %s", r, c.moves, c.overlaps, c.min)
 			}
@@ -48,8 +48,29 @@ func TestOverlapChecker(t *testing.T) {
 	// A released range moving on is a handover, not a failover.
 	rel := g(900, "a")
 	rel.rec.State = coord.StateReleased
-	r := overlap([]grant{g(0, "a"), rel, g(1000, "b")}, []handledLine{h(10, "a", 0), h(1200, "b", 1)})
+	r := overlap([]grant{g(0, "a"), rel, g(1000, "b")}, nil, []handledLine{h(10, "a", 0), h(1200, "b", 1)})
 	if r.Moves != 1 || r.Failovers != 0 {
 		t.Errorf("handover counted as failover: %+v", r)
+	}
+	// So is a range a leaving member wrote to its next owner by the
+	// leader's plan; not one the plan names for another member, or at
+	// another revision of the record.
+	for _, c := range []struct {
+		name     string
+		plan     coord.PlannedHandoff
+		failover int
+	}{
+		{"planned", coord.PlannedHandoff{Key: "r", Rev: 5, To: "b"}, 0},
+		{"planned for another member", coord.PlannedHandoff{Key: "r", Rev: 5, To: "c"}, 1},
+		{"planned at another revision", coord.PlannedHandoff{Key: "r", Rev: 4, To: "b"}, 1},
+	} {
+		first, next := g(0, "a"), g(1000, "b")
+		first.key, first.rev = "r", 5
+		next.key, next.rev, next.prevOwner, next.prevRev = "r", 9, "a", 5
+		plans := []planSeen{{leaver: "a", rev: 7, byKey: map[string]coord.PlannedHandoff{"r": c.plan}}}
+		r := overlap([]grant{first, next}, plans, []handledLine{h(10, "a", 0), h(1200, "b", 1)})
+		if r.Moves != 1 || r.Failovers != c.failover {
+			t.Errorf("%s: %+v, want %d failovers", c.name, r, c.failover)
+		}
 	}
 }

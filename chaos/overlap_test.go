@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -19,6 +20,20 @@ import (
 type grant struct {
 	at  time.Time
 	rec coord.RangeRecord
+	key string
+	rev int64 // the record's revision
+	// prevOwner and prevRev are the record this one replaced (prevRev 0:
+	// none), to tell a leaving member's planned handoff (coord/handoff.go)
+	// from a failover.
+	prevOwner string
+	prevRev   int64
+}
+
+// planSeen is a handoff plan as written (handoffs/<leaver>).
+type planSeen struct {
+	leaver string
+	rev    int64
+	byKey  map[string]coord.PlannedHandoff // nil: the plan was deleted
 }
 
 // grantSlack: a handling that starts this little before the test saw its
@@ -26,10 +41,28 @@ type grant struct {
 // grant first).
 const grantSlack = 100 * time.Millisecond
 
-// watchRanges records every range record written in etcd until ctx ends.
-// It starts at revision 1, before any member joins.
+// watchRanges records every range record and handoff plan written in etcd
+// until ctx ends. It starts at revision 1, before any member joins.
 func (e *env) watchRanges(ctx context.Context) {
-	wch := e.cli.Watch(ctx, "/keyshare/"+group+"/ranges/", clientv3.WithPrefix(), clientv3.WithRev(1))
+	root := "/keyshare/" + group + "/"
+	go func() {
+		for wr := range e.cli.Watch(ctx, root+"handoffs/", clientv3.WithPrefix(), clientv3.WithRev(1)) {
+			for _, ev := range wr.Events {
+				p := planSeen{leaver: strings.TrimPrefix(string(ev.Kv.Key), root+"handoffs/"), rev: ev.Kv.ModRevision}
+				var plan coord.HandoffPlan
+				if ev.Type == clientv3.EventTypePut && json.Unmarshal(ev.Kv.Value, &plan) == nil {
+					p.byKey = make(map[string]coord.PlannedHandoff)
+					for _, r := range plan.Ranges {
+						p.byKey[r.Key] = r
+					}
+				}
+				e.mu.Lock()
+				e.plans = append(e.plans, p)
+				e.mu.Unlock()
+			}
+		}
+	}()
+	wch := e.cli.Watch(ctx, root+"ranges/", clientv3.WithPrefix(), clientv3.WithRev(1), clientv3.WithPrevKV())
 	for wr := range wch {
 		now := time.Now()
 		for _, ev := range wr.Events {
@@ -40,11 +73,35 @@ func (e *env) watchRanges(ctx context.Context) {
 			if json.Unmarshal(ev.Kv.Value, &r) != nil || r.Topic != topic {
 				continue // damaged on purpose (row 14)
 			}
+			g := grant{at: now, rec: r, key: string(ev.Kv.Key), rev: ev.Kv.ModRevision}
+			var prev coord.RangeRecord
+			if ev.PrevKv != nil && json.Unmarshal(ev.PrevKv.Value, &prev) == nil {
+				g.prevOwner, g.prevRev = prev.Owner, ev.PrevKv.ModRevision
+			}
 			e.mu.Lock()
-			e.grants = append(e.grants, grant{at: now, rec: r})
+			e.grants = append(e.grants, g)
 			e.mu.Unlock()
 		}
 	}
+}
+
+// planned reports whether g is a leaving member's handoff by the plan
+// current at g's revision: the plan of g's previous owner names g's range,
+// at the revision g replaced, for g's owner. (The leader handing such a
+// range on after the leaver's drain budget is counted so too; it writes
+// the same record.)
+func planned(g grant, plans []planSeen) bool {
+	var cur *planSeen
+	for i := range plans {
+		if p := &plans[i]; p.leaver == g.prevOwner && p.rev < g.rev && (cur == nil || p.rev > cur.rev) {
+			cur = p
+		}
+	}
+	if cur == nil || g.prevRev == 0 {
+		return false
+	}
+	h, ok := cur.byKey[g.key]
+	return ok && h.Rev == g.prevRev && h.To == g.rec.Owner
 }
 
 // overlapResult measures, for every key and every time the range holding it
@@ -58,8 +115,8 @@ type overlapResult struct {
 	Min      time.Duration // smallest gap (valid if Moves > 0)
 	Worst    string        // where the smallest gap is
 	// Failovers are the owner changes where the old owner had not
-	// released the range (its session ended, or its drain timed out),
-	// FailoverMin their smallest gap.
+	// released the range nor handed it on by a plan (its session ended,
+	// or its drain timed out), FailoverMin their smallest gap.
 	Failovers   int
 	FailoverMin time.Duration
 }
@@ -77,7 +134,7 @@ func (o overlapResult) String() string {
 
 // overlap computes the overlap result from the grants seen and the
 // handlings logged (e.mu held).
-func overlap(grants []grant, lines []handledLine) overlapResult {
+func overlap(grants []grant, plans []planSeen, lines []handledLine) overlapResult {
 	type pk struct {
 		p int32
 		h uint32
@@ -86,6 +143,7 @@ func overlap(grants []grant, lines []handledLine) overlapResult {
 	type tenure struct {
 		owner       string
 		state       string // of the owner's last record in the tenure
+		handedOver  bool   // begun by the previous owner's planned handoff
 		from        time.Time
 		first, last time.Time // starts of handlings in it
 		n           int
@@ -104,7 +162,7 @@ func overlap(grants []grant, lines []handledLine) overlapResult {
 				tl[n-1].state = g.rec.State
 				continue // same owner: split, revoking, released, kept
 			}
-			tl = append(tl, &tenure{owner: g.rec.Owner, state: g.rec.State, from: g.at})
+			tl = append(tl, &tenure{owner: g.rec.Owner, state: g.rec.State, from: g.at, handedOver: planned(g, plans)})
 		}
 		timelines[k] = tl
 		return tl
@@ -153,7 +211,7 @@ func overlap(grants []grant, lines []handledLine) overlapResult {
 				r.Worst = fmt.Sprintf("%s, %s → %s at %s", keysOf[k], prev.owner, next.owner, next.first.Format("15:04:05.000"))
 			}
 			r.Moves++
-			if prev.state != coord.StateReleased {
+			if prev.state != coord.StateReleased && !next.handedOver {
 				if r.Failovers == 0 || gap < r.FailoverMin {
 					r.FailoverMin = gap
 				}
