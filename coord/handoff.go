@@ -234,11 +234,7 @@ func (s *Session) handOff(ctx context.Context, h storedHandoff, rels []RangeRele
 		// in etcd is active, and only who owns it changes.
 		rec := rl.Range.Record
 		rec.Owner, rec.State, rec.Target, rec.DrainMs, rec.Gen, rec.Since = p.To, StateActive, "", 0, h.plan.Gen, now
-		also := []clientv3.Op{clientv3.OpPut(rl.Range.Key, mustJSON(rec))}
-		for _, l := range rl.Losses {
-			also = append(also, s.lossOp(rl.Range, l))
-		}
-		writes = append(writes, write{Key: rl.Range.LedgerKey, Name: rl.Range.Key, Entry: rl.Final, Guard: s.guard(rl.Range), Also: also, KeepEntry: rl.Written && len(rl.Losses) == 0})
+		writes = append(writes, s.releaseWrite(rl, rec))
 		direct = append(direct, rl)
 	}
 	if len(writes) == 0 {
@@ -257,8 +253,9 @@ func (s *Session) handOff(ctx context.Context, h storedHandoff, rels []RangeRele
 	}
 	failed := make(map[string]bool)
 	if fenced != nil {
-		// The plan changed, a member it names went, or the range moved:
-		// release what is still this member's to release.
+		// The plan was rewritten (a member it names went, or the wanted
+		// assignment changed), or the range moved: release what is
+		// still this member's to release.
 		for _, k := range fenced.Keys {
 			failed[k] = true
 		}

@@ -56,11 +56,7 @@ func (s *Session) ReleaseRanges(ctx context.Context, rels []RangeRelease) error 
 	for _, rl := range rels {
 		rec := rl.Range.Record
 		rec.State, rec.Since = StateReleased, now
-		also := []clientv3.Op{clientv3.OpPut(rl.Range.Key, mustJSON(rec))}
-		for _, l := range rl.Losses {
-			also = append(also, s.lossOp(rl.Range, l))
-		}
-		writes = append(writes, write{Key: rl.Range.LedgerKey, Name: rl.Range.Key, Entry: rl.Final, Guard: s.guard(rl.Range), Also: also, KeepEntry: rl.Written && len(rl.Losses) == 0})
+		writes = append(writes, s.releaseWrite(rl, rec))
 	}
 	err := s.rec.record(ctx, s.common(), writes)
 	var fenced *FencedError
@@ -81,6 +77,17 @@ func (s *Session) ReleaseRanges(ctx context.Context, rels []RangeRelease) error 
 	}
 	s.noteGone(released, "released", func(rl RangeRelease) string { return rl.Range.Record.Target })
 	return err
+}
+
+// releaseWrite is the write that gives up rl, rewriting its record as rec:
+// its final ledger entry (unless etcd holds it) and its loss reports not
+// yet written, under the member's guard of the range.
+func (s *Session) releaseWrite(rl RangeRelease, rec RangeRecord) write {
+	also := []clientv3.Op{clientv3.OpPut(rl.Range.Key, mustJSON(rec))}
+	for _, l := range rl.Losses {
+		also = append(also, s.lossOp(rl.Range, l))
+	}
+	return write{Key: rl.Range.LedgerKey, Name: rl.Range.Key, Entry: rl.Final, Guard: s.guard(rl.Range), Also: also, KeepEntry: rl.Written && len(rl.Losses) == 0}
 }
 
 // noteGone tells the view that rels are no longer this member's, ahead of
