@@ -47,10 +47,11 @@ func (c *Consumer) onCommitRound(r coord.CommitRound) {
 
 // kafkaOffsets is coord.Offsets on librdkafka: each call is a few requests
 // for all partitions, sent at once (or librdkafka's cache), and returns by
-// the context's deadline. librdkafka's CommitOffsets takes no timeout, so it runs in its
-// own goroutine, one at a time: a round that cannot wait for it moves on,
-// and the next round skips committing until it has returned (Kafka's
-// answer then shows in the next read of the committed offsets).
+// the context's deadline. librdkafka's CommitOffsets takes no timeout, so
+// it runs in its own goroutine, one at a time: a round that cannot wait
+// for it moves on, and the next round skips committing until it has
+// returned (Kafka's answer then shows in the next read of the committed
+// offsets).
 type kafkaOffsets struct {
 	kc    *kafka.Consumer
 	log   hclog.Logger
@@ -83,9 +84,10 @@ func kparts(parts []tp) []kafka.TopicPartition {
 // carries. Handling such a request costs librdkafka (or kfake) time that
 // grows with the square of its partitions: against kfake on this project's
 // 2-core machine, reading 4,096 committed offsets took 78–98 ms in one
-// request and 8 ms in 16 requests of 256 sent at once; committing them, 42
-// ms and 13 ms. At P = 4,096 the leader read them every round, and that CPU
-// was taken from everything else on the machine.
+// request and 8 ms in 16 requests of 256 sent at once; committing them
+// took 42 ms in one request and 13 ms in 16 sent one after another. At
+// P = 4,096 the leader read them every round, and that CPU was taken from
+// everything else on the machine.
 const offsetChunk = 256
 
 // chunks cuts parts into requests of at most offsetChunk partitions.
