@@ -39,7 +39,8 @@ type RangeRelease struct {
 //
 // A leaving member whose leader planned where its ranges go (handoff.go)
 // writes each planned range active for its next owner instead, in the same
-// transaction and under the same guards; only the rest is released.
+// transaction, under the same guards and the plan's revision; only the
+// rest is released.
 func (s *Session) ReleaseRanges(ctx context.Context, rels []RangeRelease) error {
 	if h := s.handoffPlan(ctx); len(h.byKey) > 0 {
 		handed, rest, err := s.handOff(ctx, h, rels)
