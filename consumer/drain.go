@@ -49,9 +49,7 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 	if n := p.inFlightLocked(w); n > 0 {
 		p.log.Warn("drain budget spent with records in flight; they will run again on the next owner", "range", w.st.Range().String(), "in_flight", n, "budget", budget)
 	}
-	rel := coord.RangeRelease{Range: w.rs, Final: w.st.Entry(), Losses: slices.Clone(w.losses),
-		Written: !w.dirty && w.st.Version() == w.flushed}
-	rs, losses := rel.Range, rel.Losses
+	rel := coord.RangeRelease{Range: w.rs, Final: w.st.Entry(), Losses: slices.Clone(w.losses), Written: w.inEtcd()}
 	p.mu.Unlock()
 
 	for p.ctx.Err() == nil {
@@ -61,11 +59,11 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 		err := p.sess.Release(p.ctx, rel)
 		if err == nil {
 			p.c.handoffSeconds.Observe(time.Since(received).Seconds())
-			p.c.metrics.retentionLosses.Add(int64(len(losses)))
+			p.c.metrics.retentionLosses.Add(int64(len(rel.Losses)))
 		}
 		if err == nil || errors.Is(err, coord.ErrFenced) {
 			if err != nil {
-				p.log.Warn("release fenced", "range", rs.Key, "error", err)
+				p.log.Warn("release fenced", "range", rel.Range.Key, "error", err)
 			}
 			p.mu.Lock()
 			if err != nil && !current() {
@@ -74,7 +72,7 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 				p.mu.Unlock()
 				return
 			}
-			if p.mu.ranges[rs.Key] == w {
+			if p.mu.ranges[rel.Range.Key] == w {
 				p.mu.rangeTable.dropReleased(w)
 				t := w.tp()
 				for o, j := range p.mu.jobs[t] {
@@ -94,7 +92,7 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 			// returns (a handoff plan, coord/handoff.go).
 			return
 		}
-		p.log.Warn("release", "range", rs.Key, "error", err)
+		p.log.Warn("release", "range", rel.Range.Key, "error", err)
 		sleep(p.ctx, 200*time.Millisecond)
 	}
 }

@@ -57,7 +57,7 @@ func (p *pipeline) entriesAtBound(large map[string]bool) bool {
 		}
 	}
 	for k, w := range p.mu.ranges {
-		if !w.dirty && w.st.Version() == w.flushed {
+		if w.inEtcd() {
 			continue
 		}
 		if entrySizeBound(w.st.Pending()) < bound {
@@ -126,7 +126,7 @@ func (p *pipeline) flush(ctx context.Context) {
 	}
 	versions := make(map[string]written)
 	for k, w := range p.mu.ranges {
-		if !w.dirty && w.st.Version() == w.flushed {
+		if w.inEtcd() {
 			continue
 		}
 		e := w.st.Entry()

@@ -46,6 +46,10 @@ type owned struct {
 	stuck   bool
 }
 
+// inEtcd reports whether etcd holds w's state as it is now: written by its
+// last flush, or loaded and not changed since.
+func (w *owned) inEtcd() bool { return !w.dirty && w.st.Version() == w.flushed }
+
 func (o *owned) tp() tp { return o.rs.TP() }
 
 // containing returns the range of partition t's ranges (byTP[t]) that
