@@ -334,17 +334,7 @@ func (v *assignmentView) current(ctx context.Context, rev int64) (Assignment, er
 func (v *assignmentView) released(ctx context.Context) error {
 	for {
 		v.mu.Lock()
-		done := v.mu.ready && len(v.mu.owned) == 0 && v.mu.byOwner[v.id] == 0
-		if v.mu.ready && !done {
-			done = true
-			for id, m := range v.mu.members {
-				if id != v.id && !m.Leaving {
-					done = false
-					break
-				}
-			}
-		}
-		wake := v.mu.wake
+		done, wake := v.releasedLocked(), v.mu.wake
 		v.mu.Unlock()
 		if done {
 			return nil
@@ -355,6 +345,28 @@ func (v *assignmentView) released(ctx context.Context) error {
 		case <-wake:
 		}
 	}
+}
+
+// isReleased is released without waiting.
+func (v *assignmentView) isReleased() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.releasedLocked()
+}
+
+func (v *assignmentView) releasedLocked() bool {
+	if !v.mu.ready {
+		return false
+	}
+	if len(v.mu.owned) == 0 && v.mu.byOwner[v.id] == 0 {
+		return true
+	}
+	for id, m := range v.mu.members {
+		if id != v.id && !m.Leaving {
+			return false
+		}
+	}
+	return true
 }
 
 func addKey(m map[TopicPartition]map[string]struct{}, tp TopicPartition, key string) {

@@ -1,6 +1,7 @@
 package coord_test
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
 	"testing"
@@ -90,4 +91,128 @@ func TestLeaveReleasesUnasked(t *testing.T) {
 	allMu.Lock()
 	defer allMu.Unlock()
 	checkHandoffOrder(t, all)
+}
+
+// TestWaitReleasedSeesLateGift: a leader planning on a snapshot from before
+// a member's leave can give it a range after it left; WaitReleased must not
+// return while etcd holds such a range that the member's watch has not
+// delivered yet. The member's watch of the range records is held back, and
+// the gift is written while it is.
+func TestWaitReleasedSeesLateGift(t *testing.T) {
+	cli, e := testutil.StartEtcd(t)
+	counts := map[string]int32{"t": 4}
+	var (
+		allMu sync.Mutex
+		all   []event
+	)
+	a := startOwner(t, e.Endpoints, "a", counts, 0, &all, &allMu)
+	waitFor(t, "a leads and owns", 30*time.Second, func() bool { return a.IsLeader() && settled(snapshot(t, cli)) })
+
+	bcli := testutil.NewEtcdClient(t, e.Endpoints)
+	gate := &gatedWatcher{Watcher: bcli.Watcher, prefix: schema.Ranges()}
+	bcli.Watcher = gate
+	b, err := coord.Join(t.Context(), bcli, testConfig(t, "b", counts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &owner{s: b}
+	done := make(chan struct{})
+	go func() { defer close(done); o.run(t, &all, &allMu) }()
+	t.Cleanup(func() { _ = b.Close(); <-done })
+	waitFor(t, "a and b settle", 30*time.Second, func() bool {
+		snap := snapshot(t, cli)
+		return settled(snap) && len(snap.Owned("b")) > 0
+	})
+	if err := b.Leave(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WaitReleased(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The late gift: one of a's ranges, written owned by b while b's watch
+	// of the range records is held.
+	gate.hold()
+	snap := snapshot(t, cli)
+	gift := snap.Owned("a")[0]
+	rec := gift.Record
+	rec.Owner = "b"
+	resp, err := cli.Txn(t.Context()).If(clientv3.Compare(clientv3.ModRevision(gift.Key), "=", gift.Rev)).Then(clientv3.OpPut(gift.Key, mustJSON(t, rec))).Commit()
+	if err != nil || !resp.Succeeded {
+		t.Fatalf("write the gift: %v (succeeded %v)", err, resp != nil && resp.Succeeded)
+	}
+	time.AfterFunc(time.Second, gate.release)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := b.WaitReleased(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := snapshot(t, cli)
+	if owned := after.Owned("b"); len(owned) > 0 {
+		t.Fatalf("WaitReleased returned while etcd holds %d ranges of b, first %s", len(owned), owned[0].Key)
+	}
+	if !gate.released() {
+		t.Fatal("WaitReleased returned while b's watch was held: it did not wait for etcd's current revision")
+	}
+}
+
+// gatedWatcher holds back the responses of watches on prefix while it is
+// held: a member whose watch lags behind etcd.
+type gatedWatcher struct {
+	clientv3.Watcher
+	prefix string
+
+	mu   sync.Mutex
+	gate chan struct{} // closed when not held; nil until first held
+	held bool
+}
+
+func (w *gatedWatcher) hold() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gate, w.held = make(chan struct{}), true
+}
+
+func (w *gatedWatcher) release() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.held {
+		close(w.gate)
+		w.held = false
+	}
+}
+
+func (w *gatedWatcher) released() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gate != nil && !w.held
+}
+
+func (w *gatedWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+	in := w.Watcher.Watch(ctx, key, opts...)
+	if key != w.prefix {
+		return in
+	}
+	out := make(chan clientv3.WatchResponse)
+	go func() {
+		defer close(out)
+		for wr := range in {
+			w.mu.Lock()
+			gate, held := w.gate, w.held
+			w.mu.Unlock()
+			if held {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return
+				}
+			}
+			select {
+			case out <- wr:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
 }

@@ -200,16 +200,7 @@ func (s *Session) ClearStuck(ctx context.Context, r RangeState) error {
 // (after a fenced write, say). It costs one small read: the current
 // revision, which the watch-fed view then catches up to.
 func (s *Session) ReadAssignment(ctx context.Context) (Assignment, error) {
-	resp, err := s.cli.Get(ctx, s.memberKey, clientv3.WithKeysOnly())
-	if err != nil {
-		return Assignment{}, fmt.Errorf("coord: read the current revision: %w", err)
-	}
-	// Ask etcd to tell the watches that they are current, so that the
-	// view reaches this revision even when no range changed since.
-	_ = s.cli.RequestProgress(clientv3.WithRequireLeader(ctx))
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	a, err := s.view.current(wctx, resp.Header.Revision)
+	a, err := s.viewNow(ctx)
 	if err == nil || ctx.Err() != nil {
 		return a, err
 	}
@@ -219,6 +210,21 @@ func (s *Session) ReadAssignment(ctx context.Context) (Assignment, error) {
 		return Assignment{}, err
 	}
 	return snap.AssignmentOf(s.ID()), nil
+}
+
+// viewNow returns the view's assignment once it holds etcd's current
+// revision, waiting at most 2 s for it.
+func (s *Session) viewNow(ctx context.Context) (Assignment, error) {
+	resp, err := s.cli.Get(ctx, s.memberKey, clientv3.WithKeysOnly())
+	if err != nil {
+		return Assignment{}, fmt.Errorf("coord: read the current revision: %w", err)
+	}
+	// Ask etcd to tell the watches that they are current, so that the
+	// view reaches this revision even when no range changed since.
+	_ = s.cli.RequestProgress(clientv3.WithRequireLeader(ctx))
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return s.view.current(wctx, resp.Header.Revision)
 }
 
 // RecordedCommit reads the offset the leader recorded in etcd for tp (the
@@ -329,9 +335,32 @@ func (s *Session) Leave(ctx context.Context) error {
 // WaitReleased returns once the member owns no range, or when no other member
 // remains to take its ranges (then the caller flushes its state and leaves;
 // the ranges resume from that state when a member joins). It follows the
-// watch-fed view: no etcd request.
+// watch-fed view.
+//
+// Before it returns it brings the view to etcd's current revision (one
+// small read) and looks again: a leader that planned on a snapshot from
+// before the leave may have given the member a range the view has not seen
+// yet, and a member that left with it would turn that range's handoff into
+// a failover, held back by FailoverGrace.
 func (s *Session) WaitReleased(ctx context.Context) error {
-	return s.view.released(ctx)
+	for {
+		if err := s.view.released(ctx); err != nil {
+			return err
+		}
+		if _, err := s.viewNow(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			s.log.Debug("could not bring the assignment view to the current revision before leaving; looking again", "error", err)
+			if err := sleep(ctx, 100*time.Millisecond); err != nil {
+				return err
+			}
+			continue
+		}
+		if s.view.isReleased() {
+			return nil
+		}
+	}
 }
 
 // Close ends the session: goroutines stop, the lease is revoked and the
