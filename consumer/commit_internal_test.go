@@ -10,8 +10,9 @@ import (
 )
 
 // TestOffsetsInChunks: committing and reading the offsets of more
-// partitions than one request carries (offsetChunk) commits and reads every
-// one of them, over real requests to the broker.
+// partitions than one request carries (offsetChunk), and reading their end
+// offsets, commits and reads every one of them, over real requests to the
+// broker.
 func TestOffsetsInChunks(t *testing.T) {
 	const n = 2*offsetChunk + 88
 	k := testutil.StartKafka(t, map[string]int32{"wide": n})
@@ -47,6 +48,25 @@ func TestOffsetsInChunks(t *testing.T) {
 	for p, want := range offsets {
 		if got[p] != want {
 			t.Errorf("%v: committed %d, want %d", p, got[p], want)
+		}
+	}
+
+	// End offsets: partition i holds i % 3 records. This consumer fetches
+	// none of them, so every one is asked of the broker.
+	var records []testutil.Record
+	for i := range parts {
+		for range i % 3 {
+			records = append(records, testutil.Record{Partition: int32(i), Value: []byte("v")})
+		}
+	}
+	testutil.Produce(t, k.Brokers, "wide", records)
+	ends, err := ko.Ends(t.Context(), parts)
+	if err != nil || len(ends) != n {
+		t.Fatalf("%d end offsets read, error %v; want all %d", len(ends), err, n)
+	}
+	for i, p := range parts {
+		if want := int64(i % 3); ends[p] != want {
+			t.Errorf("%v: end offset %d, want %d", p, ends[p], want)
 		}
 	}
 }
