@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 	"github.com/keyshare/keyshare/internal/keys"
 )
 
@@ -267,18 +268,40 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 			}
 		}
 	}
-	committed, err := g.kc.Committed(tps, kafkaTimeoutMs)
-	var kerr kafka.Error
-	if errors.As(err, &kerr) && kerr.Code() == kafka.ErrGroupIDNotFound {
-		// A group that never committed (kfake says so where Apache Kafka
-		// answers -1 for each partition).
-		committed, err = tps, nil
-		for i := range committed {
-			committed[i].Offset = kafka.OffsetInvalid
-		}
+	// The committed offsets and the log bounds, each in requests of
+	// kafkaoffsets.Chunk partitions sent at once: one synchronous call per
+	// partition was a round trip each.
+	parts := make([]coord.TopicPartition, len(tps))
+	for i, tp := range tps {
+		parts[i] = coord.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
+	}
+	committed, refused, err := kafkaoffsets.Committed(g.kc, parts, kafkaTimeoutMs)
+	if err == nil {
+		err = firstRefused(refused)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("admin: read committed offsets of %q: %w", g.name, err)
+	}
+	a, err := kafka.NewAdminClientFromConsumer(g.kc)
+	if err != nil {
+		return nil, fmt.Errorf("admin: Kafka admin client: %w", err)
+	}
+	defer a.Close()
+	lctx, cancel := context.WithTimeout(ctx, kafkaTimeoutMs*time.Millisecond)
+	defer cancel()
+	starts, refused, err := kafkaoffsets.List(lctx, a, parts, kafka.EarliestOffsetSpec)
+	if err == nil {
+		err = firstRefused(refused)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admin: read the log start offsets: %w", err)
+	}
+	ends, refused, err := kafkaoffsets.List(lctx, a, parts, kafka.LatestOffsetSpec)
+	if err == nil {
+		err = firstRefused(refused)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admin: read the log end offsets: %w", err)
 	}
 	var times []kafka.TopicPartition
 	if r.To == ToDatetime {
@@ -290,14 +313,15 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 		}
 	}
 	plan := make([]PlanRow, 0, len(tps))
-	for i, tp := range tps {
-		lo, hi, err := g.kc.QueryWatermarkOffsets(*tp.Topic, tp.Partition, kafkaTimeoutMs)
-		if err != nil {
-			return nil, fmt.Errorf("admin: log bounds of %s/%d: %w", *tp.Topic, tp.Partition, err)
+	for i, p := range parts {
+		lo, okLo := starts[p]
+		hi, okHi := ends[p]
+		if !okLo || !okHi {
+			return nil, fmt.Errorf("admin: log bounds of %s/%d: no answer from the broker; try again", p.Topic, p.Partition)
 		}
-		row := PlanRow{Topic: *tp.Topic, Partition: tp.Partition, Current: -1, LogStart: lo, LogEnd: hi}
-		if c := committed[i].Offset; c >= 0 {
-			row.Current = int64(c)
+		row := PlanRow{Topic: p.Topic, Partition: p.Partition, Current: -1, LogStart: lo, LogEnd: hi}
+		if c, ok := committed[p]; ok && c >= 0 {
+			row.Current = c
 		}
 		switch r.To {
 		case ToEarliest:
@@ -404,4 +428,19 @@ func (g *Group) ApplyReset(ctx context.Context, plan []PlanRow) error {
 		return fmt.Errorf("admin: etcd holds the reset of %q but Kafka's committed offsets were not changed: %w; apply the reset again", g.name, err)
 	}
 	return nil
+}
+
+// firstRefused is an error for the first partition (in order) the broker
+// refused, or nil.
+func firstRefused(refused map[coord.TopicPartition]error) error {
+	var first *coord.TopicPartition
+	for p := range refused {
+		if first == nil || p.Topic < first.Topic || (p.Topic == first.Topic && p.Partition < first.Partition) {
+			first = &p
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return fmt.Errorf("%s/%d: %w", first.Topic, first.Partition, refused[*first])
 }

@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 )
 
 // commitLoop runs on the leader: the commit protocol itself is the
@@ -71,93 +71,16 @@ func timeoutMs(ctx context.Context, d time.Duration) int {
 	return max(1, int(d/time.Millisecond))
 }
 
-func kparts(parts []tp) []kafka.TopicPartition {
-	out := make([]kafka.TopicPartition, len(parts))
-	for i, p := range parts {
-		topic := p.Topic
-		out[i] = kafka.TopicPartition{Topic: &topic, Partition: p.Partition}
-	}
-	return out
-}
-
-// offsetChunk is how many partitions one OffsetFetch, OffsetCommit or
-// ListOffsets request carries. Handling such a request costs librdkafka (or
-// kfake) time that grows with the square of its partitions: against kfake
-// on this project's 2-core machine, reading 4,096 committed offsets took
-// 78–98 ms in one request and 8 ms in 16 requests of 256 sent at once;
-// committing them took 42 ms in one request and 13 ms in 16 sent one after
-// another; reading 3,840 end offsets took 118–131 ms (125–146 ms of CPU)
-// in one request and 28–30 ms (43–45 ms of CPU) in 15 sent at once. At
-// P = 4,096 the leader read them every round, and that CPU was taken from
-// everything else on the machine.
-const offsetChunk = 256
-
-// chunks cuts parts into requests of at most offsetChunk partitions.
-func chunks[T any](parts []T) [][]T {
-	var out [][]T
-	for len(parts) > 0 {
-		n := min(len(parts), offsetChunk)
-		out = append(out, parts[:n])
-		parts = parts[n:]
-	}
-	return out
-}
-
-// eachChunk runs f on each chunk of parts, all at once, and returns the
-// first error.
-func eachChunk[T any](parts []T, f func([]T) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	for _, c := range chunks(parts) {
-		wg.Go(func() {
-			if err := f(c); err != nil {
-				mu.Lock()
-				first = cmp.Or(first, err)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return first
-}
-
-// Committed reads the group's committed offsets, in OffsetFetch requests
-// of offsetChunk partitions sent at once. With an error it returns what
-// the other requests read.
+// Committed reads the group's committed offsets (kafkaoffsets.Committed).
+// A partition the broker refused is left out (the round then goes by the
+// offset it last knew Kafka to hold).
 func (k *kafkaOffsets) Committed(ctx context.Context, parts []tp) (map[tp]int64, error) {
-	var mu sync.Mutex
-	out := make(map[tp]int64, len(parts))
-	err := eachChunk(kparts(parts), func(c []kafka.TopicPartition) error {
-		res, err := k.kc.Committed(c, timeoutMs(ctx, time.Minute))
-		mu.Lock()
-		defer mu.Unlock()
-		var kerr kafka.Error
-		if errors.As(err, &kerr) && kerr.Code() == kafka.ErrGroupIDNotFound {
-			// The group has never committed (some brokers say so this way).
-			for _, p := range c {
-				out[tp{Topic: *p.Topic, Partition: p.Partition}] = -1
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		for _, r := range res {
-			if r.Topic == nil || r.Error != nil {
-				continue
-			}
-			out[tp{Topic: *r.Topic, Partition: r.Partition}] = max(int64(r.Offset), -1)
-		}
-		return nil
-	})
-	return out, err
+	offsets, _, err := kafkaoffsets.Committed(k.kc, parts, timeoutMs(ctx, time.Minute))
+	return offsets, err
 }
 
-// Commit commits all offsets, in OffsetCommit requests of offsetChunk
-// partitions sent at once.
+// Commit commits all offsets, in OffsetCommit requests of
+// kafkaoffsets.Chunk partitions sent at once.
 func (k *kafkaOffsets) Commit(ctx context.Context, offsets map[tp]int64) (map[tp]error, error) {
 	k.mu.Lock()
 	if k.inflight != nil {
@@ -181,7 +104,7 @@ func (k *kafkaOffsets) Commit(ctx context.Context, offsets map[tp]int64) (map[tp
 	go func() {
 		var mu sync.Mutex
 		var res []kafka.TopicPartition
-		err := eachChunk(parts, func(c []kafka.TopicPartition) error {
+		err := kafkaoffsets.InChunks(parts, func(c []kafka.TopicPartition) error {
 			r, err := k.kc.CommitOffsets(c)
 			mu.Lock()
 			res = append(res, r...)
@@ -242,19 +165,18 @@ func (k *kafkaOffsets) explain(err error) {
 }
 
 // Ends returns end offsets from librdkafka's cache for the partitions this
-// member fetches (no broker call), and asks for the others in ListOffsets
-// requests of offsetChunk partitions sent at once. With an error it returns
-// what the other requests read.
+// member fetches (no broker call), and asks for the others
+// (kafkaoffsets.List). With an error it returns what the other requests
+// read.
 func (k *kafkaOffsets) Ends(ctx context.Context, parts []tp) (map[tp]int64, error) {
 	out := make(map[tp]int64, len(parts))
-	var ask []kafka.TopicPartition
+	var ask []tp
 	for _, part := range parts {
 		if _, end, err := k.kc.GetWatermarkOffsets(part.Topic, part.Partition); err == nil && end >= 0 {
 			out[part] = end
 			continue
 		}
-		topic := part.Topic
-		ask = append(ask, kafka.TopicPartition{Topic: &topic, Partition: part.Partition})
+		ask = append(ask, part)
 	}
 	if len(ask) == 0 {
 		return out, nil
@@ -264,25 +186,12 @@ func (k *kafkaOffsets) Ends(ctx context.Context, parts []tp) (map[tp]int64, erro
 		return out, err
 	}
 	defer a.Close()
-	var mu sync.Mutex
-	err = eachChunk(ask, func(c []kafka.TopicPartition) error {
-		specs := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(c))
-		for _, p := range c {
-			specs[p] = kafka.LatestOffsetSpec
+	ends, _, err := kafkaoffsets.List(ctx, a, ask, kafka.LatestOffsetSpec)
+	for p, end := range ends {
+		if end >= 0 {
+			out[p] = end
 		}
-		res, err := a.ListOffsets(ctx, specs)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		for kp, r := range res.ResultInfos {
-			if kp.Topic != nil && r.Error.Code() == kafka.ErrNoError && r.Offset >= 0 {
-				out[tp{Topic: *kp.Topic, Partition: kp.Partition}] = int64(r.Offset)
-			}
-		}
-		return nil
-	})
+	}
 	return out, err
 }
 

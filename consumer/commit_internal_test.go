@@ -6,15 +6,16 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 	"github.com/keyshare/keyshare/testutil"
 )
 
 // TestOffsetsInChunks: committing and reading the offsets of more
-// partitions than one request carries (offsetChunk), and reading their end
+// partitions than one request carries (kafkaoffsets.Chunk), and reading their end
 // offsets, commits and reads every one of them, over real requests to the
 // broker.
 func TestOffsetsInChunks(t *testing.T) {
-	const n = 2*offsetChunk + 88
+	const n = 2*kafkaoffsets.Chunk + 88
 	k := testutil.StartKafka(t, map[string]int32{"wide": n})
 	kc, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": k.Brokers, "group.id": "chunks", "log_level": 3})
 	if err != nil {

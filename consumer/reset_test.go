@@ -228,3 +228,54 @@ func quiet(t *testing.T, h *history, want int, d time.Duration) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestResetPlanManyPartitions: a reset plan of more partitions than one
+// request carries (600; the requests carry 256) reads every partition's
+// committed offset and log bounds. Partition i holds i % 3 records, all
+// handled and committed by a member that has left since.
+func TestResetPlanManyPartitions(t *testing.T) {
+	const n = 600
+	cli, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"wide": n})
+	var records []testutil.Record
+	for i := range n {
+		for range i % 3 {
+			records = append(records, testutil.Record{Partition: int32(i), Key: []byte("k"), Value: []byte("v")})
+		}
+	}
+	testutil.Produce(t, k.Brokers, "wide", records)
+	cl := &cluster{t: t, endpoints: e.Endpoints, brokers: k.Brokers, group: "g", topics: []string{"wide"}}
+	m := cl.start("m1", newHistory(t).handler("m1", 0))
+	waitFor(t, "every partition committed at its end", 120*time.Second, func() bool {
+		got, err := testutil.ReadCommitted(k.Brokers, "g", "wide", n)
+		if err != nil {
+			return false
+		}
+		for i := range int32(n) {
+			if got[i] != int64(i%3) {
+				return false
+			}
+		}
+		return true
+	})
+	m.stop(t)
+
+	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers}, "/keyshare", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	plan, err := g.PlanReset(t.Context(), []admin.Selector{{Topic: "wide", Partition: -1}}, admin.Reset{To: admin.ToEarliest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != n {
+		t.Fatalf("plan of %d partitions, want %d", len(plan), n)
+	}
+	for i, row := range plan {
+		want := admin.PlanRow{Topic: "wide", Partition: int32(i), Current: int64(i % 3), New: 0, LogStart: 0, LogEnd: int64(i % 3)}
+		if row != want {
+			t.Errorf("row %d: %+v, want %+v", i, row, want)
+		}
+	}
+}

@@ -2,19 +2,20 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 )
 
 // startOffsets is startOffset for many partitions in a fixed number of
-// requests (issue 14): one etcd transaction for the recorded commits, one
-// Committed request, and one ListOffsets request for each of the log start
-// and end of the partitions that have neither. Asked one partition at a
+// requests (issue 14): one etcd transaction for the recorded commits, then
+// Kafka's committed offsets, then the log start or end of the partitions
+// that have neither, each in requests of kafkaoffsets.Chunk partitions
+// sent at once. Asked one partition at a
 // time, a member of a new group of 1,024 partitions took four minutes to
 // start fetching. A partition whose offset cannot be learned is left out
 // of the answer with its error in errs.
@@ -50,41 +51,36 @@ func (c *Consumer) startOffsets(ctx context.Context, sess *coord.Session, parts 
 		return out, errs
 	}
 	// The group's committed Kafka offsets (a group moving from a plain
-	// consumer group), in one request.
-	timeout := int(c.cfg.StartTimeout / time.Millisecond)
-	committed, err := c.kc.Committed(kparts(todo), timeout)
-	var kerr kafka.Error
-	if errors.As(err, &kerr) && kerr.Code() == kafka.ErrGroupIDNotFound {
-		committed, err = nil, nil // the group has never committed
-	}
+	// consumer group).
+	committed, refused, err := kafkaoffsets.Committed(c.kc, todo, int(c.cfg.StartTimeout/time.Millisecond))
 	if err != nil {
 		fail(todo, fmt.Errorf("read committed offsets of %d partitions: %w", len(todo), err))
 		return out, errs
 	}
-	known := make(map[tp]bool)
-	for _, r := range committed {
-		if r.Topic != nil && r.Error == nil && r.Offset >= 0 {
-			p := tp{Topic: *r.Topic, Partition: r.Partition}
-			out[p], known[p] = int64(r.Offset), true
-		}
-	}
+	// Only a partition Kafka says has no committed offset starts at
+	// AutoOffsetReset: one whose offset could not be read is not started
+	// (at "latest" it would skip records).
 	rest := todo[:0:0]
 	for _, p := range todo {
-		if !known[p] {
+		o, ok := committed[p]
+		switch {
+		case refused[p] != nil:
+			errs[p] = fmt.Errorf("read the committed offset of %s/%d: %v", p.Topic, p.Partition, refused[p])
+		case ok && o >= 0:
+			out[p] = o
+		case ok:
 			rest = append(rest, p)
+		default:
+			errs[p] = fmt.Errorf("read the committed offset of %s/%d: no answer", p.Topic, p.Partition)
 		}
 	}
 	if len(rest) == 0 {
 		return out, errs
 	}
-	// AutoOffsetReset: the log start or end, in one ListOffsets request.
+	// AutoOffsetReset: the log start or end.
 	spec := kafka.EarliestOffsetSpec
 	if c.cfg.AutoOffsetReset == "latest" {
 		spec = kafka.LatestOffsetSpec
-	}
-	ask := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(rest))
-	for _, kp := range kparts(rest) {
-		ask[kp] = spec
 	}
 	a, err := kafka.NewAdminClientFromConsumer(c.kc)
 	if err != nil {
@@ -94,21 +90,20 @@ func (c *Consumer) startOffsets(ctx context.Context, sess *coord.Session, parts 
 	defer a.Close()
 	lctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
 	defer cancel()
-	res, err := a.ListOffsets(lctx, ask)
+	logOffsets, refused, err := kafkaoffsets.List(lctx, a, rest, spec)
 	if err != nil {
 		fail(rest, fmt.Errorf("read log offsets of %d partitions: %w", len(rest), err))
 		return out, errs
 	}
-	for kp, r := range res.ResultInfos {
-		if kp.Topic == nil {
+	for p, e := range refused {
+		errs[p] = fmt.Errorf("read log offsets of %s/%d: %v", p.Topic, p.Partition, e)
+	}
+	for p, o := range logOffsets {
+		if o < 0 {
+			errs[p] = fmt.Errorf("read log offsets of %s/%d: offset %d", p.Topic, p.Partition, o)
 			continue
 		}
-		p := tp{Topic: *kp.Topic, Partition: kp.Partition}
-		if r.Error.Code() != kafka.ErrNoError || r.Offset < 0 {
-			errs[p] = fmt.Errorf("read log offsets of %s/%d: %v", p.Topic, p.Partition, r.Error)
-			continue
-		}
-		out[p] = int64(r.Offset)
+		out[p] = o
 	}
 	for _, p := range rest {
 		if _, ok := out[p]; !ok {

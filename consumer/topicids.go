@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 )
 
 // topicIDs is the leader's view of Kafka's topic ids (coord.TopicIDSource),
@@ -43,8 +45,9 @@ func (t topicIDs) IDs(ctx context.Context, topics []string) (map[string]string, 
 }
 
 // ResetOffsets commits, for every partition of topic, the offset a new
-// group would start at (auto.offset.reset: the log start, or its end): one
-// ListOffsets request and one standalone commit.
+// group would start at (auto.offset.reset: the log start, or its end):
+// ListOffsets and standalone commits, each in requests of
+// kafkaoffsets.Chunk partitions sent at once.
 func (t topicIDs) ResetOffsets(ctx context.Context, topic string) error {
 	counts, err := t.c.partitionCounts(ctx, []string{topic})
 	if err != nil {
@@ -58,27 +61,34 @@ func (t topicIDs) ResetOffsets(ctx context.Context, topic string) error {
 	if t.c.cfg.AutoOffsetReset == "latest" {
 		spec = kafka.LatestOffsetSpec
 	}
-	ask := make(map[kafka.TopicPartition]kafka.OffsetSpec, n)
+	parts := make([]tp, n)
 	for p := range n {
-		ask[kafka.TopicPartition{Topic: &topic, Partition: p}] = spec
+		parts[p] = tp{Topic: topic, Partition: p}
 	}
 	a, err := t.admin()
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	res, err := a.ListOffsets(ctx, ask)
+	offsets, refused, err := kafkaoffsets.List(ctx, a, parts, spec)
 	if err != nil {
 		return fmt.Errorf("consumer: list offsets of %q: %w", topic, err)
 	}
-	var commit []kafka.TopicPartition
-	for k, r := range res.ResultInfos {
-		if r.Error.Code() != kafka.ErrNoError {
-			return fmt.Errorf("consumer: list offsets of %s/%d: %w", topic, k.Partition, r.Error)
-		}
-		commit = append(commit, kafka.TopicPartition{Topic: &topic, Partition: k.Partition, Offset: r.Offset})
+	for p, e := range refused {
+		return fmt.Errorf("consumer: list offsets of %s/%d: %w", topic, p.Partition, e)
 	}
-	if err := commitErr(t.c.kc.CommitOffsets(commit)); err != nil {
+	var commit []kafka.TopicPartition
+	for _, p := range parts {
+		o, ok := offsets[p]
+		if !ok {
+			return fmt.Errorf("consumer: list offsets of %s/%d: no answer", topic, p.Partition)
+		}
+		commit = append(commit, kafka.TopicPartition{Topic: &topic, Partition: p.Partition, Offset: kafka.Offset(o)})
+	}
+	err = kafkaoffsets.InChunks(commit, func(c []kafka.TopicPartition) error {
+		return commitErr(t.c.kc.CommitOffsets(c))
+	})
+	if err != nil {
 		return fmt.Errorf("consumer: commit the start offsets of %q: %w", topic, err)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
@@ -233,26 +234,12 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s
 	return st, nil
 }
 
-// kafkaOffsetsOf reads the group's committed offsets of tps in one request
-// and their end offsets in one ListOffsets request. What cannot be read is
-// left out (status shows it as unknown).
+// kafkaOffsetsOf reads the group's committed offsets of tps and their end
+// offsets, each in requests of kafkaoffsets.Chunk partitions sent at once.
+// What cannot be read is left out (status shows it as unknown).
 func kafkaOffsetsOf(ctx context.Context, kc *kafka.Consumer, tps []coord.TopicPartition) (committed, ends map[coord.TopicPartition]int64) {
-	committed = make(map[coord.TopicPartition]int64, len(tps))
+	committed, _, _ = kafkaoffsets.Committed(kc, tps, 5000)
 	ends = make(map[coord.TopicPartition]int64, len(tps))
-	parts := make([]kafka.TopicPartition, len(tps))
-	ask := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(tps))
-	for i, tp := range tps {
-		topic := tp.Topic
-		parts[i] = kafka.TopicPartition{Topic: &topic, Partition: tp.Partition}
-		ask[parts[i]] = kafka.LatestOffsetSpec
-	}
-	if res, err := kc.Committed(parts, 5000); err == nil {
-		for _, r := range res {
-			if r.Topic != nil && r.Error == nil {
-				committed[coord.TopicPartition{Topic: *r.Topic, Partition: r.Partition}] = int64(r.Offset)
-			}
-		}
-	}
 	a, err := kafka.NewAdminClientFromConsumer(kc)
 	if err != nil {
 		return committed, ends
@@ -260,11 +247,10 @@ func kafkaOffsetsOf(ctx context.Context, kc *kafka.Consumer, tps []coord.TopicPa
 	defer a.Close()
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if res, err := a.ListOffsets(lctx, ask); err == nil {
-		for k, r := range res.ResultInfos {
-			if k.Topic != nil && r.Error.Code() == kafka.ErrNoError && r.Offset >= 0 {
-				ends[coord.TopicPartition{Topic: *k.Topic, Partition: k.Partition}] = int64(r.Offset)
-			}
+	got, _, _ := kafkaoffsets.List(lctx, a, tps, kafka.LatestOffsetSpec)
+	for p, o := range got {
+		if o >= 0 {
+			ends[p] = o
 		}
 	}
 	return committed, ends

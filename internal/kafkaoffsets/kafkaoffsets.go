@@ -1,0 +1,143 @@
+// Package kafkaoffsets reads a group's committed offsets and the partitions'
+// log offsets for many partitions at once, as requests of at most Chunk
+// partitions sent together. The consumer's leader, its start offsets, the
+// operators' reset and status all ask for every partition of a group; in
+// one request, the cost of handling the answer grows with the square of
+// its partitions (librdkafka's or kfake's handling, measured below), and
+// one synchronous call per partition costs a round trip each.
+//
+//	committed, refused, err := kafkaoffsets.Committed(kc, parts, 10000)
+//	ends, refused, err := kafkaoffsets.List(ctx, admin, parts, kafka.LatestOffsetSpec)
+package kafkaoffsets
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/coord"
+)
+
+// Chunk is how many partitions one OffsetFetch, OffsetCommit or ListOffsets
+// request carries. Against kfake on this project's 2-core machine, reading
+// 4,096 committed offsets took 78–98 ms in one request and 8 ms in 16
+// requests of 256 sent at once; committing them took 42 ms in one request
+// and 13 ms in 16 sent one after another; reading 3,840 end offsets took
+// 118–131 ms (125–146 ms of CPU) in one request and 28–30 ms (43–45 ms of
+// CPU) in 15 sent at once.
+const Chunk = 256
+
+// InChunks calls f on each run of at most Chunk of parts, all at once, and
+// returns the first error.
+func InChunks[T any](parts []T, f func([]T) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for len(parts) > 0 {
+		c := parts[:min(len(parts), Chunk)]
+		parts = parts[len(c):]
+		wg.Go(func() {
+			if err := f(c); err != nil {
+				mu.Lock()
+				first = cmp.Or(first, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// Partitions converts parts to librdkafka's form.
+func Partitions(parts []coord.TopicPartition) []kafka.TopicPartition {
+	out := make([]kafka.TopicPartition, len(parts))
+	for i, p := range parts {
+		topic := p.Topic
+		out[i] = kafka.TopicPartition{Topic: &topic, Partition: p.Partition}
+	}
+	return out
+}
+
+// Committed reads the committed offsets of parts of kc's group (-1 where
+// the group has none), in requests of Chunk partitions sent at once, each
+// waiting at most timeoutMs. refused holds the partitions the broker
+// answered with an error; with a failed request, err is its error, its
+// partitions are in neither map, and what the other requests read is
+// returned.
+func Committed(kc *kafka.Consumer, parts []coord.TopicPartition, timeoutMs int) (offsets map[coord.TopicPartition]int64, refused map[coord.TopicPartition]error, err error) {
+	var mu sync.Mutex
+	offsets = make(map[coord.TopicPartition]int64, len(parts))
+	refused = make(map[coord.TopicPartition]error)
+	err = InChunks(Partitions(parts), func(c []kafka.TopicPartition) error {
+		res, err := kc.Committed(c, timeoutMs)
+		mu.Lock()
+		defer mu.Unlock()
+		var kerr kafka.Error
+		if errors.As(err, &kerr) && kerr.Code() == kafka.ErrGroupIDNotFound {
+			// The group has never committed (some brokers say so this
+			// way, where Apache Kafka answers -1 for each partition).
+			for _, p := range c {
+				offsets[coord.TopicPartition{Topic: *p.Topic, Partition: p.Partition}] = -1
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Topic == nil {
+				continue
+			}
+			p := coord.TopicPartition{Topic: *r.Topic, Partition: r.Partition}
+			if r.Error != nil {
+				refused[p] = r.Error
+				continue
+			}
+			offsets[p] = max(int64(r.Offset), -1)
+		}
+		return nil
+	})
+	return offsets, refused, err
+}
+
+// List reads one offset of each of parts (spec: kafka.EarliestOffsetSpec
+// for the log start, kafka.LatestOffsetSpec for the end) in ListOffsets
+// requests of Chunk partitions sent at once. refused holds the partitions
+// the broker answered with an error; with a failed request, err is its
+// error, its partitions are in neither map, and what the other requests
+// read is returned.
+func List(ctx context.Context, a *kafka.AdminClient, parts []coord.TopicPartition, spec kafka.OffsetSpec) (offsets map[coord.TopicPartition]int64, refused map[coord.TopicPartition]error, err error) {
+	var mu sync.Mutex
+	offsets = make(map[coord.TopicPartition]int64, len(parts))
+	refused = make(map[coord.TopicPartition]error)
+	err = InChunks(Partitions(parts), func(c []kafka.TopicPartition) error {
+		ask := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(c))
+		for _, p := range c {
+			ask[p] = spec
+		}
+		res, err := a.ListOffsets(ctx, ask)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for kp, r := range res.ResultInfos {
+			if kp.Topic == nil {
+				continue
+			}
+			p := coord.TopicPartition{Topic: *kp.Topic, Partition: kp.Partition}
+			if r.Error.Code() != kafka.ErrNoError {
+				refused[p] = r.Error
+				continue
+			}
+			offsets[p] = int64(r.Offset)
+		}
+		return nil
+	})
+	return offsets, refused, err
+}
