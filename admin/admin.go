@@ -289,14 +289,14 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 	defer a.Close()
 	lctx, cancel := context.WithTimeout(ctx, kafkaTimeoutMs*time.Millisecond)
 	defer cancel()
-	starts, refused, err := kafkaoffsets.List(lctx, a, parts, kafka.EarliestOffsetSpec)
+	starts, refused, err := kafkaoffsets.List(lctx, a, parts, kafka.EarliestOffsetSpec, kafkaoffsets.Isolation(g.kcfg))
 	if err == nil {
 		err = firstRefused(refused)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("admin: read the log start offsets: %w", err)
 	}
-	ends, refused, err := kafkaoffsets.List(lctx, a, parts, kafka.LatestOffsetSpec)
+	ends, refused, err := kafkaoffsets.List(lctx, a, parts, kafka.LatestOffsetSpec, kafkaoffsets.Isolation(g.kcfg))
 	if err == nil {
 		err = firstRefused(refused)
 	}

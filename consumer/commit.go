@@ -186,7 +186,9 @@ func (k *kafkaOffsets) Ends(ctx context.Context, parts []tp) (map[tp]int64, erro
 		return out, err
 	}
 	defer a.Close()
-	ends, _, err := kafkaoffsets.List(ctx, a, ask, kafka.LatestOffsetSpec)
+	// The log end, as librdkafka's cached watermark and
+	// kafka-consumer-groups have it, whatever isolation.level says.
+	ends, _, err := kafkaoffsets.List(ctx, a, ask, kafka.LatestOffsetSpec, kafka.IsolationLevelReadUncommitted)
 	for p, end := range ends {
 		if end >= 0 {
 			out[p] = end

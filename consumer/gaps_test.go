@@ -288,6 +288,47 @@ func TestOpenTransactionHoldsCommit(t *testing.T) {
 	}
 }
 
+// TestLatestStartsAtOpenTransaction: a new group starting at the end of
+// the log (AutoOffsetReset "latest") under read_committed starts at the
+// last stable offset, as a Kafka consumer's auto.offset.reset=latest does:
+// the records of a transaction open at the start are handled once it
+// commits, and those before it are not. Starting at the log end (the
+// high watermark) would skip the transaction.
+func TestLatestStartsAtOpenTransaction(t *testing.T) {
+	const topic = "txn-latest"
+	cl, k := newCluster(t, map[string]int32{topic: 1})
+	cl.mutate = func(c *consumer.Config) { c.AutoOffsetReset = "latest" }
+	tp := newTxnProducer(t, k.Brokers, topic)
+	before := tp.write(testutil.KeyedRecords(20, 5))
+	tp.end(true)
+	open := tp.write(testutil.KeyedRecords(30, 10))
+	lso := open[0]
+	h := newHistory(t)
+	cl.start("a", h.handler("a", 0))
+	waitFor(t, "a first offset committed", 30*time.Second, func() bool {
+		_, ok := testutil.Committed(t, k.Brokers, cl.group, topic, 1)[0]
+		return ok
+	})
+	if c := testutil.Committed(t, k.Brokers, cl.group, topic, 1)[0]; c != lso {
+		t.Fatalf("started at %d with a transaction open at %d (log end %d); want its start", c, lso, logEnd(t, k.Brokers, topic, 0))
+	}
+	tp.end(true)
+	end := logEnd(t, k.Brokers, topic, 0)
+	waitFor(t, "the committed offset reaches the log end", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, cl.group, topic, 1)[0] == end
+	})
+	for _, o := range open {
+		if !h.handledOffset(topic, o) {
+			t.Errorf("record %d of the transaction open at the start never handled", o)
+		}
+	}
+	for _, o := range before {
+		if h.handledOffset(topic, o) {
+			t.Errorf("record %d, before the start, handled", o)
+		}
+	}
+}
+
 // TestReadUncommittedHandlesAborted: a group that sets isolation.level to
 // read_uncommitted asks for every record written, aborted ones included;
 // they are handled, and the committed offset still reaches the log end.

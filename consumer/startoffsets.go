@@ -90,7 +90,7 @@ func (c *Consumer) startOffsets(ctx context.Context, sess *coord.Session, parts 
 	defer a.Close()
 	lctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
 	defer cancel()
-	logOffsets, refused, err := kafkaoffsets.List(lctx, a, rest, spec)
+	logOffsets, refused, err := kafkaoffsets.List(lctx, a, rest, spec, kafkaoffsets.Isolation(c.cfg.Kafka))
 	if err != nil {
 		fail(rest, fmt.Errorf("read log offsets of %d partitions: %w", len(rest), err))
 		return out, errs

@@ -70,7 +70,7 @@ func (t topicIDs) ResetOffsets(ctx context.Context, topic string) error {
 		return err
 	}
 	defer a.Close()
-	offsets, refused, err := kafkaoffsets.List(ctx, a, parts, spec)
+	offsets, refused, err := kafkaoffsets.List(ctx, a, parts, spec, kafkaoffsets.Isolation(t.c.cfg.Kafka))
 	if err != nil {
 		return fmt.Errorf("consumer: list offsets of %q: %w", topic, err)
 	}

@@ -154,9 +154,8 @@ func statusConsumer(ks *kafkaSettings, group string) (*kafka.Consumer, error) {
 }
 
 // readStatus reads the group in one etcd transaction and, with a Kafka
-// client, its committed offsets in one request and its end offsets in one
-// ListOffsets request: the cost does not grow in round trips with the
-// number of partitions.
+// client, its committed and end offsets (kafkaOffsetsOf): the cost does not
+// grow in round trips with the number of partitions.
 func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s keys.Schema, group string) (*groupStatus, error) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -247,7 +246,9 @@ func kafkaOffsetsOf(ctx context.Context, kc *kafka.Consumer, tps []coord.TopicPa
 	defer a.Close()
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	got, _, _ := kafkaoffsets.List(lctx, a, tps, kafka.LatestOffsetSpec)
+	// The log end, as kafka-consumer-groups shows it, whatever
+	// isolation.level says.
+	got, _, _ := kafkaoffsets.List(lctx, a, tps, kafka.LatestOffsetSpec, kafka.IsolationLevelReadUncommitted)
 	for p, o := range got {
 		if o >= 0 {
 			ends[p] = o

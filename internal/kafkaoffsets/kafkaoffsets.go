@@ -7,7 +7,7 @@
 // one synchronous call per partition costs a round trip each.
 //
 //	committed, refused, err := kafkaoffsets.Committed(kc, parts, 10000)
-//	ends, refused, err := kafkaoffsets.List(ctx, admin, parts, kafka.LatestOffsetSpec)
+//	ends, refused, err := kafkaoffsets.List(ctx, admin, parts, kafka.LatestOffsetSpec, kafkaoffsets.Isolation(settings))
 package kafkaoffsets
 
 import (
@@ -51,6 +51,15 @@ func InChunks[T any](parts []T, f func([]T) error) error {
 	}
 	wg.Wait()
 	return first
+}
+
+// Isolation is the isolation level of a consumer with settings cm:
+// librdkafka's default is read_committed.
+func Isolation(cm kafka.ConfigMap) kafka.IsolationLevel {
+	if v, _ := cm.Get("isolation.level", "read_committed"); v == "read_uncommitted" {
+		return kafka.IsolationLevelReadUncommitted
+	}
+	return kafka.IsolationLevelReadCommitted
 }
 
 // Partitions converts parts to librdkafka's form.
@@ -107,11 +116,13 @@ func Committed(kc *kafka.Consumer, parts []coord.TopicPartition, timeoutMs int) 
 
 // List reads one offset of each of parts (spec: kafka.EarliestOffsetSpec
 // for the log start, kafka.LatestOffsetSpec for the end) in ListOffsets
-// requests of Chunk partitions sent at once. refused holds the partitions
-// the broker answered with an error; with a failed request, err is its
-// error, its partitions are in neither map, and what the other requests
-// read is returned.
-func List(ctx context.Context, a *kafka.AdminClient, parts []coord.TopicPartition, spec kafka.OffsetSpec) (offsets map[coord.TopicPartition]int64, refused map[coord.TopicPartition]error, err error) {
+// requests of Chunk partitions sent at once. Under read_committed (level,
+// see Isolation) the end is the last stable offset, as a consumer's
+// auto.offset.reset=latest has it: a transaction open now is read once it
+// commits, not skipped. refused holds the partitions the broker answered
+// with an error; with a failed request, err is its error, its partitions
+// are in neither map, and what the other requests read is returned.
+func List(ctx context.Context, a *kafka.AdminClient, parts []coord.TopicPartition, spec kafka.OffsetSpec, level kafka.IsolationLevel) (offsets map[coord.TopicPartition]int64, refused map[coord.TopicPartition]error, err error) {
 	var mu sync.Mutex
 	offsets = make(map[coord.TopicPartition]int64, len(parts))
 	refused = make(map[coord.TopicPartition]error)
@@ -120,7 +131,7 @@ func List(ctx context.Context, a *kafka.AdminClient, parts []coord.TopicPartitio
 		for _, p := range c {
 			ask[p] = spec
 		}
-		res, err := a.ListOffsets(ctx, ask)
+		res, err := a.ListOffsets(ctx, ask, kafka.SetAdminIsolationLevel(level))
 		if err != nil {
 			return err
 		}
