@@ -83,6 +83,15 @@ func (c *benchCommand) largeGroups(ctx context.Context) error {
 		}
 		c.printf("| %d | %d | %s | %s | %s | %s | %.3f | %.3f | %.1f | %.0f | %d | %d |\n", rr.p, rr.m, secs(r.owned), secs(r.commitDelay), secs(r.leave), secs(r.kill), r.cpuIdle, r.cpuLoad, r.txns, r.bytes, r.keys, r.db)
 	}
+	c.printf("\n### The same leave in a plain Kafka consumer group\n\nFor comparison: M plain librdkafka consumers in the bench process (cooperative-sticky assignment, auto commit every second) share the same P partitions; one closes, with one new record per partition produced at once. *leave → committed*: until every partition is committed at its new end and assigned to a remaining consumer. Kafka's own protocol moves the partitions here, and librdkafka, kfake and the machine are the same.\n\n| P | M | leave → committed |\n|---|---|---|\n")
+	for _, rr := range reals {
+		d, err := c.plainGroupLeave(ctx, rr.p, rr.m)
+		if err != nil {
+			c.printf("| %d | %d | failed: %v |\n", rr.p, rr.m, err)
+			continue
+		}
+		c.printf("| %d | %d | %s |\n", rr.p, rr.m, secs(d))
+	}
 	c.printf("\n### Coordination only (coord sessions, no Kafka)\n\nM sessions in the bench process (8 etcd clients shared, session TTL 10 s, the default). *settle*: from the first join until every partition is covered by active ranges of live members. *leave* / *crash*: from a member's graceful leave (or its client closing without revoking the lease: the 10 s TTL is in the figure) until the group is settled again without it. etcd writes/s idle: revisions per second over 3 s with nothing changing.\n\n")
 	c.printf("| P | M | settle | leave → settled | crash → settled | etcd writes/s idle | keys | DB bytes |\n|---|---|---|---|---|---|---|---|\n")
 	for _, p := range ps {
@@ -373,19 +382,14 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 	group := fmt.Sprintf("mp-%d-%d-%d", p, m, c.groups.Add(1))
 	topics := topicsFor(group, p)
 	schema := keys.New("/keyshare", group)
-	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": c.brokers, "log_level": 3})
+	bt, err := newBenchTopics(ctx, c.brokers, topics)
 	if err != nil {
 		return res, err
 	}
-	defer admin.Close()
-	var specs []kafka.TopicSpecification
+	defer bt.close()
 	var args []string
-	for t, n := range topics {
-		specs = append(specs, kafka.TopicSpecification{Topic: t, NumPartitions: int(n), ReplicationFactor: 1})
+	for t := range topics {
 		args = append(args, "--topic", t)
-	}
-	if _, err := admin.CreateTopics(ctx, specs); err != nil {
-		return res, err
 	}
 	octx, ocancel := context.WithCancel(ctx)
 	defer ocancel()
@@ -393,42 +397,7 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 	if err != nil {
 		return res, err
 	}
-	// kfake keeps two files open per partition: without deleting each
-	// row's topics, the rows of a full run (21,568 files) exceed the
-	// process's 20,000 open files by P = 4,096, M = 16.
-	defer func() {
-		names := make([]string, 0, len(topics))
-		for t := range topics {
-			names = append(names, t)
-		}
-		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := admin.DeleteTopics(dctx, names); err != nil {
-			fmt.Fprintf(os.Stderr, "keyshare bench: delete topics %v: %v\n", names, err)
-		}
-	}()
-	prod, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": c.brokers, "linger.ms": 5, "log_level": 3, "go.delivery.reports": false})
-	if err != nil {
-		return res, err
-	}
-	defer prod.Close()
-	ends := make(map[coord.TopicPartition]int64)
-	produced := 0
-	produceEach := func(per int) {
-		for t, n := range topics {
-			for part := range n {
-				for range per {
-					topic := t
-					for prod.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part}, Key: []byte(strconv.Itoa(produced)), Value: []byte("x")}, nil) != nil {
-						time.Sleep(time.Millisecond)
-					}
-					produced++
-					ends[coord.TopicPartition{Topic: t, Partition: part}]++
-				}
-			}
-		}
-		prod.Flush(30000)
-	}
+	ends, produceEach := bt.ends, bt.produceEach
 	produceEach(4)
 
 	var ms []*benchMember
@@ -487,47 +456,9 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 		return res, err
 	}
 	defer kc.Close()
-	// atEnd is, per partition, the end offset it was last seen committed
-	// at. Committed offsets only grow, so a check asks Kafka only for the
-	// others, a few hundred at a time: librdkafka's handling of an
-	// OffsetFetch answer grows with the square of its partitions, and at
-	// P = 4,096 asking for all of them every 50 ms took CPU from the leave
-	// being timed.
-	atEnd := make(map[coord.TopicPartition]int64)
-	committedAtEnd := func() bool {
-		var ask []kafka.TopicPartition
-		for tp, end := range ends {
-			if atEnd[tp] != end {
-				topic := tp.Topic
-				ask = append(ask, kafka.TopicPartition{Topic: &topic, Partition: tp.Partition})
-			}
-		}
-		for len(ask) > 0 {
-			n := min(len(ask), 256)
-			got, err := kc.Committed(ask[:n], 10000)
-			if err != nil {
-				return false
-			}
-			for _, r := range got {
-				if r.Topic == nil {
-					continue
-				}
-				tp := coord.TopicPartition{Topic: *r.Topic, Partition: r.Partition}
-				if int64(r.Offset) == ends[tp] {
-					atEnd[tp] = ends[tp]
-				}
-			}
-			ask = ask[n:]
-		}
-		for tp, end := range ends {
-			if atEnd[tp] != end {
-				return false
-			}
-		}
-		return true
-	}
-	if _, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, func() bool { return handled() >= produced }); err != nil {
-		return res, fmt.Errorf("handled %d of %d: %w", handled(), produced, err)
+	committedAtEnd := (&endChecker{kc: kc, ends: ends}).reached
+	if _, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, func() bool { return handled() >= bt.produced }); err != nil {
+		return res, fmt.Errorf("handled %d of %d: %w", handled(), bt.produced, err)
 	}
 	if res.commitDelay, err = waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, committedAtEnd); err != nil {
 		return res, fmt.Errorf("commit: %w", err)

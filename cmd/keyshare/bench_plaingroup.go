@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// plainGroupLeave times, for comparison, the leave the member-process rows
+// time, in a plain Kafka consumer group on the same librdkafka, kfake and
+// machine: m consumers (cooperative-sticky assignment, auto commit every
+// second, as keyshare's CommitInterval) share P partitions over the same
+// topics; once every record is committed, one consumer closes (leaving
+// the group, its partitions revoked and its offsets committed) with one
+// new record per partition produced at once, and the figure is the time
+// until every partition is committed at its new end and assigned to a
+// remaining consumer. The consumers run in the bench process.
+func (c *benchCommand) plainGroupLeave(ctx context.Context, p, m int) (time.Duration, error) {
+	group := fmt.Sprintf("pg-%d-%d-%d", p, m, c.groups.Add(1))
+	topics := topicsFor(group, p)
+	bt, err := newBenchTopics(ctx, c.brokers, topics)
+	if err != nil {
+		return 0, err
+	}
+	defer bt.close()
+	bt.produceEach(4)
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+
+	var consumed atomic.Int64
+	type plain struct {
+		kc   *kafka.Consumer
+		stop chan struct{}
+		done chan struct{}
+	}
+	var cs []*plain
+	defer func() {
+		for _, pc := range cs {
+			if pc != nil {
+				close(pc.stop)
+				<-pc.done
+			}
+		}
+	}()
+	for range m {
+		kc, err := kafka.NewConsumer(&kafka.ConfigMap{
+			"bootstrap.servers":             c.brokers,
+			"group.id":                      group,
+			"partition.assignment.strategy": "cooperative-sticky",
+			"enable.auto.commit":            true,
+			"auto.commit.interval.ms":       1000,
+			"auto.offset.reset":             "earliest",
+			"log_level":                     3,
+		})
+		if err != nil {
+			return 0, err
+		}
+		if err := kc.SubscribeTopics(names, nil); err != nil {
+			kc.Close()
+			return 0, err
+		}
+		pc := &plain{kc: kc, stop: make(chan struct{}), done: make(chan struct{})}
+		cs = append(cs, pc)
+		go func() {
+			defer close(pc.done)
+			defer pc.kc.Close() // leaves the group; commits what was consumed
+			for {
+				select {
+				case <-pc.stop:
+					return
+				default:
+				}
+				if _, ok := pc.kc.Poll(100).(*kafka.Message); ok {
+					consumed.Add(1)
+				}
+			}
+		}()
+	}
+
+	ends := bt.ends
+	kc, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": c.brokers, "group.id": group, "log_level": 3})
+	if err != nil {
+		return 0, err
+	}
+	defer kc.Close()
+	committedAtEnd := (&endChecker{kc: kc, ends: ends}).reached
+	if _, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, func() bool { return consumed.Load() >= int64(bt.produced) }); err != nil {
+		return 0, fmt.Errorf("consumed %d of %d: %w", consumed.Load(), bt.produced, err)
+	}
+	if _, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, committedAtEnd); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+
+	start := time.Now()
+	leaver := cs[len(cs)-1]
+	cs = cs[:len(cs)-1]
+	var closed sync.WaitGroup
+	closed.Go(func() {
+		close(leaver.stop)
+		<-leaver.done
+	})
+	defer closed.Wait()
+	bt.produceEach(1)
+	assignedAll := func() bool {
+		n := 0
+		for _, pc := range cs {
+			a, err := pc.kc.Assignment()
+			if err != nil {
+				return false
+			}
+			n += len(a)
+		}
+		return n == p
+	}
+	if _, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, func() bool { return committedAtEnd() && assignedAll() }); err != nil {
+		return 0, fmt.Errorf("leave: %w", err)
+	}
+	return time.Since(start), nil
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/coord"
+)
+
+// benchTopics are one row's topics on kfake, with a producer that writes
+// records to every partition and keeps each partition's end offset.
+type benchTopics struct {
+	admin    *kafka.AdminClient
+	prod     *kafka.Producer
+	topics   map[string]int32
+	ends     map[coord.TopicPartition]int64
+	produced int
+}
+
+func newBenchTopics(ctx context.Context, brokers string, topics map[string]int32) (*benchTopics, error) {
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": brokers, "log_level": 3})
+	if err != nil {
+		return nil, err
+	}
+	var specs []kafka.TopicSpecification
+	for t, n := range topics {
+		specs = append(specs, kafka.TopicSpecification{Topic: t, NumPartitions: int(n), ReplicationFactor: 1})
+	}
+	if _, err := admin.CreateTopics(ctx, specs); err != nil {
+		admin.Close()
+		return nil, err
+	}
+	bt := &benchTopics{admin: admin, topics: topics, ends: make(map[coord.TopicPartition]int64)}
+	bt.prod, err = kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": brokers, "linger.ms": 5, "log_level": 3, "go.delivery.reports": false})
+	if err != nil {
+		bt.close()
+		return nil, err
+	}
+	return bt, nil
+}
+
+// produceEach writes per records to every partition and waits for them.
+func (bt *benchTopics) produceEach(per int) {
+	for t, n := range bt.topics {
+		for part := range n {
+			for range per {
+				topic := t
+				for bt.prod.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: part}, Key: []byte(strconv.Itoa(bt.produced)), Value: []byte("x")}, nil) != nil {
+					time.Sleep(time.Millisecond)
+				}
+				bt.produced++
+				bt.ends[coord.TopicPartition{Topic: t, Partition: part}]++
+			}
+		}
+	}
+	bt.prod.Flush(30000)
+}
+
+// close deletes the topics: kfake keeps two files open per partition, and
+// without deleting each row's topics the rows of a full run (21,568 files)
+// exceed the process's 20,000 open files by P = 4,096, M = 16.
+func (bt *benchTopics) close() {
+	if bt.prod != nil {
+		bt.prod.Close()
+	}
+	names := make([]string, 0, len(bt.topics))
+	for t := range bt.topics {
+		names = append(names, t)
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := bt.admin.DeleteTopics(dctx, names); err != nil {
+		fmt.Fprintf(os.Stderr, "keyshare bench: delete topics %v: %v\n", names, err)
+	}
+	bt.admin.Close()
+}
+
+// endChecker tells whether a group's committed offsets have reached the
+// end offsets the bench produced to (ends, which the bench grows as it
+// produces). kc is a client of the group that never subscribes.
+//
+// Committed offsets only grow, so a check asks Kafka only for the
+// partitions not yet seen at their end, a few hundred at a time:
+// librdkafka's handling of an OffsetFetch answer grows with the square of
+// its partitions, and at P = 4,096 asking for all of them every 50 ms
+// took CPU from the leave being timed.
+type endChecker struct {
+	kc    *kafka.Consumer
+	ends  map[coord.TopicPartition]int64
+	atEnd map[coord.TopicPartition]int64 // the end each was last seen committed at
+}
+
+func (e *endChecker) reached() bool {
+	if e.atEnd == nil {
+		e.atEnd = make(map[coord.TopicPartition]int64)
+	}
+	var ask []kafka.TopicPartition
+	for tp, end := range e.ends {
+		if e.atEnd[tp] != end {
+			topic := tp.Topic
+			ask = append(ask, kafka.TopicPartition{Topic: &topic, Partition: tp.Partition})
+		}
+	}
+	for len(ask) > 0 {
+		n := min(len(ask), 256)
+		got, err := e.kc.Committed(ask[:n], 10000)
+		if err != nil {
+			return false
+		}
+		for _, r := range got {
+			if r.Topic == nil {
+				continue
+			}
+			tp := coord.TopicPartition{Topic: *r.Topic, Partition: r.Partition}
+			if int64(r.Offset) == e.ends[tp] {
+				e.atEnd[tp] = e.ends[tp]
+			}
+		}
+		ask = ask[n:]
+	}
+	for tp, end := range e.ends {
+		if e.atEnd[tp] != end {
+			return false
+		}
+	}
+	return true
+}
