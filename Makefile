@@ -35,7 +35,7 @@ demo: build
 
 # Go micro-benchmarks, then the side-by-side report (writes docs/benchmarks.md).
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem ./ledger/ ./consumer/ ./coord/
+	$(GO) test -run '^$$' -bench . -benchmem ./ledger/ ./consumer/ ./coord/ ./internal/kafkaoffsets/
 	./$(BIN) bench --write docs/benchmarks.md
 
 # Each fuzz target runs for FUZZTIME; go test -fuzz takes one target at a time.
