@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 )
 
 // benchTopics are one row's topics on kfake, with a producer that writes
@@ -85,10 +87,9 @@ func (bt *benchTopics) close() {
 // produces). kc is a client of the group that never subscribes.
 //
 // Committed offsets only grow, so a check asks Kafka only for the
-// partitions not yet seen at their end, a few hundred at a time:
-// librdkafka's handling of an OffsetFetch answer grows with the square of
-// its partitions, and at P = 4,096 asking for all of them every 50 ms
-// took CPU from the leave being timed.
+// partitions not yet seen at their end (in requests of
+// kafkaoffsets.Chunk): at P = 4,096 asking for all of them every 50 ms, in
+// one request, took CPU from the leave being timed.
 type endChecker struct {
 	kc    *kafka.Consumer
 	ends  map[coord.TopicPartition]int64
@@ -99,34 +100,20 @@ func (e *endChecker) reached() bool {
 	if e.atEnd == nil {
 		e.atEnd = make(map[coord.TopicPartition]int64)
 	}
-	var ask []kafka.TopicPartition
+	var ask []coord.TopicPartition
 	for tp, end := range e.ends {
 		if e.atEnd[tp] != end {
-			topic := tp.Topic
-			ask = append(ask, kafka.TopicPartition{Topic: &topic, Partition: tp.Partition})
+			ask = append(ask, tp)
 		}
 	}
-	for len(ask) > 0 {
-		n := min(len(ask), 256)
-		got, err := e.kc.Committed(ask[:n], 10000)
-		if err != nil {
-			return false
-		}
-		for _, r := range got {
-			if r.Topic == nil {
-				continue
-			}
-			tp := coord.TopicPartition{Topic: *r.Topic, Partition: r.Partition}
-			if int64(r.Offset) == e.ends[tp] {
-				e.atEnd[tp] = e.ends[tp]
-			}
-		}
-		ask = ask[n:]
+	got, _, err := kafkaoffsets.Committed(e.kc, ask, 10000)
+	if err != nil {
+		return false
 	}
-	for tp, end := range e.ends {
-		if e.atEnd[tp] != end {
-			return false
+	for tp, o := range got {
+		if o == e.ends[tp] {
+			e.atEnd[tp] = o
 		}
 	}
-	return true
+	return len(got) == len(ask) && !slices.ContainsFunc(ask, func(tp coord.TopicPartition) bool { return e.atEnd[tp] != e.ends[tp] })
 }
