@@ -277,7 +277,7 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 	}
 	committed, refused, err := kafkaoffsets.Committed(g.kc, parts, kafkaTimeoutMs)
 	if err == nil {
-		err = firstRefused(refused)
+		err = kafkaoffsets.FirstRefused(refused)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("admin: read committed offsets of %q: %w", g.name, err)
@@ -291,14 +291,14 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 	defer cancel()
 	starts, refused, err := kafkaoffsets.List(lctx, a, parts, kafka.EarliestOffsetSpec, kafkaoffsets.Isolation(g.kcfg))
 	if err == nil {
-		err = firstRefused(refused)
+		err = kafkaoffsets.FirstRefused(refused)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("admin: read the log start offsets: %w", err)
 	}
 	ends, refused, err := kafkaoffsets.List(lctx, a, parts, kafka.LatestOffsetSpec, kafkaoffsets.Isolation(g.kcfg))
 	if err == nil {
-		err = firstRefused(refused)
+		err = kafkaoffsets.FirstRefused(refused)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("admin: read the log end offsets: %w", err)
@@ -428,19 +428,4 @@ func (g *Group) ApplyReset(ctx context.Context, plan []PlanRow) error {
 		return fmt.Errorf("admin: etcd holds the reset of %q but Kafka's committed offsets were not changed: %w; apply the reset again", g.name, err)
 	}
 	return nil
-}
-
-// firstRefused is an error for the first partition (in order) the broker
-// refused, or nil.
-func firstRefused(refused map[coord.TopicPartition]error) error {
-	var first *coord.TopicPartition
-	for p := range refused {
-		if first == nil || p.Topic < first.Topic || (p.Topic == first.Topic && p.Partition < first.Partition) {
-			first = &p
-		}
-	}
-	if first == nil {
-		return nil
-	}
-	return fmt.Errorf("%s/%d: %w", first.Topic, first.Partition, refused[*first])
 }

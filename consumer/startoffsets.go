@@ -15,10 +15,10 @@ import (
 // requests (issue 14): one etcd transaction for the recorded commits, then
 // Kafka's committed offsets, then the log start or end of the partitions
 // that have neither, each in requests of kafkaoffsets.Chunk partitions
-// sent at once. Asked one partition at a
-// time, a member of a new group of 1,024 partitions took four minutes to
-// start fetching. A partition whose offset cannot be learned is left out
-// of the answer with its error in errs.
+// sent at once. Asked one partition at a time, a member of a new group of
+// 1,024 partitions took four minutes to start fetching. A partition whose
+// offset cannot be learned is left out of the answer with its error in
+// errs.
 func (c *Consumer) startOffsets(ctx context.Context, sess *coord.Session, parts []tp) (map[tp]int64, map[tp]error) {
 	out := make(map[tp]int64, len(parts))
 	errs := make(map[tp]error)

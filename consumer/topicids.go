@@ -74,8 +74,8 @@ func (t topicIDs) ResetOffsets(ctx context.Context, topic string) error {
 	if err != nil {
 		return fmt.Errorf("consumer: list offsets of %q: %w", topic, err)
 	}
-	for p, e := range refused {
-		return fmt.Errorf("consumer: list offsets of %s/%d: %w", topic, p.Partition, e)
+	if err := kafkaoffsets.FirstRefused(refused); err != nil {
+		return fmt.Errorf("consumer: list offsets: %w", err)
 	}
 	var commit []kafka.TopicPartition
 	for _, p := range parts {

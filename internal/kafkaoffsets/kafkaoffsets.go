@@ -14,6 +14,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -151,4 +152,20 @@ func List(ctx context.Context, a *kafka.AdminClient, parts []coord.TopicPartitio
 		return nil
 	})
 	return offsets, refused, err
+}
+
+// FirstRefused is an error naming the first partition (in topic and
+// partition order) in refused and the broker's error for it; nil if there
+// is none.
+func FirstRefused(refused map[coord.TopicPartition]error) error {
+	var first *coord.TopicPartition
+	for p := range refused {
+		if first == nil || p.Topic < first.Topic || (p.Topic == first.Topic && p.Partition < first.Partition) {
+			first = &p
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return fmt.Errorf("%s/%d: %w", first.Topic, first.Partition, refused[*first])
 }

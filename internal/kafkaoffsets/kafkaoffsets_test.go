@@ -125,3 +125,22 @@ func BenchmarkOffsets(b *testing.B) {
 		}
 	})
 }
+
+// TestFirstRefused names the first refused partition in topic and
+// partition order, with the broker's error.
+func TestFirstRefused(t *testing.T) {
+	if err := FirstRefused(nil); err != nil {
+		t.Fatalf("no refusal: %v", err)
+	}
+	notLeader := kafka.NewError(kafka.ErrNotLeaderForPartition, "not leader", false)
+	refused := map[coord.TopicPartition]error{
+		{Topic: "b", Partition: 0}:  errors.New("other"),
+		{Topic: "a", Partition: 12}: errors.New("later"),
+		{Topic: "a", Partition: 3}:  notLeader,
+	}
+	err := FirstRefused(refused)
+	var kerr kafka.Error
+	if err == nil || err.Error() != "a/3: not leader" || !errors.As(err, &kerr) || kerr.Code() != kafka.ErrNotLeaderForPartition {
+		t.Fatalf("FirstRefused = %v; want a/3 with the broker's error", err)
+	}
+}
