@@ -131,6 +131,22 @@ func (h *history) handledOffset(topic string, o int64) bool {
 	return h.handled[fmt.Sprintf("%s/0/%d", topic, o)] > 0
 }
 
+// checkOffsets reports each record of partition 0 in want that was never
+// handled and each in unwanted that was; what says which records they are.
+func (h *history) checkOffsets(t *testing.T, topic string, want, unwanted []int64, what string) {
+	t.Helper()
+	for _, o := range want {
+		if !h.handledOffset(topic, o) {
+			t.Errorf("%s: record %d never handled", what, o)
+		}
+	}
+	for _, o := range unwanted {
+		if h.handledOffset(topic, o) {
+			t.Errorf("%s: record %d handled", what, o)
+		}
+	}
+}
+
 // TestTransactionsAbortedEveryOther: 20 (or 21) transactions of 50 keyed
 // records, every second one aborted, read by two members under
 // read_committed (librdkafka's default). Every committed record is handled,
@@ -159,16 +175,7 @@ func TestTransactionsAbortedEveryOther(t *testing.T) {
 			})
 			w.close()
 			w.checkMonotonic(t)
-			for _, o := range committed {
-				if !h.handledOffset(topic, o) {
-					t.Errorf("committed record %d never handled", o)
-				}
-			}
-			for _, o := range aborted {
-				if h.handledOffset(topic, o) {
-					t.Errorf("aborted record %d handled", o)
-				}
-			}
+			h.checkOffsets(t, topic, committed, aborted, "committed handled, aborted not")
 			if n := h.count(); n != len(committed) {
 				t.Errorf("%d records handled, want the %d committed", n, len(committed))
 			}
@@ -317,16 +324,7 @@ func TestLatestStartsAtOpenTransaction(t *testing.T) {
 	waitFor(t, "the committed offset reaches the log end", 30*time.Second, func() bool {
 		return testutil.Committed(t, k.Brokers, cl.group, topic, 1)[0] == end
 	})
-	for _, o := range open {
-		if !h.handledOffset(topic, o) {
-			t.Errorf("record %d of the transaction open at the start never handled", o)
-		}
-	}
-	for _, o := range before {
-		if h.handledOffset(topic, o) {
-			t.Errorf("record %d, before the start, handled", o)
-		}
-	}
+	h.checkOffsets(t, topic, open, before, "the transaction open at the start handled, the records before it not")
 }
 
 // TestReadUncommittedHandlesAborted: a group that sets isolation.level to
