@@ -290,11 +290,12 @@ func (s *Session) publish(a Assignment) {
 // Leave starts a graceful exit: the member is marked leaving, with its
 // DrainTimeout in leaving/<id> (LeaveRecord), and stops campaigning (a
 // leader resigns). From then on Updates shows every range the member owns
-// as revoking, with that budget: the member drains and releases its ranges without waiting for
-// the leader to revoke them, and the leader hands each one on as it is
-// released (one write round per range, not two). The caller keeps serving
-// Updates — draining and releasing revoked ranges — until WaitReleased
-// returns, then calls Close.
+// as revoking, with that budget: the member drains its ranges without
+// waiting for the leader to revoke them, and its releases write each range
+// the leader's handoff plan names straight to its next owner (handoff.go;
+// one write per range); the leader hands on the rest as they are released.
+// The caller keeps serving Updates — draining and releasing revoked ranges
+// — until WaitReleased returns, then calls Close.
 func (s *Session) Leave(ctx context.Context) error {
 	s.mu.Lock()
 	if s.mu.leaveOnce {
