@@ -73,24 +73,24 @@ func (c *benchCommand) largeGroups(ctx context.Context) error {
 	}
 
 	c.printf("## Scale: large groups\n\n3-member embedded etcd (devcluster.StartEtcdCluster) in the bench process; kfake in the bench process. P partitions over 1–4 topics.\n\n")
-	c.printf("### Member processes against kfake\n\n`keyshare member` processes (session TTL 2 s, 16 workers, no work, commit interval 1 s, flush 500 ms). 4 records per partition before start. *owned*: from spawn until every partition has active ranges with ledger state (fetched and flushed). *commit delay*: from the last record handled (members' counters, polled every 50 ms) until Kafka's committed offset equals the end offset on every partition. *leave* / *SIGKILL*: from the signal to a non-leader (with one new record per partition produced at once) until the moved ranges make progress: every partition committed at its new end and held by active ranges of the remaining members. Leader CPU: the leading process's user+system CPU per second, over 3 s idle and over 3 s of 1,000 records/s spread over all partitions. etcd: revisions (write transactions) per second and bytes of events (keys + values, read by a watch) per second under that load.\n\n")
-	c.printf("| P | M | owned | commit delay | leave → committed | SIGKILL → committed | leader CPU idle | leader CPU load | etcd txns/s load | etcd bytes/s load | keys | DB bytes |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	c.printf("### Member processes against kfake\n\n`keyshare member` processes (session TTL 2 s, 16 workers, no work, commit interval 1 s, flush 500 ms). 4 records per partition before start. *owned*: from spawn until every partition has active ranges with ledger state (fetched and flushed). *commit delay*: from the last record handled (members' counters, polled every 50 ms) until Kafka's committed offset equals the end offset on every partition. *leave* / *SIGKILL*: from the signal to a non-leader (with one new record per partition produced at once) until every partition is held by active ranges of the remaining members and, in *moved*, the partitions the member held are committed at their new end (the moved ranges make progress), in *all*, every partition is. Leader CPU: the leading process's user+system CPU per second, over 3 s idle and over 3 s of 1,000 records/s spread over all partitions. etcd: revisions (write transactions) per second and bytes of events (keys + values, read by a watch) per second under that load.\n\n")
+	c.printf("| P | M | owned | commit delay | leave: moved | leave: all | SIGKILL: moved | SIGKILL: all | leader CPU idle | leader CPU load | etcd txns/s load | etcd bytes/s load | keys | DB bytes |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, rr := range reals {
 		r, err := c.membersRun(ctx, ec.Endpoints(), cli, rr.p, rr.m)
 		if err != nil {
 			c.printf("| %d | %d | failed: %v |\n", rr.p, rr.m, err)
 			continue
 		}
-		c.printf("| %d | %d | %s | %s | %s | %s | %.3f | %.3f | %.1f | %.0f | %d | %d |\n", rr.p, rr.m, secs(r.owned), secs(r.commitDelay), secs(r.leave), secs(r.kill), r.cpuIdle, r.cpuLoad, r.txns, r.bytes, r.keys, r.db)
+		c.printf("| %d | %d | %s | %s | %s | %s | %s | %s | %.3f | %.3f | %.1f | %.0f | %d | %d |\n", rr.p, rr.m, secs(r.owned), secs(r.commitDelay), secs(r.leave.moved), secs(r.leave.all), secs(r.kill.moved), secs(r.kill.all), r.cpuIdle, r.cpuLoad, r.txns, r.bytes, r.keys, r.db)
 	}
-	c.printf("\n### The same leave in a plain Kafka consumer group\n\nFor comparison: M plain librdkafka consumers in the bench process (cooperative-sticky assignment, auto commit every second) share the same P partitions; one closes, with one new record per partition produced at once. *leave → committed*: until every partition is committed at its new end and assigned to a remaining consumer. Kafka's own protocol moves the partitions here, and librdkafka, kfake and the machine are the same.\n\n| P | M | leave → committed |\n|---|---|---|\n")
+	c.printf("\n### The same leave in a plain Kafka consumer group\n\nFor comparison: M plain librdkafka consumers in the bench process (cooperative-sticky assignment, auto commit every second) share the same P partitions; one closes, with one new record per partition produced at once. *leave*: until every partition is assigned to a remaining consumer and, in *moved*, the partitions the closing consumer held are committed at their new end, in *all*, every partition is. Kafka's own protocol moves the partitions here, and librdkafka, kfake and the machine are the same.\n\n| P | M | leave: moved | leave: all |\n|---|---|---|---|\n")
 	for _, rr := range reals {
-		d, err := c.plainGroupLeave(ctx, rr.p, rr.m)
+		t, err := c.plainGroupLeave(ctx, rr.p, rr.m)
 		if err != nil {
 			c.printf("| %d | %d | failed: %v |\n", rr.p, rr.m, err)
 			continue
 		}
-		c.printf("| %d | %d | %s |\n", rr.p, rr.m, secs(d))
+		c.printf("| %d | %d | %s | %s |\n", rr.p, rr.m, secs(t.moved), secs(t.all))
 	}
 	c.printf("\n### Coordination only (coord sessions, no Kafka)\n\nM sessions in the bench process (8 etcd clients shared, session TTL 10 s, the default). *settle*: from the first join until every partition is covered by active ranges of live members. *leave* / *crash*: from a member's graceful leave (or its client closing without revoking the lease: the 10 s TTL is in the figure) until the group is settled again without it. etcd writes/s idle: revisions per second over 3 s with nothing changing.\n\n")
 	c.printf("| P | M | settle | leave → settled | crash → settled | etcd writes/s idle | keys | DB bytes |\n|---|---|---|---|---|---|---|---|\n")
@@ -356,9 +356,10 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 }
 
 type membersResult struct {
-	owned, commitDelay, leave, kill time.Duration
-	cpuIdle, cpuLoad, txns, bytes   float64
-	keys, db                        int64
+	owned, commitDelay            time.Duration
+	leave, kill                   leaveTimes
+	cpuIdle, cpuLoad, txns, bytes float64
+	keys, db                      int64
 }
 
 // cpuOf is a process's user+system CPU so far.
@@ -511,30 +512,28 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 
 	// Graceful leave of a non-leader, then a SIGKILL of a new one: the time
 	// until the moved ranges make progress, that is until the records
-	// produced at the signal are committed and every partition is held by
-	// active ranges of the remaining members. The commit alone is not
-	// enough: at P = 16 the leaving member handles those records itself
-	// before its revokes reach it, and its final ledger state can be
-	// committed before any other member holds its ranges.
-	stopOne := func(i int, sig syscall.Signal) (time.Duration, error) {
-		start := time.Now()
+	// produced at the signal on the partitions the member held are
+	// committed and every partition is held by active ranges of the
+	// remaining members (timeLeave; it also times the commit of every
+	// partition). The commit alone is not enough: at P = 16 the leaving
+	// member handles those records itself before its revokes reach it,
+	// and its final ledger state can be committed before any other member
+	// holds its ranges.
+	stopOne := func(i int, sig syscall.Signal) (leaveTimes, error) {
 		id := fmt.Sprintf("m%03d", i)
+		var moved []coord.TopicPartition
+		seen := make(map[coord.TopicPartition]bool)
+		for _, r := range obs.snapshot().Owned(id) {
+			if !seen[r.TP()] {
+				seen[r.TP()] = true
+				moved = append(moved, r.TP())
+			}
+		}
+		start := time.Now()
 		go ms[i].stop(sig)
 		ms[i] = nil
-		moved := make(chan error, 1)
-		go func() {
-			_, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, func() bool { return settledFor(obs.snapshot(), topics, id) })
-			moved <- err
-		}()
 		produceEach(1)
-		_, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, committedAtEnd)
-		if merr := <-moved; err == nil && merr != nil {
-			err = fmt.Errorf("ranges not moved: %w", merr)
-		}
-		if err != nil {
-			return 0, err
-		}
-		return time.Since(start), nil
+		return timeLeave(ctx, start, kc, ends, moved, func() bool { return settledFor(obs.snapshot(), topics, id) })
 	}
 	victim := (li + 1) % m
 	if res.leave, err = stopOne(victim, syscall.SIGTERM); err != nil {

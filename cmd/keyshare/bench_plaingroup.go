@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/coord"
 )
 
 // plainGroupLeave times, for comparison, the leave the member-process rows
@@ -16,15 +18,17 @@ import (
 // second, as keyshare's CommitInterval) share P partitions over the same
 // topics; once every record is committed, one consumer closes (leaving
 // the group, its partitions revoked and its offsets committed) with one
-// new record per partition produced at once, and the figure is the time
-// until every partition is committed at its new end and assigned to a
-// remaining consumer. The consumers run in the bench process.
-func (c *benchCommand) plainGroupLeave(ctx context.Context, p, m int) (time.Duration, error) {
+// new record per partition produced at once, and the figures are the time
+// until every partition is assigned to a remaining consumer and the
+// closing consumer's partitions (moved), or all partitions, are committed
+// at their new end (timeLeave). The consumers run in the bench process.
+func (c *benchCommand) plainGroupLeave(ctx context.Context, p, m int) (leaveTimes, error) {
+	var none leaveTimes
 	group := fmt.Sprintf("pg-%d-%d-%d", p, m, c.groups.Add(1))
 	topics := topicsFor(group, p)
 	bt, err := newBenchTopics(ctx, c.brokers, topics)
 	if err != nil {
-		return 0, err
+		return none, err
 	}
 	defer bt.close()
 	bt.produceEach(4)
@@ -59,11 +63,11 @@ func (c *benchCommand) plainGroupLeave(ctx context.Context, p, m int) (time.Dura
 			"log_level":                     3,
 		})
 		if err != nil {
-			return 0, err
+			return none, err
 		}
 		if err := kc.SubscribeTopics(names, nil); err != nil {
 			kc.Close()
-			return 0, err
+			return none, err
 		}
 		pc := &plain{kc: kc, stop: make(chan struct{}), done: make(chan struct{})}
 		cs = append(cs, pc)
@@ -86,19 +90,27 @@ func (c *benchCommand) plainGroupLeave(ctx context.Context, p, m int) (time.Dura
 	ends := bt.ends
 	kc, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": c.brokers, "group.id": group, "log_level": 3})
 	if err != nil {
-		return 0, err
+		return none, err
 	}
 	defer kc.Close()
 	committedAtEnd := (&endChecker{kc: kc, ends: ends}).reached
 	if _, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, func() bool { return consumed.Load() >= int64(bt.produced) }); err != nil {
-		return 0, fmt.Errorf("consumed %d of %d: %w", consumed.Load(), bt.produced, err)
+		return none, fmt.Errorf("consumed %d of %d: %w", consumed.Load(), bt.produced, err)
 	}
 	if _, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, committedAtEnd); err != nil {
-		return 0, fmt.Errorf("commit: %w", err)
+		return none, fmt.Errorf("commit: %w", err)
 	}
 
-	start := time.Now()
 	leaver := cs[len(cs)-1]
+	held, err := leaver.kc.Assignment()
+	if err != nil {
+		return none, err
+	}
+	moved := make([]coord.TopicPartition, 0, len(held))
+	for _, tp := range held {
+		moved = append(moved, coord.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition})
+	}
+	start := time.Now()
 	cs = cs[:len(cs)-1]
 	var closed sync.WaitGroup
 	closed.Go(func() {
@@ -118,8 +130,9 @@ func (c *benchCommand) plainGroupLeave(ctx context.Context, p, m int) (time.Dura
 		}
 		return n == p
 	}
-	if _, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, func() bool { return committedAtEnd() && assignedAll() }); err != nil {
-		return 0, fmt.Errorf("leave: %w", err)
+	t, err := timeLeave(ctx, start, kc, ends, moved, assignedAll)
+	if err != nil {
+		return none, fmt.Errorf("leave: %w", err)
 	}
-	return time.Since(start), nil
+	return t, nil
 }

@@ -106,6 +106,9 @@ func (e *endChecker) reached() bool {
 			ask = append(ask, tp)
 		}
 	}
+	if len(ask) == 0 {
+		return true
+	}
 	got, _, err := kafkaoffsets.Committed(e.kc, ask, 10000)
 	if err != nil {
 		return false
@@ -116,4 +119,44 @@ func (e *endChecker) reached() bool {
 		}
 	}
 	return len(got) == len(ask) && !slices.ContainsFunc(ask, func(tp coord.TopicPartition) bool { return e.atEnd[tp] != e.ends[tp] })
+}
+
+// leaveTimes is how long one leave (or kill) took to be made good: until
+// the partitions the member held are committed at their new end (moved),
+// and until every partition is (all). Both also wait until every
+// partition is held by a remaining member. The goal is about the
+// moved ranges; all adds the commit of the records produced at the signal
+// on partitions that did not move, whose own goal is the commit delay.
+type leaveTimes struct{ moved, all time.Duration }
+
+// timeLeave waits, from start, for the two ends of leaveTimes. ends is the
+// bench's end offsets after the records produced at the signal; moved the
+// partitions the leaving member held; held tells whether every partition
+// is held by a remaining member.
+func timeLeave(ctx context.Context, start time.Time, kc *kafka.Consumer, ends map[coord.TopicPartition]int64, moved []coord.TopicPartition, held func() bool) (leaveTimes, error) {
+	movedEnds := make(map[coord.TopicPartition]int64, len(moved))
+	for _, tp := range moved {
+		movedEnds[tp] = ends[tp]
+	}
+	movedAtEnd := (&endChecker{kc: kc, ends: movedEnds}).reached
+	allAtEnd := (&endChecker{kc: kc, ends: ends}).reached
+	var t leaveTimes
+	isHeld := false
+	_, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, func() bool {
+		if isHeld = isHeld || held(); !isHeld {
+			return false
+		}
+		if t.moved == 0 {
+			if !movedAtEnd() {
+				return false
+			}
+			t.moved = time.Since(start)
+		}
+		return allAtEnd()
+	})
+	if err != nil {
+		return t, fmt.Errorf("moved partitions committed after %s, all: %w", t.moved, err)
+	}
+	t.all = time.Since(start)
+	return t, nil
 }
