@@ -96,7 +96,9 @@ type Config struct {
 	// Releases and a member starting to leave are not waited for.
 	// Default 200 ms.
 	Debounce time.Duration
-	// PartitionRefresh is how often the leader rereads partition counts.
+	// PartitionRefresh is how often the leader rereads partition counts
+	// and topic ids from Kafka (in the background: rounds plan on the
+	// last read).
 	// Default 10 s.
 	PartitionRefresh time.Duration
 	// StartTimeout bounds the first contact with etcd when joining.

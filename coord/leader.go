@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -182,11 +181,18 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 	}
 	balance := newLoadBalancer(s.cfg, s.log.Named("load"), &s.loadMoves)
 
+	// Partition counts and topic ids, read off the loop (topicread.go).
+	rctx, rcancel := context.WithCancel(ctx)
+	reader := s.startTopicReader(rctx, poke)
+	defer func() {
+		rcancel()
+		<-reader.done
+	}()
+
 	var (
 		parts    []PartitionWeight
-		partsAt  time.Time
-		partsOK  bool
-		missing  string // topics the last read could not count, joined
+		partsAt  time.Time // when parts was read: a new read is a reason to plan
+		missing  string    // topics the last read could not count, joined
 		problems string
 		// When this leader first saw each revoking record, on its own
 		// clock: a new leader starts counting drains again.
@@ -229,16 +235,13 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 				}
 			}
 		}
-		if !partsOK || time.Since(partsAt) > s.cfg.PartitionRefresh {
-			p, gone, err := s.readPartitions(ctx)
-			if err != nil {
-				s.log.Error("read partition counts; assignment not updated", "error", err)
-				continue
-			}
-			parts, partsAt, partsOK = p, time.Now(), true
-			s.checkTopics(ctx, l, topics)
+		if read := reader.latest(); read.at.IsZero() {
+			continue // no partition counts yet: the reader pokes with the first
+		} else if !read.at.Equal(partsAt) {
+			parts, partsAt = read.parts, read.at
+			s.checkTopics(ctx, l, topics, read.ids)
 			// Report once per change of the set of missing topics.
-			if m := strings.Join(gone, ","); m != missing {
+			if m := strings.Join(read.missing, ","); m != missing {
 				if m != "" {
 					s.log.Error("topics missing from the partition counts (deleted, not created yet, or not authorised for Describe); their ranges are left as they are, the other topics are assigned: create the topics, grant access, or remove them from Config.Topics",
 						"topics", fmt.Sprintf("[%s]", m))
@@ -248,7 +251,7 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 				missing = m
 			}
 		} else if len(topics.held) > 0 {
-			s.checkTopics(ctx, l, topics) // a reset under way: every round
+			s.checkTopics(ctx, l, topics, read.ids) // a reset under way: every round
 		}
 		assignRev := l.cache.assignRevision()
 		// A quiet round runs only to judge load, and plans only if that
@@ -378,34 +381,6 @@ func joinErrors(errs []error) string {
 		b.WriteString(e.Error())
 	}
 	return b.String()
-}
-
-// readPartitions returns the partitions of the topics whose counts could be
-// read, and the topics whose could not (missing from the source's answer, or
-// with no partitions). The leader plans only the partitions it read: the
-// ranges of a missing topic are neither reassigned nor deleted on the basis
-// of a failed read, and one missing topic does not hold back the others.
-func (s *Session) readPartitions(ctx context.Context) (parts []PartitionWeight, missing []string, err error) {
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	counts, err := s.cfg.Partitions(rctx, s.cfg.Topics)
-	if err != nil {
-		return nil, nil, err
-	}
-	var out []PartitionWeight
-	for _, t := range s.cfg.Topics {
-		n, ok := counts[t]
-		if !ok || n <= 0 {
-			missing = append(missing, t)
-			continue
-		}
-		for p := range n {
-			out = append(out, PartitionWeight{TopicPartition: TopicPartition{Topic: t, Partition: p}})
-		}
-	}
-	slices.SortFunc(out, func(a, b PartitionWeight) int { return compareTP(a.TopicPartition, b.TopicPartition) })
-	slices.Sort(missing)
-	return out, slices.Compact(missing), nil
 }
 
 // maxChangesPerRound bounds one assignment round: a larger plan (thousands

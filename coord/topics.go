@@ -71,16 +71,12 @@ type topicWatch struct {
 	changed bool                 // held changed since the last plan
 }
 
-// checkTopics compares Kafka's topic ids with the group's and starts
-// recreated topics afresh (see above). It updates tw.held. Errors are
-// logged; what did not happen is tried again next call.
-func (s *Session) checkTopics(ctx context.Context, l *Leader, tw *topicWatch) {
-	if s.cfg.TopicIDs == nil {
-		return
-	}
-	ids, err := s.cfg.TopicIDs.IDs(ctx, s.cfg.Topics)
-	if err != nil {
-		s.log.Warn("read topic ids; recreated topics are not detected this round", "error", err)
+// checkTopics compares Kafka's topic ids (the reader's last, topicread.go;
+// nil if it has none) with the group's and starts recreated topics afresh
+// (see above). It updates tw.held. Errors are logged; what did not happen
+// is tried again next call.
+func (s *Session) checkTopics(ctx context.Context, l *Leader, tw *topicWatch, ids map[string]string) {
+	if ids == nil {
 		return
 	}
 	resp, err := s.cli.Get(ctx, s.schema.Topics(), clientv3.WithPrefix())
