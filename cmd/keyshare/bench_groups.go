@@ -83,7 +83,7 @@ func (c *benchCommand) largeGroups(ctx context.Context) error {
 		}
 		c.printf("| %d | %d | %s | %s | %s | %s | %s | %s | %.3f | %.3f | %.1f | %.0f | %d | %d |\n", rr.p, rr.m, secs(r.owned), secs(r.commitDelay), secs(r.leave.moved), secs(r.leave.all), secs(r.kill.moved), secs(r.kill.all), r.cpuIdle, r.cpuLoad, r.txns, r.bytes, r.keys, r.db)
 	}
-	c.printf("\n### The same leave in a plain Kafka consumer group\n\nFor comparison: M plain librdkafka consumers in the bench process (cooperative-sticky assignment, auto commit every second) share the same P partitions; one closes, with one new record per partition produced at once. *leave*: until every partition is assigned to a remaining consumer and, in *moved*, the partitions the closing consumer held are committed at their new end, in *all*, every partition is. Kafka's own protocol moves the partitions here, and librdkafka, kfake and the machine are the same.\n\n| P | M | leave: moved | leave: all |\n|---|---|---|---|\n")
+	c.printf("\n### The same leave in a plain Kafka consumer group\n\nFor comparison: M plain librdkafka consumers in the bench process (cooperative-sticky assignment, auto commit every second, fetch.wait.max.ms 100 as keyshare sets it) share the same P partitions; one closes, with one new record per partition produced at once. *leave*: until every partition is assigned to a remaining consumer and, in *moved*, the partitions the closing consumer held are committed at their new end, in *all*, every partition is. Kafka's own protocol moves the partitions here, and librdkafka, kfake and the machine are the same.\n\n| P | M | leave: moved | leave: all |\n|---|---|---|---|\n")
 	for _, rr := range reals {
 		t, err := c.plainGroupLeave(ctx, rr.p, rr.m)
 		if err != nil {
