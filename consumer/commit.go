@@ -32,17 +32,23 @@ func (c *Consumer) commitLoop(ctx context.Context, l *coord.Leader) {
 	ko.wait()
 }
 
-// onCommitRound records a round's figures.
+// onCommitRound records a round's figures. A partition whose end offset
+// the round could not learn keeps the end it last had: a read that timed
+// out must not make its lag gauge jump.
 func (c *Consumer) onCommitRound(r coord.CommitRound) {
 	c.metrics.commits.Add(int64(r.Committed))
 	c.metrics.commitRepairs.Add(int64(r.Repairs))
 	g := make(map[tp]partitionGauges, len(r.Partitions))
-	for part, p := range r.Partitions {
-		g[part] = partitionGauges{end: p.End, safe: p.Safe, committed: p.Committed}
-	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	for part, p := range r.Partitions {
+		end := p.End
+		if last, ok := c.mu.partitions[part]; ok && end < 0 {
+			end = last.end
+		}
+		g[part] = partitionGauges{end: end, safe: p.Safe, committed: p.Committed}
+	}
 	c.mu.partitions = g
-	c.mu.Unlock()
 }
 
 // kafkaOffsets is coord.Offsets on librdkafka: each call is a few requests
@@ -60,6 +66,10 @@ type kafkaOffsets struct {
 	mu       sync.Mutex
 	inflight chan struct{} // closed when the running commit returns; nil if none
 	warned   bool          // the plain-group warning was logged
+
+	// waited is the fetched partitions the last Ends left out for want of
+	// a cached end (only the commit loop calls Ends).
+	waited map[tp]bool
 }
 
 var errCommitInFlight = errors.New("consumer: the previous commit to Kafka has not returned yet; committing next round")
@@ -166,18 +176,36 @@ func (k *kafkaOffsets) explain(err error) {
 
 // Ends returns end offsets from librdkafka's cache for the partitions this
 // member fetches (no broker call), and asks for the others
-// (kafkaoffsets.List). With an error it returns what the other requests
-// read.
+// (kafkaoffsets.List). A partition it fetches with no end cached yet, just
+// taken over, is left out once: its first fetch response brings the end.
+// (After a leave at P = 4,096 with two members, asking for the 2,048
+// partitions the leader had just taken over took the rest of its commit
+// round.) If the next call still finds no end cached, it asks. With an
+// error it returns what the other requests read.
 func (k *kafkaOffsets) Ends(ctx context.Context, parts []tp) (map[tp]int64, error) {
 	out := make(map[tp]int64, len(parts))
+	fetched := make(map[tp]bool)
+	if assigned, err := k.kc.Assignment(); err == nil {
+		for _, p := range assigned {
+			if p.Topic != nil {
+				fetched[tp{Topic: *p.Topic, Partition: p.Partition}] = true
+			}
+		}
+	}
 	var ask []tp
+	waiting := make(map[tp]bool)
 	for _, part := range parts {
 		if _, end, err := k.kc.GetWatermarkOffsets(part.Topic, part.Partition); err == nil && end >= 0 {
 			out[part] = end
 			continue
 		}
+		if fetched[part] && !k.waited[part] {
+			waiting[part] = true
+			continue
+		}
 		ask = append(ask, part)
 	}
+	k.waited = waiting
 	if len(ask) == 0 {
 		return out, nil
 	}

@@ -119,10 +119,12 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Unlock()
 	for t, g := range parts {
 		labels := []string{t.Topic, strconv.Itoa(int(t.Partition))}
-		gauge(descPartEnd, float64(g.end), labels...)
 		gauge(descPartSafe, float64(g.safe), labels...)
 		gauge(descPartCommit, float64(g.committed), labels...)
-		gauge(descPartLag, float64(g.end-g.safe), labels...)
+		if g.end >= 0 { // not known yet: no end, and no lag below zero
+			gauge(descPartEnd, float64(g.end), labels...)
+			gauge(descPartLag, float64(g.end-g.safe), labels...)
+		}
 	}
 }
 
