@@ -240,9 +240,9 @@ func (c *Consumer) Close() error {
 // fetched by the next one. With Kafka's default of 500 ms a moved range
 // often waited most of that for its first records: at P = 4,096 with 16
 // members, the moved ranges' first progress came 0.55 s after they were
-// assigned, and the graceful leave took 1.7–2.3 s against 1.0–1.3 s at
-// 100 ms (docs/benchmarks.md). The price is more fetches while idle: up to
-// ten a second per broker instead of two.
+// assigned, and a graceful leave took 1.74–2.32 s; at 100 ms, 6 runs of 9
+// took 1.03–1.32 s (docs/benchmarks.md). The price is more fetches while
+// idle: up to ten a second per broker instead of two.
 const defaultFetchWaitMs = 100
 
 // kafkaConfig is the librdkafka configuration of the member's consumer:
