@@ -72,7 +72,11 @@ func (r *topicReader) latest() topicRead {
 
 // readTopics reads the partition counts and, if Config.TopicIDs is set,
 // the topic ids. Without counts there is no read; without ids the read
-// has none and recreated topics are not detected until the next one.
+// has none and recreated topics are not detected until the next one. A
+// topic Kafka gives no count for is missing: the leader plans only the
+// partitions it read, so the ranges of a missing topic are neither
+// reassigned nor deleted on the basis of a failed read, and one missing
+// topic does not hold back the others.
 func (s *Session) readTopics(ctx context.Context) (topicRead, bool) {
 	rctx, cancel := context.WithTimeout(ctx, kafkaReadTimeout)
 	defer cancel()

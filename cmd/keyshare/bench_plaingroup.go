@@ -15,11 +15,11 @@ import (
 // plainGroupLeave times, for comparison, the leave the member-process rows
 // time, in a plain Kafka consumer group on the same librdkafka, kfake and
 // machine: m consumers (cooperative-sticky assignment, auto commit every
-// second, as keyshare's CommitInterval, fetch.wait.max.ms 100 as keyshare's
-// default) share P partitions over the same
-// topics; once every record is committed, one consumer closes (leaving
-// the group, its partitions revoked and its offsets committed) with one
-// new record per partition produced at once, and the figures are the time
+// second as keyshare's CommitInterval, fetch.wait.max.ms 100 as keyshare's
+// default) share P partitions over the same topics; once every record is
+// committed, one consumer closes (leaving the group, its partitions
+// revoked and its offsets committed) with one new record per partition
+// produced at once, and the figures are the time
 // until every partition is assigned to a remaining consumer and the
 // closing consumer's partitions (moved), or all partitions, are committed
 // at their new end (timeLeave). The consumers run in the bench process.

@@ -124,9 +124,10 @@ func (e *endChecker) reached() bool {
 // leaveTimes is how long one leave (or kill) took to be made good: until
 // the partitions the member held are committed at their new end (moved),
 // and until every partition is (all). Both also wait until every
-// partition is held by a remaining member. The goal is about the
-// moved ranges; all adds the commit of the records produced at the signal
-// on partitions that did not move, whose own goal is the commit delay.
+// partition is held by a remaining member. The scale goal for a leave is
+// about the moved ranges (docs/benchmarks.md); all adds the commit of the
+// records produced at the signal on partitions that did not move, whose
+// own goal is the commit delay.
 type leaveTimes struct{ moved, all time.Duration }
 
 // timeLeave waits, from start, for the two ends of leaveTimes. ends is the
