@@ -346,7 +346,13 @@ func (o *owner) run(t *testing.T, all *[]event, allMu *sync.Mutex) {
 // revoked from it after delay, recording its gains and releases in all.
 func startOwner(t *testing.T, endpoints []string, id string, counts map[string]int32, delay time.Duration, all *[]event, allMu *sync.Mutex) *coord.Session {
 	t.Helper()
-	s, _ := join(t, endpoints, testConfig(t, id, counts))
+	return startOwnerWith(t, endpoints, testConfig(t, id, counts), delay, all, allMu)
+}
+
+// startOwnerWith is startOwner with a config of the caller's.
+func startOwnerWith(t *testing.T, endpoints []string, cfg coord.Config, delay time.Duration, all *[]event, allMu *sync.Mutex) *coord.Session {
+	t.Helper()
+	s, _ := join(t, endpoints, cfg)
 	o := &owner{s: s, delay: delay}
 	done := make(chan struct{})
 	go func() { defer close(done); o.run(t, all, allMu) }()

@@ -39,11 +39,7 @@ func TestLeavePlannedWhileKafkaReadHangs(t *testing.T) {
 		allMu sync.Mutex
 		all   []event
 	)
-	a, _ := join(t, e.Endpoints, cfg)
-	o := &owner{s: a}
-	done := make(chan struct{})
-	go func() { defer close(done); o.run(t, &all, &allMu) }()
-	t.Cleanup(func() { _ = a.Close(); <-done })
+	a := startOwnerWith(t, e.Endpoints, cfg, 0, &all, &allMu)
 	waitFor(t, "a leads and owns", 30*time.Second, func() bool { return a.IsLeader() && settled(snapshot(t, cli)) })
 	b := startOwner(t, e.Endpoints, "b", counts, 0, &all, &allMu)
 	waitFor(t, "a and b settle", 30*time.Second, func() bool {
