@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -331,20 +332,36 @@ func (c *Consumer) checkTopics(ctx context.Context) error {
 	return nil
 }
 
-// partitionCounts reads the topics' partition counts from Kafka metadata.
+// partitionCounts reads the topics' partition counts from Kafka: one
+// Metadata request for these topics (DescribeTopics), not for every topic
+// of the cluster. The leader reads them every PartitionRefresh, and a
+// cluster with thousands of topics would answer a request for all of them
+// with all their partitions each time. A topic Kafka does not describe (it
+// does not exist, or this client may not describe it) is left out.
 func (c *Consumer) partitionCounts(ctx context.Context, topics []string) (map[string]int32, error) {
 	timeout := c.cfg.StartTimeout
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d))
 	}
-	md, err := c.kc.GetMetadata(nil, true, int(timeout/time.Millisecond))
+	fail := func(err error) error {
+		return fmt.Errorf("consumer: read Kafka metadata from %v within %s: %w; check that the brokers are reachable", c.cfg.Kafka["bootstrap.servers"], timeout, err)
+	}
+	a, err := kafka.NewAdminClientFromConsumer(c.kc)
 	if err != nil {
-		return nil, fmt.Errorf("consumer: read Kafka metadata from %v within %s: %w; check that the brokers are reachable", c.cfg.Kafka["bootstrap.servers"], timeout, err)
+		return nil, fail(err)
+	}
+	defer a.Close()
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	names := slices.Compact(slices.Sorted(slices.Values(topics))) // librdkafka refuses a name twice
+	res, err := a.DescribeTopics(dctx, kafka.NewTopicCollectionOfTopicNames(names), kafka.SetAdminRequestTimeout(timeout))
+	if err != nil {
+		return nil, fail(err)
 	}
 	out := make(map[string]int32)
-	for _, t := range topics {
-		if tm, ok := md.Topics[t]; ok && tm.Error.Code() == kafka.ErrNoError {
-			out[t] = int32(len(tm.Partitions))
+	for _, d := range res.TopicDescriptions {
+		if d.Error.Code() == kafka.ErrNoError && len(d.Partitions) > 0 {
+			out[d.Name] = int32(len(d.Partitions))
 		}
 	}
 	return out, nil
