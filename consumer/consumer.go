@@ -343,26 +343,41 @@ func (c *Consumer) partitionCounts(ctx context.Context, topics []string) (map[st
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d))
 	}
-	fail := func(err error) error {
-		return fmt.Errorf("consumer: read Kafka metadata from %v within %s: %w; check that the brokers are reachable", c.cfg.Kafka["bootstrap.servers"], timeout, err)
-	}
-	a, err := kafka.NewAdminClientFromConsumer(c.kc)
-	if err != nil {
-		return nil, fail(err)
-	}
-	defer a.Close()
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	names := slices.Compact(slices.Sorted(slices.Values(topics))) // librdkafka refuses a name twice
-	res, err := a.DescribeTopics(dctx, kafka.NewTopicCollectionOfTopicNames(names), kafka.SetAdminRequestTimeout(timeout))
+	descs, err := c.describeTopics(dctx, topics, kafka.SetAdminRequestTimeout(timeout))
 	if err != nil {
-		return nil, fail(err)
+		return nil, fmt.Errorf("consumer: read Kafka metadata from %v within %s: %w; check that the brokers are reachable", c.cfg.Kafka["bootstrap.servers"], timeout, err)
 	}
 	out := make(map[string]int32)
-	for _, d := range res.TopicDescriptions {
-		if d.Error.Code() == kafka.ErrNoError && len(d.Partitions) > 0 {
+	for _, d := range descs {
+		if len(d.Partitions) > 0 {
 			out[d.Name] = int32(len(d.Partitions))
 		}
 	}
 	return out, nil
+}
+
+// describeTopics describes topics in one Metadata request (a name given
+// twice is asked once: librdkafka refuses it) and returns the descriptions
+// Kafka gave without an error: partition counts and topic ids both come
+// from here.
+func (c *Consumer) describeTopics(ctx context.Context, topics []string, opts ...kafka.DescribeTopicsAdminOption) ([]kafka.TopicDescription, error) {
+	a, err := kafka.NewAdminClientFromConsumer(c.kc)
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	names := slices.Compact(slices.Sorted(slices.Values(topics)))
+	res, err := a.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(names), opts...)
+	if err != nil {
+		return nil, err
+	}
+	descs := res.TopicDescriptions[:0]
+	for _, d := range res.TopicDescriptions {
+		if d.Error.Code() == kafka.ErrNoError {
+			descs = append(descs, d)
+		}
+	}
+	return descs, nil
 }

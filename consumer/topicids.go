@@ -25,18 +25,13 @@ func (t topicIDs) admin() (*kafka.AdminClient, error) {
 
 // IDs returns each readable topic's id.
 func (t topicIDs) IDs(ctx context.Context, topics []string) (map[string]string, error) {
-	a, err := t.admin()
-	if err != nil {
-		return nil, err
-	}
-	defer a.Close()
-	res, err := a.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(topics))
+	descs, err := t.c.describeTopics(ctx, topics)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: describe topics %v: %w", topics, err)
 	}
 	out := make(map[string]string, len(topics))
-	for _, d := range res.TopicDescriptions {
-		if d.Error.Code() != kafka.ErrNoError || (d.TopicID.GetMostSignificantBits() == 0 && d.TopicID.GetLeastSignificantBits() == 0) {
+	for _, d := range descs {
+		if d.TopicID.GetMostSignificantBits() == 0 && d.TopicID.GetLeastSignificantBits() == 0 {
 			continue
 		}
 		out[d.Name] = d.TopicID.String()
