@@ -22,7 +22,8 @@ import (
 
 // largeGroups (issue 14) measures large groups on a 3-member embedded etcd:
 // coordination-only members (coord sessions, no Kafka) up to M = 200, and
-// keyshare member processes against kfake, at P = 16 … 4,096 partitions.
+// keyshare member processes against the bundled broker (kfake, or Apache
+// Kafka with --kafka apache), at P = 16 … 4,096 partitions.
 func (c *benchCommand) largeGroups(ctx context.Context) error {
 	dir, err := os.MkdirTemp("", "keyshare-bench-groups-")
 	if err != nil {
@@ -72,18 +73,28 @@ func (c *benchCommand) largeGroups(ctx context.Context) error {
 		}
 	}
 
-	c.printf("## Scale: large groups\n\n3-member embedded etcd (devcluster.StartEtcdCluster) in the bench process; kfake in the bench process. P partitions over 1–4 topics.\n\n")
-	c.printf("### Member processes against kfake\n\n`keyshare member` processes (session TTL 2 s, 16 workers, no work, commit interval 1 s, flush 500 ms). 4 records per partition before start. *owned*: from spawn until every partition has active ranges with ledger state (fetched and flushed). *commit delay*: from the last record handled (members' counters, polled every 50 ms) until Kafka's committed offset equals the end offset on every partition. *leave* / *SIGKILL*: from the signal to a non-leader (with one new record per partition produced at once) until every partition is held by active ranges of the remaining members and, in *moved*, the partitions the member held are committed at their new end (the moved ranges make progress), in *all*, every partition is. Leader CPU: the leading process's user+system CPU per second, over 3 s idle and over 3 s of 1,000 records/s spread over all partitions. etcd: revisions (write transactions) per second and bytes of events (keys + values, read by a watch) per second under that load.\n\n")
-	c.printf("| P | M | owned | commit delay | leave: moved | leave: all | SIGKILL: moved | SIGKILL: all | leader CPU idle | leader CPU load | etcd txns/s load | etcd bytes/s load | keys | DB bytes |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	// The broker is the bundled cluster's: kfake in this process, or
+	// Apache Kafka in its own JVM (--kafka apache).
+	broker, where := "kfake", "kfake in the bench process"
+	if c.kafka == "apache" {
+		broker, where = "Apache Kafka", fmt.Sprintf("Apache Kafka %s (one KRaft node, its own JVM, -Xmx512m)", devcluster.ApacheKafkaVersion)
+	}
+	c.printf("## Scale: large groups\n\n3-member embedded etcd (devcluster.StartEtcdCluster) in the bench process; %s. P partitions over 1–4 topics.\n\n", where)
+	c.printf("### Member processes against %s\n\n`keyshare member` processes (session TTL 2 s, 16 workers, no work, commit interval 1 s, flush 500 ms). 4 records per partition before start. *owned*: from spawn until every partition has active ranges with ledger state (fetched and flushed). *commit delay*: from the last record handled (members' counters, polled every 50 ms) until Kafka's committed offset equals the end offset on every partition. *leave* / *SIGKILL*: from the signal to a non-leader (with one new record per partition produced at once) until every partition is held by active ranges of the remaining members and, in *moved*, the partitions the member held are committed at their new end (the moved ranges make progress), in *all*, every partition is. Leader CPU: the leading process's user+system CPU per second, over 3 s idle and over 3 s of 1,000 records/s spread over all partitions. etcd: revisions (write transactions) per second and bytes of events (keys + values, read by a watch) per second under that load.\n\n", broker)
+	brokerCols, brokerSep := "", ""
+	if c.cl.brokerPids != nil {
+		brokerCols, brokerSep = " broker CPU idle | broker CPU load |", "---|---|"
+	}
+	c.printf("| P | M | owned | commit delay | leave: moved | leave: all | SIGKILL: moved | SIGKILL: all | leader CPU idle | leader CPU load | etcd txns/s load | etcd bytes/s load | keys | DB bytes |%s\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", brokerCols, brokerSep)
 	for _, rr := range reals {
 		r, err := c.membersRun(ctx, ec.Endpoints(), cli, rr.p, rr.m)
 		if err != nil {
 			c.printf("| %d | %d | failed: %v |\n", rr.p, rr.m, err)
 			continue
 		}
-		c.printf("| %d | %d | %s | %s | %s | %s | %s | %s | %.3f | %.3f | %.1f | %.0f | %d | %d |\n", rr.p, rr.m, secs(r.owned), secs(r.commitDelay), secs(r.leave.moved), secs(r.leave.all), secs(r.kill.moved), secs(r.kill.all), r.cpuIdle, r.cpuLoad, r.txns, r.bytes, r.keys, r.db)
+		c.printf("| %d | %d | %s | %s | %s | %s | %s | %s | %.3f | %.3f | %.1f | %.0f | %d | %d |%s\n", rr.p, rr.m, secs(r.owned), secs(r.commitDelay), secs(r.leave.moved), secs(r.leave.all), secs(r.kill.moved), secs(r.kill.all), r.cpuIdle, r.cpuLoad, r.txns, r.bytes, r.keys, r.db, c.brokerCPU(r))
 	}
-	c.printf("\n### The same leave in a plain Kafka consumer group\n\nFor comparison: M plain librdkafka consumers in the bench process (cooperative-sticky assignment, auto commit every second, fetch.wait.max.ms 100 as keyshare sets it) share the same P partitions; one closes, with one new record per partition produced at once. *leave*: until every partition is assigned to a remaining consumer and, in *moved*, the partitions the closing consumer held are committed at their new end, in *all*, every partition is. Kafka's own protocol moves the partitions here, and librdkafka, kfake and the machine are the same.\n\n| P | M | leave: moved | leave: all |\n|---|---|---|---|\n")
+	c.printf("\n### The same leave in a plain Kafka consumer group\n\nFor comparison: M plain librdkafka consumers in the bench process (cooperative-sticky assignment, auto commit every second, fetch.wait.max.ms 100 as keyshare sets it) share the same P partitions; one closes, with one new record per partition produced at once. *leave*: until every partition is assigned to a remaining consumer and, in *moved*, the partitions the closing consumer held are committed at their new end, in *all*, every partition is. Kafka's own protocol moves the partitions here, and librdkafka, %s and the machine are the same.\n\n| P | M | leave: moved | leave: all |\n|---|---|---|---|\n", broker)
 	for _, rr := range reals {
 		t, err := c.plainGroupLeave(ctx, rr.p, rr.m)
 		if err != nil {
@@ -360,6 +371,34 @@ type membersResult struct {
 	leave, kill                   leaveTimes
 	cpuIdle, cpuLoad, txns, bytes float64
 	keys, db                      int64
+	// brokerIdle and brokerLoad are the broker processes' CPU per second
+	// over the same windows as cpuIdle and cpuLoad, where the broker has
+	// processes of its own (Apache Kafka; kfake runs in the bench process).
+	brokerIdle, brokerLoad float64
+}
+
+// brokerCPU is a row's broker CPU cells, empty where the broker runs in
+// the bench process.
+func (c *benchCommand) brokerCPU(r membersResult) string {
+	if c.cl.brokerPids == nil {
+		return ""
+	}
+	return fmt.Sprintf(" %.3f | %.3f |", r.brokerIdle, r.brokerLoad)
+}
+
+// brokerCPUOf is the broker processes' user+system CPU so far; 0 where the
+// broker runs in the bench process.
+func (c *benchCommand) brokerCPUOf() time.Duration {
+	if c.cl.brokerPids == nil {
+		return 0
+	}
+	var d time.Duration
+	for _, pid := range c.cl.brokerPids() {
+		if pid > 0 {
+			d += cpuOf(pid)
+		}
+	}
+	return d
 }
 
 // cpuOf is a process's user+system CPU so far.
@@ -480,9 +519,10 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 		return res, fmt.Errorf("no leader")
 	}
 	pid := ms[li].cmd.Process.Pid
-	c0, t0 := cpuOf(pid), time.Now()
+	b0, c0, t0 := c.brokerCPUOf(), cpuOf(pid), time.Now()
 	sleepFor(ctx, 3*time.Second)
 	res.cpuIdle = float64(cpuOf(pid)-c0) / float64(time.Since(t0))
+	res.brokerIdle = float64(c.brokerCPUOf()-b0) / float64(time.Since(t0))
 
 	// Load: 1,000 records/s over all partitions for 3 s.
 	var evBytes int64
@@ -495,7 +535,7 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 		}
 	}()
 	r0, _, _ := etcdState(ctx, cli, schema.Root())
-	c0, t0 = cpuOf(pid), time.Now()
+	b0, c0, t0 = c.brokerCPUOf(), cpuOf(pid), time.Now()
 	per := max(1, 1000/p)
 	for time.Since(t0) < 3*time.Second {
 		produceEach(per)
@@ -503,6 +543,7 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 	}
 	d := time.Since(t0)
 	res.cpuLoad = float64(cpuOf(pid)-c0) / float64(d)
+	res.brokerLoad = float64(c.brokerCPUOf()-b0) / float64(d)
 	r1, nkeys, db := etcdState(ctx, cli, schema.Root())
 	wcancel()
 	res.txns, res.bytes, res.keys, res.db = float64(r1-r0)/d.Seconds(), float64(evBytes)/d.Seconds(), nkeys, db

@@ -58,6 +58,9 @@ type started struct {
 	brokers    string
 	closeKafka func()
 	tmp        string
+	// brokerPids are the broker's processes (Apache Kafka's JVMs); nil
+	// for kfake, which runs in this process.
+	brokerPids func() []int
 }
 
 func (s *started) close() {
@@ -94,7 +97,7 @@ func startCluster(etcdAddr, kafkaAddr, dataDir, backend string, topics map[strin
 			s.close()
 			return nil, err
 		}
-		s.brokers, s.closeKafka = k.Brokers(), k.Close
+		s.brokers, s.closeKafka, s.brokerPids = k.Brokers(), k.Close, k.Pids
 		return s, nil
 	}
 	k, err := devcluster.StartKafka(devcluster.KafkaOptions{Addr: kafkaAddr, DataDir: filepath.Join(dataDir, "kafka"), Topics: topics})

@@ -449,6 +449,20 @@ func (k *ApacheKafka) ListenAddrs() []string {
 	return out
 }
 
+// Pids are the process ids of the nodes' JVMs, in node order; 0 for a
+// node that is stopped. Benchmarks read the broker's CPU time from them.
+func (k *ApacheKafka) Pids() []int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]int, len(k.nodes))
+	for i, nd := range k.nodes {
+		if nd.proc != nil {
+			out[i] = nd.proc.Pid
+		}
+	}
+	return out
+}
+
 // LogFiles are the nodes' broker logs, in node order; they stay in Dir
 // after Close.
 func (k *ApacheKafka) LogFiles() []string {

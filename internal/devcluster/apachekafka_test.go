@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,11 +81,20 @@ func TestApacheKafkaNodeKilledAndRestarted(t *testing.T) {
 	if tp := produceOne(t, k.Brokers(), "t"); tp.Offset != 0 {
 		t.Fatalf("first record at offset %d", tp.Offset)
 	}
+	pids := k.Pids()
+	for i, pid := range pids {
+		if pid <= 0 || syscall.Kill(pid, 0) != nil {
+			t.Fatalf("node %d: pid %d is not a running process (pids %v)", i, pid, pids)
+		}
+	}
 	if err := k.Kill(1); err != nil {
 		t.Fatal(err)
 	}
 	if err := k.Kill(1); err == nil {
 		t.Fatal("killing a stopped node succeeded")
+	}
+	if got := k.Pids(); got[0] != pids[0] || got[1] != 0 || got[2] != pids[2] {
+		t.Fatalf("pids after killing node 1: %v, want [%d 0 %d]", got, pids[0], pids[2])
 	}
 	if tp := produceOne(t, k.Brokers(), "t"); tp.Offset != 1 {
 		t.Fatalf("record with node 1 down at offset %d, want 1", tp.Offset)
