@@ -234,23 +234,19 @@ func (c *Consumer) Close() error {
 	return nil
 }
 
-// defaultFetchWaitMs is librdkafka's fetch.wait.max.ms unless Config.Kafka
-// sets it: how long the broker may hold a fetch that finds no new records.
-// librdkafka keeps one fetch in flight per broker, and a partition a member
-// has just taken over (a leave's handoff, a failover, a rebalance) is first
-// fetched by the next one. With Kafka's default of 500 ms a moved range
-// often waited most of that for its first records: at P = 4,096 with 16
-// members, the moved ranges' first progress came 0.55 s after they were
-// assigned, and a graceful leave took 1.74–2.32 s; at 100 ms, 6 runs of 9
-// took 1.03–1.32 s (docs/benchmarks.md). The price is more fetches while
-// idle: up to ten a second per broker instead of two.
-const defaultFetchWaitMs = 100
-
 // kafkaConfig is the librdkafka configuration of the member's consumer:
-// Config.Kafka, the settings keyshare controls, and keyshare's defaults
-// where Config.Kafka says nothing.
+// Config.Kafka, and the settings keyshare controls.
+//
+// librdkafka's own defaults stand for the rest, fetch.wait.max.ms (500 ms)
+// among them. keyshare set it to 100 ms for a while, so that a partition
+// taken over was fetched sooner (librdkafka keeps one fetch in flight per
+// broker, and the broker holds a fetch that finds nothing new that long).
+// On kfake that shortened some leaves at P = 4,096; on Apache Kafka it
+// did not, and the broker's CPU at idle with a 4,096-partition group went
+// from 0.13–0.15 of a core to 0.37–0.57 (librdkafka sends the whole
+// partition list in every fetch; docs/benchmarks.md).
 func kafkaConfig(cfg Config) kafka.ConfigMap {
-	cm := kafka.ConfigMap{"fetch.wait.max.ms": defaultFetchWaitMs}
+	cm := kafka.ConfigMap{}
 	for k, v := range cfg.Kafka {
 		cm[k] = v
 	}

@@ -13,10 +13,10 @@ import (
 )
 
 // plainGroupLeave times, for comparison, the leave the member-process rows
-// time, in a plain Kafka consumer group on the same librdkafka, kfake and
+// time, in a plain Kafka consumer group on the same librdkafka, broker and
 // machine: m consumers (cooperative-sticky assignment, auto commit every
-// second as keyshare's CommitInterval, fetch.wait.max.ms 100 as keyshare's
-// default) share P partitions over the same topics; once every record is
+// second as keyshare's CommitInterval, librdkafka's other defaults as
+// keyshare's members) share P partitions over the same topics; once every record is
 // committed, one consumer closes (leaving the group, its partitions
 // revoked and its offsets committed) with one new record per partition
 // produced at once, and the figures are the time
@@ -61,7 +61,6 @@ func (c *benchCommand) plainGroupLeave(ctx context.Context, p, m int) (leaveTime
 			"enable.auto.commit":            true,
 			"auto.commit.interval.ms":       1000,
 			"auto.offset.reset":             "earliest",
-			"fetch.wait.max.ms":             100, // as keyshare's members
 			"log_level":                     3,
 		})
 		if err != nil {
