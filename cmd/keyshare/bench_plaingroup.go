@@ -16,8 +16,8 @@ import (
 // time, in a plain Kafka consumer group on the same librdkafka, broker and
 // machine: m consumers (cooperative-sticky assignment, auto commit every
 // second as keyshare's CommitInterval, librdkafka's other defaults as
-// keyshare's members) share P partitions over the same topics; once every record is
-// committed, one consumer closes (leaving the group, its partitions
+// keyshare's members) share P partitions over the same topics; once every
+// record is committed, one consumer closes (leaving the group, its partitions
 // revoked and its offsets committed) with one new record per partition
 // produced at once, and the figures are the time
 // until every partition is assigned to a remaining consumer and the
