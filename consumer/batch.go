@@ -444,6 +444,13 @@ func (p *pipeline) retryBatch(b *batch, failing []*retrying, putBack map[jobKey]
 		// neighbour, and dead-letter healthy records with it.
 		next := failing[:0]
 		for _, r := range failing {
+			if r.j.ctx.Err() != nil {
+				// Cancelled since the backoff ended (its range drained
+				// or dropped): no new attempt.
+				p.finishJob(r.j, false)
+				end(r, false)
+				continue
+			}
 			ctx, done := p.groupCtx([]*job{r.j})
 			start := time.Now()
 			res, err := p.c.callBatch(ctx, []*kafka.Message{r.j.m})

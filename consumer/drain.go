@@ -13,8 +13,11 @@ import (
 
 // drain finishes a revoked range: it waits until none of its records is in
 // flight (or the drain budget is spent), then writes its final state and
-// releases it to the leader; what is still in flight then is cancelled and
-// runs again on the next owner. The budget runs on this member's monotonic
+// releases it to the leader. What is still in flight then is cancelled
+// before the release is sent, not after it returns: once the release
+// commits, the next owner may run the key, so a handler must be told to
+// stop, and a record waiting to retry must not try again, by then. Those
+// records run again on the next owner. The budget runs on this member's monotonic
 // clock from received, when reconcile saw the revoke: the record's Since is
 // the leader's wall clock and says nothing here. seq is the drain's number
 // (w.drains when it started): if the leader takes the revoke back, or a
@@ -46,10 +49,11 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 		p.mu.Unlock()
 		return
 	}
-	if n := p.inFlightLocked(w); n > 0 {
-		p.log.Warn("drain budget spent with records in flight; they will run again on the next owner", "range", w.st.Range().String(), "in_flight", n, "budget", budget)
+	written := w.inEtcd()
+	if n := p.abandonLocked(w); n > 0 {
+		p.log.Warn("drain budget spent with records in flight; cancelled, they will run again on the next owner", "range", w.st.Range().String(), "in_flight", n, "budget", budget)
 	}
-	rel := coord.RangeRelease{Range: w.rs, Final: w.st.Entry(), Losses: slices.Clone(w.losses), Written: w.inEtcd()}
+	rel := coord.RangeRelease{Range: w.rs, Final: w.st.Entry(), Losses: slices.Clone(w.losses), Written: written}
 	p.mu.Unlock()
 
 	for p.ctx.Err() == nil {
@@ -74,14 +78,6 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 			}
 			if p.mu.ranges[rel.Range.Key] == w {
 				p.mu.rangeTable.dropReleased(w)
-				t := w.tp()
-				for o, j := range p.mu.jobs[t] {
-					if w.st.Range().Contains(j.h) {
-						j.cancel()
-						delete(p.mu.jobs[t], o)
-						p.mu.inflight--
-					}
-				}
 			}
 			p.mu.Unlock()
 			return
@@ -95,6 +91,42 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 		p.log.Warn("release", "range", rel.Range.Key, "error", err)
 		sleep(p.ctx, 200*time.Millisecond)
 	}
+}
+
+// abandonLocked cancels the records of revoking range w still in flight
+// (running, waiting to retry, or queued behind their key) and forgets them,
+// so that their outcome is ignored (finish), and returns how many there
+// were. It does not wait for a handler to return: one that ignores its
+// context can still run beside the next owner (docs/consumer.md).
+//
+// Their offsets stay pending, given back to the ledger as not in flight
+// (Shelve): if the leader takes the revoke back, the member fetches them
+// again from the watermark and runs them. That changes no stored field:
+// what etcd holds of w, if anything, still matches its state.
+func (p *pipeline) abandonLocked(w *owned) int {
+	t := w.tp()
+	inEtcd := w.inEtcd()
+	n := 0
+	for o, j := range p.mu.jobs[t] {
+		if !w.st.Range().Contains(j.h) {
+			continue
+		}
+		j.cancel()
+		delete(p.mu.jobs[t], o)
+		p.mu.inflight--
+		n++
+		if err := w.st.Shelve(o, j.h); err != nil {
+			p.log.Error("ledger refused to take back a cancelled record", "topic", t.Topic, "partition", t.Partition, "offset", o, "error", err)
+		}
+	}
+	if n > 0 {
+		if inEtcd {
+			w.flushed = w.st.Version()
+		}
+		p.mu.cond.Broadcast()
+		poke(p.space)
+	}
+	return n
 }
 
 // oldestLocked is when the oldest in-flight record of w was dispatched.

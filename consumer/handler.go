@@ -117,6 +117,11 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 			"offset", m.TopicPartition.Offset, "key", textsafe.Bytes(m.Key), "attempt", attempt, "error", textsafe.Escape(err.Error()))
 		c.metrics.retried.Add(1)
 		sleep(ctx, backoff)
+		if ctx.Err() != nil {
+			// Cancelled while waiting (its range drained or dropped): no
+			// new attempt, the next owner may be running the key.
+			return ctx.Err()
+		}
 		backoff = min(2*backoff, c.cfg.Retry.MaxBackoff)
 		if backoff == 0 {
 			backoff = time.Millisecond

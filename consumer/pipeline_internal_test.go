@@ -41,8 +41,22 @@ const rigTopic = "t"
 // the pipeline's methods itself.
 func newRig(t *testing.T, h Handler, fetch bool, mutate func(*Config)) *rig {
 	t.Helper()
+	return newRigWith(t, h, fetch, rigOptions{mutate: mutate})
+}
+
+// rigOptions are newRig's less common settings.
+type rigOptions struct {
+	partitions int32                         // of topic t; 0 means 1
+	mutate     func(*Config)                 // changes the member's configuration
+	kv         func(clientv3.KV) clientv3.KV // wraps the member's etcd KV (a test's hook on its writes)
+}
+
+// newRigWith is newRig with opts.
+func newRigWith(t *testing.T, h Handler, fetch bool, opts rigOptions) *rig {
+	t.Helper()
+	mutate := opts.mutate
 	cli, e := testutil.StartEtcd(t)
-	k := testutil.StartKafka(t, map[string]int32{rigTopic: 1})
+	k := testutil.StartKafka(t, map[string]int32{rigTopic: max(1, opts.partitions)})
 	cfg := DefaultConfig()
 	cfg.Group, cfg.Topics, cfg.MemberID = "g", []string{rigTopic}, "m"
 	cfg.Kafka = kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3, "fetch.wait.max.ms": 50}
@@ -54,7 +68,11 @@ func newRig(t *testing.T, h Handler, fetch bool, mutate func(*Config)) *rig {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	c, err := New(testutil.NewEtcdClient(t, e.Endpoints), cfg)
+	mcli := testutil.NewEtcdClient(t, e.Endpoints)
+	if opts.kv != nil {
+		mcli.KV = opts.kv(mcli.KV)
+	}
+	c, err := New(mcli, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,146 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/testutil"
+)
+
+// txnHook is an etcd KV that calls before with a transaction's operations
+// just before it sends the transaction.
+type txnHook struct {
+	clientv3.KV
+	before func(ops []clientv3.Op)
+}
+
+func (k txnHook) Txn(ctx context.Context) clientv3.Txn {
+	return &hookedTxn{Txn: k.KV.Txn(ctx), before: k.before}
+}
+
+type hookedTxn struct {
+	clientv3.Txn
+	before func(ops []clientv3.Op)
+	ops    []clientv3.Op
+}
+
+func (t *hookedTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
+func (t *hookedTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	t.Txn = t.Txn.Else(ops...)
+	return t
+}
+
+func (t *hookedTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	t.ops = append(t.ops, ops...)
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+
+func (t *hookedTxn) Commit() (*clientv3.TxnResponse, error) {
+	t.before(t.ops)
+	return t.Txn.Commit()
+}
+
+// releases reports whether ops mark a range released.
+func releases(ops []clientv3.Op) bool {
+	for _, op := range ops {
+		var rec coord.RangeRecord
+		if op.IsPut() && json.Unmarshal(op.ValueBytes(), &rec) == nil && rec.State == coord.StateReleased {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDrainCancelsBeforeRelease: a revoked range's drain budget ends with a
+// record still in flight — its handler running, or waiting to retry after
+// a failure. Once the release is written the next owner may run the key,
+// so the record's context must be cancelled before the release is sent,
+// and no attempt may start after that.
+func TestDrainCancelsBeforeRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail bool // the handler fails at once (the record waits to retry); else it runs until cancelled
+	}{
+		{"running handler", false},
+		{"retry in backoff", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var (
+				mu         sync.Mutex
+				attempts   []context.Context
+				late       int      // attempts begun with their context already ended
+				problems   []string // what the release hook found
+				releaseTxn int
+			)
+			started := make(chan struct{})
+			var once sync.Once
+			h := func(ctx context.Context, m *kafka.Message) error {
+				mu.Lock()
+				attempts = append(attempts, ctx)
+				if ctx.Err() != nil {
+					late++
+				}
+				mu.Unlock()
+				once.Do(func() { close(started) })
+				if tc.fail {
+					return errors.New("failing on purpose")
+				}
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			before := func(ops []clientv3.Op) {
+				if !releases(ops) {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				releaseTxn++
+				for i, ctx := range attempts {
+					if ctx.Err() == nil {
+						problems = append(problems, fmt.Sprintf("attempt %d of %d: its context was live when the release was sent", i+1, len(attempts)))
+					}
+				}
+			}
+			r := newRigWith(t, h, true, rigOptions{
+				kv: func(kv clientv3.KV) clientv3.KV { return txnHook{KV: kv, before: before} },
+				mutate: func(c *Config) {
+					c.Retry.MaxAttempts, c.Retry.Backoff, c.Retry.MaxBackoff = 1000, 100*time.Millisecond, 100*time.Millisecond
+				},
+			})
+			r.put(r.full(coord.StateActive), initialized(0))
+			testutil.Produce(t, r.k.Brokers, rigTopic, testutil.KeyedRecords(1, 1))
+			wait(t, "the record's first attempt", started)
+
+			rev := r.full(coord.StateRevoking)
+			rev.Target, rev.DrainMs = "other", 300
+			r.put(rev, nil)
+			testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == coord.StateReleased })
+			testutil.WaitFor(t, "the record's worker done", 10*time.Second, func() bool {
+				r.p.sched.mu.Lock()
+				defer r.p.sched.mu.Unlock()
+				return len(r.p.sched.keys) == 0
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if releaseTxn == 0 {
+				t.Fatal("the hook saw no release transaction")
+			}
+			for _, p := range problems {
+				t.Error(p)
+			}
+			if late > 0 {
+				t.Errorf("%d attempts started after the record's context was cancelled", late)
+			}
+		})
+	}
+}
