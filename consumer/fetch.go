@@ -11,27 +11,29 @@ import (
 
 // fetchLoop owns the Kafka consumer: it applies assignment changes, polls,
 // filters and dispatches records, and pauses fetching at the in-flight bound.
+// It waits for no etcd or Kafka round trip (reconcile.go): what must be
+// read is read by goroutines, whose answers it applies here.
 func (p *pipeline) fetchLoop() error {
 	defer p.unassignAll()
+	p.goFunc(p.rereadLoop)
 	for p.ctx.Err() == nil {
 		select {
 		case a := <-p.sess.Updates():
 			if err := p.reconcile(a); err != nil {
 				return err
 			}
-		case <-p.resync:
-			a, err := p.sess.ReadAssignment(p.ctx)
-			if err != nil {
-				p.log.Warn("reread assignment", "error", err)
-				poke(p.resync)
-				sleep(p.ctx, 200*time.Millisecond)
-				continue
-			}
+		case a := <-p.reread:
 			if err := p.reconcile(a); err != nil {
+				return err
+			}
+		case ans := <-p.startsCh:
+			if err := p.startsRead(ans); err != nil {
 				return err
 			}
 		case <-p.retentionCh:
 			p.retention()
+		case b := <-p.logBounds:
+			p.retentionRead(b)
 		case st := <-p.sess.PauseUpdates():
 			p.hold(st)
 		default:

@@ -11,9 +11,10 @@ import "github.com/confluentinc/confluent-kafka-go/v2/kafka"
 // The methods keep librdkafka's names and semantics, so *kafka.Consumer is
 // the adapter as it is (the assertion below): partitions are assigned in
 // assign mode, never through Kafka group membership, and kafka.TopicPartition
-// and kafka.Event are the message types. The leader's offset commits and the
-// start-up checks (metadata, committed offsets) use the client directly and
-// are not part of this interface.
+// and kafka.Event are the message types. The leader's offset commits, the
+// start-up checks (metadata, committed offsets) and the log-offset reads
+// (start offsets, retention) use the client directly, off the fetch loop,
+// and are not part of this interface.
 type fetcher interface {
 	// IncrementalAssign starts fetching parts, each from its Offset.
 	IncrementalAssign(parts []kafka.TopicPartition) error
@@ -29,9 +30,6 @@ type fetcher interface {
 	// unassign and assign.
 	Pause(parts []kafka.TopicPartition) error
 	Resume(parts []kafka.TopicPartition) error
-	// QueryWatermarkOffsets asks the broker for a partition's log start
-	// and end.
-	QueryWatermarkOffsets(topic string, partition int32, timeoutMs int) (low, high int64, err error)
 }
 
 // librdkafka is the adapter.

@@ -33,14 +33,28 @@ type pipeline struct {
 	stop  context.CancelFunc
 	sched *scheduler
 
-	resync  chan struct{} // ask the fetch loop to reread the assignment
+	resync  chan struct{} // ask rereadLoop to read the assignment again
 	flushCh chan struct{} // ask the flusher to write now
 	space   chan struct{} // a record finished: there may be room below the in-flight bound
 	// retentionCh asks the fetch loop to look for deleted records again.
 	retentionCh chan struct{}
+
+	// Answers of the reads that the fetch loop leaves to goroutines, so
+	// that no I/O holds back an assignment (reconcile.go).
+	reread    chan coord.Assignment // the assignment read again (rereadLoop)
+	startsCh  chan startsAnswer     // start offsets of new ranges (readStarts)
+	logBounds chan logBounds        // log starts and ends (retention.go)
+
+	// Only the fetch loop uses these.
+	//
 	// boundSince is when the fetch loop reached the in-flight bound (zero
-	// below it); only the fetch loop uses it.
+	// below it).
 	boundSince time.Time
+	// latest is the assignment applied last.
+	latest coord.Assignment
+	// readingStarts: a start-offset read runs; queryingLog: a log-offset
+	// query runs, and queryAgain asks for another once it ends.
+	readingStarts, queryingLog, queryAgain bool
 
 	wg sync.WaitGroup
 	mu struct {
@@ -85,6 +99,9 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 		space:   make(chan struct{}, 1),
 
 		retentionCh: make(chan struct{}, 1),
+		reread:      make(chan coord.Assignment),
+		startsCh:    make(chan startsAnswer, 1),
+		logBounds:   make(chan logBounds, 1),
 	}
 	p.mu.cond = sync.NewCond(&p.mu.Mutex)
 	p.mu.rangeTable = newRangeTable()

@@ -6,43 +6,62 @@ import (
 	"github.com/keyshare/keyshare/coord"
 )
 
-// reconcile moves the pipeline to assignment a: new ranges start from their
-// ledger state, ranges whose hash space stays keep their in-memory state
-// (clipped if the leader split them), revoked ranges start draining, and
-// ranges no longer owned are dropped with their in-flight work cancelled.
+// Moving to a new assignment.
+//
+// Whatever an assignment takes away — a revoke, a range dropped, work to
+// cancel — is applied the moment the fetch loop reads it, with no I/O
+// before it. The leader hands a revoked range on after its drain budget
+// plus max(1 s, TTL), counting on an owner that hears etcd to start its
+// drain at once. A fetch loop that first read start offsets from etcd and
+// Kafka (up to StartTimeout each, longer while a group coordinator loads)
+// would go on starting the range's records while the next owner runs
+// them. So the fetch loop does no I/O of its own: the reads a new range
+// may need (its start offset, startoffsets.go), an assignment read again
+// (rereadLoop) and retention's log offsets (retention.go) run in
+// goroutines, and the fetch loop applies their answers when they come.
+
+// startsAnswer is what a start-offset read found.
+type startsAnswer struct {
+	starts map[tp]int64
+	errs   map[tp]error
+}
+
+// reconcile moves the pipeline to assignment a at once: ranges whose hash
+// space stays keep their in-memory state (clipped if the leader split
+// them), revoked ranges start draining, ranges no longer owned are dropped
+// with their in-flight work cancelled, and new ranges with a ledger entry
+// start from it. A new range without one waits for its start offset, read
+// in the background (readStarts); the fetch loop adds it when the answer
+// comes (startsRead).
 //
 // An assignment read at an older etcd revision than the one applied last is
-// ignored: the watch's update and a resync's snapshot can arrive in either
-// order, and the older one would undo what the newer one applied.
+// ignored: the watch's update and a reread can arrive in either order, and
+// the older one would undo what the newer one applied.
 func (p *pipeline) reconcile(a coord.Assignment) error {
-	p.mu.Lock()
-	applied := p.mu.rev
-	// Only this goroutine adds ranges to the table; drains only take
-	// released ones out (and the table remembers those), so what is new
-	// now is still new below.
-	need := p.mu.rangeTable.startsNeeded(a)
-	p.mu.Unlock()
-	if a.Rev < applied {
-		p.log.Debug("ignoring an assignment older than the one applied", "rev", a.Rev, "applied_rev", applied, "generation", a.Generation)
-		return nil
+	need, err := p.apply(a, nil)
+	if err != nil {
+		return err
 	}
-	// Resolve start offsets of new ranges without ledger state before
-	// taking the lock again: it may ask etcd and Kafka. All partitions at
-	// once (startoffsets.go).
-	starts, startErrs := p.c.startOffsets(p.ctx, p.sess, need)
-	if len(startErrs) > 0 {
-		if p.ctx.Err() != nil {
-			return nil
-		}
-		for t, err := range startErrs {
-			p.log.Error("cannot find where a new range starts; will retry", "topic", t.Topic, "partition", t.Partition, "error", err, "partitions_failed", len(startErrs))
-			break
-		}
-		p.retryLater()
-	}
+	p.readStarts(need)
+	return nil
+}
 
+// apply moves the pipeline to assignment a, starting new ranges without
+// ledger state from starts where it has their partition's offset. It does
+// no I/O but the fetcher's (librdkafka's local assign and seek), and
+// returns the partitions of the new ranges left out for want of a start
+// offset.
+func (p *pipeline) apply(a coord.Assignment, starts map[tp]int64) ([]tp, error) {
 	p.mu.Lock()
+	if a.Rev < p.mu.rev {
+		applied := p.mu.rev
+		p.mu.Unlock()
+		p.log.Debug("ignoring an assignment older than the one applied", "rev", a.Rev, "applied_rev", applied, "generation", a.Generation)
+		return nil, nil
+	}
+	received := time.Now()
 	p.mu.gen, p.mu.rev = a.Generation, a.Rev
+	p.latest = a
 	res := reconcileTable(&p.mu.rangeTable, p.mu.jobs, a, starts, p.c.cfg.DrainTimeout, p.log)
 	for _, j := range res.cancel {
 		if p.mu.jobs[j.t][j.o] == j {
@@ -51,11 +70,8 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 			p.mu.inflight--
 		}
 	}
-	if res.unstarted > 0 && len(startErrs) == 0 {
-		p.retryLater()
-	}
 	for _, d := range res.drains {
-		p.goFunc(func() { p.drain(d.w, d.seq, time.Now(), d.budget) })
+		p.goFunc(func() { p.drain(d.w, d.seq, received, d.budget) })
 	}
 	for _, po := range res.fetch.unassign {
 		delete(p.mu.halted, po.tp)
@@ -64,9 +80,55 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 	p.mu.Unlock()
 
 	if err := p.applyFetch(res.fetch, a.Generation); err != nil {
-		return err
+		return nil, err
 	}
 	poke(p.flushCh)
+	return res.needStart, nil
+}
+
+// readStarts reads the start offsets of partitions need in a goroutine
+// (all at once, startoffsets.go); the answer comes to the fetch loop on
+// p.startsCh. While a read runs no other starts: when it ends, the fetch
+// loop asks for what the latest assignment still needs (startsRead).
+func (p *pipeline) readStarts(need []tp) {
+	if len(need) == 0 || p.readingStarts {
+		return
+	}
+	p.readingStarts = true
+	p.goFunc(func() {
+		starts, errs := p.c.startOffsets(p.ctx, p.sess, need)
+		select {
+		case p.startsCh <- startsAnswer{starts: starts, errs: errs}:
+		case <-p.ctx.Done():
+		}
+	})
+}
+
+// startsRead applies the latest assignment again with the start offsets
+// ans found, which adds the new ranges they were read for (those the
+// assignment still lists). Partitions whose offset could not be read are
+// tried again after a pause; ranges assigned since the read began are
+// read for at once.
+func (p *pipeline) startsRead(ans startsAnswer) error {
+	p.readingStarts = false
+	if len(ans.errs) > 0 {
+		if p.ctx.Err() != nil {
+			return nil
+		}
+		for t, err := range ans.errs {
+			p.log.Error("cannot find where a new range starts; will retry", "topic", t.Topic, "partition", t.Partition, "error", err, "partitions_failed", len(ans.errs))
+			break
+		}
+	}
+	need, err := p.apply(p.latest, ans.starts)
+	if err != nil {
+		return err
+	}
+	if len(ans.errs) > 0 {
+		p.retryLater()
+		return nil
+	}
+	p.readStarts(need)
 	return nil
 }
 
@@ -76,4 +138,34 @@ func (p *pipeline) retryLater() {
 		sleep(p.ctx, time.Second)
 		poke(p.resync)
 	})
+}
+
+// rereadLoop reads the member's assignment again whenever something asks
+// (p.resync: a fenced flush, a start offset to read again) and hands it
+// to the fetch loop on p.reread. The read waits for etcd (up to 2 s for
+// the watch-fed view to catch up, coord.Session.ReadAssignment), which the
+// fetch loop must not. Asks that come during a read are answered by one
+// more read.
+func (p *pipeline) rereadLoop() {
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.resync:
+		}
+		a, err := p.sess.ReadAssignment(p.ctx)
+		for err != nil {
+			if p.ctx.Err() != nil {
+				return
+			}
+			p.log.Warn("reread assignment", "error", err)
+			sleep(p.ctx, 200*time.Millisecond)
+			a, err = p.sess.ReadAssignment(p.ctx)
+		}
+		select {
+		case p.reread <- a:
+		case <-p.ctx.Done():
+			return
+		}
+	}
 }

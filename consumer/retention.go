@@ -1,11 +1,17 @@
 package consumer
 
 import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 )
 
 // Records Kafka deleted before the member handled them.
@@ -25,26 +31,65 @@ import (
 // records, fetched but not delivered. Those are reported lost rather than
 // handled (the reassignment drops librdkafka's queue); nothing is skipped
 // without a report.
+//
+// The log starts and ends are read in a goroutine (readLogBounds), all
+// partitions at once, and retentionRead handles the answer in the fetch
+// loop: asked one partition at a time on the fetch loop, up to 5 s each,
+// the queries held back every assignment, revokes among them
+// (reconcile.go). A call while a query runs asks for one more after it
+// (a partition may have failed after the running query read its start).
 func (p *pipeline) retention() {
+	if p.queryingLog {
+		p.queryAgain = true
+		return
+	}
 	p.mu.Lock()
-	pos := make(map[tp]int64, len(p.mu.pos))
+	parts := make([]tp, 0, len(p.mu.assigned))
 	for t := range p.mu.assigned {
-		pos[t] = p.mu.pos[t]
+		parts = append(parts, t)
 	}
 	p.mu.Unlock()
+	if len(parts) == 0 {
+		return
+	}
+	p.queryingLog = true
+	p.goFunc(func() {
+		b := p.c.readLogBounds(p.ctx, parts)
+		select {
+		case p.logBounds <- b:
+		case <-p.ctx.Done():
+		}
+	})
+}
+
+// retentionRead handles the log starts and ends a retention query found
+// (retention): each partition still assigned whose fetch position is
+// below its log start loses its deleted records, with a report, and is
+// fetched again from the log start.
+func (p *pipeline) retentionRead(b logBounds) {
+	p.queryingLog = false
+	if p.queryAgain {
+		p.queryAgain = false
+		poke(p.retentionCh)
+	}
+	for t, err := range b.failed {
+		p.log.Warn("read the log start after an offset-out-of-range error; will retry", "topic", t.Topic, "partition", t.Partition, "error", err, "partitions_failed", len(b.failed))
+		p.retryRetention()
+		break
+	}
 	var seeks []kafka.TopicPartition
-	for t, at := range pos {
-		low, high, err := p.kc.QueryWatermarkOffsets(t.Topic, t.Partition, 5000)
-		if err != nil {
-			p.log.Warn("read the log start after an offset-out-of-range error; will retry", "topic", t.Topic, "partition", t.Partition, "error", err)
-			p.retryRetention()
-			continue
+	for t, low := range b.start {
+		p.mu.Lock()
+		at, ok := p.mu.pos[t]
+		if !p.mu.assigned[t] || !ok {
+			p.mu.Unlock()
+			continue // no longer fetched here
 		}
 		if at >= low {
-			p.checkAboveEnd(t, at, high)
+			p.mu.Unlock()
+			p.checkAboveEnd(t, at, b.end[t])
 			continue
 		}
-		p.mu.Lock()
 		if p.c.cfg.RetentionLoss == "halt" {
 			if !p.mu.halted[t] {
 				p.mu.halted[t] = true
@@ -84,6 +129,69 @@ func (p *pipeline) retention() {
 		p.log.Warn("restart partitions at the log start; will retry", "error", err)
 		p.retryRetention()
 	}
+}
+
+// logBounds are the log start and end offsets (high watermark) of
+// partitions; failed are those Kafka gave no answer for.
+type logBounds struct {
+	start, end map[tp]int64
+	failed     map[tp]error
+}
+
+// logBoundsTimeout bounds a retention query.
+const logBoundsTimeout = 5 * time.Second
+
+// readLogBounds reads the log start and end of parts: two ListOffsets
+// requests per kafkaoffsets.Chunk partitions (and broker), sent at once,
+// however many partitions there are. A partition missing from either
+// answer is in failed.
+func (c *Consumer) readLogBounds(ctx context.Context, parts []tp) logBounds {
+	b := logBounds{failed: make(map[tp]error)}
+	fail := func(err error) logBounds {
+		for _, t := range parts {
+			b.failed[t] = err
+		}
+		return b
+	}
+	a, err := kafka.NewAdminClientFromConsumer(c.kc)
+	if err != nil {
+		return fail(fmt.Errorf("admin client: %w", err))
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(ctx, logBoundsTimeout)
+	defer cancel()
+	var (
+		wg                       sync.WaitGroup
+		startErr, endErr         error
+		startRefused, endRefused map[tp]error
+	)
+	// The end is the high watermark, whatever the isolation level, as a
+	// position above it is above anything the log holds (gaps.go).
+	wg.Go(func() {
+		b.start, startRefused, startErr = kafkaoffsets.List(ctx, a, parts, kafka.EarliestOffsetSpec, kafka.IsolationLevelReadUncommitted)
+	})
+	wg.Go(func() {
+		b.end, endRefused, endErr = kafkaoffsets.List(ctx, a, parts, kafka.LatestOffsetSpec, kafka.IsolationLevelReadUncommitted)
+	})
+	wg.Wait()
+	if err := cmp.Or(startErr, endErr); err != nil {
+		b.start, b.end = nil, nil
+		return fail(fmt.Errorf("read log offsets of %d partitions: %w", len(parts), err))
+	}
+	for _, t := range parts {
+		_, hasStart := b.start[t]
+		_, hasEnd := b.end[t]
+		switch err := cmp.Or(startRefused[t], endRefused[t]); {
+		case err != nil:
+			b.failed[t] = err
+		case !hasStart || !hasEnd:
+			b.failed[t] = errors.New("no answer")
+		default:
+			continue
+		}
+		delete(b.start, t)
+	}
+	return b
 }
 
 // retryRetention runs retention again after a pause, from the fetch loop.

@@ -148,35 +148,6 @@ func (t *rangeTable) dropReleased(w *owned) {
 	t.released[w.rs.Key] = w.rs.Rev
 }
 
-// startsNeeded returns the partitions of a's ranges that would start with
-// no ledger state: no entry, and no range in the table to keep or clip the
-// state of (reconcileTable does that whatever the record's entry says),
-// and not released already. Only these need a start offset. The assignment
-// view reads a range's entry only when its record changes, so a range
-// first assigned without state shows an empty entry for as long as its
-// record stays: asking for every such range made each reconcile of a
-// P = 4,096 member read the start offsets of all its 2,048 partitions
-// (1.6 s, on both members, at the start of a leave).
-func (t *rangeTable) startsNeeded(a coord.Assignment) []tp {
-	var need []tp
-	asked := make(map[tp]bool)
-	for _, r := range a.Ranges {
-		pt := r.TP()
-		if r.Entry.Initialized() || asked[pt] {
-			continue
-		}
-		if rev, ok := t.released[r.Key]; ok && rev == r.Rev {
-			continue
-		}
-		if src := containing(t.byTP, pt, r.Record.Range()); src != nil && r.Record.Reset <= src.reset {
-			continue
-		}
-		asked[pt] = true
-		need = append(need, pt)
-	}
-	return need
-}
-
 // partitionOffset is a partition and an offset in it.
 type partitionOffset struct {
 	tp
@@ -205,9 +176,17 @@ type reconciled struct {
 	fetch  fetchPlan
 	cancel []*job // in-flight records on hash space no longer owned
 	drains []drainStart
-	// unstarted counts new ranges left out for want of a start offset:
-	// the caller reads the assignment again.
-	unstarted int
+	// needStart are the partitions of new ranges left out for want of a
+	// start offset: no ledger state, and no range in the table to keep or
+	// clip the state of (whatever the record's entry says), and not
+	// released already. The caller reads their offsets and applies the
+	// assignment again with them. Only these need one: the assignment
+	// view reads a range's entry only when its record changes, so a range
+	// first assigned without state shows an empty entry for as long as
+	// its record stays, and asking for every such range made each
+	// reconcile of a P = 4,096 member read the start offsets of all its
+	// 2,048 partitions (1.6 s, on both members, at the start of a leave).
+	needStart []tp
 }
 
 // reconcileTable moves table t to assignment a, the way coord's plan moves
@@ -216,7 +195,8 @@ type reconciled struct {
 // (clipped, with its share of unreported losses, if the leader split it); a
 // new range starts from its ledger entry, or from starts (its partition's
 // start offset, resolved by the caller) when it has none, and is left out
-// if neither is known (the caller reads the assignment again); a range
+// if neither is known (res.needStart: the caller reads the offset and
+// applies the assignment again); a range
 // the member's drain has released already is left out (t.released); a
 // revoked range gets a drainer (a revoke taken back stops it); a range no longer
 // owned is dropped and its in-flight records (jobs) are to be cancelled.
@@ -243,6 +223,7 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a coord.Assignmen
 	seek := make(map[tp]bool)
 	reset := make(map[tp][]ledger.HashRange) // hash space reloaded after a reset
 	listed := make(map[string]bool, len(t.released))
+	asked := make(map[tp]bool)
 	var events rangeEvents
 	defer events.log(log)
 	for _, r := range a.Ranges {
@@ -270,8 +251,11 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a coord.Assignmen
 		default:
 			start, ok := starts[pt]
 			if !r.Entry.Initialized() && !ok {
-				res.unstarted++
-				continue // retried on resync
+				if !asked[pt] {
+					asked[pt] = true
+					res.needStart = append(res.needStart, pt)
+				}
+				continue
 			}
 			st, err := ledger.NewState(r.Record.Range(), r.Entry, start)
 			if err != nil {

@@ -222,7 +222,9 @@ func TestReconcileTable(t *testing.T) {
 // it will start with no ledger state, not for every range whose entry the
 // assignment shows empty (the assignment view reads an entry only when the
 // range's record changes, so a range first assigned without state shows an
-// empty entry for as long as its record stays).
+// empty entry for as long as its record stays). The ranges it asks for
+// are left out until the caller applies the assignment again with their
+// offsets; the rest of the assignment applies at once.
 func TestStartsNeeded(t *testing.T) {
 	log := hclog.NewNullLogger()
 	tab := newRangeTable()
@@ -241,16 +243,36 @@ func TestStartsNeeded(t *testing.T) {
 		reset, // state dropped
 		rangeOf(3, 0, ledger.HashSpace, coord.StateActive, 2, 7), // new, with an entry
 	)
-	got := tab.startsNeeded(a)
+	res := reconcileTable(&tab, nil, a, nil, time.Second, log)
+	got := res.needStart
 	slices.SortFunc(got, func(x, y tp) int { return int(x.Partition - y.Partition) })
 	if want := []tp{tpOf(1), tpOf(2)}; !slices.Equal(got, want) {
 		t.Fatalf("starts needed for %v, want %v", got, want)
 	}
-	// A range its drain has released is not started again either.
-	tab.dropReleased(tab.byTP[tpOf(0)][0])
-	if got := tab.startsNeeded(assignment(3, rangeOf(0, 0, ledger.HashSpace, coord.StateRevoking, 1, -1))); len(got) != 0 {
-		t.Fatalf("starts needed for %v, want none (the range is released)", got)
+	if len(tab.ranges) != 3 || len(tab.byTP[tpOf(1)]) != 0 || len(tab.byTP[tpOf(2)]) != 0 {
+		t.Fatalf("ranges %v: want the two halves of partition 0 and partition 3, the ranges waiting for a start left out", keysOf(tab.ranges))
 	}
+	res = reconcileTable(&tab, nil, a, map[tp]int64{tpOf(1): 3, tpOf(2): 4}, time.Second, log)
+	if len(res.needStart) != 0 || len(tab.ranges) != 5 {
+		t.Fatalf("with the offsets read: starts needed for %v, ranges %v", res.needStart, keysOf(tab.ranges))
+	}
+	if wm := tab.byTP[tpOf(1)][0].st.Watermark(); wm != 3 {
+		t.Fatalf("new range started at %d, want the offset read, 3", wm)
+	}
+	// A range its drain has released is not started again either.
+	tab.dropReleased(tab.byTP[tpOf(0)][1])
+	if res := reconcileTable(&tab, nil, assignment(3, a.Ranges[1]), nil, time.Second, log); len(res.needStart) != 0 {
+		t.Fatalf("starts needed for %v, want none (the range is released)", res.needStart)
+	}
+}
+
+func keysOf[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // resetTo is r as an operator's reset rewrites it: reset epoch epoch,
@@ -460,10 +482,6 @@ func (f *fakeFetcher) Resume(parts []kafka.TopicPartition) error {
 		delete(f.paused, p.Partition)
 	}
 	return nil
-}
-
-func (f *fakeFetcher) QueryWatermarkOffsets(string, int32, int) (int64, int64, error) {
-	return 0, 0, nil
 }
 
 var _ fetcher = (*fakeFetcher)(nil)
