@@ -18,7 +18,7 @@ import (
 const loadMoveLog = "moving split points by load"
 
 var loadRows = []row{
-	{name: "17 load-driven moves (one key 40% of records)", short: true, graceful: true, noOverlap: true, moves: true,
+	{name: "17 load-driven moves (one key 40% of records)", short: true, graceful: true, moves: true,
 		hotShare: 0.4,
 		// Reports every 500 ms and a 2 s cool-down, so that moves happen
 		// within the row's few seconds of records (defaults: 5 s, 30 s);

@@ -26,11 +26,11 @@ import (
 // relays every member connection through netns.SlowLink: 200 ms each way,
 // 5% of chunks stalled as TCP loss recovery would stall them.
 var partitionRows = []row{
-	{name: "16a member cut from etcd 3×TTL, reaching Kafka", short: true, hosts: true, noOverlap: true, moves: true,
+	{name: "16a member cut from etcd 3×TTL, reaching Kafka", short: true, hosts: true, moves: true,
 		fault: func(e *env, _ bool, _ *rand.Rand) { cutEtcd(e, nonLeader(e)) }, check: checkLostSession},
-	{name: "16b leader cut from etcd 3×TTL, reaching Kafka", hosts: true, noOverlap: true, moves: true,
+	{name: "16b leader cut from etcd 3×TTL, reaching Kafka", hosts: true, moves: true,
 		fault: func(e *env, _ bool, _ *rand.Rand) { cutEtcd(e, waitLeader(e)) }, check: checkLostSession},
-	{name: "16c member cut from Kafka 3×TTL, reaching etcd", hosts: true, noOverlap: true,
+	{name: "16c member cut from Kafka 3×TTL, reaching etcd", hosts: true,
 		fault: func(e *env, _ bool, _ *rand.Rand) {
 			id := nonLeader(e)
 			h := e.net.Host(id)
@@ -41,7 +41,7 @@ var partitionRows = []row{
 			h.Heal(e.kafkaIP)
 			cuts.Store(e, cut{id, from, time.Now()})
 		}, check: checkKafkaCut},
-	{name: "16d etcd member isolated 3×TTL (3-member etcd)", etcdMembers: 3, noOverlap: true, everyone: true,
+	{name: "16d etcd member isolated 3×TTL (3-member etcd)", etcdMembers: 3, everyone: true,
 		fault: func(e *env, long bool, rng *rand.Rand) {
 			// Any member, leader or follower: a client on the isolated
 			// member must fail over to the majority.
@@ -55,7 +55,7 @@ var partitionRows = []row{
 				time.Sleep(2 * time.Second)
 			}
 		}},
-	{name: "16e 200 ms delay, 5% loss on every member's links", hosts: true, slow: true, noOverlap: true, everyone: true,
+	{name: "16e 200 ms delay, 5% loss on every member's links", hosts: true, slow: true, everyone: true,
 		fault: func(*env, bool, *rand.Rand) {}},
 }
 
