@@ -15,11 +15,11 @@ import (
 // flight (or the drain budget is spent), then writes its final state and
 // releases it to the leader. What is still in flight then is cancelled
 // before the release is sent, not after it returns: once the release
-// commits, the next owner may run the key, so a handler must be told to
-// stop, and a record waiting to retry must not try again, by then. Those
-// records run again on the next owner. The budget runs on this member's monotonic
-// clock from received, when reconcile saw the revoke: the record's Since is
-// the leader's wall clock and says nothing here. seq is the drain's number
+// commits, the next owner may run the key, so by then a handler must have
+// been told to stop, and a record waiting to retry must not try again.
+// Those records run again on the next owner. The budget runs on this
+// member's monotonic clock from received, when reconcile saw the revoke:
+// the record's Since is the leader's wall clock and says nothing here. seq is the drain's number
 // (w.drains when it started): if the leader takes the revoke back, or a
 // later revoke started another drain, this one stops without releasing.
 func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Duration) {
