@@ -84,7 +84,10 @@ func (g *Group) LiveMembers(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// known refuses when nothing is stored for the group.
+// known refuses when nothing is stored for the group, and when its root is
+// not one group's alone (coord.CheckRoot): a prefix/group pair nested in
+// another group's tree would otherwise let a delete or a reset reach that
+// group's keys, past its live-member check.
 func (g *Group) known(ctx context.Context) error {
 	n, err := coord.CountKeys(ctx, g.cli, g.group)
 	if err != nil {
@@ -92,6 +95,9 @@ func (g *Group) known(ctx context.Context) error {
 	}
 	if n == 0 {
 		return fmt.Errorf("%w %q: nothing under %s (check --group and --prefix)", ErrUnknownGroup, g.name, g.group.Root())
+	}
+	if err := coord.CheckRoot(ctx, g.cli, g.group); err != nil {
+		return fmt.Errorf("admin: %w", err)
 	}
 	return nil
 }
