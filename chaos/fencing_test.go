@@ -81,7 +81,7 @@ func (e *env) staleWrites(ctx context.Context) []string {
 		if kv == nil {
 			return "the range record does not exist"
 		}
-		rec, err := coord.DecodeRange(coord.Group{Name: group}, rangeKey, kv.Value)
+		rec, err := coord.DecodeRange(coord.Group{Name: group}, rangeKey, kv.Value, kv.ModRevision)
 		if err != nil {
 			return "the range record is damaged"
 		}

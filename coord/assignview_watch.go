@@ -41,7 +41,7 @@ func (v *assignmentView) load(ctx context.Context) (int64, error) {
 	byOwner := make(map[string]int)
 	mineByTP := make(map[TopicPartition]int)
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-		if rec, err := decodeRange(s, string(kv.Key), kv.Value); err == nil {
+		if rec, err := decodeRange(s, string(kv.Key), kv.Value, kv.ModRevision); err == nil {
 			records[string(kv.Key)] = viewRecord{rec, kv.ModRevision}
 			addKey(byTP, TopicPartition{rec.Topic, rec.Partition}, string(kv.Key))
 			byOwner[rec.Owner]++
@@ -164,7 +164,7 @@ func (v *assignmentView) applyRanges(wr clientv3.WatchResponse, touched map[Topi
 			touched[tp] = true
 		}
 		if ev.Type == clientv3.EventTypePut {
-			if rec, err := decodeRange(v.schema, key, ev.Kv.Value); err == nil {
+			if rec, err := decodeRange(v.schema, key, ev.Kv.Value, ev.Kv.ModRevision); err == nil {
 				tp := TopicPartition{rec.Topic, rec.Partition}
 				v.mu.records[key] = viewRecord{rec, ev.Kv.ModRevision}
 				addKey(v.mu.byTP, tp, key)

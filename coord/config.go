@@ -209,8 +209,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("coord: deadline margin %s must be between 0 and half the session TTL %s (Config.DeadlineMargin, default SessionTTL/10)", c.DeadlineMargin, c.SessionTTL)
 	case c.FailoverGrace < 0:
 		return fmt.Errorf("coord: failover grace %s must not be negative (Config.FailoverGrace, default 1s, 0 turns it off)", c.FailoverGrace)
-	case c.DrainTimeout <= 0:
-		return fmt.Errorf("coord: drain timeout %s must be positive (Config.DrainTimeout, default 30s)", c.DrainTimeout)
+	case c.DrainTimeout <= 0 || c.DrainTimeout > maxDrain:
+		return fmt.Errorf("coord: drain timeout %s must be positive and at most %s (Config.DrainTimeout, default 30s)", c.DrainTimeout, maxDrain)
 	case c.Debounce < 0:
 		return fmt.Errorf("coord: debounce %s must not be negative (Config.Debounce, default 200ms)", c.Debounce)
 	case c.PartitionRefresh <= 0:

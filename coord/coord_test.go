@@ -210,16 +210,17 @@ func TestBadConfigRefusedBeforeWriting(t *testing.T) {
 	cli, _ := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": 1}
 	cases := map[string]func(*coord.Config){
-		"ttl zero":     func(c *coord.Config) { c.SessionTTL = 0 },
-		"ttl negative": func(c *coord.Config) { c.SessionTTL = -time.Second },
-		"empty group":  func(c *coord.Config) { c.Group = "" },
-		"slash in id":  func(c *coord.Config) { c.MemberID = "a/b" },
-		"weight zero":  func(c *coord.Config) { c.Weight = 0 },
-		"weight neg":   func(c *coord.Config) { c.Weight = -3 },
-		"weight huge":  func(c *coord.Config) { c.Weight = coord.MaxWeight + 1 },
-		"no topics":    func(c *coord.Config) { c.Topics = nil },
-		"no source":    func(c *coord.Config) { c.Partitions = nil },
-		"drain zero":   func(c *coord.Config) { c.DrainTimeout = 0 },
+		"ttl zero":           func(c *coord.Config) { c.SessionTTL = 0 },
+		"ttl negative":       func(c *coord.Config) { c.SessionTTL = -time.Second },
+		"empty group":        func(c *coord.Config) { c.Group = "" },
+		"slash in id":        func(c *coord.Config) { c.MemberID = "a/b" },
+		"weight zero":        func(c *coord.Config) { c.Weight = 0 },
+		"weight neg":         func(c *coord.Config) { c.Weight = -3 },
+		"weight huge":        func(c *coord.Config) { c.Weight = coord.MaxWeight + 1 },
+		"no topics":          func(c *coord.Config) { c.Topics = nil },
+		"no source":          func(c *coord.Config) { c.Partitions = nil },
+		"drain zero":         func(c *coord.Config) { c.DrainTimeout = 0 },
+		"drain past an hour": func(c *coord.Config) { c.DrainTimeout = time.Hour + time.Millisecond },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -199,7 +199,7 @@ func TestHandOffOrRelease(t *testing.T) {
 		t.Helper()
 		recs := dump(t, cli, s.schema.Ranges())
 		for i, rl := range rels {
-			rec, err := decodeRange(s.schema, rl.Range.Key, []byte(recs[rl.Range.Key].value))
+			rec, err := decodeRange(s.schema, rl.Range.Key, []byte(recs[rl.Range.Key].value), 0)
 			if err != nil {
 				t.Fatal(err)
 			}

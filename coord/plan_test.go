@@ -167,7 +167,7 @@ func TestPlanCarriesResetEpoch(t *testing.T) {
 				if !op.IsPut() || !strings.HasPrefix(string(op.KeyBytes()), planSchema.Ranges()) {
 					continue
 				}
-				rec, err := decodeRange(planSchema, string(op.KeyBytes()), op.ValueBytes())
+				rec, err := decodeRange(planSchema, string(op.KeyBytes()), op.ValueBytes(), 0)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -13,6 +13,31 @@ import (
 // recordVersion is the version of every JSON value coord writes.
 const recordVersion = 1
 
+// Bounds on the numbers read from etcd. A value that decodes cleanly but
+// holds an absurd number is damaged: arithmetic on it would overflow (a
+// generation plus one, a drain budget in nanoseconds) or make every later
+// value look old (a reset epoch above any revision).
+const (
+	// maxGeneration leaves room for 2^62 more assignments.
+	maxGeneration = 1 << 62
+	// maxDrain bounds a drain budget (Config.DrainTimeout and every stored
+	// drain_ms): an hour, far below where milliseconds overflow as
+	// nanoseconds.
+	maxDrain   = time.Hour
+	maxDrainMs = int64(maxDrain / time.Millisecond)
+)
+
+// checkEpoch refuses a reset epoch above rev, the revision its value was
+// written at: an epoch is the revision of the snapshot the reset was
+// planned on, always older than the write that carries it. rev 0 (not
+// known) checks nothing.
+func checkEpoch(key string, epoch, rev int64) error {
+	if rev > 0 && epoch > rev {
+		return &BadValueError{Key: key, Problem: fmt.Sprintf("reset epoch %d is above the revision %d the value was written at", epoch, rev)}
+	}
+	return nil
+}
+
 // Range states.
 const (
 	// StateActive: the owner works on the range.
@@ -84,8 +109,8 @@ func decodeLeave(key string, data []byte) (LeaveRecord, error) {
 	if err := decodeStrict(key, data, &l, func() int { return l.V }); err != nil {
 		return LeaveRecord{}, err
 	}
-	if l.DrainMs <= 0 {
-		return LeaveRecord{}, &BadValueError{Key: key, Problem: fmt.Sprintf("drain budget %dms must be positive", l.DrainMs)}
+	if l.DrainMs <= 0 || l.DrainMs > maxDrainMs {
+		return LeaveRecord{}, &BadValueError{Key: key, Problem: fmt.Sprintf("drain budget %dms must be positive and at most %dms", l.DrainMs, maxDrainMs)}
 	}
 	return l, nil
 }
@@ -209,12 +234,14 @@ func decodeStrict(key string, data []byte, v any, version func() int) error {
 	return nil
 }
 
-// DecodeRange reads a range record of group g and checks it against its key.
-func DecodeRange(g Group, key string, data []byte) (RangeRecord, error) {
-	return decodeRange(g.schema(), key, data)
+// DecodeRange reads a range record of group g and checks it against its
+// key. rev is the revision the value was written at (its ModRevision), or 0
+// if not known.
+func DecodeRange(g Group, key string, data []byte, rev int64) (RangeRecord, error) {
+	return decodeRange(g.schema(), key, data, rev)
 }
 
-func decodeRange(s keys.Schema, key string, data []byte) (RangeRecord, error) {
+func decodeRange(s keys.Schema, key string, data []byte, rev int64) (RangeRecord, error) {
 	var r RangeRecord
 	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
 		return RangeRecord{}, err
@@ -235,12 +262,15 @@ func decodeRange(s keys.Schema, key string, data []byte) (RangeRecord, error) {
 		return bad("%v", keys.CheckName("owner", r.Owner))
 	case r.State != StateActive && r.State != StateRevoking && r.State != StateReleased:
 		return bad("unknown state %q (want %s, %s or %s)", r.State, StateActive, StateRevoking, StateReleased)
-	case r.Gen < 0:
-		return bad("negative generation %d", r.Gen)
-	case r.DrainMs < 0:
-		return bad("negative drain budget %dms", r.DrainMs)
+	case r.Gen < 0 || r.Gen > maxGeneration:
+		return bad("generation %d is outside 0..%d", r.Gen, maxGeneration)
+	case r.DrainMs < 0 || r.DrainMs > maxDrainMs:
+		return bad("drain budget %dms is outside 0..%dms", r.DrainMs, maxDrainMs)
 	case r.Reset < 0:
 		return bad("negative reset epoch %d", r.Reset)
+	}
+	if err := checkEpoch(key, r.Reset, rev); err != nil {
+		return RangeRecord{}, err
 	}
 	return r, nil
 }
@@ -258,6 +288,12 @@ func decodeMember(s keys.Schema, key string, data []byte) (MemberInfo, error) {
 	if key != s.Member(m.ID) {
 		return MemberInfo{}, &BadValueError{Key: key, Problem: fmt.Sprintf("value names member %q", m.ID)}
 	}
+	// The one rule for names, as a range record checks its owner: a member
+	// that could own no range is no member, or the leader would assign to
+	// it, refuse the result as damaged and assign again, forever.
+	if err := keys.CheckName("member id", m.ID); err != nil {
+		return MemberInfo{}, &BadValueError{Key: key, Problem: err.Error() + "; not counted as a member"}
+	}
 	if m.Weight <= 0 {
 		return MemberInfo{}, &BadValueError{Key: key, Problem: fmt.Sprintf("weight %d must be positive", m.Weight)}
 	}
@@ -273,14 +309,15 @@ func DecodeGeneration(key string, data []byte) (GenerationRecord, error) {
 	if err := decodeStrict(key, data, &g, func() int { return g.V }); err != nil {
 		return GenerationRecord{}, err
 	}
-	if g.Generation < 0 {
-		return GenerationRecord{}, &BadValueError{Key: key, Problem: fmt.Sprintf("negative generation %d", g.Generation)}
+	if g.Generation < 0 || g.Generation > maxGeneration {
+		return GenerationRecord{}, &BadValueError{Key: key, Problem: fmt.Sprintf("generation %d is outside 0..%d", g.Generation, maxGeneration)}
 	}
 	return g, nil
 }
 
-// DecodeCommit reads a commit record.
-func DecodeCommit(key string, data []byte) (CommitRecord, error) {
+// DecodeCommit reads a commit record. rev is the revision the value was
+// written at (its ModRevision), or 0 if not known.
+func DecodeCommit(key string, data []byte, rev int64) (CommitRecord, error) {
 	var c CommitRecord
 	if err := decodeStrict(key, data, &c, func() int { return c.V }); err != nil {
 		return CommitRecord{}, err
@@ -290,6 +327,9 @@ func DecodeCommit(key string, data []byte) (CommitRecord, error) {
 	}
 	if c.Offset < 0 {
 		return CommitRecord{}, &BadValueError{Key: key, Problem: fmt.Sprintf("negative offset %d", c.Offset)}
+	}
+	if err := checkEpoch(key, c.Reset, rev); err != nil {
+		return CommitRecord{}, err
 	}
 	return c, nil
 }

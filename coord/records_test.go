@@ -39,7 +39,7 @@ func TestRecordDecodeRange(t *testing.T) {
 	good := RangeRecord{V: 1, Topic: "orders", Partition: 3, Lo: 100, Hi: 200, Owner: "m1", State: StateRevoking, Target: "m2", Gen: 4, Since: since, Reset: 17}
 
 	t.Run("round trip", func(t *testing.T) {
-		got, err := DecodeRange(recGroup, key, []byte(mustJSON(good)))
+		got, err := DecodeRange(recGroup, key, []byte(mustJSON(good)), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func TestRecordDecodeRange(t *testing.T) {
 		t.Run("state "+state, func(t *testing.T) {
 			r := good
 			r.State = state
-			if _, err := DecodeRange(recGroup, key, []byte(mustJSON(r))); err != nil {
+			if _, err := DecodeRange(recGroup, key, []byte(mustJSON(r)), 0); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -59,7 +59,7 @@ func TestRecordDecodeRange(t *testing.T) {
 	t.Run("whole hash space", func(t *testing.T) {
 		r := good
 		r.Lo, r.Hi = 0, 1<<32
-		if _, err := DecodeRange(recGroup, recSchema.Range("orders", 3, 0), []byte(mustJSON(r))); err != nil {
+		if _, err := DecodeRange(recGroup, recSchema.Range("orders", 3, 0), []byte(mustJSON(r)), 0); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -89,7 +89,7 @@ func TestRecordDecodeRange(t *testing.T) {
 		{"no version", key, strings.Replace(base, `"v":1,`, ``, 1), "format version 0"},
 		{"negative lo", key, strings.Replace(base, `"lo":100`, `"lo":-100`, 1), "cannot unmarshal"},
 		{"negative hi", key, strings.Replace(base, `"hi":200`, `"hi":-1`, 1), "cannot unmarshal"},
-		{"negative generation", key, with(func(r *RangeRecord) { r.Gen = -1 }), "negative generation -1"},
+		{"negative generation", key, with(func(r *RangeRecord) { r.Gen = -1 }), "generation -1 is outside"},
 		{"negative reset epoch", key, with(func(r *RangeRecord) { r.Reset = -2 }), "negative reset epoch -2"},
 		{"negative partition", key, with(func(r *RangeRecord) { r.Partition = -3 }), "the key says orders/3"},
 		{"other topic", key, with(func(r *RangeRecord) { r.Topic = "payments" }), "value names payments/3 from hash 100, the key says orders/3 from 100"},
@@ -108,7 +108,7 @@ func TestRecordDecodeRange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeRange(recGroup, tt.key, []byte(tt.value))
+			_, err := DecodeRange(recGroup, tt.key, []byte(tt.value), 0)
 			checkBadValue(t, err, tt.key, tt.want)
 		})
 	}
@@ -174,7 +174,7 @@ func TestRecordDecodeGeneration(t *testing.T) {
 		{"garbage", "gen 9", "invalid character"},
 		{"unknown field", strings.Replace(base, `{`, `{"term":1,`, 1), `unknown field "term"`},
 		{"newer version", strings.Replace(base, `"v":1`, `"v":3`, 1), "format version 3"},
-		{"negative generation", strings.Replace(base, `"generation":9`, `"generation":-9`, 1), "negative generation -9"},
+		{"negative generation", strings.Replace(base, `"generation":9`, `"generation":-9`, 1), "generation -9 is outside"},
 		{"fractional generation", strings.Replace(base, `"generation":9`, `"generation":9.5`, 1), "cannot unmarshal"},
 	}
 	for _, tt := range tests {
@@ -190,7 +190,7 @@ func TestRecordDecodeCommit(t *testing.T) {
 	key := recSchema.Commit("orders", 3)
 	good := CommitRecord{V: 1, Offset: 42, Leader: "m1", At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	t.Run("round trip", func(t *testing.T) {
-		got, err := DecodeCommit(key, []byte(mustJSON(good)))
+		got, err := DecodeCommit(key, []byte(mustJSON(good)), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +201,7 @@ func TestRecordDecodeCommit(t *testing.T) {
 	t.Run("offset zero", func(t *testing.T) {
 		c := good
 		c.Offset = 0
-		if _, err := DecodeCommit(key, []byte(mustJSON(c))); err != nil {
+		if _, err := DecodeCommit(key, []byte(mustJSON(c)), 0); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -215,8 +215,68 @@ func TestRecordDecodeCommit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := DecodeCommit(key, []byte(tt.value))
+			_, err := DecodeCommit(key, []byte(tt.value), 0)
 			checkBadValue(t, err, key, tt.want)
 		})
+	}
+}
+
+// TestRecordNumbersBounded: numbers that decode cleanly but are absurd are
+// refused as damaged, before arithmetic on them overflows (a generation
+// plus one, a drain budget in nanoseconds) or a planted epoch makes every
+// later reset look old.
+func TestRecordNumbersBounded(t *testing.T) {
+	t.Parallel()
+	const maxInt64 = math.MaxInt64
+	rkey := recSchema.Range("orders", 3, 100)
+	rng := RangeRecord{V: 1, Topic: "orders", Partition: 3, Lo: 100, Hi: 200, Owner: "m1", State: StateRevoking, Gen: 7, DrainMs: 30000, Reset: 40}
+	with := func(f func(r *RangeRecord)) []byte {
+		r := rng
+		f(&r)
+		return []byte(mustJSON(r))
+	}
+	ckey := recSchema.Commit("orders", 3)
+	commit := func(reset int64) []byte {
+		return []byte(mustJSON(CommitRecord{V: 1, Offset: 5, Leader: "m1", Reset: reset}))
+	}
+	gkey := recSchema.Generation()
+	tests := []struct {
+		name, key string
+		decode    func() error
+		want      string
+	}{
+		{"range generation MaxInt64", rkey, func() error {
+			_, err := DecodeRange(recGroup, rkey, with(func(r *RangeRecord) { r.Gen = maxInt64 }), 50)
+			return err
+		}, "generation 9223372036854775807 is outside 0..4611686018427387904"},
+		{"range drain past an hour", rkey, func() error {
+			_, err := DecodeRange(recGroup, rkey, with(func(r *RangeRecord) { r.DrainMs = 1 << 53 }), 50)
+			return err
+		}, "drain budget 9007199254740992ms is outside 0..3600000ms"},
+		{"range reset epoch above its revision", rkey, func() error {
+			_, err := DecodeRange(recGroup, rkey, with(func(r *RangeRecord) { r.Reset = maxInt64 }), 50)
+			return err
+		}, "reset epoch 9223372036854775807 is above the revision 50"},
+		{"commit reset epoch above its revision", ckey, func() error { _, err := DecodeCommit(ckey, commit(maxInt64), 50); return err }, "reset epoch 9223372036854775807 is above the revision 50"},
+		{"generation MaxInt64", gkey, func() error {
+			_, err := DecodeGeneration(gkey, []byte(mustJSON(GenerationRecord{V: 1, Generation: maxInt64, Leader: "m1"})))
+			return err
+		}, "generation 9223372036854775807 is outside"},
+		{"leave drain past an hour", "leaving/m1", func() error {
+			_, err := decodeLeave("leaving/m1", []byte(`{"v":1,"drain_ms":9223372036854775807}`))
+			return err
+		}, "drain budget 9223372036854775807ms must be positive and at most 3600000ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkBadValue(t, tt.decode(), tt.key, tt.want)
+		})
+	}
+	// The largest values that are not absurd still decode.
+	if _, err := DecodeRange(recGroup, rkey, with(func(r *RangeRecord) { r.Gen, r.DrainMs, r.Reset = maxGeneration, maxDrainMs, 50 }), 50); err != nil {
+		t.Errorf("range at the bounds: %v", err)
+	}
+	if _, err := DecodeCommit(ckey, commit(50), 50); err != nil {
+		t.Errorf("commit with its epoch at its revision: %v", err)
 	}
 }

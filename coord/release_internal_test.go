@@ -159,7 +159,7 @@ func TestReleaseRangesBatches(t *testing.T) {
 		recs := dump(t, s.cli, s.schema.Ranges())
 		entries := dump(t, s.cli, s.schema.Ledger())
 		for i, rl := range rels {
-			rec, err := decodeRange(s.schema, rl.Range.Key, []byte(recs[rl.Range.Key].value))
+			rec, err := decodeRange(s.schema, rl.Range.Key, []byte(recs[rl.Range.Key].value), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,7 +235,7 @@ func checkReleased(t *testing.T, s *Session, rels []RangeRelease, fenced map[str
 	recs := dump(t, s.cli, s.schema.Ranges())
 	entries := dump(t, s.cli, s.schema.Ledger())
 	for _, rl := range rels {
-		rec, err := decodeRange(s.schema, rl.Range.Key, []byte(recs[rl.Range.Key].value))
+		rec, err := decodeRange(s.schema, rl.Range.Key, []byte(recs[rl.Range.Key].value), 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -239,7 +239,7 @@ func (s *Session) RecordedCommit(ctx context.Context, tp TopicPartition) (rec Co
 	if len(resp.Kvs) == 0 {
 		return CommitRecord{}, false, nil
 	}
-	rec, err = DecodeCommit(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
+	rec, err = DecodeCommit(string(resp.Kvs[0].Key), resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
 	if err != nil {
 		return CommitRecord{}, false, err
 	}
@@ -267,7 +267,7 @@ func (s *Session) RecordedCommits(ctx context.Context, parts []TopicPartition) (
 			if len(kvs) != 1 {
 				continue
 			}
-			if rec, err := DecodeCommit(string(kvs[0].Key), kvs[0].Value); err != nil {
+			if rec, err := DecodeCommit(string(kvs[0].Key), kvs[0].Value, kvs[0].ModRevision); err != nil {
 				bad[p] = err
 			} else {
 				recs[p] = rec

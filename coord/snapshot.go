@@ -244,7 +244,7 @@ func buildSnapshotMemo(s keys.Schema, rev int64, r groupKVs, memo *decodeMemo) *
 	}
 	for _, kv := range r[1] {
 		rec, err := memoDecode(memo.ranges, next.ranges, string(kv.Key), kv.ModRevision, ledger.HashRange{}, func() (RangeRecord, error) {
-			return decodeRange(s, string(kv.Key), kv.Value)
+			return decodeRange(s, string(kv.Key), kv.Value, kv.ModRevision)
 		})
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
@@ -304,7 +304,7 @@ func buildSnapshotMemo(s keys.Schema, rev int64, r groupKVs, memo *decodeMemo) *
 			continue
 		}
 		c, err := memoDecode(memo.commits, next.commits, string(kv.Key), kv.ModRevision, ledger.HashRange{}, func() (CommitRecord, error) {
-			return DecodeCommit(string(kv.Key), kv.Value)
+			return DecodeCommit(string(kv.Key), kv.Value, kv.ModRevision)
 		})
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)

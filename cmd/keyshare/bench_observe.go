@@ -82,7 +82,7 @@ func (o *rangeObserver) put(key string, value []byte, lease, created, modified i
 		return
 	}
 	delete(o.ranges, key)
-	if rec, err := coord.DecodeRange(g, key, value); err == nil {
+	if rec, err := coord.DecodeRange(g, key, value, modified); err == nil {
 		o.ranges[key] = coord.RangeState{Key: key, Record: rec, Rev: modified}
 	}
 }
