@@ -10,6 +10,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/internal/keys"
 )
 
 // Handoff plans: a leave in one write per range.
@@ -71,10 +73,19 @@ func decodeHandoff(key string, data []byte, rev int64) (storedHandoff, error) {
 	if err := decodeStrict(key, data, &p, func() int { return p.V }); err != nil {
 		return h, err
 	}
+	if p.Gen < 0 || p.Gen > maxGeneration {
+		return h, &BadValueError{Key: key, Problem: fmt.Sprintf("generation %d is outside 0..%d", p.Gen, maxGeneration)}
+	}
+	// Every revision a plan names was read before the plan was written.
+	for id, created := range p.Members {
+		if err := keys.CheckName("member id", id); err != nil || created <= 0 || created > rev {
+			return h, &BadValueError{Key: key, Problem: fmt.Sprintf("member %q registered at revision %d: want a member id and a revision from 1 to the plan's %d", id, created, rev)}
+		}
+	}
 	byKey := make(map[string]PlannedHandoff, len(p.Ranges))
 	for _, r := range p.Ranges {
-		if _, ok := p.Members[r.To]; !ok || r.Rev <= 0 {
-			return h, &BadValueError{Key: key, Problem: fmt.Sprintf("range %s: revision %d, member %q not among the plan's members", r.Key, r.Rev, r.To)}
+		if _, ok := p.Members[r.To]; !ok || r.Rev <= 0 || r.Rev > rev {
+			return h, &BadValueError{Key: key, Problem: fmt.Sprintf("range %s: revision %d (want 1 to the plan's %d), member %q not among the plan's members", r.Key, r.Rev, rev, r.To)}
 		}
 		byKey[r.Key] = r
 	}

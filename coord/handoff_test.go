@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func handoffChanges(t *testing.T, snap *Snapshot, parts []PartitionWeight) (plan
 			t.Fatalf("a plan change of %d ops and %d compares, want one put guarded by the registration and the plan's revision", len(c.ops), len(c.cmps))
 		}
 		key := string(c.ops[0].KeyBytes())
-		h, err := decodeHandoff(key, c.ops[0].ValueBytes(), 1)
+		h, err := decodeHandoff(key, c.ops[0].ValueBytes(), math.MaxInt64) // not written yet: any revision the plan names was read before
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,6 +155,10 @@ func TestDecodeHandoff(t *testing.T) {
 		`{"v":1,"gen":3,"members":{"b":2},"ranges":[{"key":"k","rev":5,"to":"c"}]}`,
 		`{"v":1,"gen":3,"members":{"b":2},"ranges":[{"key":"k","rev":0,"to":"b"}]}`,
 		`{"v":1,"gen":3,"members":{"b":2},"ranges":[],"extra":1}`,
+		`{"v":1,"gen":3,"members":{"b":2},"ranges":[{"key":"k","rev":13,"to":"b"}]}`,                  // planned after it was written
+		`{"v":1,"gen":3,"members":{"b":9223372036854775807},"ranges":[{"key":"k","rev":5,"to":"b"}]}`, // registered after it
+		`{"v":1,"gen":3,"members":{"b/c":2},"ranges":[{"key":"k","rev":5,"to":"b/c"}]}`,               // no member id
+		`{"v":1,"gen":9223372036854775807,"members":{"b":2},"ranges":[{"key":"k","rev":5,"to":"b"}]}`,
 	} {
 		h, err := decodeHandoff(key, []byte(v), 12)
 		if err == nil || h.rev != 12 || len(h.byKey) != 0 {
