@@ -86,7 +86,7 @@ func timeoutMs(ctx context.Context, d time.Duration) int {
 // offset it last knew Kafka to hold).
 func (k *kafkaOffsets) Committed(ctx context.Context, parts []tp) (map[tp]int64, error) {
 	offsets, _, err := kafkaoffsets.Committed(k.kc, parts, timeoutMs(ctx, time.Minute))
-	return offsets, err
+	return offsets, explainKafka(err)
 }
 
 // Commit commits all offsets, in OffsetCommit requests of
@@ -222,7 +222,7 @@ func (k *kafkaOffsets) Ends(ctx context.Context, parts []tp) (map[tp]int64, erro
 			out[p] = end
 		}
 	}
-	return out, err
+	return out, explainKafka(err)
 }
 
 // commitErr is the error of a CommitOffsets call: the call's own, or the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,8 @@ type Consumer struct {
 	dlq      *kafka.Producer
 	logsDone chan struct{} // closed when librdkafka's log channel is drained
 	dlqLogs  chan struct{} // the same for the dead-letter producer
+
+	problems problems // calls being retried (retry.go), for /readyz and the log
 
 	metrics struct {
 		handled, failed, retried, deadLettered, flushes, flushBytes, fetched, shelved, commits, commitRepairs, retentionLosses, loadReports, loadReportErrors atomic.Int64
@@ -78,10 +81,16 @@ func (c *Consumer) ID() string { return c.cfg.MemberID }
 // its ranges are revoked and handed over after their in-flight records
 // finish, so no record runs twice. If the etcd session is lost, Run drops
 // all work at once (another member may own the ranges now) and joins again.
-// Errors at start (bad configuration, missing topic, etcd or Kafka
-// unreachable, duplicate member id) are returned within StartTimeout; if
-// ctx ends before the member has joined, Run returns nil. Close ends Run
-// the same way as ending ctx does. A Consumer runs once.
+//
+// What Kafka and etcd answer while they start, restart, move a group
+// coordinator or elect a leader, and brokers or etcd not reachable yet,
+// Run retries with backoff for as long as it runs (each attempt bounded by
+// StartTimeout), logging each problem once a minute; /readyz says not
+// ready meanwhile. Run returns the errors no retry can fix, as soon as it
+// meets them: a bad configuration, a missing topic, a refused login or
+// permission, a member id in use, a live plain consumer group on the
+// group id. If ctx ends before the member has joined, Run returns nil.
+// Close ends Run the same way as ending ctx does. A Consumer runs once.
 func (c *Consumer) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -116,30 +125,34 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer c.closeKafka()
 
-	first := true
+	first, wait := true, retryMin
 	for {
 		cc := c.cfg.coordConfig(c.partitionCounts)
 		cc.OnLeader = c.commitLoop
 		cc.TopicIDs = topicIDs{c}
 		sess, err := coord.Join(ctx, c.cli, cc)
 		if err != nil {
-			// Only the first join fails Run. A rejoin can find our own
-			// old registration still alive (this side gave the session
-			// up, etcd has not expired the lease yet): it goes within
-			// one TTL, so keep trying.
-			if first {
-				if ctx.Err() != nil {
-					return nil // stopped while joining
-				}
+			if ctx.Err() != nil {
+				return nil // stopped while joining
+			}
+			// The first join fails Run only on what no retry fixes
+			// (credentials, permissions, a member id in use). A
+			// rejoin can find our own old registration still alive
+			// (this side gave the session up, etcd has not expired
+			// the lease yet): it goes within one TTL, so keep trying.
+			if first && !etcdTransient(err) {
 				return err
 			}
-			if ctx.Err() != nil {
-				return nil
+			c.problems.report(c.log, joinProblem, err)
+			if first {
+				sleep(ctx, wait/2+rand.N(wait/2+1))
+				wait = min(2*wait, retryMax)
+			} else {
+				sleep(ctx, time.Second)
 			}
-			c.log.Warn("rejoin failed; retrying", "error", err)
-			sleep(ctx, time.Second)
 			continue
 		}
+		c.problems.resolve(joinProblem, c.log)
 		first = false
 		if err := c.serve(ctx, sess); err != nil {
 			return err
@@ -271,11 +284,13 @@ func (c *Consumer) openKafka(ctx context.Context) error {
 		defer close(c.logsDone)
 		forwardLogs(c.log.Named("librdkafka"), kc.Logs())
 	}()
-	if err := c.checkTopics(ctx); err != nil {
-		c.closeKafka()
-		return err
+	sctx, stop := c.watchRefusals(ctx)
+	err = c.checkTopics(sctx)
+	if err == nil {
+		err = c.checkPlainGroup(sctx)
 	}
-	if err := c.checkPlainGroup(ctx); err != nil {
+	stop()
+	if err != nil {
 		c.closeKafka()
 		return err
 	}
@@ -304,36 +319,70 @@ func (c *Consumer) closeKafka() {
 	}
 }
 
-// checkTopics fails if a topic does not exist or Kafka cannot be reached
-// within StartTimeout.
-func (c *Consumer) checkTopics(ctx context.Context) error {
-	counts, err := c.partitionCounts(ctx, c.cfg.Topics)
-	if err != nil {
-		return err
-	}
-	for _, t := range c.cfg.Topics {
-		if counts[t] <= 0 {
-			return fmt.Errorf("consumer: topic %q does not exist on %v: create it, or fix Config.Topics", t, c.cfg.Kafka["bootstrap.servers"])
+// joinProblem names the join for retry's log and /readyz.
+const joinProblem = "join the group in etcd"
+
+// watchRefusals reads the Kafka consumer's events while the member starts
+// (nothing else polls it yet), and cancels the returned context with a
+// refused login when librdkafka reports one: the requests the start
+// makes only wait for the broker until their timeout, while the refusal
+// arrives at once as an event. stop ends the watch and waits for it.
+func (c *Consumer) watchRefusals(ctx context.Context) (sctx context.Context, stop func()) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var seen refusals
+		for sctx.Err() == nil {
+			ke, ok := c.kc.Poll(100).(kafka.Error)
+			if !ok {
+				continue
+			}
+			if err := seen.add(ke); err != nil {
+				cancel(fmt.Errorf("consumer: Kafka brokers %v refused this client: %w", c.cfg.Kafka["bootstrap.servers"], err))
+				return
+			}
+			c.log.Debug("kafka", "error", ke)
 		}
+	}()
+	return sctx, func() {
+		cancel(nil)
+		<-done
 	}
+}
+
+// checkTopics makes sure every topic (and the dead-letter topic) exists:
+// one Metadata request, retried until Kafka answers (retry.go). A topic
+// Kafka says does not exist ends the start.
+func (c *Consumer) checkTopics(ctx context.Context) error {
+	topics := c.cfg.Topics
 	if c.cfg.DeadLetterTopic != "" {
-		dl, err := c.partitionCounts(ctx, []string{c.cfg.DeadLetterTopic})
+		topics = append(slices.Clip(topics), c.cfg.DeadLetterTopic)
+	}
+	return c.retry(ctx, "read the topics' metadata from Kafka", func(ctx context.Context) error {
+		counts, err := c.partitionCounts(ctx, topics)
 		if err != nil {
 			return err
 		}
-		if dl[c.cfg.DeadLetterTopic] <= 0 {
-			return fmt.Errorf("consumer: dead-letter topic %q does not exist: create it, or fix Config.DeadLetterTopic", c.cfg.DeadLetterTopic)
+		for _, t := range c.cfg.Topics {
+			if counts[t] <= 0 {
+				return final(fmt.Errorf("consumer: topic %q does not exist on %v: create it, or fix Config.Topics", t, c.cfg.Kafka["bootstrap.servers"]))
+			}
 		}
-	}
-	return nil
+		if t := c.cfg.DeadLetterTopic; t != "" && counts[t] <= 0 {
+			return final(fmt.Errorf("consumer: dead-letter topic %q does not exist: create it, or fix Config.DeadLetterTopic", t))
+		}
+		return nil
+	})
 }
 
 // partitionCounts reads the topics' partition counts from Kafka: one
 // Metadata request for these topics (DescribeTopics), not for every topic
 // of the cluster. The leader reads them every PartitionRefresh, and a
 // cluster with thousands of topics would answer a request for all of them
-// with all their partitions each time. A topic Kafka does not describe (it
-// does not exist, or this client may not describe it) is left out.
+// with all their partitions each time. A topic that does not exist is left
+// out; any other trouble with a topic is an error (explainKafka says
+// whether a retry can fix it).
 func (c *Consumer) partitionCounts(ctx context.Context, topics []string) (map[string]int32, error) {
 	timeout := c.cfg.StartTimeout
 	if d, ok := ctx.Deadline(); ok {
@@ -343,7 +392,7 @@ func (c *Consumer) partitionCounts(ctx context.Context, topics []string) (map[st
 	defer cancel()
 	descs, err := c.describeTopics(dctx, topics, kafka.SetAdminRequestTimeout(timeout))
 	if err != nil {
-		return nil, fmt.Errorf("consumer: read Kafka metadata from %v within %s: %w; check that the brokers are reachable", c.cfg.Kafka["bootstrap.servers"], timeout, err)
+		return nil, fmt.Errorf("consumer: read Kafka metadata from %v within %s: %w", c.cfg.Kafka["bootstrap.servers"], timeout.Round(100*time.Millisecond), err)
 	}
 	out := make(map[string]int32)
 	for _, d := range descs {
@@ -356,8 +405,10 @@ func (c *Consumer) partitionCounts(ctx context.Context, topics []string) (map[st
 
 // describeTopics describes topics in one Metadata request (a name given
 // twice is asked once: librdkafka refuses it) and returns the descriptions
-// Kafka gave without an error: partition counts and topic ids both come
-// from here.
+// of the topics that exist: partition counts and topic ids both come from
+// here. A topic Kafka answers with another error than "unknown topic"
+// (LEADER_NOT_AVAILABLE while a broker starts, TOPIC_AUTHORIZATION_FAILED)
+// makes it an error, not a missing topic.
 func (c *Consumer) describeTopics(ctx context.Context, topics []string, opts ...kafka.DescribeTopicsAdminOption) ([]kafka.TopicDescription, error) {
 	a, err := kafka.NewAdminClientFromConsumer(c.kc)
 	if err != nil {
@@ -367,12 +418,16 @@ func (c *Consumer) describeTopics(ctx context.Context, topics []string, opts ...
 	names := slices.Compact(slices.Sorted(slices.Values(topics)))
 	res, err := a.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(names), opts...)
 	if err != nil {
-		return nil, err
+		return nil, explainKafka(err)
 	}
 	descs := res.TopicDescriptions[:0]
 	for _, d := range res.TopicDescriptions {
-		if d.Error.Code() == kafka.ErrNoError {
+		switch d.Error.Code() {
+		case kafka.ErrNoError:
 			descs = append(descs, d)
+		case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
+		default:
+			return nil, fmt.Errorf("topic %q: %w", d.Name, explainKafka(d.Error))
 		}
 	}
 	return descs, nil

@@ -162,7 +162,8 @@ func (c *Consumer) newRegistry() *prometheus.Registry {
 func (c *Consumer) Metrics() prometheus.Gatherer { return c.registry }
 
 // HTTPHandler serves /metrics, /healthz (200 while Run is running) and /readyz
-// (200 once the member has a session and an assignment).
+// (200 once the member has a session and an assignment, and is not
+// retrying a call to Kafka or etcd: the 503 then says which, and why).
 func (c *Consumer) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(c.registry, promhttp.HandlerOpts{}))
@@ -178,6 +179,10 @@ func (c *Consumer) HTTPHandler() http.Handler {
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		st := c.Status()
+		if p := c.problems.String(); p != "" {
+			http.Error(w, p, http.StatusServiceUnavailable)
+			return
+		}
 		if !st.Running || st.Generation == 0 {
 			http.Error(w, "no session or no assignment yet", http.StatusServiceUnavailable)
 			return

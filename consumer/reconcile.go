@@ -22,8 +22,9 @@ import (
 
 // startsAnswer is what a start-offset read found.
 type startsAnswer struct {
-	starts map[tp]int64
-	errs   map[tp]error
+	starts  map[tp]int64
+	errs    map[tp]error // partitions to try again
+	refused error        // a refusal no retry fixes: it ends Run
 }
 
 // reconcile moves the pipeline to assignment a at once: ranges whose hash
@@ -96,9 +97,9 @@ func (p *pipeline) readStarts(need []tp) {
 	}
 	p.readingStarts = true
 	p.goFunc(func() {
-		starts, errs := p.c.startOffsets(p.ctx, p.sess, need)
+		starts, errs, refused := p.c.startOffsets(p.ctx, p.sess, need)
 		select {
-		case p.startsCh <- startsAnswer{starts: starts, errs: errs}:
+		case p.startsCh <- startsAnswer{starts: starts, errs: errs, refused: refused}:
 		case <-p.ctx.Done():
 		}
 	})
@@ -111,14 +112,11 @@ func (p *pipeline) readStarts(need []tp) {
 // read for at once.
 func (p *pipeline) startsRead(ans startsAnswer) error {
 	p.readingStarts = false
-	if len(ans.errs) > 0 {
-		if p.ctx.Err() != nil {
-			return nil
-		}
-		for t, err := range ans.errs {
-			p.log.Error("cannot find where a new range starts; will retry", "topic", t.Topic, "partition", t.Partition, "error", err, "partitions_failed", len(ans.errs))
-			break
-		}
+	if ans.refused != nil {
+		return ans.refused
+	}
+	if len(ans.errs) > 0 && p.ctx.Err() != nil {
+		return nil // startOffsets logs the trouble, once a minute
 	}
 	need, err := p.apply(p.latest, ans.starts)
 	if err != nil {

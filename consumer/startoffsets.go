@@ -17,9 +17,34 @@ import (
 // that have neither, each in requests of kafkaoffsets.Chunk partitions
 // sent at once. Asked one partition at a time, a member of a new group of
 // 1,024 partitions took four minutes to start fetching. A partition whose
-// offset cannot be learned is left out of the answer with its error in
-// errs.
-func (c *Consumer) startOffsets(ctx context.Context, sess *coord.Session, parts []tp) (map[tp]int64, map[tp]error) {
+// offset cannot be learned now is left out of the answer with its error in
+// errs, for the caller to try again; while that lasts it is one of the
+// member's problems (retry.go). An answer no retry can fix (the principal
+// may not read the group's offsets) is refused instead.
+func (c *Consumer) startOffsets(ctx context.Context, sess *coord.Session, parts []tp) (out map[tp]int64, errs map[tp]error, refused error) {
+	out, errs = c.readStartOffsets(ctx, sess, parts)
+	var first *tp
+	for p, err := range errs {
+		if !retriable(err) {
+			return nil, nil, fmt.Errorf("consumer: find where new ranges start: %w", err)
+		}
+		if first == nil || p.Topic < first.Topic || p.Topic == first.Topic && p.Partition < first.Partition {
+			first = &p
+		}
+	}
+	if first == nil {
+		c.problems.resolve(startProblem, c.log)
+	} else if ctx.Err() == nil {
+		c.problems.report(c.log, startProblem, errs[*first], "topic", first.Topic, "partition", first.Partition, "partitions_failed", len(errs))
+	}
+	return out, errs, nil
+}
+
+// startProblem names startOffsets' trouble for the log and /readyz.
+const startProblem = "find where new ranges start"
+
+// readStartOffsets is startOffsets without the classification of errors.
+func (c *Consumer) readStartOffsets(ctx context.Context, sess *coord.Session, parts []tp) (map[tp]int64, map[tp]error) {
 	out := make(map[tp]int64, len(parts))
 	errs := make(map[tp]error)
 	if len(parts) == 0 {
@@ -33,7 +58,7 @@ func (c *Consumer) startOffsets(ctx context.Context, sess *coord.Session, parts 
 	// The offsets the leader recorded.
 	recs, bad, err := sess.RecordedCommits(ctx, parts)
 	if err != nil {
-		fail(parts, err)
+		fail(parts, fmt.Errorf("read the recorded commits from etcd: %w", err))
 		return out, errs
 	}
 	todo := parts[:0:0]
@@ -54,7 +79,7 @@ func (c *Consumer) startOffsets(ctx context.Context, sess *coord.Session, parts 
 	// consumer group).
 	committed, refused, err := kafkaoffsets.Committed(c.kc, todo, int(c.cfg.StartTimeout/time.Millisecond))
 	if err != nil {
-		fail(todo, fmt.Errorf("read committed offsets of %d partitions: %w", len(todo), err))
+		fail(todo, fmt.Errorf("read committed offsets of %d partitions: %w", len(todo), explainKafka(err)))
 		return out, errs
 	}
 	// Only a partition Kafka says has no committed offset starts at
@@ -65,7 +90,7 @@ func (c *Consumer) startOffsets(ctx context.Context, sess *coord.Session, parts 
 		o, ok := committed[p]
 		switch {
 		case refused[p] != nil:
-			errs[p] = fmt.Errorf("read the committed offset of %s/%d: %v", p.Topic, p.Partition, refused[p])
+			errs[p] = fmt.Errorf("read the committed offset of %s/%d: %w", p.Topic, p.Partition, explainKafka(refused[p]))
 		case ok && o >= 0:
 			out[p] = o
 		case ok:
@@ -84,7 +109,7 @@ func (c *Consumer) startOffsets(ctx context.Context, sess *coord.Session, parts 
 	}
 	a, err := kafka.NewAdminClientFromConsumer(c.kc)
 	if err != nil {
-		fail(rest, err)
+		fail(rest, fmt.Errorf("admin client: %w", err))
 		return out, errs
 	}
 	defer a.Close()
@@ -92,11 +117,11 @@ func (c *Consumer) startOffsets(ctx context.Context, sess *coord.Session, parts 
 	defer cancel()
 	logOffsets, refused, err := kafkaoffsets.List(lctx, a, rest, spec, kafkaoffsets.Isolation(c.cfg.Kafka))
 	if err != nil {
-		fail(rest, fmt.Errorf("read log offsets of %d partitions: %w", len(rest), err))
+		fail(rest, fmt.Errorf("read log offsets of %d partitions: %w", len(rest), explainKafka(err)))
 		return out, errs
 	}
 	for p, e := range refused {
-		errs[p] = fmt.Errorf("read log offsets of %s/%d: %v", p.Topic, p.Partition, e)
+		errs[p] = fmt.Errorf("read log offsets of %s/%d: %w", p.Topic, p.Partition, explainKafka(e))
 	}
 	for p, o := range logOffsets {
 		if o < 0 {

@@ -13,11 +13,11 @@ import (
 )
 
 // TestStartOffsetUnreadableIsNotReset: a partition whose committed offset
-// Kafka refuses to read (here an authorization error on that partition) is
-// not started at AutoOffsetReset as if the group had never committed: at
-// "latest" that would skip the records after the committed offset. Its
-// start is retried, and once the offset can be read the range starts
-// there.
+// Kafka cannot read now (here COORDINATOR_LOAD_IN_PROGRESS on that
+// partition, as a broker that is starting answers) is not started at
+// AutoOffsetReset as if the group had never committed: at "latest" that
+// would skip the records after the committed offset. Its start is
+// retried, and once the offset can be read the range starts there.
 func TestStartOffsetUnreadableIsNotReset(t *testing.T) {
 	const topic = "start-refused"
 	cl, k := newCluster(t, map[string]int32{topic: 1})
@@ -25,7 +25,7 @@ func TestStartOffsetUnreadableIsNotReset(t *testing.T) {
 	cl.mutate = func(c *consumer.Config) { c.AutoOffsetReset = "latest" }
 	testutil.Produce(t, k.Brokers, topic, testutil.KeyedRecords(10, 5))
 	commitOffset(t, k.Brokers, cl.group, topic, 5)
-	refuse := fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetFetch}, Topic: topic, Err: kerr.TopicAuthorizationFailed, Count: -1})
+	refuse := fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetFetch}, Topic: topic, Err: kerr.CoordinatorLoadInProgress, Count: -1})
 	h := newHistory(t)
 	cl.start("a", h.handler("a", 0))
 	time.Sleep(2 * time.Second) // the member tries to start the range, and cannot

@@ -67,10 +67,10 @@ func (t topicIDs) ResetOffsets(ctx context.Context, topic string) error {
 	defer a.Close()
 	offsets, refused, err := kafkaoffsets.List(ctx, a, parts, spec, kafkaoffsets.Isolation(t.c.cfg.Kafka))
 	if err != nil {
-		return fmt.Errorf("consumer: list offsets of %q: %w", topic, err)
+		return fmt.Errorf("consumer: list offsets of %q: %w", topic, explainKafka(err))
 	}
 	if err := kafkaoffsets.FirstRefused(refused); err != nil {
-		return fmt.Errorf("consumer: list offsets: %w", err)
+		return fmt.Errorf("consumer: list offsets: %w", explainKafka(err))
 	}
 	var commit []kafka.TopicPartition
 	for _, p := range parts {
@@ -84,7 +84,7 @@ func (t topicIDs) ResetOffsets(ctx context.Context, topic string) error {
 		return commitErr(t.c.kc.CommitOffsets(c))
 	})
 	if err != nil {
-		return fmt.Errorf("consumer: commit the start offsets of %q: %w", topic, err)
+		return fmt.Errorf("consumer: commit the start offsets of %q: %w", topic, explainKafka(err))
 	}
 	return nil
 }
