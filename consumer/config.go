@@ -174,7 +174,9 @@ type Config struct {
 	// RebalanceDebounce batches joins and registrations gone (not a
 	// member starting to leave). Default 200 ms.
 	RebalanceDebounce time.Duration
-	// StartTimeout bounds the first contact with etcd and Kafka. Default 10 s.
+	// StartTimeout bounds each attempt of the calls a member retries while
+	// Kafka or etcd cannot answer yet (a broker starting, etcd electing a
+	// leader); the member retries them for as long as it runs. Default 10 s.
 	StartTimeout time.Duration
 	// StuckTimeout: a range whose watermark has not moved for this long
 	// while later records are done or waiting is reported as stuck (a

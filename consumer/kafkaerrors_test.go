@@ -151,11 +151,16 @@ func TestProblemsLogOncePerMinute(t *testing.T) {
 	}
 	ps.report(log, "describe the group", explainKafka(kafka.NewError(kafka.ErrCoordinatorLoadInProgress, "", false)))
 	ps.report(log, "read the topics' metadata", explainKafka(kafka.NewError(kafka.ErrLeaderNotAvailable, "", false)))
+	// No answer in time, whether librdkafka or the attempt gave up first:
+	// one problem.
+	ps.report(log, "join", explainKafka(kafka.NewError(kafka.ErrTimedOut, "Failed while waiting for controller: Local: Timed out", false)))
+	ps.report(log, "join", explainKafka(fmt.Errorf("read: %w", context.DeadlineExceeded)))
 	if s := ps.String(); !strings.Contains(s, "describe the group") || !strings.Contains(s, "COORDINATOR_LOAD_IN_PROGRESS") || !strings.Contains(s, "LEADER_NOT_AVAILABLE") {
 		t.Errorf("problems %q do not name both calls and their last errors", s)
 	}
 	ps.resolve("describe the group", log)
 	ps.resolve("read the topics' metadata", log)
+	ps.resolve("join", nil)
 	if s := ps.String(); s != "" {
 		t.Errorf("problems after both resolved: %q", s)
 	}
@@ -163,7 +168,7 @@ func TestProblemsLogOncePerMinute(t *testing.T) {
 	if n := strings.Count(out, "NOT_COORDINATOR"); n != 1 {
 		t.Errorf("NOT_COORDINATOR logged %d times, want once:\n%s", n, out)
 	}
-	for _, want := range []string{"COORDINATOR_LOAD_IN_PROGRESS", "LEADER_NOT_AVAILABLE", "describe the group: done after 6 failed attempts"} {
+	for _, want := range []string{"COORDINATOR_LOAD_IN_PROGRESS", "LEADER_NOT_AVAILABLE", "describe the group: done after 6 failed attempts", "cannot join yet"} {
 		if strings.Count(out, want) != 1 {
 			t.Errorf("log has %q %d times, want once:\n%s", want, strings.Count(out, want), out)
 		}

@@ -152,11 +152,17 @@ func (ps *problems) String() string {
 	return strings.Join(out, "\n")
 }
 
-// problemIdentity is what makes two failures the same problem: a Kafka
-// error's code (its text carries timings), or the text of any other.
+// problemIdentity is what makes two failures the same problem: no answer
+// in time (whether librdkafka or the attempt's context gave up first), a
+// Kafka error's code (its text carries timings), or the text of any other.
 func problemIdentity(err error) string {
 	var ke kafka.Error
-	if errors.As(err, &ke) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "no answer in time"
+	case errors.As(err, &ke) && (ke.Code() == kafka.ErrTimedOut || ke.Code() == kafka.ErrTimedOutQueue):
+		return "no answer in time"
+	case errors.As(err, &ke):
 		return fmt.Sprintf("kafka %d", int(ke.Code()))
 	}
 	return err.Error()

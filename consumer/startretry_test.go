@@ -186,3 +186,36 @@ func TestRefusalEndsRun(t *testing.T) {
 		}
 	})
 }
+
+// TestStartThroughApacheRestart: on Apache Kafka, members started while
+// the broker is down, which then restarts from its data (its group
+// coordinator loads again, answering NOT_COORDINATOR or
+// COORDINATOR_LOAD_IN_PROGRESS meanwhile, and its partitions get leaders
+// again), all join and handle every record.
+func TestStartThroughApacheRestart(t *testing.T) {
+	if testutil.KafkaBackend() != testutil.BackendApache {
+		t.Skip("Apache Kafka tier (KEYSHARE_KAFKA=apache): restarts a broker of its own")
+	}
+	const topic = "restarting"
+	a := testutil.StartApacheKafka(t, testutil.ApacheKafkaOptions{Topics: map[string]int32{topic: 2}})
+	produced := testutil.Produce(t, a.Brokers(), topic, spreadRecords(200, 20, 2))
+	if err := a.Kill(0); err != nil {
+		t.Fatal(err)
+	}
+	_, e := testutil.StartEtcd(t)
+	cl := &cluster{t: t, endpoints: e.Endpoints, brokers: a.Brokers(), group: "g", topics: []string{topic}}
+	cl.mutate = func(c *consumer.Config) {
+		c.StartTimeout = 2 * time.Second // each attempt
+		c.Kafka["reconnect.backoff.max.ms"] = 500
+	}
+	h := newHistory(t)
+	var members []*member
+	for _, id := range []string{"a", "b", "c"} {
+		members = append(members, cl.start(id, h.handler(id, 0)))
+	}
+	time.Sleep(2 * time.Second) // the members try, and find no broker
+	if err := a.Restart(0); err != nil {
+		t.Fatal(err)
+	}
+	waitAllHandled(t, h, produced, members...)
+}
