@@ -355,9 +355,11 @@ var secretKeys = regexp.MustCompile(`(?i)(password|secret|\.key\.pem|^ssl_key|sa
 func isSecretKey(k string) bool { return secretKeys.MatchString(k) }
 
 // checkKafka proves, within connectTimeout, that the brokers answer with
-// these settings: it reads metadata through a short-lived producer and
-// reports an authentication or TLS failure by name rather than as a
-// timeout. It also refuses an unknown property, naming where it was set.
+// these settings: it describes the cluster through a short-lived producer
+// and reports an authentication or TLS failure by name, when librdkafka
+// reports it, rather than as a timeout. It also refuses an unknown
+// property, naming where it was set. Brokers that do not answer in time
+// are a kafkaUnreachableError. When ctx ends it returns ctx.Err() at once.
 func checkKafka(ctx context.Context, s *kafkaSettings) error {
 	cm := producerConfig(s.m)
 	// This short-lived client's own logs are dropped: its errors arrive
@@ -372,24 +374,42 @@ func checkKafka(ctx context.Context, s *kafkaSettings) error {
 		for range p.Logs() {
 		}
 	}()
-	var last error
-	type result struct{ err error }
-	done := make(chan result, 1)
+	a, err := kafka.NewAdminClientFromProducer(p)
+	if err != nil {
+		return fmt.Errorf("Kafka client: %w", err)
+	}
+	defer a.Close()
+	// DescribeCluster gives up when its context ends, so that neither
+	// Ctrl-C nor a refusal waits for it: a blocking metadata call held
+	// the producer's Close until its own timeout.
+	dctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	done := make(chan error, 1)
 	go func() {
-		_, err := p.GetMetadata(nil, false, int(connectTimeout/time.Millisecond))
-		done <- result{err}
+		_, err := a.DescribeCluster(dctx, kafka.SetAdminRequestTimeout(connectTimeout))
+		done <- err
 	}()
+	answered := false
+	defer func() {
+		cancel()
+		if !answered {
+			<-done
+		}
+	}()
+	var last error
 	brokers := s.m["bootstrap.servers"]
 	for {
 		select {
-		case r := <-done:
-			if r.err != nil {
-				if last != nil {
-					return fmt.Errorf("Kafka brokers %v did not answer within %s: %w (last error: %v); check that the brokers are reachable (--brokers) and the security settings (security.protocol, ssl.ca.location)", brokers, connectTimeout, r.err, last)
-				}
-				return fmt.Errorf("Kafka brokers %v did not answer within %s: %w; check that the brokers are reachable (--brokers) and the security settings (security.protocol, ssl.ca.location)", brokers, connectTimeout, r.err)
+		case err := <-done:
+			answered = true
+			switch {
+			case err == nil:
+				return nil
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case last != nil:
+				return kafkaUnreachableError{fmt.Errorf("Kafka brokers %v did not answer within %s: %w (last error: %v); check that the brokers are reachable (--brokers) and the security settings (security.protocol, ssl.ca.location)", brokers, connectTimeout, err, last)}
 			}
-			return nil
+			return kafkaUnreachableError{fmt.Errorf("Kafka brokers %v did not answer within %s: %w; check that the brokers are reachable (--brokers) and the security settings (security.protocol, ssl.ca.location)", brokers, connectTimeout, err)}
 		case ev := <-p.Events():
 			if ke, ok := ev.(kafka.Error); ok {
 				last = ke
@@ -405,6 +425,12 @@ func checkKafka(ctx context.Context, s *kafkaSettings) error {
 		}
 	}
 }
+
+// kafkaUnreachableError: the brokers did not answer checkKafka in time.
+// A member goes on (its consumer keeps trying); other commands give up.
+type kafkaUnreachableError struct{ error }
+
+func (e kafkaUnreachableError) Unwrap() error { return e.error }
 
 // producerConfig is the configuration of a producer made from the user's
 // settings (consumer.ProducerConfig: the same without consumer-only keys).

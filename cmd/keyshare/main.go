@@ -61,6 +61,9 @@ func main() {
 	case err == nil:
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(0)
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		// Ctrl-C (or SIGTERM) ended what was under way: nothing failed.
+		os.Exit(130)
 	default:
 		fmt.Fprintf(os.Stderr, "keyshare %s: %v\n", os.Args[1], err)
 		var ue usageError

@@ -121,7 +121,13 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		return usageError{err}
 	}
 	if err := checkKafka(ctx, ks); err != nil {
-		return err
+		var unreachable kafkaUnreachableError
+		if !errors.As(err, &unreachable) {
+			return err
+		}
+		// A broker that is starting answers later: the member keeps
+		// trying (its consumer retries, logging what fails once a minute).
+		log.Warn("Kafka brokers not reachable yet; the member keeps trying", "error", err)
 	}
 	cli, err := c.etcdConn.connect(ctx, etcdCfg, keys.New(c.prefix, c.group).Root())
 	if err != nil {
