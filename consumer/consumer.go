@@ -143,7 +143,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			if first && !etcdTransient(err) {
 				return err
 			}
-			c.problems.report(c.log, joinProblem, err)
+			c.problems.report(c.memberLog(), joinProblem, err)
 			if first {
 				sleep(ctx, wait/2+rand.N(wait/2+1))
 				wait = min(2*wait, retryMax)
@@ -152,7 +152,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		c.problems.resolve(joinProblem, c.log)
+		c.problems.resolve(joinProblem, c.memberLog())
 		first = false
 		if err := c.serve(ctx, sess); err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -67,17 +68,21 @@ func (c *Consumer) retry(ctx context.Context, what string, f func(ctx context.Co
 			c.problems.resolve(what, nil)
 			return context.Cause(ctx)
 		case err == nil:
-			c.problems.resolve(what, c.log)
+			c.problems.resolve(what, c.memberLog())
 			return nil
 		case !retriable(err):
 			c.problems.resolve(what, nil)
 			return err
 		}
-		c.problems.report(c.log, what, err)
+		c.problems.report(c.memberLog(), what, err)
 		sleep(ctx, wait/2+rand.N(wait/2+1))
 		wait = min(2*wait, retryMax)
 	}
 }
+
+// memberLog is the log of the member's problems, which name the member as
+// the pipeline's lines do (a process may run several members).
+func (c *Consumer) memberLog() hclog.Logger { return c.log.With("member", c.cfg.MemberID) }
 
 // problems are the calls a member is retrying now, and when each distinct
 // problem was last logged.

@@ -33,9 +33,9 @@ func (c *Consumer) startOffsets(ctx context.Context, sess *coord.Session, parts 
 		}
 	}
 	if first == nil {
-		c.problems.resolve(startProblem, c.log)
+		c.problems.resolve(startProblem, c.memberLog())
 	} else if ctx.Err() == nil {
-		c.problems.report(c.log, startProblem, errs[*first], "topic", first.Topic, "partition", first.Partition, "partitions_failed", len(errs))
+		c.problems.report(c.memberLog(), startProblem, errs[*first], "topic", first.Topic, "partition", first.Partition, "partitions_failed", len(errs))
 	}
 	return out, errs, nil
 }
