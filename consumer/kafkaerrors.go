@@ -82,7 +82,7 @@ var kafkaCodes = map[kafka.ErrorCode]kafkaCode{
 	kafka.ErrInvalidConfig:                      {name: "INVALID_CONFIG", definitive: true, advice: "the broker refused the configuration: check the Kafka settings"},
 	kafka.ErrInvalidArg:                         {name: "_INVALID_ARG", definitive: true, advice: "librdkafka refused an argument or setting: check the Kafka settings"},
 	kafka.ErrInvalidGroupID:                     {name: "INVALID_GROUP_ID", definitive: true, advice: "the broker refuses the group id: choose another Config.Group (--group)"},
-	kafka.ErrUnsupportedVersion:                 {name: "UNSUPPORTED_VERSION", definitive: true, advice: "the broker is too old for this request: keyshare needs Kafka 2.4 or later (docs/compatibility.md)"},
+	kafka.ErrUnsupportedVersion:                 {name: "UNSUPPORTED_VERSION", definitive: true, advice: "the broker does not support this request: see the tested versions in docs/compatibility.md"},
 	kafka.ErrUnsupportedFeature:                 {name: "_UNSUPPORTED_FEATURE", definitive: true, advice: "the broker does not support what keyshare needs (docs/compatibility.md)"},
 	kafka.ErrFatal:                              {name: "_FATAL", definitive: true, advice: "librdkafka hit a fatal error: restart the member"},
 }
