@@ -12,7 +12,7 @@ import (
 )
 
 // startOffsets is startOffset for many partitions in a fixed number of
-// requests (issue 14): one etcd transaction for the recorded commits, then
+// requests: one etcd transaction for the recorded commits, then
 // Kafka's committed offsets, then the log start or end of the partitions
 // that have neither, each in requests of kafkaoffsets.Chunk partitions
 // sent at once. Asked one partition at a time, a member of a new group of
