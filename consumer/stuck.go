@@ -51,6 +51,8 @@ func (p *pipeline) watchStuck() {
 			w.stuck = true
 			rec := coord.StuckRecord{Offset: oldest, Since: w.wmSince}
 			if j := p.mu.jobs[w.tp()][oldest]; j != nil {
+				// Key and error are cut short (textsafe): the report must
+				// fit in an etcd request whatever the record holds.
 				rec.Key, rec.Attempts, rec.Error = textsafe.Bytes(j.m.Key), j.attempts, j.lastErr
 			}
 			reports = append(reports, report{rs: w.rs, rec: rec})
@@ -80,7 +82,8 @@ func (p *pipeline) watchStuck() {
 				p.log.Warn("range held by a stuck record", "topic", t.Topic, "partition", t.Partition, "range", t.Range().String(),
 					"offset", r.rec.Offset, "key", r.rec.Key, "for", now.Sub(r.rec.Since).Round(time.Second), "attempts", r.rec.Attempts, "error", r.rec.Error)
 				if err := p.sess.SetStuck(ctx, r.rs, r.rec); err != nil {
-					p.log.Debug("report stuck range", "error", err)
+					// Only the log and the metric show it then: say so.
+					p.log.Warn("could not write the stuck report to etcd; keyshare status will not show it", "range", t.Range().String(), "error", err)
 				}
 			}
 			cancel()

@@ -1,12 +1,16 @@
 // Package textsafe makes text from outside keyshare (record keys, handler
-// errors, names read from etcd) safe to show on an operator's terminal or
-// in a log line: a string with any non-printable rune (a control character
-// such as ESC, which starts a terminal escape sequence, a C1 control, or
-// invalid UTF-8) is shown Go-quoted, "\x1b[2J" as "\"\\x1b[2J\"". Ordinary
-// text is unchanged, so "key-3" stays key-3. FirstFew keeps a log line about
-// thousands of items (ranges, partitions) to its first few and a count.
+// errors, names read from etcd) safe to show on an operator's terminal, in
+// a log line, an etcd value or a record header: a string with any
+// non-printable rune (a control character such as ESC, which starts a
+// terminal escape sequence, a C1 control, or invalid UTF-8) is shown
+// Go-quoted, "\x1b[2J" as "\"\\x1b[2J\"", and a long one is cut to a
+// bounded length (MaxKey for a key, MaxText for other text) with its full
+// length after it: "\"\\x00\\x00...\"... (450000 bytes)". Ordinary short
+// text is unchanged, so "key-3" stays key-3. FirstFew keeps a log line
+// about thousands of items (ranges, partitions) to its first few and a
+// count.
 //
-//	fmt.Fprintf(out, "held by key %s\n", textsafe.Escape(string(m.Key)))
+//	fmt.Fprintf(out, "held by key %s\n", textsafe.Bytes(m.Key))
 package textsafe
 
 import (
@@ -16,9 +20,57 @@ import (
 	"unicode/utf8"
 )
 
+// Bounds on the escaped text Bytes and Escape return (the length note of a
+// cut string comes on top). A key names a record in a log line or a stuck
+// report; a few hundred bytes identify it. An error keeps room for the top
+// of a panic's stack. Without a bound a 450 KB key of control bytes grew to
+// 2.25 MB escaped: etcd refused the stuck report holding it and each log
+// line about it was megabytes long.
+const (
+	MaxKey  = 256
+	MaxText = 4096
+)
+
 // Escape returns s unchanged if every rune of it is printable
-// (strconv.IsPrint, with ASCII space allowed), else strconv.Quote(s).
-func Escape(s string) string {
+// (strconv.IsPrint, with ASCII space allowed), else strconv.Quote(s); cut
+// to MaxText bytes if longer.
+func Escape(s string) string { return Cut(s, MaxText) }
+
+// Bytes is Escape for a record key, cut to MaxKey bytes.
+func Bytes(b []byte) string {
+	// Only the head is ever shown: convert no more of a large key.
+	return cut(string(b[:min(len(b), MaxKey)]), len(b), MaxKey)
+}
+
+// Cut is Escape with a bound of n bytes: a string whose escaped form is
+// longer is cut at a rune boundary so that the escaped head fits in n, and
+// "... (L bytes)" is added, L being the length of s.
+func Cut(s string, n int) string {
+	return cut(s[:min(len(s), n)], len(s), n)
+}
+
+// cut escapes head, the first bytes of a string of total bytes, to at
+// most n bytes.
+func cut(head string, total, n int) string {
+	p := len(head)
+	for {
+		// Keep a multi-byte rune whole, or a printable key would be quoted.
+		for i := 1; i < utf8.UTFMax && p > 0 && p < len(head) && !utf8.RuneStart(head[p]); i++ {
+			p--
+		}
+		e := escape(head[:p])
+		if len(e) <= n {
+			if p == total {
+				return e
+			}
+			return fmt.Sprintf("%s... (%d bytes)", e, total)
+		}
+		// Escaping grew the text: take a head shorter by the same factor.
+		p = min(p-1, p*n/len(e))
+	}
+}
+
+func escape(s string) string {
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		if (r == utf8.RuneError && n == 1) || !strconv.IsPrint(r) {
@@ -28,9 +80,6 @@ func Escape(s string) string {
 	}
 	return s
 }
-
-// Bytes is Escape for a byte slice (a record key).
-func Bytes(b []byte) string { return Escape(string(b)) }
 
 // FirstFew joins the names of the first three items, with a count of the
 // rest, for a log line about many items: "a, b, c, and 4093 more".
