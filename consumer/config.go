@@ -122,7 +122,12 @@ type Config struct {
 	Retry RetryPolicy
 	// DeadLetterTopic receives records that failed Retry.MaxAttempts times,
 	// with headers keyshare.topic, keyshare.partition, keyshare.offset,
-	// keyshare.error and keyshare.attempts. Default "" (none: retry forever).
+	// keyshare.error and keyshare.attempts; the record's own headers named
+	// keyshare.* are renamed original.keyshare.*. A record too large for
+	// the topic goes without its value (header keyshare.dropped). The
+	// handler is not called again after the last attempt: a write that
+	// fails otherwise is retried, and the record holds its partition's
+	// commit until it lands. Default "" (none: retry forever).
 	DeadLetterTopic string
 
 	// MemberID identifies this member (no '/'). Default hostname-pid-random.
