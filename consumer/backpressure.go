@@ -8,37 +8,42 @@ import (
 	"github.com/keyshare/keyshare/coord"
 )
 
-// Backpressure: the in-flight bound, and an operator's pause.
+// Backpressure: the in-flight bounds, and an operator's pause.
 
 // pauseAfter is how long the member may sit at the in-flight bound before
 // it pauses its partitions in librdkafka.
 const pauseAfter = 500 * time.Millisecond
 
-// backpressure applies the in-flight bound and reports whether the fetch
-// loop must not take more records now. At the bound the loop stops polling
-// (librdkafka stops fetching once its own queue, queued.max.messages.kbytes,
-// is full). Only if the member stays at the bound for pauseAfter — a slow
-// key, not a burst — are the partitions paused in librdkafka, which drops
-// its fetched queue and fetches again on resume: pausing on every burst
-// made a member five times slower on Parallel Consumer's workload.
+// backpressure applies the in-flight bounds (MaxInFlight records,
+// MaxInFlightBytes bytes) and reports whether the fetch loop must not take
+// more records now. At a bound the loop stops polling (librdkafka stops
+// fetching once its own queue, queued.max.messages.kbytes, is full). Only
+// if the member stays at a bound for pauseAfter — a slow key, not a burst
+// — are the partitions paused in librdkafka, which drops its fetched queue
+// and fetches again on resume: pausing on every burst made a member five
+// times slower on Parallel Consumer's workload. Fetching resumes below
+// half of both bounds.
 func (p *pipeline) backpressure() bool {
 	p.mu.Lock()
 	// Unflushed completions count against the bound too: when etcd cannot
 	// be written, the member stops taking records rather than pile up work
 	// that a crash would run again.
-	inflight, paused, held := p.mu.inflight, p.mu.paused, p.mu.held
+	inflight, inBytes, paused, held := p.mu.inflight, p.mu.inflightBytes, p.mu.paused, p.mu.held
 	if p.mu.unflushed >= p.c.cfg.MaxUnflushed {
 		inflight = max(inflight, p.c.cfg.MaxInFlight) // at the bound either way
 	}
+	limit, byteLimit := p.c.cfg.MaxInFlight, p.c.cfg.MaxInFlightBytes
+	// A record is taken below the byte bound whatever its size, so one
+	// larger than the bound still runs, alone.
+	atBound := inflight >= limit || inBytes >= byteLimit
 	var parts []kafka.TopicPartition
-	if inflight >= p.c.cfg.MaxInFlight || paused || held {
+	if atBound || paused || held {
 		for t := range p.mu.assigned {
 			parts = append(parts, kafka.TopicPartition{Topic: &t.Topic, Partition: t.Partition})
 		}
 	}
 	p.mu.Unlock()
-	limit := p.c.cfg.MaxInFlight
-	if inflight < limit {
+	if !atBound {
 		p.boundSince = time.Time{}
 	}
 	switch {
@@ -53,7 +58,7 @@ func (p *pipeline) backpressure() bool {
 			}
 		}
 		return true
-	case inflight >= limit:
+	case atBound:
 		if !held && p.evictBlocked() {
 			return false // blocked keys' records left memory: there is room (blocked.go)
 		}
@@ -65,11 +70,11 @@ func (p *pipeline) backpressure() bool {
 				p.log.Warn("pause", "error", err)
 			} else {
 				p.setPaused(true)
-				p.log.Debug("paused fetching: at the in-flight bound for a while", "in_flight", inflight)
+				p.log.Debug("paused fetching: at the in-flight bound for a while", "in_flight", inflight, "in_flight_bytes", inBytes)
 			}
 		}
 		return true
-	case paused && inflight <= limit/2:
+	case paused && inflight <= limit/2 && inBytes <= byteLimit/2:
 		if len(parts) > 0 {
 			if err := p.kc.Resume(parts); err != nil {
 				p.log.Warn("resume", "error", err)
@@ -79,6 +84,28 @@ func (p *pipeline) backpressure() bool {
 		p.setPaused(false)
 	}
 	return false
+}
+
+// trackLocked counts j in flight, and untrackLocked counts it out; the
+// caller holds p.mu and adds j to p.mu.jobs or removes it.
+func (p *pipeline) trackLocked(j *job) {
+	p.mu.inflight++
+	p.mu.inflightBytes += recordBytes(j.m)
+}
+
+func (p *pipeline) untrackLocked(j *job) {
+	p.mu.inflight--
+	p.mu.inflightBytes -= recordBytes(j.m)
+}
+
+// recordBytes is what a fetched record holds in memory, as far as
+// MaxInFlightBytes counts it: its key, value and headers.
+func recordBytes(m *kafka.Message) int64 {
+	n := len(m.Key) + len(m.Value)
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
 }
 
 // hold applies the group's pause state; backpressure does the rest.

@@ -86,6 +86,16 @@ type Config struct {
 	// MaxInFlight bounds the records fetched but not finished; at the bound
 	// the member pauses fetching. Default 1000.
 	MaxInFlight int
+	// MaxInFlightBytes bounds the bytes (keys, values and headers) of the
+	// records fetched but not finished, as MaxInFlight bounds their number:
+	// at either bound the member takes no more records. A record larger
+	// than the bound is still taken, alone. Default 256 MiB: no bound for
+	// records up to 256 KiB at the default MaxInFlight, and for larger
+	// records (Kafka's default limit is 1 MiB each) room for 256 of them,
+	// sixteen per worker at the default Concurrency. librdkafka's own
+	// fetch queue (queued.max.messages.kbytes, 64 MiB by default) comes on
+	// top.
+	MaxInFlightBytes int64
 	// MaxQueuedPerKey bounds the records of one blocked key (its head
 	// record has not finished for a second: retried, or hanging) kept in
 	// memory; beyond it they stay pending in the ledger and are fetched
@@ -209,6 +219,7 @@ func DefaultConfig() Config {
 		MaxBatchWait:       10 * time.Millisecond,
 		Concurrency:        16,
 		MaxInFlight:        1000,
+		MaxInFlightBytes:   256 << 20,
 		FlushInterval:      500 * time.Millisecond,
 		EtcdTimeout:        2 * time.Second,
 		MaxUnflushed:       10000,
@@ -299,6 +310,8 @@ func (c Config) Validate() error {
 		return configErr("MaxQueuedPerKey %d must not be negative (0: min(100, MaxInFlight/4))", c.MaxQueuedPerKey)
 	case c.MaxInFlight < c.Concurrency:
 		return configErr("MaxInFlight %d must be at least Concurrency %d (default 1000)", c.MaxInFlight, c.Concurrency)
+	case c.MaxInFlightBytes <= 0:
+		return configErr("MaxInFlightBytes %d must be positive (default 268435456, 256 MiB)", c.MaxInFlightBytes)
 	case c.MaxUnflushed < c.Concurrency:
 		return configErr("MaxUnflushed %d must be at least Concurrency %d (default 10000)", c.MaxUnflushed, c.Concurrency)
 	case c.FlushEntryBytes < 1<<10 || c.FlushEntryBytes > 1<<20:

@@ -80,10 +80,10 @@ func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h u
 		// here), but if it happens the old job is abandoned: its finish
 		// will find it gone and not count it again.
 		old.cancel()
-		p.mu.inflight--
+		p.untrackLocked(old)
 	}
 	jobs[o] = j
-	p.mu.inflight++
+	p.trackLocked(j)
 }
 
 // live reports whether the session is short of its conservative lease
@@ -122,7 +122,7 @@ func (p *pipeline) finish(j *job, done bool) {
 		return // abandoned: whoever removed it counted it out of inflight
 	}
 	delete(p.mu.jobs[t], o)
-	p.mu.inflight--
+	p.untrackLocked(j)
 	p.mu.cond.Broadcast()
 	poke(p.space)
 	var w *owned

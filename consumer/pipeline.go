@@ -70,6 +70,9 @@ type pipeline struct {
 		heldKnown bool // the pause state has been read once
 		fetching  bool // false once leaving: no new records
 		inflight  int
+		// inflightBytes: the keys, values and headers of the in-flight
+		// records (backpressure.go).
+		inflightBytes int64
 		// unflushed counts records completed since the flush that last
 		// reached etcd: they would run again if the member crashed now.
 		unflushed int

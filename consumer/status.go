@@ -16,8 +16,10 @@ type Status struct {
 	Generation int64
 	Ranges     []RangeStatus
 	InFlight   int
-	Unflushed  int  // records completed since the last flush that reached etcd
-	Paused     bool // fetching paused in librdkafka (in-flight bound, or GroupPaused)
+	// InFlightBytes: the keys, values and headers of the records in flight.
+	InFlightBytes int64
+	Unflushed     int  // records completed since the last flush that reached etcd
+	Paused        bool // fetching paused in librdkafka (in-flight bound, or GroupPaused)
 	// GroupPaused: an operator paused the group (keyshare group pause).
 	GroupPaused  bool
 	StuckKeys    []StuckKey
@@ -94,6 +96,7 @@ func (c *Consumer) Status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s.Generation, s.InFlight, s.Paused, s.Unflushed = p.mu.gen, p.mu.inflight, p.mu.paused, p.mu.unflushed
+	s.InFlightBytes = p.mu.inflightBytes
 	s.GroupPaused = p.mu.held && p.mu.heldKnown
 	for t := range p.mu.halted {
 		s.Halted = append(s.Halted, t)

@@ -29,6 +29,7 @@ type memberCommand struct {
 	prefix, group, id, work, record, dlq, logLevel, metrics, stall, audit, retentionLoss, balance string
 	topics                                                                                        listFlag
 	concurrency, maxInFlight, batchSize                                                           int
+	maxInFlightBytes                                                                              int64
 	failRate, loadMinGain, loadMinBusy                                                            float64
 	ttl, drain, stuck, batchWait, loadInterval, loadCooldown                                      time.Duration
 }
@@ -43,6 +44,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.id, "id", "", "member id (default hostname-pid-random)")
 	fs.IntVar(&c.concurrency, "concurrency", 16, "records handled at once")
 	fs.IntVar(&c.maxInFlight, "max-in-flight", 1000, "records fetched but not finished before fetching pauses")
+	fs.Int64Var(&c.maxInFlightBytes, "max-in-flight-bytes", consumer.DefaultConfig().MaxInFlightBytes, "bytes (keys, values, headers) of the records fetched but not finished before fetching pauses")
 	fs.StringVar(&c.work, "work", "0", "simulated work per record: a duration (5ms), uniform:MIN-MAX (uniform:0-5ms) or exp:MEAN (exp:2ms); or per handler call: call:FIXED+PER_RECORD (call:5ms+0.05ms)")
 	fs.IntVar(&c.batchSize, "batch-size", 0, "hand records to the handler in batches of up to N (any keys, per-key order kept); 0 handles one record per call")
 	fs.DurationVar(&c.batchWait, "batch-wait", 10*time.Millisecond, "with --batch-size: how long a batch waits for more records once it has one")
@@ -142,7 +144,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		cfg.Kafka["log_level"] = 4
 	}
 	cfg.Prefix = c.prefix
-	cfg.Concurrency, cfg.MaxInFlight = c.concurrency, c.maxInFlight
+	cfg.Concurrency, cfg.MaxInFlight, cfg.MaxInFlightBytes = c.concurrency, c.maxInFlight, c.maxInFlightBytes
 	cfg.SessionTTL, cfg.DrainTimeout = c.ttl, c.drain
 	cfg.DeadLetterTopic = c.dlq
 	cfg.MetricsAddr, cfg.StuckTimeout = c.metrics, c.stuck
