@@ -169,7 +169,11 @@ func (c *Consumer) Metrics() prometheus.Gatherer { return c.registry }
 
 // HTTPHandler serves /metrics, /healthz (200 while Run is running) and /readyz
 // (200 once the member has a session and an assignment, and is not
-// retrying a call to Kafka or etcd: the 503 then says which, and why).
+// retrying a call to Kafka or etcd: the 503 then says which, and why). A
+// service that serves it on its own http.Server should set that server's
+// timeouts (ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout) and
+// MaxHeaderBytes, as Run's metrics server does (5 s, 10 s, 30 s, 30 s,
+// 16 KiB).
 func (c *Consumer) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(c.registry, promhttp.HandlerOpts{}))
@@ -198,7 +202,30 @@ func (c *Consumer) HTTPHandler() http.Handler {
 	return mux
 }
 
-// serveMetrics serves HTTPHandler on cfg.MetricsAddr until ctx ends.
+// serverLimits are an HTTP server's timeouts and request header bound.
+type serverLimits struct {
+	readHeader, read, write, idle time.Duration
+	maxHeaderBytes                int
+}
+
+// metricsLimits are the metrics server's. Without them (net/http has no
+// default for any) every idle keep-alive connection, and every client that
+// never finishes its request, held a connection and a goroutine for ever,
+// and a request could carry 1 MB of headers. A scrape is a short GET: its
+// request needs seconds and a few headers at most; the idle timeout is
+// shorter than a common scrape interval, so a scraper reconnects, which
+// costs nothing at that rate. Tests shorten them.
+var metricsLimits = serverLimits{
+	readHeader:     5 * time.Second,
+	read:           10 * time.Second,
+	write:          30 * time.Second, // a scrape of a member with many ranges, to a slow reader
+	idle:           30 * time.Second,
+	maxHeaderBytes: 16 << 10,
+}
+
+// serveMetrics serves HTTPHandler on cfg.MetricsAddr until ctx ends. It
+// serves no secret (counters, gauges, health), over plain HTTP: bind it to
+// an address only the scraper reaches (docs/security.md).
 func (c *Consumer) serveMetrics(ctx context.Context) (stop func(), err error) {
 	ln, err := net.Listen("tcp", c.cfg.MetricsAddr)
 	if err != nil {
@@ -207,7 +234,9 @@ func (c *Consumer) serveMetrics(ctx context.Context) (stop func(), err error) {
 	c.mu.Lock()
 	c.mu.metricsAddr = ln.Addr().String()
 	c.mu.Unlock()
-	srv := &http.Server{Handler: c.HTTPHandler(), ReadHeaderTimeout: 5 * time.Second}
+	l := metricsLimits
+	srv := &http.Server{Handler: c.HTTPHandler(), ReadHeaderTimeout: l.readHeader, ReadTimeout: l.read,
+		WriteTimeout: l.write, IdleTimeout: l.idle, MaxHeaderBytes: l.maxHeaderBytes}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
