@@ -29,11 +29,13 @@ type auditLine struct {
 	Puts   []string `json:"puts"`
 }
 
+// openAuditLog opens the log, creating it readable by this user only.
 func openAuditLog(path, member string) (*auditLog, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("--audit %s: %w", path, err)
 	}
+	warnOpenToOthers("--audit", path, "the group's etcd writes")
 	return &auditLog{member: member, f: f}, nil
 }
 

@@ -45,6 +45,8 @@ const connectTimeout = 10 * time.Second
 // etcdFlags are the etcd connection flags.
 type etcdFlags struct {
 	endpoints, cacert, cert, key, user, passwordFile string
+	// pw is the password once read: $KEYSHARE_ETCD_PASSWORD is unset then.
+	pw string
 }
 
 func (f *etcdFlags) register(fs *flag.FlagSet) {
@@ -89,8 +91,24 @@ func (f *etcdFlags) tls() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// password reads the etcd password from the environment or the file.
+// password reads the etcd password from the environment or the file. It
+// removes it from the environment once read, so that no process started
+// later (a handler's, librdkafka's kinit) inherits it; the process's own
+// /proc/<pid>/environ, readable by its user, keeps what it started with:
+// --etcd-password-file leaves no copy there.
 func (f *etcdFlags) password() (string, error) {
+	if f.pw != "" {
+		return f.pw, nil
+	}
+	pw, err := f.readPassword()
+	if pw != "" {
+		f.pw = pw
+		os.Unsetenv(etcdPasswordEnv)
+	}
+	return pw, err
+}
+
+func (f *etcdFlags) readPassword() (string, error) {
 	env, inEnv := os.LookupEnv(etcdPasswordEnv)
 	switch {
 	case f.user == "" && f.passwordFile != "":
@@ -106,6 +124,7 @@ func (f *etcdFlags) password() (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("--etcd-password-file: %w", err)
 		}
+		warnOpenToOthers("--etcd-password-file", f.passwordFile, "the etcd password")
 		pw, _, _ := strings.Cut(string(b), "\n")
 		pw = strings.TrimRight(pw, "\r")
 		if pw == "" {
@@ -292,6 +311,12 @@ func (f *kafkaFlags) settings() (*kafkaSettings, error) {
 		if err := sc.Err(); err != nil {
 			return nil, fmt.Errorf("--kafka-config %s: %w", f.configFile, err)
 		}
+		for k := range s.m {
+			if isSecretKey(k) {
+				warnOpenToOthers("--kafka-config", f.configFile, "secrets ("+k+")")
+				break
+			}
+		}
 	}
 	for _, p := range f.props {
 		k, v, ok := strings.Cut(p, "=")
@@ -300,7 +325,7 @@ func (f *kafkaFlags) settings() (*kafkaSettings, error) {
 			return nil, usageError{fmt.Errorf("-X %s: want prop=value", strings.SplitN(p, "=", 2)[0])}
 		}
 		if isSecretKey(k) {
-			fmt.Fprintf(os.Stderr, "keyshare: warning: -X %s puts a secret on the command line, where ps shows it; use --kafka-config\n", k)
+			fmt.Fprintf(os.Stderr, "keyshare: warning: -X %s puts a secret on the command line, where ps shows it (librdkafka treats the property as sensitive); use --kafka-config\n", k)
 		}
 		s.m[k] = v
 		s.origin[k] = "-X " + k
@@ -348,11 +373,6 @@ func (s *kafkaSettings) explain(err error) error {
 	}
 	return err
 }
-
-// secretKeys are librdkafka properties whose values are secrets.
-var secretKeys = regexp.MustCompile(`(?i)(password|secret|\.key\.pem|^ssl_key|sasl\.oauthbearer\.config|sasl\.jaas|token)`)
-
-func isSecretKey(k string) bool { return secretKeys.MatchString(k) }
 
 // checkKafka proves, within connectTimeout, that the brokers answer with
 // these settings: it describes the cluster through a short-lived producer

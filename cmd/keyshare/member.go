@@ -281,11 +281,14 @@ type handledRecord struct {
 	Time      time.Time `json:"time"`  // when it finished
 }
 
+// openRecordLog opens the log, creating it readable by this user only: it
+// holds record values.
 func openRecordLog(path string) (*recordLog, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("--record %s: %w", path, err)
 	}
+	warnOpenToOthers("--record", path, "record keys and values")
 	return &recordLog{f: f, w: bufio.NewWriter(f)}, nil
 }
 
