@@ -36,8 +36,8 @@ type Consumer struct {
 	metrics struct {
 		handled, failed, retried, deadLettered, flushes, flushBytes, fetched, shelved, commits, commitRepairs, retentionLosses, loadReports, loadReportErrors atomic.Int64
 
-		// Dead letters (deadletter.go): failed writes, and copies sent
-		// without their value as too large.
+		// Dead letters (deadletter.go): writes failed and tried again,
+		// and copies sent without their value as too large.
 		deadLetterErrors, deadLetterReduced atomic.Int64
 	}
 	registry                     *prometheus.Registry

@@ -131,7 +131,6 @@ func (c *Consumer) deadLetter(ctx context.Context, m *kafka.Message, cause error
 		case ctx.Err() != nil:
 			return ctx.Err()
 		}
-		c.metrics.deadLetterErrors.Add(1)
 		if tooLarge(err) && i+1 < len(copies) {
 			i++
 			c.log.Warn("dead-letter copy too large for the dead-letter topic: sending it smaller", "topic", *m.TopicPartition.Topic,
@@ -139,6 +138,7 @@ func (c *Consumer) deadLetter(ctx context.Context, m *kafka.Message, cause error
 				"dropped", headerValue(copies[i], HeaderDropped), "error", err)
 			continue
 		}
+		c.metrics.deadLetterErrors.Add(1)
 		log := c.log.Debug
 		if !failed {
 			log, failed = c.log.Error, true

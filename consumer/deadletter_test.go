@@ -92,7 +92,7 @@ func TestOversizedDeadLetter(t *testing.T) {
 	}
 	var mu sync.Mutex
 	attempts := map[int64]int{}
-	cl.start("m", func(_ context.Context, m *kafka.Message) error {
+	member := cl.start("m", func(_ context.Context, m *kafka.Message) error {
 		if len(m.Value) < 10_000 {
 			return nil
 		}
@@ -135,6 +135,21 @@ func TestOversizedDeadLetter(t *testing.T) {
 	}
 	if n := logs.count("[ERROR]"); n > 0 {
 		t.Errorf("%d ERROR lines about a dead letter that was written", n)
+	}
+	counters := map[string]float64{}
+	mfs, err := member.c.Metrics().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if len(mf.GetMetric()) == 1 && mf.GetMetric()[0].GetCounter() != nil {
+			counters[mf.GetName()] = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	for name, want := range map[string]float64{"keyshare_dead_letters_reduced_total": 2, "keyshare_dead_letter_errors_total": 0, "keyshare_records_dead_lettered_total": 2} {
+		if counters[name] != want {
+			t.Errorf("%s = %v, want %v", name, counters[name], want)
+		}
 	}
 }
 

@@ -22,7 +22,7 @@ var (
 	descRetried          = prometheus.NewDesc("keyshare_records_retried_total", "Retries of failed records.", nil, nil)
 	descDeadLettered     = prometheus.NewDesc("keyshare_records_dead_lettered_total", "Records written to the dead-letter topic.", nil, nil)
 	descDeadLetterSmall  = prometheus.NewDesc("keyshare_dead_letters_reduced_total", "Dead letters written without their value (or key and headers) because the whole record was too large for the dead-letter topic.", nil, nil)
-	descDeadLetterErrors = prometheus.NewDesc("keyshare_dead_letter_errors_total", "Dead-letter writes that failed (each is tried again, smaller if it was too large; the handler is not called again).", nil, nil)
+	descDeadLetterErrors = prometheus.NewDesc("keyshare_dead_letter_errors_total", "Dead-letter writes that failed and are tried again (the handler is not called again); a copy too large that is sent smaller is not counted.", nil, nil)
 	descFlushes          = prometheus.NewDesc("keyshare_ledger_flushes_total", "Ledger flush transactions written to etcd.", nil, nil)
 	descFlushBytes       = prometheus.NewDesc("keyshare_ledger_flush_bytes_total", "Bytes of keys and values written by ledger flushes.", nil, nil)
 	descFetched          = prometheus.NewDesc("keyshare_records_fetched_total", "Records fetched from Kafka (including records of other members' ranges, passed over).", nil, nil)
