@@ -206,10 +206,14 @@ func (c *Consumer) serve(ctx context.Context, sess *coord.Session) error {
 
 // leave hands every range over: mark leaving, keep serving revocations until
 // no range is left (or no other member remains), then finish in-flight work
-// and write the final state.
+// and write the final state. It gives up when the session ends: the ranges
+// then go to others by failover, and with etcd unreachable nothing here
+// could reach it anyway. So a leave lasts at most DrainTimeout + SessionTTL,
+// then a final flush of at most 5 s, whatever etcd does.
 func (c *Consumer) leave(p *pipeline, sess *coord.Session) {
 	lctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout+c.cfg.SessionTTL)
 	defer cancel()
+	defer context.AfterFunc(sess.Ctx(), cancel)()
 	if err := sess.Leave(lctx); err != nil {
 		p.log.Warn("leave", "error", err)
 		return

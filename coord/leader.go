@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // Leader is this member's leadership, valid while the context given with it
@@ -79,7 +78,7 @@ func (s *Session) campaign() {
 		}
 	}()
 	for ctx.Err() == nil {
-		e := concurrency.NewElection(s.es, s.schema.Election())
+		e := s.newElection()
 		if err := e.Campaign(ctx, s.ID()); err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("campaign for leadership", "error", err)
