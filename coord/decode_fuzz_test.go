@@ -63,6 +63,9 @@ func decodeHandoffPlan(key string, b []byte) (HandoffPlan, error) {
 }
 
 var decoders = map[string]decoderCase{
+	"subscription": decoderFor(recSchema.Subscription("m1"), func(key string, b []byte) (SubscriptionRecord, error) { return decodeSubscription(key, b) },
+		[]string{`{"v":1,"topics":["orders"]}`, `{"v":1,"topics":["payments","orders","orders"]}`},
+		[]string{`{"v":1,"topics":[]}`}),
 	"range": decoderFor(recSchema.Range("orders", 3, 100), func(key string, b []byte) (RangeRecord, error) { return decodeRange(recSchema, key, b, fuzzRev) },
 		[]string{`{"v":1,"topic":"orders","partition":3,"lo":100,"hi":200,"owner":"m1","state":"active","gen":7,"since":"2026-01-02T03:04:05Z"}`, `{"v":1,"topic":"orders","partition":3,"lo":100,"hi":4294967296,"owner":"m1","state":"revoking","target":"m2","gen":7,"since":"2026-01-02T03:04:05+02:00","drain_ms":30000,"reset":40}`},
 		[]string{`{"v":1,"topic":"orders","partition":3,"lo":100,"hi":200,"owner":"a/b","state":"active","gen":9223372036854775807,"since":"2026-01-02T03:04:05Z"}`}),
@@ -145,3 +148,5 @@ func FuzzDecodeLeave(f *testing.F) { fuzzDecoder(f, "leave") }
 func FuzzDecodeStuck(f *testing.F) { fuzzDecoder(f, "stuck") }
 
 func FuzzDecodeLoss(f *testing.F) { fuzzDecoder(f, "loss") }
+
+func FuzzDecodeSubscription(f *testing.F) { fuzzDecoder(f, "subscription") }

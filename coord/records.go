@@ -91,6 +91,30 @@ type MemberInfo struct {
 	Leaving bool      `json:"leaving,omitempty"`
 }
 
+// SubscriptionRecord is the value of subscriptions/<id>, written under the
+// member's lease in the transaction that registers it: the topics the
+// member consumes, sorted, each once. A joining member compares its topics
+// with every live member's (Join). It is a key of its own, not a field of
+// MemberInfo, for the reason LeaveRecord is: members from before it still
+// read the registration. A member from before it writes none and is not
+// compared.
+type SubscriptionRecord struct {
+	V      int      `json:"v"`
+	Topics []string `json:"topics"`
+}
+
+func decodeSubscription(key string, data []byte) (SubscriptionRecord, error) {
+	var r SubscriptionRecord
+	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
+		return SubscriptionRecord{}, err
+	}
+	if len(r.Topics) == 0 {
+		return SubscriptionRecord{}, &BadValueError{Key: key, Problem: "no topics"}
+	}
+	r.Topics = topicSet(r.Topics)
+	return r, nil
+}
+
 // LeaveRecord is the value of leaving/<id>, written under the member's
 // lease with its leaving registration: the member drains and releases its
 // ranges itself (Session.Leave), and the leader hands a range it has not

@@ -280,3 +280,24 @@ func TestRecordNumbersBounded(t *testing.T) {
 		t.Errorf("commit with its epoch at its revision: %v", err)
 	}
 }
+
+func TestRecordDecodeSubscription(t *testing.T) {
+	t.Parallel()
+	key := recSchema.Subscription("m1")
+	got, err := decodeSubscription(key, []byte(`{"v":1,"topics":["payments","orders","orders"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got.Topics, ",") != "orders,payments" {
+		t.Errorf("topics %v, want them sorted and each once", got.Topics)
+	}
+	for value, want := range map[string]string{
+		`{"v":1,"topics":[]}`:                  "no topics",
+		`{"v":1}`:                              "no topics",
+		`{"v":2,"topics":["orders"]}`:          "format version 2",
+		`{"v":1,"topics":["orders"],"x":true}`: "unknown field",
+	} {
+		_, err := decodeSubscription(key, []byte(value))
+		checkBadValue(t, err, key, want)
+	}
+}

@@ -68,8 +68,9 @@ type Session struct {
 
 // Join opens an etcd session, registers the member under its lease and
 // starts campaigning for leadership and watching the assignment. It fails
-// within cfg.StartTimeout if etcd cannot be reached, and with ErrMemberExists
-// if a live member has the same id; nothing is written in either case.
+// within cfg.StartTimeout if etcd cannot be reached, with ErrMemberExists
+// if a live member has the same id, and with a *TopicsDifferError if a live
+// member consumes other topics; nothing is written in any of these cases.
 func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -109,19 +110,13 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 	s.es = es
 	host, _ := os.Hostname()
 	s.info = MemberInfo{V: recordVersion, ID: cfg.MemberID, Host: host, PID: os.Getpid(), Started: time.Now().UTC(), Weight: cfg.Weight}
-	resp, err := cli.Txn(sctx).
-		If(clientv3.Compare(clientv3.CreateRevision(s.memberKey), "=", 0)).
-		Then(clientv3.OpPut(s.memberKey, mustJSON(s.info), clientv3.WithLease(lease.ID))).
-		Commit()
-	if err == nil && !resp.Succeeded {
-		err = fmt.Errorf("%w: %q (at %s); choose another member id or wait for the other member's session (TTL %s) to end", ErrMemberExists, cfg.MemberID, s.memberKey, cfg.SessionTTL)
-	}
+	rev, err := s.register(sctx, lease.ID)
 	if err != nil {
 		s.closeSession()
 		s.cancel(err)
-		return nil, fmt.Errorf("coord: register member: %w", err)
+		return nil, err
 	}
-	s.memberRev = resp.Header.Revision
+	s.memberRev = rev
 	s.ttl = time.Duration(lease.TTL) * time.Second
 	s.dl.extend(granted.Add(time.Duration(lease.TTL)*time.Second - cfg.DeadlineMargin))
 	s.log.Info("joined group", "group", cfg.Group, "ttl_s", lease.TTL, "lease", fmt.Sprintf("%x", lease.ID))
@@ -145,6 +140,38 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 	s.goFunc(s.watchPause)
 	s.goFunc(s.campaign)
 	return s, nil
+}
+
+// register writes the member's registration and its topics under its
+// lease, once its topics agree with every live member's (subscription.go),
+// and returns the revision of the write. The write is guarded by no other
+// member's topics having changed since they were compared; when one has, it
+// compares again.
+func (s *Session) register(ctx context.Context, lease clientv3.LeaseID) (int64, error) {
+	topics := topicSet(s.cfg.Topics)
+	sub := SubscriptionRecord{V: recordVersion, Topics: topics}
+	for {
+		readRev, err := s.checkSubscriptions(ctx, topics)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := s.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(s.memberKey), "=", 0),
+				clientv3.Compare(clientv3.ModRevision(s.schema.Subscriptions()), "<", readRev+1).WithPrefix()).
+			Then(clientv3.OpPut(s.memberKey, mustJSON(s.info), clientv3.WithLease(lease)),
+				clientv3.OpPut(s.schema.Subscription(s.ID()), mustJSON(sub), clientv3.WithLease(lease))).
+			Else(clientv3.OpGet(s.memberKey, clientv3.WithKeysOnly())).
+			Commit()
+		switch {
+		case err != nil:
+			return 0, fmt.Errorf("coord: register member: %w", err)
+		case resp.Succeeded:
+			return resp.Header.Revision, nil
+		case len(resp.Responses[0].GetResponseRange().Kvs) > 0:
+			return 0, fmt.Errorf("coord: register member: %w: %q (at %s); choose another member id or wait for the other member's session (TTL %s) to end", ErrMemberExists, s.ID(), s.memberKey, s.cfg.SessionTTL)
+		}
+		// Another member's topics were written since they were read.
+	}
 }
 
 // goFunc runs fn in a goroutine that Close waits for.

@@ -1,11 +1,16 @@
 package coord_test
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/devcluster"
+	"github.com/keyshare/keyshare/testutil"
 )
 
 // TestCloseWhileEtcdIsDown: a member waiting in the election (not the
@@ -48,5 +53,61 @@ func TestCloseWhileEtcdIsDown(t *testing.T) {
 				t.Fatalf("Close did not return with etcd down (waited %s)", cfg.SessionTTL+10*time.Second)
 			}
 		})
+	}
+}
+
+// TestJoinRefusesOtherTopics: a member whose topics differ from those of
+// the group's live members is refused before it writes anything, with an
+// error naming both lists; the same topics in another order are the same.
+func TestJoinRefusesOtherTopics(t *testing.T) {
+	cli, e := testutil.StartEtcd(t)
+	join(t, e.Endpoints, testConfig(t, "a", map[string]int32{"orders": 1, "payments": 1}))
+
+	cfg := testConfig(t, "b", map[string]int32{"events": 1})
+	_, err := coord.Join(t.Context(), testutil.NewEtcdClient(t, e.Endpoints), cfg)
+	var te *coord.TopicsDifferError
+	if !errors.As(err, &te) {
+		t.Fatalf("join with other topics: %v, want a *coord.TopicsDifferError", err)
+	}
+	for _, want := range []string{"[events]", "[orders payments]", `"a"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	if resp, err := cli.Get(t.Context(), "/keyshare/g/members/b"); err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("refused member registered: %v %v", resp, err)
+	}
+
+	cfg = testConfig(t, "c", nil)
+	cfg.Topics = []string{"payments", "orders", "orders"}
+	cfg.Partitions = static(map[string]int32{"orders": 1, "payments": 1})
+	join(t, e.Endpoints, cfg)
+
+	// Members that join at once with different topics: the first
+	// registered decides, the others are refused.
+	counts := []map[string]int32{{"x": 1}, {"y": 1}}
+	var mu sync.Mutex
+	joined := map[string]int{} // topic → members that joined with it
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			cfg := testConfig(t, fmt.Sprintf("m%d", i), counts[i%2])
+			cfg.Group = "h"
+			s, err := coord.Join(t.Context(), testutil.NewEtcdClient(t, e.Endpoints), cfg)
+			if err != nil {
+				if te := (*coord.TopicsDifferError)(nil); !errors.As(err, &te) {
+					t.Errorf("join %s: %v", cfg.MemberID, err)
+				}
+				return
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			mu.Lock()
+			joined[cfg.Topics[0]]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(joined) != 1 {
+		t.Fatalf("members joined group h with different topics: %v", joined)
 	}
 }

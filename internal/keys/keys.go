@@ -2,7 +2,8 @@
 // under a group's root (default /keyshare/<group>/):
 //
 //	members/<member-id>                 member registration, under the member's lease
-//	election/<lease-id-hex>             leader election (etcd concurrency.Election)
+//	subscriptions/<member-id>           the topics the member consumes, under its lease
+//	election/<lease-id-hex>             leader election, under the candidate's lease (coord/election.go)
 //	generation                          assignment generation, written by the leader
 //	ranges/<topic>/<ppppp>/<llllllllll> owner and handoff state of one hash range
 //	ledger/<topic>/<ppppp>/<llllllllll> completion state of the same range
@@ -13,7 +14,10 @@
 //	paused                              the group is paused by an operator (keyshare group pause)
 //	topics/<topic>                      the Kafka topic id the group's state of the topic belongs to
 //	load/<member-id>                    the member's load report, under its lease
+//	leaving/<member-id>                 a leaving member's drain budget, under its lease
+//	handoffs/<member-id>                the leader's handoff plan for a leaving member
 //
+// No other name lives directly under the root (foreign.go relies on it).
 // <ppppp> is the partition, 5 digits; <llllllllll> is the range's first hash,
 // 10 digits, so keys sort by partition and then by hash as a human expects.
 // Every value is JSON with a version field "v". docs/etcd-keys.md shows real
@@ -53,7 +57,13 @@ func (s Schema) Members() string { return s.root + "members/" }
 // Member is the registration key of member id.
 func (s Schema) Member(id string) string { return s.Members() + id }
 
-// Election is the prefix passed to concurrency.NewElection.
+// Subscriptions is the prefix of the members' topic lists.
+func (s Schema) Subscriptions() string { return s.root + "subscriptions/" }
+
+// Subscription is the key of the topics member id consumes.
+func (s Schema) Subscription(id string) string { return s.Subscriptions() + id }
+
+// Election is the prefix of the leader election's keys.
 func (s Schema) Election() string { return s.root + "election" }
 
 // Generation is the key of the assignment generation.

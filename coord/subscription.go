@@ -1,0 +1,67 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Every member of a group consumes the same topics. The leader plans the
+// ranges of its own topics (Config.Topics) and hands them to every member,
+// so a member started with other topics would be given, and would consume,
+// topics it was never told about, and the group's topics would change with
+// its leader. Join therefore refuses a member whose topics differ from
+// those of any live member. Changing a group's topics means stopping all
+// its members first (or starting a new group).
+
+// TopicsDifferError is Join's refusal of a member whose topics differ from
+// those of a live member of the group. Nothing was written.
+type TopicsDifferError struct {
+	Group        string
+	Topics       []string // the joining member's, sorted
+	Member       string   // a live member whose topics differ
+	MemberTopics []string // its topics, sorted
+}
+
+func (e *TopicsDifferError) Error() string {
+	return fmt.Sprintf("coord: this member's topics %v differ from the topics %v of group %q (live member %q consumes %v); "+
+		"every member of a group consumes the same topics: set Config.Topics (keyshare member --topic) to %v, "+
+		"or stop every member of the group before changing its topics",
+		e.Topics, e.MemberTopics, e.Group, e.Member, e.MemberTopics, e.MemberTopics)
+}
+
+// topicSet is topics sorted, each once: the form members compare.
+func topicSet(topics []string) []string {
+	return slices.Compact(slices.Sorted(slices.Values(topics)))
+}
+
+// checkSubscriptions reads the live members' topic lists and returns the
+// revision it read them at, or a *TopicsDifferError if one differs from
+// this member's. A list that cannot be read is not compared (a warning
+// says so); this member's own, still alive from an earlier session, is
+// left to the registration's guard (ErrMemberExists).
+func (s *Session) checkSubscriptions(ctx context.Context, topics []string) (int64, error) {
+	prefix := s.schema.Subscriptions()
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("coord: read the group's topics at %s: %w", prefix, err)
+	}
+	for _, kv := range resp.Kvs {
+		id := strings.TrimPrefix(string(kv.Key), prefix)
+		if id == s.ID() {
+			continue
+		}
+		rec, err := decodeSubscription(string(kv.Key), kv.Value)
+		if err != nil {
+			s.log.Warn("cannot read a member's topics; not compared with this member's", "error", err)
+			continue
+		}
+		if !slices.Equal(rec.Topics, topics) {
+			return 0, &TopicsDifferError{Group: s.cfg.Group, Topics: topics, Member: id, MemberTopics: rec.Topics}
+		}
+	}
+	return resp.Header.Revision, nil
+}
