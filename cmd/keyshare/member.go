@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
 	"github.com/keyshare/keyshare/consumer"
@@ -91,7 +90,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	if c.failRate < 0 || c.failRate > 1 {
 		return usageError{fmt.Errorf("--fail-rate %g: want a probability between 0 and 1", c.failRate)}
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "keyshare", Level: hclog.LevelFromString(c.logLevel), Output: os.Stderr})
+	log := newLogger("keyshare", c.logLevel)
 
 	var rec *recordLog
 	if c.record != "" {
