@@ -13,10 +13,10 @@ import (
 	"github.com/keyshare/keyshare/testutil"
 )
 
-// TestCloseWhileEtcdIsDown: a member waiting in the election (not the
-// leader) closes while etcd is gone, before and after its session is lost.
-// Close must not wait for etcd to come back: the lease it cannot revoke
-// expires on its own.
+// TestCloseWhileEtcdIsDown: the leader and a member waiting in the
+// election close while etcd is gone, before and after their sessions are
+// lost. Close must not wait for etcd to come back: the leases it cannot
+// revoke expire on their own.
 func TestCloseWhileEtcdIsDown(t *testing.T) {
 	for _, lost := range []bool{false, true} {
 		name := map[bool]string{false: "session live", true: "session lost"}[lost]
@@ -29,18 +29,21 @@ func TestCloseWhileEtcdIsDown(t *testing.T) {
 			t.Cleanup(kill)
 			counts := map[string]int32{"t": 2}
 			endpoints := []string{e.ClientURL()}
-			a, _ := join(t, endpoints, testConfig(t, "a", counts))
+			cfg := testConfig(t, "a", counts)
+			a, acli := join(t, endpoints, cfg)
 			waitFor(t, "a leads", 30*time.Second, a.IsLeader)
-			cfg := testConfig(t, "b", counts)
-			b, bcli := join(t, endpoints, cfg)
+			b, bcli := join(t, endpoints, testConfig(t, "b", counts))
 			time.Sleep(200 * time.Millisecond) // b campaigns: it waits for a's key to go
 			kill()
 			if lost {
-				waitFor(t, "b's session ends", cfg.SessionTTL+5*time.Second, func() bool { return b.Ctx().Err() != nil })
+				waitFor(t, "the sessions end", cfg.SessionTTL+5*time.Second, func() bool { return a.Ctx().Err() != nil && b.Ctx().Err() != nil })
 			}
 			closed := make(chan struct{})
 			go func() {
-				_ = b.Close()
+				var wg sync.WaitGroup
+				wg.Go(func() { _ = a.Close() })
+				wg.Go(func() { _ = b.Close() })
+				wg.Wait()
 				close(closed)
 			}()
 			// Close revokes the lease for at most 2 s; anything longer
@@ -48,7 +51,7 @@ func TestCloseWhileEtcdIsDown(t *testing.T) {
 			select {
 			case <-closed:
 			case <-time.After(cfg.SessionTTL + 10*time.Second):
-				_ = bcli.Close() // unblocks what waits on the client, so the test can end
+				_, _ = acli.Close(), bcli.Close() // unblocks what waits on the clients, so the test can end
 				<-closed
 				t.Fatalf("Close did not return with etcd down (waited %s)", cfg.SessionTTL+10*time.Second)
 			}
