@@ -84,7 +84,10 @@ func (c *Consumer) ID() string { return c.cfg.MemberID }
 // Run joins the group and consumes until ctx ends, then leaves gracefully:
 // its ranges are revoked and handed over after their in-flight records
 // finish, so no record runs twice. If the etcd session is lost, Run drops
-// all work at once (another member may own the ranges now) and joins again.
+// all work at once (another member may own the ranges now) and joins again,
+// as often as it takes. With etcd unreachable a leave cannot hand anything
+// over; Run then returns a few seconds after the session ends (within
+// SessionTTL) and the ranges fail over.
 //
 // What Kafka and etcd answer while they start, restart, move a group
 // coordinator or elect a leader, and brokers or etcd not reachable yet,
@@ -92,9 +95,10 @@ func (c *Consumer) ID() string { return c.cfg.MemberID }
 // StartTimeout), logging each problem once a minute; /readyz says not
 // ready meanwhile. Run returns the errors no retry can fix, as soon as it
 // meets them: a bad configuration, a missing topic, a refused login or
-// permission, a member id in use, a live plain consumer group on the
-// group id. If ctx ends before the member has joined, Run returns nil.
-// Close ends Run the same way as ending ctx does. A Consumer runs once.
+// permission, a member id in use, topics that differ from the group's
+// (*coord.TopicsDifferError), a live plain consumer group on the group id.
+// If ctx ends before the member has joined, Run returns nil. Close ends Run
+// the same way as ending ctx does. A Consumer runs once.
 func (c *Consumer) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
