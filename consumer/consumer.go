@@ -212,8 +212,8 @@ func (c *Consumer) serve(ctx context.Context, sess *coord.Session) error {
 // no range is left (or no other member remains), then finish in-flight work
 // and write the final state. It gives up when the session ends: the ranges
 // then go to others by failover, and with etcd unreachable nothing here
-// could reach it anyway. So a leave lasts at most DrainTimeout + SessionTTL,
-// then a final flush of at most 5 s, whatever etcd does.
+// could reach it anyway. So with etcd down a leave ends within SessionTTL
+// (the session's deadline), plus a final flush of at most 5 s.
 func (c *Consumer) leave(p *pipeline, sess *coord.Session) {
 	lctx, cancel := context.WithTimeout(context.Background(), c.cfg.DrainTimeout+c.cfg.SessionTTL)
 	defer cancel()
