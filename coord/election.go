@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
 // resignTimeout bounds the delete of an election key. A key that cannot be
@@ -33,10 +36,11 @@ type election struct {
 	life context.Context
 	key  string // this member's key, once campaign has put it
 	rev  int64  // key's create revision
+	log  hclog.Logger
 }
 
 func (s *Session) newElection() *election {
-	return &election{cli: s.cli, prefix: s.schema.Election() + "/", lease: s.es.Lease(), life: s.ctx}
+	return &election{cli: s.cli, prefix: s.schema.Election() + "/", lease: s.es.Lease(), life: s.ctx, log: s.log}
 }
 
 // Key is the member's election key; Rev is its create revision, which
@@ -65,7 +69,7 @@ func (e *election) Campaign(ctx context.Context, val string) error {
 		kv := resp.Responses[0].GetResponseRange().Kvs[0]
 		e.rev = kv.CreateRevision
 	}
-	if err := waitDeletes(ctx, e.cli, e.prefix, e.rev-1); err != nil {
+	if err := e.waitDeletes(ctx, e.rev-1); err != nil {
 		if ctx.Err() != nil {
 			_ = e.Resign(e.life)
 		}
@@ -93,22 +97,51 @@ func (e *election) Resign(ctx context.Context) error {
 	return nil
 }
 
-// waitDeletes returns once no key under prefix has a create revision up to
-// maxRev: it waits for the newest such key to be deleted, then looks again.
-func waitDeletes(ctx context.Context, cli *clientv3.Client, prefix string, maxRev int64) error {
+// waitDeletes returns once no key under the prefix has a create revision
+// up to maxRev: it waits for the newest such key to be deleted, then looks
+// again.
+//
+// A key without a lease is no candidate's (every campaign puts its key
+// under its session's lease) and would never go: written by hand or by a
+// tool, it would keep the group without a leader, silently. It is deleted,
+// guarded by its being the same lease-less key, with a warning.
+func (e *election) waitDeletes(ctx context.Context, maxRev int64) error {
 	opts := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(maxRev))
 	for {
-		resp, err := cli.Get(ctx, prefix, opts...)
+		resp, err := e.cli.Get(ctx, e.prefix, opts...)
 		if err != nil {
 			return err
 		}
 		if len(resp.Kvs) == 0 {
 			return nil
 		}
-		if err := waitDelete(ctx, cli, string(resp.Kvs[0].Key), resp.Header.Revision); err != nil {
+		kv := resp.Kvs[0]
+		if kv.Lease == 0 {
+			if err := e.deleteLeaseless(ctx, string(kv.Key), kv.CreateRevision); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := waitDelete(ctx, e.cli, string(kv.Key), resp.Header.Revision); err != nil {
 			return err
 		}
 	}
+}
+
+// deleteLeaseless deletes the election key created at rev, if it is still
+// there without a lease.
+func (e *election) deleteLeaseless(ctx context.Context, key string, rev int64) error {
+	resp, err := e.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev), clientv3.Compare(clientv3.LeaseValue(key), "=", clientv3.NoLease)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("coord: delete election key %s, which has no lease: %w", key, err)
+	}
+	if resp.Succeeded {
+		e.log.Warn("deleted an election key without a lease: no session kept it, so it would have kept every member from leading (was it written by hand?)", "key", textsafe.Escape(key))
+	}
+	return nil
 }
 
 // waitDelete returns once key is deleted at or after revision rev.

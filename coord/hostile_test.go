@@ -9,6 +9,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -48,5 +50,37 @@ func TestMemberIDWithSlashLeftOut(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), `members/a/b`); n != 1 {
 		t.Errorf("the member a/b is named in %d log lines, want one warning:\n%s", n, logs.String())
+	}
+}
+
+// TestLeaselessElectionKeyDeleted: a key under election/ without a lease,
+// created before any member's, would keep every candidate waiting for it
+// forever: no leader, no assignment, nothing logged. The first member to
+// campaign deletes it with one warning and leads; status shows the key as
+// a problem while it stands.
+func TestLeaselessElectionKeyDeleted(t *testing.T) {
+	cli, e := testutil.StartEtcd(t)
+	counts := map[string]int32{"t": 2}
+	const planted = "/keyshare/g/election/0"
+	if _, err := cli.Put(t.Context(), planted, "nobody"); err != nil {
+		t.Fatal(err)
+	}
+	view, err := coord.ReadGroupView(t.Context(), cli, keys.New(coord.DefaultPrefix, "g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if view.Leader != "" || len(view.Problems) != 1 || !strings.Contains(view.Problems[0].Error(), "election key without a lease") {
+		t.Fatalf("status before any member: leader %q, problems %v; want no leader and the key named as a problem", view.Leader, view.Problems)
+	}
+	logs := &syncBuffer{}
+	cfg := testConfig(t, "m", counts)
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info})
+	s, _ := join(t, e.Endpoints, cfg)
+	waitFor(t, "m to lead and own every range", 30*time.Second, func() bool {
+		snap := snapshot(t, cli)
+		return s.IsLeader() && settled(snap) && len(snap.Owned("m")) == len(snap.Ranges)
+	})
+	if n := strings.Count(logs.String(), "deleted an election key without a lease"); n != 1 {
+		t.Errorf("%d warnings about the lease-less key, want one", n)
 	}
 }

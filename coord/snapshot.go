@@ -141,7 +141,12 @@ func ReadGroupView(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*G
 	v := &GroupView{Snapshot: snapshotOf(s, resp)}
 	n := len(groupKVs{})
 	if kvs := resp.Responses[n].GetResponseRange().Kvs; len(kvs) > 0 {
-		v.Leader = string(kvs[0].Value)
+		if kvs[0].Lease == 0 {
+			v.Problems = append(v.Problems, &BadValueError{Key: string(kvs[0].Key),
+				Problem: "election key without a lease: no session keeps it, so no member can lead while it stands; a campaigning member deletes it (or: etcdctl del <key>)"})
+		} else {
+			v.Leader = string(kvs[0].Value)
+		}
 	}
 	if kvs := resp.Responses[n+1].GetResponseRange().Kvs; len(kvs) > 0 {
 		v.Pause = pauseState(string(kvs[0].Key), kvs[0].Value)
