@@ -368,6 +368,10 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 // leader's round).
 const resetAttempts = 5
 
+// resetWriter names an operator's reset in its commit records and in the
+// metadata of its Kafka commits.
+const resetWriter = "keyshare group reset-offsets"
+
 // ApplyReset writes plan: in etcd, each partition's commit record, a fresh
 // ledger entry (next = the new offset) for every range of the partition
 // and its range record with a grown reset epoch, so that the next member,
@@ -398,7 +402,7 @@ func (g *Group) ApplyReset(ctx context.Context, plan []PlanRow) error {
 		if snap, err = coord.ReadSnapshot(ctx, g.cli, g.group); err != nil {
 			return fmt.Errorf("admin: %w", err)
 		}
-		err = coord.ResetOffsets(ctx, g.cli, g.group, snap, resets, rg, "keyshare group reset-offsets", time.Now().UTC())
+		err = coord.ResetOffsets(ctx, g.cli, g.group, snap, resets, rg, resetWriter, time.Now().UTC())
 		if !errors.Is(err, coord.ErrGroupChanged) {
 			break
 		}
@@ -415,6 +419,10 @@ func (g *Group) ApplyReset(ctx context.Context, plan []PlanRow) error {
 		topic := row.Topic
 		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: row.Partition, Offset: kafka.Offset(row.New)})
 	}
+	// Marked as keyshare's: a leader that finds a commit of this reset
+	// not yet recorded in its view knows it for keyshare's, not an
+	// outside tool's.
+	kafkaoffsets.Mark(tps, resetWriter)
 	a, err := kafka.NewAdminClientFromConsumer(g.kc)
 	if err != nil {
 		return fmt.Errorf("admin: Kafka admin client: %w", err)

@@ -22,7 +22,7 @@ func (c *Consumer) commitLoop(ctx context.Context, l *coord.Leader) {
 		c.mu.partitions = nil // only the leader knows these
 		c.mu.Unlock()
 	}()
-	ko := &kafkaOffsets{kc: c.kc, log: c.log.Named("commit"), group: c.cfg.Group}
+	ko := &kafkaOffsets{kc: c.kc, log: c.log.Named("commit"), group: c.cfg.Group, member: c.cfg.MemberID}
 	l.RunCommits(ctx, coord.CommitConfig{
 		Offsets:  ko,
 		Interval: c.cfg.CommitInterval,
@@ -59,9 +59,10 @@ func (c *Consumer) onCommitRound(r coord.CommitRound) {
 // returned (Kafka's answer then shows in the next read of the committed
 // offsets).
 type kafkaOffsets struct {
-	kc    *kafka.Consumer
-	log   hclog.Logger
-	group string
+	kc     *kafka.Consumer
+	log    hclog.Logger
+	group  string
+	member string // the commits' mark names it (coord.CommitMark)
 
 	mu       sync.Mutex
 	inflight chan struct{} // closed when the running commit returns; nil if none
@@ -81,16 +82,16 @@ func timeoutMs(ctx context.Context, d time.Duration) int {
 	return max(1, int(d/time.Millisecond))
 }
 
-// Committed reads the group's committed offsets (kafkaoffsets.Committed).
-// A partition the broker refused is left out (the round then goes by the
-// offset it last knew Kafka to hold).
-func (k *kafkaOffsets) Committed(ctx context.Context, parts []tp) (map[tp]int64, error) {
-	offsets, _, err := kafkaoffsets.Committed(k.kc, parts, timeoutMs(ctx, time.Minute))
+// Committed reads the group's committed offsets and who committed them
+// (kafkaoffsets.CommittedBy). A partition the broker refused is left out
+// (the round then goes by the offset it last knew Kafka to hold).
+func (k *kafkaOffsets) Committed(ctx context.Context, parts []tp) (map[tp]coord.KafkaOffset, error) {
+	offsets, _, err := kafkaoffsets.CommittedBy(k.kc, parts, timeoutMs(ctx, time.Minute))
 	return offsets, explainKafka(err)
 }
 
-// Commit commits all offsets, in OffsetCommit requests of
-// kafkaoffsets.Chunk partitions sent at once.
+// Commit commits all offsets, marked as this member's, in OffsetCommit
+// requests of kafkaoffsets.Chunk partitions sent at once.
 func (k *kafkaOffsets) Commit(ctx context.Context, offsets map[tp]int64) (map[tp]error, error) {
 	k.mu.Lock()
 	if k.inflight != nil {
@@ -106,6 +107,7 @@ func (k *kafkaOffsets) Commit(ctx context.Context, offsets map[tp]int64) (map[tp
 		topic := p.Topic
 		parts = append(parts, kafka.TopicPartition{Topic: &topic, Partition: p.Partition, Offset: kafka.Offset(o)})
 	}
+	kafkaoffsets.Mark(parts, k.member)
 	type result struct {
 		res []kafka.TopicPartition
 		err error

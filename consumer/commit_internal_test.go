@@ -13,8 +13,8 @@ import (
 
 // TestOffsetsInChunks: committing and reading the offsets of more
 // partitions than one request carries (kafkaoffsets.Chunk), and reading their end
-// offsets, commits and reads every one of them, over real requests to the
-// broker.
+// offsets, commits and reads every one of them, with the committing
+// member's mark, over real requests to the broker.
 func TestOffsetsInChunks(t *testing.T) {
 	const n = 2*kafkaoffsets.Chunk + 88
 	k := testutil.StartKafka(t, map[string]int32{"wide": n})
@@ -23,7 +23,7 @@ func TestOffsetsInChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kc.Close()
-	ko := &kafkaOffsets{kc: kc, log: hclog.NewNullLogger(), group: "chunks"}
+	ko := &kafkaOffsets{kc: kc, log: hclog.NewNullLogger(), group: "chunks", member: "m"}
 	parts := make([]tp, n)
 	offsets := make(map[tp]int64, n)
 	for i := range parts {
@@ -35,8 +35,8 @@ func TestOffsetsInChunks(t *testing.T) {
 		t.Fatalf("before any commit: %d offsets read, error %v; want all %d", len(got), err, n)
 	}
 	for p, o := range got {
-		if o != -1 {
-			t.Fatalf("%v: committed %d before any commit", p, o)
+		if o.Offset != -1 || o.By != "" {
+			t.Fatalf("%v: committed %+v before any commit", p, o)
 		}
 	}
 	failed, err := ko.Commit(t.Context(), offsets)
@@ -47,9 +47,10 @@ func TestOffsetsInChunks(t *testing.T) {
 	if err != nil || len(got) != n {
 		t.Fatalf("%d offsets read, error %v; want all %d", len(got), err, n)
 	}
+	// Each commit carries the member's mark, and reads back with it.
 	for p, want := range offsets {
-		if got[p] != want {
-			t.Errorf("%v: committed %d, want %d", p, got[p], want)
+		if got[p] != (coord.KafkaOffset{Offset: want, By: "m"}) {
+			t.Errorf("%v: committed %+v, want %d by m", p, got[p], want)
 		}
 	}
 

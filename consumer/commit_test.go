@@ -6,15 +6,18 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/testutil"
 )
 
 // TestZombieCommitRepaired: a deposed leader that stalled between recording
 // an offset in etcd and committing it to Kafka commits it late, below what
-// the new leader has committed since. The partition is idle, so no new
-// watermark would move Kafka's offset again: the leader must find the
-// regression when it rereads Kafka's offsets, commit etcd's offset again
-// and count the repair.
+// the new leader has committed since; an operator sets the other
+// partition's offset above etcd's with Kafka's admin API (what
+// kafka-consumer-groups --reset-offsets does). The partitions are idle, so
+// no new watermark would move Kafka's offsets again: the leader must find
+// both when it rereads Kafka's offsets, commit etcd's offsets again and
+// count the repairs.
 func TestZombieCommitRepaired(t *testing.T) {
 	cl, k := newCluster(t, map[string]int32{"orders": 2})
 	h := newHistory(t)
@@ -37,9 +40,19 @@ func TestZombieCommitRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	topic := "orders"
-	if _, err := zombie.CommitOffsets([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: 40}}); err != nil {
+	mark := coord.CommitMark("old-leader")
+	if _, err := zombie.CommitOffsets([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: 40, Metadata: &mark}}); err != nil {
 		t.Fatalf("zombie commit: %v", err)
 	}
+	admin, err := kafka.NewAdminClientFromConsumer(zombie)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := admin.AlterConsumerGroupOffsets(t.Context(), []kafka.ConsumerGroupTopicPartitions{{Group: "g", Partitions: []kafka.TopicPartition{{Topic: &topic, Partition: 1, Offset: 150}}}})
+	if err != nil || res.ConsumerGroupsTopicPartitions[0].Partitions[0].Error != nil {
+		t.Fatalf("operator's reset with the admin API: %v %v", err, res)
+	}
+	admin.Close()
 	zombie.Close()
 
 	// CommitInterval is 200 ms: a few rounds, with room for a loaded machine.
@@ -57,8 +70,8 @@ func TestZombieCommitRepaired(t *testing.T) {
 			repairs = mf.GetMetric()[0].GetCounter().GetValue()
 		}
 	}
-	if repairs < 1 {
-		t.Fatalf("keyshare_commit_repairs_total = %v, want at least 1", repairs)
+	if repairs < 2 {
+		t.Fatalf("keyshare_commit_repairs_total = %v, want at least 2", repairs)
 	}
 	t.Logf("repairs counted: %v", repairs)
 }

@@ -31,7 +31,7 @@ var (
 	descLoadReports      = prometheus.NewDesc("keyshare_load_reports_total", "Load reports written to etcd (load/<member-id>, one every LoadReportInterval).", nil, nil)
 	descLoadReportErrors = prometheus.NewDesc("keyshare_load_report_errors_total", "Load reports etcd did not take (skipped; the next one replaces it).", nil, nil)
 	descCommits          = prometheus.NewDesc("keyshare_kafka_commits_total", "Offsets committed to Kafka while leader.", nil, nil)
-	descRepairs          = prometheus.NewDesc("keyshare_commit_repairs_total", "Kafka committed offsets the leader found below the offset recorded in etcd (a deposed leader's late commit) and committed again.", nil, nil)
+	descRepairs          = prometheus.NewDesc("keyshare_commit_repairs_total", "Kafka committed offsets the leader found different from the offset recorded in etcd (a deposed leader's late commit, an offset set with Kafka's own tools) and committed etcd's again.", nil, nil)
 	descInFlight         = prometheus.NewDesc("keyshare_in_flight", "Records fetched and not finished.", nil, nil)
 	descInFlightBytes    = prometheus.NewDesc("keyshare_in_flight_bytes", "Bytes (keys, values, headers) of the records fetched and not finished; bounded by MaxInFlightBytes.", nil, nil)
 	descUnflushed        = prometheus.NewDesc("keyshare_unflushed", "Records completed since the last ledger flush that reached etcd (they run again after a crash).", nil, nil)

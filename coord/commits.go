@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -13,24 +14,6 @@ import (
 
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
-
-// Offsets is the group's offsets in Kafka, each call for many partitions at
-// once (one request, or librdkafka's cache). The consumer package implements
-// it with librdkafka; tests use an in-memory one. Every call must return by
-// ctx's deadline.
-type Offsets interface {
-	// Committed returns the group's committed offset of each partition,
-	// -1 where the group has none. A partition left out of the answer
-	// could not be read; with an error, the answer holds what could.
-	Committed(ctx context.Context, parts []TopicPartition) (map[TopicPartition]int64, error)
-	// Commit commits the offsets for the group in one call (an adapter
-	// may send them as several requests at once). It returns
-	// the partitions Kafka refused, each with its error; an error means
-	// none is known to be committed.
-	Commit(ctx context.Context, offsets map[TopicPartition]int64) (map[TopicPartition]error, error)
-	// Ends returns the log end offset of each partition it could learn.
-	Ends(ctx context.Context, parts []TopicPartition) (map[TopicPartition]int64, error)
-}
 
 // CommitConfig configures the leader's commit rounds.
 type CommitConfig struct {
@@ -65,7 +48,7 @@ type CommitRound struct {
 	Recorded   int // commit records written to etcd
 	Conflicts  int // commit records whose key changed since read (retried next round)
 	Committed  int // partitions committed to Kafka
-	Repairs    int // of those, repairs of a regression (a deposed leader's late commit)
+	Repairs    int // of those, repairs: Kafka held another offset than etcd's record (repair.go)
 	Failed     int // partitions Kafka refused
 	Took       time.Duration
 }
@@ -170,23 +153,25 @@ func tpsOf(ws []CommitWrite) []TopicPartition {
 // RunCommits runs the leader's commit rounds until ctx ends (leadership
 // ends with it): every Interval, each partition's safe watermark is recorded
 // in etcd under the leader's guard (so a deposed leader cannot record, and a
-// new leader starts from it), then committed to Kafka. It never commits
-// below what etcd or Kafka already hold, so the committed offset never goes
-// backwards.
+// new leader starts from it), then committed to Kafka. The recorded offset
+// never goes backwards (only an operator's reset lowers it), and Kafka is
+// made to hold it.
 //
 // A round costs a fixed number of round trips whatever the number of
 // partitions: the group's state from the leader's cache, one read of
 // Kafka's committed offsets, ⌈moved ÷ (MaxTxnOps−1)⌉ etcd transactions, one
 // Kafka commit and one end-offset lookup (Offsets may send a read or a
-// commit as several requests at once).
+// commit as several requests at once); a round that finds an offset to
+// repair reads etcd's revision once more (repair.go).
 //
-// A deposed leader can still commit to Kafka (Kafka knows nothing of etcd's
-// guard): one that stalled between recording an offset in etcd and
-// committing it may commit it late, below what this leader committed since.
-// So every round rereads what Kafka holds and commits etcd's offset again
-// where Kafka is below it (a repair). A group migrating from a plain
-// consumer group may be ahead in Kafka of anything keyshare recorded: the
-// floor is the higher of the two.
+// Others can commit to Kafka: a deposed leader (Kafka knows nothing of
+// etcd's guard) whose commit lands late, below what this leader committed
+// since or, after an operator's reset, above it; an operator using Kafka's
+// own tools. So every round rereads what Kafka holds and, wherever keyshare
+// has recorded a commit for the partition and Kafka holds another offset,
+// commits etcd's again (a repair) and says which writer it most likely
+// was. Only where keyshare has never recorded a commit is Kafka's offset a
+// floor: a group migrating from a plain consumer group starts there.
 func (l *Leader) RunCommits(ctx context.Context, cfg CommitConfig) {
 	cm := newCommitter(l, cfg)
 	t := time.NewTicker(cfg.Interval)
@@ -221,8 +206,11 @@ type committer struct {
 	l   *Leader
 	cfg CommitConfig
 	log hclog.Logger
-	// kafkaAt is what Kafka holds, as last read or committed.
+	// kafkaAt is what Kafka holds, as last read or committed; kafkaBy
+	// who committed it, as last read (KafkaOffset.By; "" once this
+	// leader has committed over it).
 	kafkaAt map[TopicPartition]int64
+	kafkaBy map[TopicPartition]string
 	// wrote is what this leader recorded, ahead of a cache that may not
 	// have seen it yet.
 	wrote map[TopicPartition]written
@@ -238,7 +226,7 @@ func newCommitter(l *Leader, cfg CommitConfig) *committer {
 	if log == nil {
 		log = l.s.log.Named("commit")
 	}
-	return &committer{l: l, cfg: cfg, log: log, kafkaAt: make(map[TopicPartition]int64), wrote: make(map[TopicPartition]written), resets: make(map[TopicPartition]int64)}
+	return &committer{l: l, cfg: cfg, log: log, kafkaAt: make(map[TopicPartition]int64), kafkaBy: make(map[TopicPartition]string), wrote: make(map[TopicPartition]written), resets: make(map[TopicPartition]int64)}
 }
 
 // round is one commit round, cut short at max(Interval, MinRoundBudget).
@@ -263,16 +251,13 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 		return out, nil
 	}
 
-	before := make(map[TopicPartition]int64, len(c.kafkaAt))
-	for tp, o := range c.kafkaAt {
-		before[tp] = o
-	}
+	before := maps.Clone(c.kafkaAt)
 	got, err := c.cfg.Offsets.Committed(ctx, parts)
 	if err != nil {
 		c.log.Warn("read Kafka's committed offsets; using the last known", "partitions", len(parts), "error", err)
 	}
 	for tp, o := range got {
-		c.kafkaAt[tp] = max(o, -1)
+		c.kafkaAt[tp], c.kafkaBy[tp] = max(o.Offset, -1), o.By
 	}
 
 	// A write the cache has caught up with is the cache's to tell: it may
@@ -291,6 +276,10 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 		rec, has := snap.Commits[tp]
 		return rec.Offset, snap.CommitRevs[tp], has
 	}
+	// Where keyshare has recorded a commit, etcd's record is the floor;
+	// Kafka's offset is one only where it never has (a group moving from a
+	// plain consumer group).
+	prior := make(map[TopicPartition]int64)
 	var writes []CommitWrite
 	for _, tp := range parts {
 		held, read := c.kafkaAt[tp]
@@ -300,7 +289,7 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 		rec, rev, has := recorded(tp)
 		floor := held
 		if has {
-			floor = max(floor, rec)
+			floor, prior[tp] = rec, rec
 		}
 		if marks[tp] > floor {
 			writes = append(writes, CommitWrite{TopicPartition: tp, PrevRev: rev, Offset: marks[tp]})
@@ -334,14 +323,17 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 		}
 	}
 
-	// The offset to hold in Kafka: what etcd now holds (this round's record,
-	// or an earlier one whose Kafka commit was lost). Never lower than
-	// Kafka's, except for an operator's reset not yet committed by this
-	// leader: a round that raced the reset may have put the older offset
-	// back in Kafka.
+	// The offset to hold in Kafka is what etcd now holds (this round's
+	// record, or an earlier one whose Kafka commit was lost), wherever
+	// Kafka holds something else: below it (a late commit, or one lost)
+	// or above it (an operator's reset not yet in Kafka, a commit from
+	// before a reset that landed after it, an offset set with Kafka's own
+	// tools). keyshare's record wins: members resume from it, and a
+	// higher offset left in Kafka would make a plain consumer, or this
+	// group after losing its etcd state, skip the records between.
 	commit := make(map[TopicPartition]int64)
-	repair := make(map[TopicPartition]bool)
 	resets := make(map[TopicPartition]int64)
+	repairs := make(map[TopicPartition]int64) // Kafka's offset where it changed behind this leader's back
 	for _, tp := range parts {
 		held, read := c.kafkaAt[tp]
 		if !read {
@@ -351,23 +343,33 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 		if !has {
 			continue
 		}
-		if cached := snap.Commits[tp]; rev == snap.CommitRevs[tp] && cached.Reset > c.resets[tp] {
-			if rec == held {
+		cached := snap.Commits[tp]
+		newReset := rev == snap.CommitRevs[tp] && cached.Reset > c.resets[tp]
+		if rec == held {
+			if newReset {
 				c.resets[tp] = cached.Reset
-				continue
 			}
-			resets[tp] = cached.Reset
-		} else if rec <= held {
 			continue
 		}
 		commit[tp] = rec
-		// A repair: Kafka holds less than etcd recorded before this
-		// round, and less than this leader last knew it to hold (or it
-		// never knew: a takeover).
-		if old, ok := snap.Commits[tp]; ok && held < old.Offset {
-			last, knew := before[tp]
-			repair[tp] = !knew || held < last
+		last, knew := before[tp]
+		was, wasRecorded := prior[tp]
+		switch {
+		case newReset:
+			resets[tp] = cached.Reset
+		case held > rec,
+			// Below what etcd held before this round, and below what
+			// this leader last knew Kafka to hold (or it never knew: a
+			// takeover).
+			wasRecorded && held < was && (!knew || held < last),
+			// Changed since this leader's last read by a commit
+			// without keyshare's mark.
+			knew && held != last && c.kafkaBy[tp] == "":
+			repairs[tp] = held
 		}
+	}
+	if len(repairs) > 0 {
+		c.confirmRepairs(ctx, recorded, commit, repairs)
 	}
 	if len(commit) > 0 {
 		failed, err := c.cfg.Offsets.Commit(ctx, commit)
@@ -376,6 +378,7 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 			c.log.Warn("commit to Kafka; etcd holds the offsets, the next round commits them again", "partitions", len(commit), "error", err)
 		} else {
 			var firstBad string
+			var repaired []repair
 			for tp, o := range commit {
 				if e, bad := failed[tp]; bad {
 					out.Failed++
@@ -390,12 +393,13 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 					c.resets[tp] = e
 					c.log.Info("committed an operator's offset reset to Kafka", "topic", tp.Topic, "partition", tp.Partition, "offset", o, "reset_epoch", e)
 				}
-				if repair[tp] {
+				if had, ok := repairs[tp]; ok {
 					out.Repairs++
-					c.log.Warn("Kafka's committed offset was below the offset recorded in etcd (a deposed leader's late commit, or one that stopped between the two); committed etcd's again",
-						"topic", tp.Topic, "partition", tp.Partition, "kafka_had", before[tp], "etcd", snap.Commits[tp].Offset, "committed", o)
+					repaired = append(repaired, repair{tp: tp, had: had, by: c.kafkaBy[tp], etcd: o})
 				}
+				c.kafkaBy[tp] = ""
 			}
+			c.explain(repaired)
 			if out.Failed > 0 {
 				c.log.Warn("Kafka refused some commits; etcd holds them, the next round commits them again", "partitions", out.Failed, "first", firstBad)
 			}

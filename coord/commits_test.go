@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
@@ -26,6 +29,7 @@ type commitRig struct {
 	lctx   context.Context
 	k      *fakeoffsets.Offsets
 	n      int32
+	log    hclog.Logger // the commit rounds' logger; default the test's
 }
 
 func newCommitRig(t *testing.T, n int32, maxTxnOps int) *commitRig {
@@ -82,9 +86,13 @@ func (r *commitRig) run(interval time.Duration) <-chan coord.CommitRound {
 	ch := make(chan coord.CommitRound, 1000)
 	done := make(chan struct{})
 	ctx, cancel := context.WithCancel(r.lctx)
+	log := r.log
+	if log == nil {
+		log = testutil.Logger(r.t)
+	}
 	go func() {
 		defer close(done)
-		r.leader.RunCommits(ctx, coord.CommitConfig{Offsets: r.k, Interval: interval, Logger: testutil.Logger(r.t), OnRound: func(cr coord.CommitRound) {
+		r.leader.RunCommits(ctx, coord.CommitConfig{Offsets: r.k, Interval: interval, Logger: log, OnRound: func(cr coord.CommitRound) {
 			select {
 			case ch <- cr:
 			default:
@@ -209,15 +217,17 @@ func TestCommitAfterTopicReset(t *testing.T) {
 	rounds := r.run(50 * time.Millisecond)
 	until(t, "both committed at 50", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 50) })
 
-	// What the reset does: the commit records go, Kafka is set to the new
-	// log's start, and the ranges' ledger starts again there.
+	// What the reset does: the ranges' ledger starts again at the new
+	// log's start (written first here: the reset deletes it with the
+	// commit records), the commit records go, and Kafka is set to the new
+	// log's start.
+	r.setMarks(func(int32) int64 { return 5 })
 	if _, err := r.cli.Delete(t.Context(), r.schema.Commits(), clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
 	for p := range r.n {
-		r.k.SetCommitted(tpOf(p), 0)
+		r.k.SetCommittedBy(tpOf(p), 0, "recreated-topic-reset")
 	}
-	r.setMarks(func(int32) int64 { return 5 })
 	until(t, "both committed at 5", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 5) })
 	// Later rounds must not put the old offset back.
 	until(t, "one more round", rounds, func(coord.CommitRound) bool { return true })
@@ -244,11 +254,92 @@ func TestCommitOperatorReset(t *testing.T) {
 		if _, err := r.cli.Put(t.Context(), r.schema.Commit("t", p), rec); err != nil {
 			t.Fatal(err)
 		}
-		r.k.SetCommitted(tpOf(p), 50) // the racing round's late commit
+		r.k.SetCommittedBy(tpOf(p), 50, fakeoffsets.Leader) // the racing round's late commit
 	}
 	until(t, "both committed at the reset's 5", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 5) })
 	r.setMarks(func(int32) int64 { return 8 })
 	until(t, "both committed at 8", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 8) })
+}
+
+// TestCommitLateCommitAfterReset: once the leader has committed an
+// operator's reset (5, below the 50 it had committed), a commit of the old
+// offset that lands late (a deposed leader's, or a round that raced the
+// reset) puts 50 back in Kafka. etcd has recorded a commit for the
+// partition, so Kafka above it is no floor: the leader commits 5 again.
+func TestCommitLateCommitAfterReset(t *testing.T) {
+	r := newCommitRig(t, 1, 128)
+	r.setMarks(func(int32) int64 { return 50 })
+	rounds := r.run(50 * time.Millisecond)
+	until(t, "committed at 50", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 1, 50) })
+
+	// The reset as keyshare group reset-offsets writes it: the record
+	// with its epoch, the ledger, Kafka.
+	r.setMarks(func(int32) int64 { return 5 })
+	rec := `{"v":1,"offset":5,"leader":"keyshare group reset-offsets","at":"2026-01-01T00:00:00Z","reset":1000}`
+	if _, err := r.cli.Put(t.Context(), r.schema.Commit("t", 0), rec); err != nil {
+		t.Fatal(err)
+	}
+	r.k.SetCommittedBy(tpOf(0), 5, "keyshare group reset-offsets")
+	until(t, "committed at the reset's 5", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 1, 5) })
+	afterRounds(rounds, 3)
+
+	r.k.SetCommittedBy(tpOf(0), 50, "old-leader") // the late commit
+	afterRounds(rounds, 10)
+	if got := r.k.CommittedOf(tpOf(0)); got != 5 {
+		t.Fatalf("Kafka holds %d ten rounds after the late commit, want etcd's 5 again", got)
+	}
+}
+
+// TestCommitOffsetSetOutsideKeyshare: an operator moves the group's offsets
+// with Kafka's own tool (kafka-consumer-groups --reset-offsets, which Kafka
+// accepts: the group has no Kafka members), one above etcd's record and
+// one below. keyshare's record wins both, and the warning says what Kafka
+// held, what etcd holds, and which command resets a keyshare group.
+func TestCommitOffsetSetOutsideKeyshare(t *testing.T) {
+	r := newCommitRig(t, 2, 128)
+	logs := &syncBuffer{}
+	r.log = hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info})
+	r.setMarks(func(int32) int64 { return 10 })
+	rounds := r.run(50 * time.Millisecond)
+	until(t, "both committed at 10", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 10) })
+
+	r.k.SetCommitted(tpOf(0), 80)
+	r.k.SetCommitted(tpOf(1), 2)
+	afterRounds(rounds, 10)
+	for p := range r.n {
+		if got := r.k.CommittedOf(tpOf(p)); got != 10 {
+			t.Errorf("partition %d: Kafka holds %d ten rounds after the outside reset, want etcd's 10", p, got)
+		}
+	}
+	for p, had := range map[int32]int64{0: 80, 1: 2} {
+		line := logLine(logs.String(), fmt.Sprintf("partition=%d ", p))
+		for _, want := range []string{fmt.Sprintf("kafka_had=%d", had), "etcd=10", "kafka-consumer-groups", "keyshare group reset-offsets"} {
+			if !strings.Contains(line, want) {
+				t.Errorf("partition %d: warning %q lacks %q", p, line, want)
+			}
+		}
+	}
+}
+
+// logLine is the first line of logs that contains all of parts.
+func logLine(logs string, parts ...string) string {
+	for _, l := range strings.Split(logs, "\n") {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(l, p)
+		}
+		if ok {
+			return l
+		}
+	}
+	return ""
+}
+
+// afterRounds waits for n more commit rounds.
+func afterRounds(rounds <-chan coord.CommitRound, n int) {
+	for range n {
+		<-rounds
+	}
 }
 
 // TestCommitSlowBroker: a Kafka commit that does not return does not hold

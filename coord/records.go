@@ -155,9 +155,10 @@ type CommitRecord struct {
 	Leader string    `json:"leader"`
 	At     time.Time `json:"at"`
 	// Reset is set by an operator's offset reset (keyshare group
-	// reset-offsets) to the reset's epoch: the leader commits this offset
-	// to Kafka even below what Kafka holds, once per epoch, so that a
-	// commit round racing the reset cannot leave the older offset there.
+	// reset-offsets) to the reset's epoch: the leader's commit of this
+	// offset to Kafka, below what Kafka may hold, is the reset's, not a
+	// repair (like every recorded offset, it is committed wherever Kafka
+	// holds another).
 	Reset int64 `json:"reset,omitempty"`
 }
 

@@ -20,7 +20,7 @@ import (
 // New.
 type Offsets struct {
 	mu        sync.Mutex
-	committed map[coord.TopicPartition]int64
+	committed map[coord.TopicPartition]coord.KafkaOffset
 	ends      map[coord.TopicPartition]int64
 	calls     Calls
 	// commitDelay holds each Commit this long (or until its context ends).
@@ -38,27 +38,30 @@ type Calls struct {
 
 // New returns an empty Offsets: no partition has a committed offset.
 func New() *Offsets {
-	return &Offsets{committed: make(map[coord.TopicPartition]int64), ends: make(map[coord.TopicPartition]int64), refuse: make(map[coord.TopicPartition]error)}
+	return &Offsets{committed: make(map[coord.TopicPartition]coord.KafkaOffset), ends: make(map[coord.TopicPartition]int64), refuse: make(map[coord.TopicPartition]error)}
 }
 
 var _ coord.Offsets = (*Offsets)(nil)
 
 // Committed implements coord.Offsets.
-func (o *Offsets) Committed(ctx context.Context, parts []coord.TopicPartition) (map[coord.TopicPartition]int64, error) {
+func (o *Offsets) Committed(ctx context.Context, parts []coord.TopicPartition) (map[coord.TopicPartition]coord.KafkaOffset, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.calls.Committed++
 	o.calls.CommittedParts += len(parts)
-	out := make(map[coord.TopicPartition]int64, len(parts))
+	out := make(map[coord.TopicPartition]coord.KafkaOffset, len(parts))
 	for _, p := range parts {
 		if c, ok := o.committed[p]; ok {
 			out[p] = c
 		} else {
-			out[p] = -1
+			out[p] = coord.KafkaOffset{Offset: -1}
 		}
 	}
 	return out, nil
 }
+
+// Leader is the writer the leader's commits are marked with.
+const Leader = "leader"
 
 // Commit implements coord.Offsets.
 func (o *Offsets) Commit(ctx context.Context, offsets map[coord.TopicPartition]int64) (map[coord.TopicPartition]error, error) {
@@ -85,7 +88,7 @@ func (o *Offsets) Commit(ctx context.Context, offsets map[coord.TopicPartition]i
 			failed[p] = err
 			continue
 		}
-		o.committed[p] = off
+		o.committed[p] = coord.KafkaOffset{Offset: off, By: Leader}
 		done[p] = off
 		o.calls.CommitParts++
 	}
@@ -107,13 +110,19 @@ func (o *Offsets) Ends(ctx context.Context, parts []coord.TopicPartition) (map[c
 	return out, nil
 }
 
-// SetCommitted sets a partition's committed offset as another client would
-// (a deposed leader's late commit, or a plain consumer group before the
-// move).
+// SetCommitted sets a partition's committed offset as a client other than
+// keyshare would, without keyshare's mark (a plain consumer group before
+// the move, or kafka-consumer-groups --reset-offsets).
 func (o *Offsets) SetCommitted(p coord.TopicPartition, off int64) {
+	o.SetCommittedBy(p, off, "")
+}
+
+// SetCommittedBy sets a partition's committed offset as keyshare writer by
+// would (a deposed leader's late commit, or keyshare group reset-offsets).
+func (o *Offsets) SetCommittedBy(p coord.TopicPartition, off int64, by string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.committed[p] = off
+	o.committed[p] = coord.KafkaOffset{Offset: off, By: by}
 }
 
 // CommittedOf is a partition's committed offset, -1 if none.
@@ -121,7 +130,7 @@ func (o *Offsets) CommittedOf(p coord.TopicPartition) int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if c, ok := o.committed[p]; ok {
-		return c
+		return c.Offset
 	}
 	return -1
 }

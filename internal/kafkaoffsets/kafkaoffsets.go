@@ -80,8 +80,20 @@ func Partitions(parts []coord.TopicPartition) []kafka.TopicPartition {
 // partitions are in neither map, and what the other requests read is
 // returned.
 func Committed(kc *kafka.Consumer, parts []coord.TopicPartition, timeoutMs int) (offsets map[coord.TopicPartition]int64, refused map[coord.TopicPartition]error, err error) {
+	got, refused, err := CommittedBy(kc, parts, timeoutMs)
+	offsets = make(map[coord.TopicPartition]int64, len(got))
+	for p, o := range got {
+		offsets[p] = o.Offset
+	}
+	return offsets, refused, err
+}
+
+// CommittedBy is Committed with who committed each offset: the writer that
+// keyshare's mark in the offset's metadata names (coord.CommitWriter), ""
+// for an offset committed without it.
+func CommittedBy(kc *kafka.Consumer, parts []coord.TopicPartition, timeoutMs int) (offsets map[coord.TopicPartition]coord.KafkaOffset, refused map[coord.TopicPartition]error, err error) {
 	var mu sync.Mutex
-	offsets = make(map[coord.TopicPartition]int64, len(parts))
+	offsets = make(map[coord.TopicPartition]coord.KafkaOffset, len(parts))
 	refused = make(map[coord.TopicPartition]error)
 	err = InChunks(Partitions(parts), func(c []kafka.TopicPartition) error {
 		res, err := kc.Committed(c, timeoutMs)
@@ -92,7 +104,7 @@ func Committed(kc *kafka.Consumer, parts []coord.TopicPartition, timeoutMs int) 
 			// The group has never committed (some brokers say so this
 			// way, where Apache Kafka answers -1 for each partition).
 			for _, p := range c {
-				offsets[coord.TopicPartition{Topic: *p.Topic, Partition: p.Partition}] = -1
+				offsets[coord.TopicPartition{Topic: *p.Topic, Partition: p.Partition}] = coord.KafkaOffset{Offset: -1}
 			}
 			return nil
 		}
@@ -108,11 +120,24 @@ func Committed(kc *kafka.Consumer, parts []coord.TopicPartition, timeoutMs int) 
 				refused[p] = r.Error
 				continue
 			}
-			offsets[p] = max(int64(r.Offset), -1)
+			o := coord.KafkaOffset{Offset: max(int64(r.Offset), -1)}
+			if r.Metadata != nil && o.Offset >= 0 {
+				o.By = coord.CommitWriter(*r.Metadata)
+			}
+			offsets[p] = o
 		}
 		return nil
 	})
 	return offsets, refused, err
+}
+
+// Mark sets keyshare's mark (coord.CommitMark) as the metadata of each of
+// parts, offsets about to be committed by writer by.
+func Mark(parts []kafka.TopicPartition, by string) {
+	mark := coord.CommitMark(by)
+	for i := range parts {
+		parts[i].Metadata = &mark
+	}
 }
 
 // List reads one offset of each of parts (spec: kafka.EarliestOffsetSpec
