@@ -93,12 +93,24 @@ func decodeHandoff(key string, data []byte, rev int64) (storedHandoff, error) {
 	return h, nil
 }
 
-// covers reports whether the stored plan sends every range of want where
-// want does, to members registered as they are now.
-func (h storedHandoff) covers(want []PlannedHandoff, members map[string]Member) bool {
+// matches reports whether the stored plan is the one the leader would
+// write now: it sends every range of want where want does, to members
+// registered as they are now, and no other range of pending (the leaver's
+// ranges a plan could still send, by key, at their current revision). An
+// entry for a range already handed off, or otherwise moved on, does not
+// count: the leaver's write of it fails its revision guard anyway, and
+// rewriting the plan would fence the leaver's other handoffs under way.
+func (h storedHandoff) matches(want []PlannedHandoff, pending map[string]int64, members map[string]Member) bool {
+	wanted := make(map[string]bool, len(want))
 	for _, w := range want {
 		if h.byKey[w.Key] != w || h.plan.Members[w.To] != members[w.To].CreateRev {
 			return false
+		}
+		wanted[w.Key] = true
+	}
+	for k, p := range h.byKey {
+		if rev, ok := pending[k]; ok && rev == p.Rev && !wanted[k] {
+			return false // planned no more: its target went, or the range is cut now
 		}
 	}
 	return true
@@ -107,10 +119,13 @@ func (h storedHandoff) covers(want []PlannedHandoff, members map[string]Member) 
 // handoffPlans writes, for each member leaving with a drain budget, where
 // each of its active ranges goes once drained: those that move whole to one
 // live member that is not leaving, as want says. A plan is written again
-// only when it no longer covers the leaver's ranges (a member came or went,
-// the wanted assignment changed): the leaver's writes compare its revision.
+// whenever it differs from that (a member came or went, the wanted
+// assignment changed, a range it names is now cut between members): the
+// leaver's writes compare its revision. A plan left with no range is
+// written empty, so the leaver releases every range to the leader.
 func (in planInput) handoffPlans(have map[TopicPartition][]RangeState, want map[TopicPartition][]Slice) []change {
 	planned := make(map[string][]PlannedHandoff)
+	pending := make(map[string]map[string]int64) // leaver → its ranges a plan could send → revision
 	for _, p := range in.parts {
 		tp := p.TopicPartition
 		for _, r := range have[tp] {
@@ -118,6 +133,10 @@ func (in planInput) handoffPlans(have map[TopicPartition][]RangeState, want map[
 			if !alive || r.Record.State != StateActive || !from.releasesUnasked() || r.EntryErr != nil || in.drainOver(r) {
 				continue
 			}
+			if pending[from.ID] == nil {
+				pending[from.ID] = make(map[string]int64)
+			}
+			pending[from.ID][r.Key] = r.Rev
 			pieces := split(r.Record.Range(), want[tp])
 			if len(pieces) != 1 || pieces[0].r != r.Record.Range() {
 				continue // cut between members: the leader hands it on
@@ -130,12 +149,12 @@ func (in planInput) handoffPlans(have map[TopicPartition][]RangeState, want map[
 		}
 	}
 	var out []change
-	for _, id := range slices.Sorted(maps.Keys(planned)) {
+	for _, id := range slices.Sorted(maps.Keys(in.snap.Members)) {
 		from, ranges := in.snap.Members[id], planned[id]
-		if from.lease == 0 || from.handoff.covers(ranges, in.snap.Members) {
+		if !from.releasesUnasked() || from.lease == 0 || from.handoff.matches(ranges, pending[id], in.snap.Members) {
 			continue
 		}
-		plan := HandoffPlan{V: recordVersion, Gen: in.gen, Members: make(map[string]int64), Ranges: ranges}
+		plan := HandoffPlan{V: recordVersion, Gen: in.gen, Members: make(map[string]int64), Ranges: append([]PlannedHandoff{}, ranges...)}
 		for _, r := range ranges {
 			plan.Members[r.To] = in.snap.Members[r.To].CreateRev
 		}

@@ -132,6 +132,24 @@ func TestHandoffPlans(t *testing.T) {
 		}
 	})
 
+	t.Run("a planned range now cut between members leaves the plan", func(t *testing.T) {
+		s := snap()
+		leaving(s, "a")
+		s.Ranges = s.Ranges[:1]
+		// The plan sent a's range whole to d, which crashed; b and c now
+		// share the partition.
+		stale := PlannedHandoff{Key: s.Ranges[0].Key, Rev: s.Ranges[0].Rev, To: "d"}
+		m := s.Members["a"]
+		m.handoff = storedHandoff{rev: 30, plan: HandoffPlan{V: 1, Gen: 6, Members: map[string]int64{"d": 8}, Ranges: []PlannedHandoff{stale}},
+			byKey: map[string]PlannedHandoff{stale.Key: stale}}
+		s.Members["a"] = m
+		plans, _ := handoffChanges(t, s, parts[:1])
+		p, ok := plans["a"]
+		if !ok || len(p.Ranges) != 0 {
+			t.Fatalf("plans %+v: want a's plan written again without the range sent to the crashed d", plans)
+		}
+	})
+
 	t.Run("a member leaving without a drain budget is revoked, not planned", func(t *testing.T) {
 		s := snap()
 		delete(s.Members, "c")
