@@ -48,6 +48,12 @@ type assignmentView struct {
 		// ownedByTP holds the keys of owned by partition.
 		ownedByTP map[TopicPartition]map[string]struct{}
 		members   map[string]Member // live registrations, by member id
+		// since is the create revision of the member's registration as
+		// the view first read it: a range record naming the member but
+		// older than that was written for an earlier registration under
+		// the same id, and is not the member's until the leader fails it
+		// over, FailoverGrace after that registration went (grace.go).
+		since int64
 		// byOwner counts the range records (any state) of each owner.
 		byOwner map[string]int
 		// mineByTP counts the range records (any state) naming this
@@ -161,7 +167,7 @@ func (v *assignmentView) ownedInLocked(records map[string]viewRecord, byTP map[T
 			continue // overlaps the kept record before it
 		}
 		hi = rec.Hi
-		if rec.Owner == v.id && rec.State != StateReleased && v.mu.released[e.key] != e.r.rev {
+		if rec.Owner == v.id && rec.State != StateReleased && v.mu.released[e.key] != e.r.rev && e.r.rev >= v.mu.since {
 			mine = append(mine, e.key)
 		}
 	}

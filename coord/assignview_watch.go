@@ -62,6 +62,9 @@ func (v *assignmentView) load(ctx context.Context) (int64, error) {
 	}
 	want := make(map[string]viewRecord)
 	v.mu.Lock()
+	if m, ok := members[v.id]; ok && v.mu.since == 0 {
+		v.mu.since = m.CreateRev
+	}
 	for tp := range mineByTP {
 		for _, k := range v.ownedInLocked(records, byTP, tp) {
 			want[k] = records[k]

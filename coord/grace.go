@@ -2,46 +2,50 @@ package coord
 
 import "time"
 
-// goneTracker is the leader's side of issue 20: it remembers, on the
-// leader's own monotonic clock, when it first saw each range owner without
-// a session, and keeps that owner's ranges where they are until
-// FailoverGrace has passed. Together with the member's conservative
-// deadline (deadline.go) it separates the old owner's last record start
-// from the new owner's first by at least DeadlineMargin + FailoverGrace.
-// A new leader starts with an empty tracker, so it waits the full grace
-// from when it takes over: later, never earlier.
+// goneTracker is the leader's side of the failover grace: it remembers, on
+// the leader's own monotonic clock, when it first saw each range whose
+// owner's registration is gone (Snapshot.OwnerOf), and keeps the range
+// where it is until FailoverGrace has passed. Together with the member's
+// conservative deadline (deadline.go) it separates the old owner's last
+// record start from the new owner's first by at least DeadlineMargin +
+// FailoverGrace. A new leader starts with an empty tracker, so it waits the
+// full grace from when it takes over: later, never earlier.
+//
+// It is keyed by range record (key and revision), which stands for the
+// registration the record was written for, not by member id: a process
+// that registers again under the same id, perhaps before the leader sees
+// the gap, has a new registration, and the ranges of the old one still
+// wait the grace meant for the handlers it may still run.
 type goneTracker struct {
-	first map[string]time.Time
+	first map[rangeObs]time.Time
 }
 
-// held returns the owners whose ranges must wait (gone for less than
-// grace), and how long until the first of them may move (0 if none).
-func (g *goneTracker) held(snap *Snapshot, now time.Time, grace time.Duration) (map[string]bool, time.Duration) {
+// held returns the ranges that must wait (their registration gone for less
+// than grace), and how long until the first of them may move (0 if none).
+func (g *goneTracker) held(snap *Snapshot, now time.Time, grace time.Duration) (map[rangeObs]bool, time.Duration) {
 	if g.first == nil {
-		g.first = map[string]time.Time{}
+		g.first = map[rangeObs]time.Time{}
 	}
-	gone := map[string]bool{}
-	for _, ranges := range snap.Partitions() {
-		for _, r := range ranges {
-			if _, alive := snap.Members[r.Record.Owner]; !alive {
-				gone[r.Record.Owner] = true
-			}
+	gone := map[rangeObs]bool{}
+	for _, r := range snap.Ranges {
+		if _, live := snap.OwnerOf(r); !live && r.Record.State != StateReleased {
+			gone[rangeObs{r.Key, r.Rev}] = true
 		}
 	}
-	held, wait := map[string]bool{}, time.Duration(0)
-	for id := range g.first {
-		if !gone[id] {
-			delete(g.first, id) // back, or its ranges moved on
+	held, wait := map[rangeObs]bool{}, time.Duration(0)
+	for o := range g.first {
+		if !gone[o] {
+			delete(g.first, o) // moved on (or its owner came back: a test's snapshot)
 		}
 	}
-	for id := range gone {
-		at, ok := g.first[id]
+	for o := range gone {
+		at, ok := g.first[o]
 		if !ok {
 			at = now
-			g.first[id] = now
+			g.first[o] = now
 		}
 		if left := grace - now.Sub(at); left > 0 {
-			held[id] = true
+			held[o] = true
 			if wait == 0 || left < wait {
 				wait = left
 			}

@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -8,14 +9,18 @@ import (
 	"github.com/keyshare/keyshare/ledger"
 )
 
-// TestFailoverGrace: a gone owner's range stays put until FailoverGrace has
-// passed since the leader first saw it gone, then fails over; an owner that
-// comes back is forgotten.
+// TestFailoverGrace: a range whose owner is gone stays put until
+// FailoverGrace has passed since the leader first saw it so, then fails
+// over; an owner that comes back is forgotten. A range of an earlier
+// registration under an id that registered again is gone too, and waits
+// from when the leader first saw its owner gone, not from the new
+// registration.
 func TestFailoverGrace(t *testing.T) {
 	schema := keys.New("/keyshare", "g")
 	tp := TopicPartition{Topic: "t", Partition: 0}
 	r := RangeState{Key: schema.Range("t", 0, 0), Rev: 5, LedgerKey: schema.LedgerEntry("t", 0, 0), EntryRev: 6,
 		Record: RangeRecord{Topic: "t", Partition: 0, Lo: 0, Hi: ledger.HashSpace, Owner: "a", State: StateActive}}
+	obs := rangeObs{r.Key, r.Rev}
 	snap := &Snapshot{Members: map[string]Member{"b": {}}, Ranges: []RangeState{r}}
 	want := []Slice{{TopicPartition: tp, Range: ledger.HashRange{Lo: 0, Hi: ledger.HashSpace}, Owner: "b"}}
 	grace := time.Second
@@ -32,7 +37,7 @@ func TestFailoverGrace(t *testing.T) {
 		{grace, false, 0, true},
 	} {
 		held, wait := g.held(snap, t0.Add(c.after), grace)
-		if held["a"] != c.held || wait != c.wait {
+		if held[obs] != c.held || wait != c.wait {
 			t.Errorf("after %s: held %v wait %s, want %v %s", c.after, held, wait, c.held, c.wait)
 		}
 		in := planInput{schema: schema, snap: snap, now: t0, drainTimeout: time.Minute, gen: 2, held: held}
@@ -42,14 +47,31 @@ func TestFailoverGrace(t *testing.T) {
 		}
 	}
 	// With no grace the range fails over at once.
-	if held, _ := (&goneTracker{}).held(snap, t0, 0); held["a"] {
+	if held, _ := (&goneTracker{}).held(snap, t0, 0); held[obs] {
 		t.Error("held with FailoverGrace 0")
 	}
 	// The owner comes back: forgotten, and a later loss waits a full grace.
-	snap.Members["a"] = Member{}
+	snap.Members["a"] = Member{CreateRev: 1}
 	g.held(snap, t0.Add(2*grace), grace)
 	delete(snap.Members, "a")
-	if held, wait := g.held(snap, t0.Add(3*grace), grace); !held["a"] || wait != grace {
+	if held, wait := g.held(snap, t0.Add(3*grace), grace); !held[obs] || wait != grace {
 		t.Errorf("owner lost again: held %v wait %s, want a full grace", held, wait)
+	}
+	// a registers again (revision 9, after the record's 5) before the
+	// grace is over: the range still belongs to the registration that
+	// went. It waits out the grace counted from the loss, then fails
+	// over, to a again if the assignor keeps it there.
+	snap.Members["a"] = Member{CreateRev: 9}
+	if held, wait := g.held(snap, t0.Add(3*grace+300*time.Millisecond), grace); !held[obs] || wait != 700*time.Millisecond {
+		t.Errorf("after a registered again: held %v wait %s, want the range held 700ms more", held, wait)
+	}
+	if owned := snap.Owned("a"); len(owned) != 0 {
+		t.Errorf("a's new registration owns %d ranges of the old one", len(owned))
+	}
+	keep := []Slice{{TopicPartition: tp, Range: ledger.HashRange{Lo: 0, Hi: ledger.HashSpace}, Owner: "a"}}
+	held, _ := g.held(snap, t0.Add(4*grace), grace)
+	in := planInput{schema: schema, snap: snap, now: t0, drainTimeout: time.Minute, gen: 2, held: held}
+	if ch, ok := in.rangeChange(r, keep); !ok || !strings.HasPrefix(ch.what, "fail over") {
+		t.Errorf("the old registration's range after the grace: change %v (%q), want a fail over to a's new registration", ok, ch.what)
 	}
 }

@@ -129,7 +129,7 @@ func (in planInput) handoffPlans(have map[TopicPartition][]RangeState, want map[
 	for _, p := range in.parts {
 		tp := p.TopicPartition
 		for _, r := range have[tp] {
-			from, alive := in.snap.Members[r.Record.Owner]
+			from, alive := in.snap.OwnerOf(r)
 			if !alive || r.Record.State != StateActive || !from.releasesUnasked() || r.EntryErr != nil || in.drainOver(r) {
 				continue
 			}

@@ -346,7 +346,7 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 func observe(seen map[rangeObs]time.Time, snap *Snapshot, now time.Time) {
 	current := make(map[rangeObs]bool)
 	for _, r := range snap.Ranges {
-		if r.Record.State == StateRevoking || r.Record.State == StateActive && snap.Members[r.Record.Owner].releasesUnasked() {
+		if m, _ := snap.OwnerOf(r); r.Record.State == StateRevoking || r.Record.State == StateActive && m.releasesUnasked() {
 			o := rangeObs{r.Key, r.Rev}
 			current[o] = true
 			if _, ok := seen[o]; !ok {

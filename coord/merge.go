@@ -50,7 +50,7 @@ func mergeDrain(r RangeState) bool {
 // keeps all of r with, and no handoff to another member.
 func (in planInput) mergeable(r RangeState, want []Slice) bool {
 	rec := r.Record
-	m, alive := in.snap.Members[rec.Owner]
+	m, alive := in.snap.OwnerOf(r)
 	if !alive || m.Leaving || r.EntryErr != nil {
 		return false
 	}

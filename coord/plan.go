@@ -43,9 +43,9 @@ type planInput struct {
 	clock time.Time
 	seen  map[rangeObs]time.Time
 	grace time.Duration
-	// held are owners gone for less than FailoverGrace: their ranges wait
-	// (grace.go).
-	held map[string]bool
+	// held are ranges whose owner's registration has been gone for less
+	// than FailoverGrace: they wait (grace.go).
+	held map[rangeObs]bool
 	// defrag allows new merges and the contiguous layout: the group has
 	// been still for a while (settle.go). Merges already under way go on
 	// without it.
@@ -82,7 +82,7 @@ func (in planInput) drainOver(r RangeState) bool {
 	if r.Record.DrainMs > 0 {
 		budget = time.Duration(r.Record.DrainMs) * time.Millisecond
 	}
-	if m := in.snap.Members[r.Record.Owner]; r.Record.State == StateActive && m.releasesUnasked() {
+	if m, _ := in.snap.OwnerOf(r); r.Record.State == StateActive && m.releasesUnasked() {
 		budget = time.Duration(m.DrainMs) * time.Millisecond
 	}
 	at, ok := in.seen[rangeObs{r.Key, r.Rev}]
@@ -347,9 +347,12 @@ func (m Member) releasesUnasked() bool { return m.Leaving && m.DrainMs > 0 }
 func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 	rec := r.Record
 	pieces := split(rec.Range(), want)
-	owner, alive := in.snap.Members[rec.Owner]
-	stays := len(pieces) == 1 && pieces[0].owner == rec.Owner
-	if !alive && in.held[rec.Owner] && rec.State != StateReleased {
+	// alive: the registration the record was written for is live. A
+	// range of an earlier registration under the owner's id is failed
+	// over, even to the same id: rewritten, it is the new registration's.
+	owner, alive := in.snap.OwnerOf(r)
+	stays := len(pieces) == 1 && pieces[0].owner == rec.Owner && alive
+	if !alive && in.held[rangeObs{r.Key, r.Rev}] && rec.State != StateReleased {
 		return change{}, false // the old owner may still be finishing (grace.go)
 	}
 	var out []next

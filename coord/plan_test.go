@@ -279,7 +279,7 @@ func TestPlanLeavingOwner(t *testing.T) {
 		}}
 		return snap
 	}
-	planned := func(snap *Snapshot, after time.Duration, held map[string]bool) string {
+	planned := func(snap *Snapshot, after time.Duration, held map[rangeObs]bool) string {
 		seen := map[rangeObs]time.Time{}
 		observe(seen, snap, seenAt)
 		changes := plan(planInput{
@@ -311,7 +311,8 @@ func TestPlanLeavingOwner(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := planned(snapWith(tt.state, tt.aAlive, tt.drainMs), tt.after, map[string]bool{"a": tt.held})
+			snap := snapWith(tt.state, tt.aAlive, tt.drainMs)
+			got := planned(snap, tt.after, map[rangeObs]bool{{snap.Ranges[0].Key, snap.Ranges[0].Rev}: tt.held})
 			if tt.want == "" && got != "" || !strings.HasPrefix(got, tt.want) || tt.want != "revoke" && strings.Contains(got, "revoke") {
 				t.Fatalf("planned %q, want %q", got, tt.want)
 			}

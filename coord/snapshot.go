@@ -394,12 +394,29 @@ func (s *Snapshot) Watermarks() map[TopicPartition]int64 {
 	return out
 }
 
+// OwnerOf returns the registration range r belongs to, and whether it is
+// live: its owner's registration, if the record was written since that
+// registration was created. A record older than its owner's registration
+// was written for an earlier one under the same id (a process that
+// registered again after its session ended), which is gone: the leader
+// fails the range over once FailoverGrace has passed (grace.go), and until
+// then the new registration does not own it.
+func (s *Snapshot) OwnerOf(r RangeState) (Member, bool) {
+	m, ok := s.Members[r.Record.Owner]
+	if !ok || r.Rev < m.CreateRev {
+		return Member{}, false
+	}
+	return m, true
+}
+
 // Owned returns the ranges member id owns (active or revoking), with their
-// ledger state.
+// ledger state: those of its current registration (OwnerOf), or all the
+// ranges naming id if it is not registered.
 func (s *Snapshot) Owned(id string) []RangeState {
 	var out []RangeState
+	since := s.Members[id].CreateRev
 	for _, r := range s.Ranges {
-		if r.Record.Owner == id && r.Record.State != StateReleased {
+		if r.Record.Owner == id && r.Record.State != StateReleased && r.Rev >= since {
 			out = append(out, r)
 		}
 	}
