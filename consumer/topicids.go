@@ -42,7 +42,8 @@ func (t topicIDs) IDs(ctx context.Context, topics []string) (map[string]string, 
 // ResetOffsets commits, for every partition of topic, the offset a new
 // group would start at (auto.offset.reset: the log start, or its end):
 // ListOffsets and standalone commits, each in requests of
-// kafkaoffsets.Chunk partitions sent at once.
+// kafkaoffsets.Chunk partitions sent at once. It deletes the group's
+// offsets of partitions the topic no longer has (recreate.go).
 func (t topicIDs) ResetOffsets(ctx context.Context, topic string) error {
 	counts, err := t.c.partitionCounts(ctx, []string{topic})
 	if err != nil {
@@ -80,11 +81,13 @@ func (t topicIDs) ResetOffsets(ctx context.Context, topic string) error {
 		}
 		commit = append(commit, kafka.TopicPartition{Topic: &topic, Partition: p.Partition, Offset: kafka.Offset(o)})
 	}
+	kafkaoffsets.Mark(commit, t.c.cfg.MemberID)
 	err = kafkaoffsets.InChunks(commit, func(c []kafka.TopicPartition) error {
 		return commitErr(t.c.kc.CommitOffsets(c))
 	})
 	if err != nil {
 		return fmt.Errorf("consumer: commit the start offsets of %q: %w", topic, explainKafka(err))
 	}
+	t.deleteDroppedPartitionOffsets(ctx, a, topic, n)
 	return nil
 }

@@ -45,7 +45,8 @@ type TopicIDSource interface {
 	// topics it cannot read.
 	IDs(ctx context.Context, topics []string) (map[string]string, error)
 	// ResetOffsets sets the group's committed Kafka offsets of topic to
-	// where a new group would start (auto.offset.reset).
+	// where a new group would start (auto.offset.reset), and deletes
+	// those of partitions the topic no longer has.
 	ResetOffsets(ctx context.Context, topic string) error
 }
 

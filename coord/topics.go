@@ -19,7 +19,8 @@ import (
 //     ledger entries and commit records and marks the topic "resetting"
 //     (owners are fenced: their range records are gone);
 //  2. it sets the group's committed Kafka offsets of the topic to where a
-//     new group would start (auto.offset.reset) — Apache Kafka drops a
+//     new group would start (auto.offset.reset), and deletes those of
+//     partitions the new topic does not have — Apache Kafka drops a
 //     deleted topic's offsets, not every broker does — and again once
 //     resetSettle has passed, since a commit round that read the group
 //     before step 1 may still commit an old offset;

@@ -1,10 +1,11 @@
 // Package kafkaoffsets reads a group's committed offsets and the partitions'
 // log offsets for many partitions at once, as requests of at most Chunk
-// partitions sent together. The consumer's leader, its start offsets, the
-// operators' reset and status all ask for every partition of a group; in
-// one request, the cost of handling the answer grows with the square of
-// its partitions (librdkafka's or kfake's handling, measured below), and
-// one synchronous call per partition costs a round trip each.
+// partitions sent together, and deletes a group's offsets (Delete, which
+// confluent-kafka-go does not wrap). The consumer's leader, its start
+// offsets, the operators' reset and status all ask for every partition of
+// a group; in one request, the cost of handling the answer grows with the
+// square of its partitions (librdkafka's or kfake's handling, measured
+// below), and one synchronous call per partition costs a round trip each.
 //
 //	committed, refused, err := kafkaoffsets.Committed(kc, parts, 10000)
 //	ends, refused, err := kafkaoffsets.List(ctx, admin, parts, kafka.LatestOffsetSpec, kafkaoffsets.Isolation(settings))
