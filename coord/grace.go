@@ -35,7 +35,7 @@ func (g *goneTracker) held(snap *Snapshot, now time.Time, grace time.Duration) (
 	held, wait := map[rangeObs]bool{}, time.Duration(0)
 	for o := range g.first {
 		if !gone[o] {
-			delete(g.first, o) // moved on (or its owner came back: a test's snapshot)
+			delete(g.first, o) // failed over, or deleted
 		}
 	}
 	for o := range gone {
