@@ -83,7 +83,7 @@ func (c *committer) explain(repaired []repair) {
 		kv := []any{"topic", r.tp.Topic, "partition", r.tp.Partition, "kafka_had", r.had, "etcd", r.etcd}
 		switch {
 		case r.had < 0:
-			c.log.Warn("Kafka held no committed offset for the partition, while etcd records one (deleted, say with kafka-consumer-groups --delete-offsets, or expired after the broker's offsets.retention.minutes); committed etcd's again", kv...)
+			c.log.Warn("Kafka held no committed offset for the partition, while etcd records one (deleted, say with kafka-consumer-groups --delete-offsets; expired after the broker's offsets.retention.minutes; or never committed by a leader that stopped between recording in etcd and committing); committed etcd's again", kv...)
 		case r.by == "":
 			c.log.Warn("the group's committed offset was set outside keyshare: with Kafka's own tool (kafka-consumer-groups --reset-offsets, which Kafka accepts because the group has no Kafka members), or by a plain consumer using the group id. keyshare's offset is the one recorded in etcd (members resume from it), so it committed that again. To move a keyshare group's offsets, pause the group and run keyshare's reset instead",
 				append(kv, "instead", c.resetCommand(r))...)
