@@ -83,7 +83,7 @@ type batch struct {
 // run must release every key of the batch (batch.release); the keys it has
 // not released when it returns are released without records put back.
 func newBatchScheduler(workers, size int, wait time.Duration, run func(*batch)) *scheduler {
-	s := &scheduler{keys: make(map[jobKey]*keyQueue), runBatch: run, maxBatch: size, maxWait: wait}
+	s := &scheduler{keys: make(map[jobKey]*keyQueue), runBatch: run, maxBatch: size, maxWait: wait, now: time.Now}
 	s.cond = sync.NewCond(&s.mu)
 	s.form = sync.NewCond(&s.mu)
 	for range workers {
@@ -172,7 +172,7 @@ func (s *scheduler) takeLocked(b *batch) {
 				q.tail = nil
 			}
 			q.n--
-			q.lastTake = time.Now()
+			q.lastTake = s.now()
 			b.jobs = append(b.jobs, j)
 			room--
 		}

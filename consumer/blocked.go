@@ -52,7 +52,7 @@ func (p *pipeline) maxQueuedPerKey() int {
 func (p *pipeline) evictBlocked() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := p.sched.evictBlocked(p.maxQueuedPerKey(), time.Now())
+	out := p.sched.evictBlocked(p.maxQueuedPerKey())
 	for _, j := range out {
 		if p.mu.jobs[j.t][j.o] != j {
 			continue // abandoned already: whoever removed it counted it out
@@ -97,7 +97,7 @@ func (p *pipeline) refetchShelved() error {
 		p.mu.Unlock()
 		return nil
 	}
-	now, bound := time.Now(), p.maxQueuedPerKey()
+	bound := p.maxQueuedPerKey()
 	var seeks []partitionOffset
 	for t, sh := range p.mu.shelves {
 		if !p.mu.assigned[t] {
@@ -106,7 +106,7 @@ func (p *pipeline) refetchShelved() error {
 		}
 		stillBlocked := false
 		for k := range sh.keys {
-			if n, blocked := p.sched.backlog(k, now); blocked && n >= bound/2 {
+			if n, blocked := p.sched.backlog(k); blocked && n >= bound/2 {
 				stillBlocked = true
 				break
 			}
@@ -132,9 +132,10 @@ func (p *pipeline) refetchShelved() error {
 // backlog returns how many records of key k are queued (not counting one
 // a worker runs) and whether the key is blocked: it has queued records and
 // no worker has taken one of them for keyBlockedAfter.
-func (s *scheduler) backlog(k jobKey, now time.Time) (queued int, blocked bool) {
+func (s *scheduler) backlog(k jobKey) (queued int, blocked bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.now()
 	q := s.keys[k]
 	if q == nil {
 		return 0, false
@@ -144,9 +145,10 @@ func (s *scheduler) backlog(k jobKey, now time.Time) (queued int, blocked bool) 
 
 // evictBlocked removes from the queue of every blocked key its records
 // beyond the first keep, and returns them.
-func (s *scheduler) evictBlocked(keep int, now time.Time) []*job {
+func (s *scheduler) evictBlocked(keep int) []*job {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.now()
 	var out []*job
 	for _, q := range s.keys {
 		if q.n <= keep || now.Sub(q.lastTake) < keyBlockedAfter {

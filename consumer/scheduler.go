@@ -62,6 +62,9 @@ type scheduler struct {
 	closed bool
 	run    func(*job)
 	wg     sync.WaitGroup
+	// now is the clock that says when a key counts as blocked
+	// (blocked.go): time.Now, or a test's.
+	now func() time.Time
 
 	// Batch mode (batch.go): runBatch replaces run.
 	runBatch func(*batch)
@@ -73,7 +76,7 @@ type scheduler struct {
 
 // newScheduler starts workers that call run for each job.
 func newScheduler(workers int, run func(*job)) *scheduler {
-	s := &scheduler{keys: make(map[jobKey]*keyQueue), run: run}
+	s := &scheduler{keys: make(map[jobKey]*keyQueue), run: run, now: time.Now}
 	s.cond = sync.NewCond(&s.mu)
 	for range workers {
 		s.wg.Add(1)
@@ -93,9 +96,9 @@ func (s *scheduler) submitBounded(j *job, keep int) bool {
 	defer s.mu.Unlock()
 	q := s.keys[j.key]
 	if q == nil {
-		q = &keyQueue{key: j.key, lastTake: j.since}
+		q = &keyQueue{key: j.key, lastTake: s.now()}
 		s.keys[j.key] = q
-	} else if keep > 0 && q.n >= keep && j.since.Sub(q.lastTake) >= keyBlockedAfter {
+	} else if keep > 0 && q.n >= keep && s.now().Sub(q.lastTake) >= keyBlockedAfter {
 		return false
 	}
 	q.n++
@@ -136,32 +139,45 @@ func (s *scheduler) work() {
 			s.mu.Unlock()
 			return
 		}
-		q := s.ready[0]
-		s.ready[0] = nil
-		s.ready = s.ready[1:]
-		q.queued, q.running = false, true
-		j := q.head
-		q.head = j.next
-		if q.head == nil {
-			q.tail = nil
-		}
-		q.n--
-		q.lastTake = time.Now()
+		q, j := s.nextLocked()
 		s.mu.Unlock()
 
 		s.run(j)
 
 		s.mu.Lock()
-		q.running = false
-		switch {
-		case q.head != nil:
-			q.queued = true
-			s.ready = append(s.ready, q)
-			s.cond.Signal()
-		default:
-			delete(s.keys, q.key)
-		}
+		s.doneLocked(q)
 	}
+}
+
+// nextLocked takes the head record of the first ready key (there must be
+// one); the key runs until doneLocked.
+func (s *scheduler) nextLocked() (*keyQueue, *job) {
+	q := s.ready[0]
+	s.ready[0] = nil
+	s.ready = s.ready[1:]
+	q.queued, q.running = false, true
+	j := q.head
+	q.head = j.next
+	if q.head == nil {
+		q.tail = nil
+	}
+	j.next = nil
+	q.n--
+	q.lastTake = s.now()
+	return q, j
+}
+
+// doneLocked ends the run of q's record taken by nextLocked: the key is
+// ready again if it has records, else forgotten.
+func (s *scheduler) doneLocked(q *keyQueue) {
+	q.running = false
+	if q.head != nil {
+		q.queued = true
+		s.ready = append(s.ready, q)
+		s.cond.Signal()
+		return
+	}
+	delete(s.keys, q.key)
 }
 
 // close stops the workers after the jobs they are running; queued jobs are
