@@ -89,6 +89,7 @@ func (h *history) batchHandler(id string, perCall time.Duration, fail func(*kafk
 func (h *history) applyLocked(id, key string, m *kafka.Message) {
 	rid := recID(m)
 	h.handled[rid]++
+	h.values[string(m.Value)] = true
 	h.total++
 	if h.handled[rid] > 1 {
 		h.dups++

@@ -12,12 +12,22 @@ import (
 // dead-letter topic, or a handler that hangs) keeps its later records
 // queued behind it. Left alone they would pile up to MaxInFlight and the
 // member would stop fetching every partition: one key would stall all the
-// others. So beyond MaxQueuedPerKey a blocked key's records leave memory.
-// They stay pending in the ledger (ledger.State.Shelve), so the watermark
-// and the committed offset wait for them, and a range that moves hands
-// them to its next owner as pending. Once the key moves again, the
-// partition is fetched again from the first of them; the ledger answers
-// Skip for everything else already handled, so nothing runs twice.
+// others. So beyond MaxQueuedPerKey a blocked key's records leave memory:
+// they are shelved. They stay pending in the ledger (ledger.State.Shelve),
+// so the watermark and the committed offset wait for them, and a range
+// that moves hands them to its next owner as pending.
+//
+// The key's order must survive that. Each partition remembers, for every
+// key with shelved records, the first of them (the key's shelf start), and
+// every later record of the key fetched meanwhile is shelved too, whatever
+// the key does: queued, it would run before the older shelved ones. Once
+// the key's queue is down to half the bound it moves again: its shelf is
+// released and the partition is fetched again from the shelf start. The
+// ledger answers Skip for every record handled already and InFlight for
+// those queued or running, so nothing runs twice; records of keys still
+// shelved are shelved again. Keys are released one by one: a key blocked
+// for good (a poison record and no dead-letter topic) holds its own
+// records only.
 //
 // What cannot be helped: one key's records run one at a time, so a blocked
 // key's own records wait for it, and the partition's committed offset
@@ -31,10 +41,20 @@ const keyBlockedAfter = time.Second
 // allows it.
 const defaultMaxQueuedPerKey = 100
 
-// shelf is what a partition has shelved since it was last fetched again.
-type shelf struct {
-	from int64           // the lowest shelved offset: where to fetch again
-	keys map[jobKey]bool // the keys whose records were shelved
+// shelfCheckEvery is how often the fetch loop looks for shelved keys that
+// move again. A key's records fetched between two looks are shelved too,
+// so a late look costs time, never order; looking at every record would
+// cost a scheduler lock per shelved key per record.
+const shelfCheckEvery = 100 * time.Millisecond
+
+// shelf is what a partition has shelved: where each key's shelved records
+// start.
+type shelf map[jobKey]shelved
+
+// shelved is one key's shelf.
+type shelved struct {
+	from int64  // the key's first shelved offset: where to fetch again
+	h    uint32 // the key's hash: which range holds its records
 }
 
 // maxQueuedPerKey is the effective MaxQueuedPerKey.
@@ -73,6 +93,19 @@ func (p *pipeline) evictBlocked() bool {
 	return len(out) > 0
 }
 
+// shelvedLocked reports whether key k of partition t has shelved records:
+// then its record just fetched is shelved behind them.
+func (p *pipeline) shelvedLocked(t tp, k jobKey) bool {
+	sh := p.mu.shelves[t]
+	if sh == nil {
+		return false
+	}
+	_, ok := sh[k]
+	return ok
+}
+
+// shelveLocked shelves the record at o of key k, which st answered Run
+// for, and makes its key's shelf start at o if that is lower.
 func (p *pipeline) shelveLocked(t tp, k jobKey, st *ledger.State, o int64, h uint32) {
 	if err := st.Shelve(o, h); err != nil {
 		p.log.Error("ledger refused to shelve a record", "topic", t.Topic, "partition", t.Partition, "offset", o, "error", err)
@@ -81,45 +114,26 @@ func (p *pipeline) shelveLocked(t tp, k jobKey, st *ledger.State, o int64, h uin
 	p.c.metrics.shelved.Add(1)
 	sh := p.mu.shelves[t]
 	if sh == nil {
-		sh = &shelf{from: o, keys: make(map[jobKey]bool)}
+		sh = make(shelf)
 		p.mu.shelves[t] = sh
 	}
-	sh.from = min(sh.from, o)
-	sh.keys[k] = true
+	if s, ok := sh[k]; !ok || o < s.from {
+		sh[k] = shelved{from: o, h: h}
+	}
 }
 
-// refetchShelved fetches again, from their first shelved offset, the
-// partitions whose blocked keys move again (or whose queues are down to
-// half the bound). Only the fetch loop calls it.
+// refetchShelved releases the shelves of keys that move again and fetches
+// their partitions again from the first record released. Only the fetch
+// loop calls it.
 func (p *pipeline) refetchShelved() error {
 	p.mu.Lock()
-	if len(p.mu.shelves) == 0 {
+	now := p.sched.now()
+	if len(p.mu.shelves) == 0 || now.Sub(p.shelvesChecked) < shelfCheckEvery {
 		p.mu.Unlock()
 		return nil
 	}
-	bound := p.maxQueuedPerKey()
-	var seeks []partitionOffset
-	for t, sh := range p.mu.shelves {
-		if !p.mu.assigned[t] {
-			delete(p.mu.shelves, t) // not fetched here any more: the ledger has them pending
-			continue
-		}
-		stillBlocked := false
-		for k := range sh.keys {
-			if n, blocked := p.sched.backlog(k); blocked && n >= bound/2 {
-				stillBlocked = true
-				break
-			}
-		}
-		if stillBlocked {
-			continue
-		}
-		delete(p.mu.shelves, t)
-		if sh.from < p.mu.pos[t] {
-			seeks = append(seeks, partitionOffset{t, sh.from})
-			p.mu.pos[t] = sh.from
-		}
-	}
+	p.shelvesChecked = now
+	seeks := p.releaseShelvesLocked()
 	gen := p.mu.gen
 	p.mu.Unlock()
 	if len(seeks) == 0 {
@@ -129,18 +143,89 @@ func (p *pipeline) refetchShelved() error {
 	return p.applyFetch(fetchPlan{seek: seeks}, gen)
 }
 
-// backlog returns how many records of key k are queued (not counting one
-// a worker runs) and whether the key is blocked: it has queued records and
-// no worker has taken one of them for keyBlockedAfter.
-func (s *scheduler) backlog(k jobKey) (queued int, blocked bool) {
+// releaseShelvesLocked releases the shelves of the keys whose queues are
+// down to half the bound, and of the keys no range here takes records of
+// any more, and returns where their partitions are to be fetched from
+// again (the fetch positions are set there).
+//
+// A key no range here takes is released too, and its partition fetched
+// again: a range cut in two keeps a shelved offset pending in both parts
+// (its hash is not stored), and the part without the key lets it go only
+// when the record is delivered again.
+func (p *pipeline) releaseShelvesLocked() []partitionOffset {
+	half := p.maxQueuedPerKey() / 2
+	var seeks []partitionOffset
+	for t, sh := range p.mu.shelves {
+		if !p.mu.assigned[t] {
+			delete(p.mu.shelves, t) // not fetched here any more: the ledger has them pending
+			continue
+		}
+		from, released := int64(0), false
+		for k, s := range sh {
+			if p.takesLocked(t, s.h) && p.sched.queued(k) > half {
+				continue // still blocked
+			}
+			delete(sh, k)
+			if !released || s.from < from {
+				from, released = s.from, true
+			}
+		}
+		if len(sh) == 0 {
+			delete(p.mu.shelves, t)
+		}
+		if !released {
+			continue
+		}
+		// Not below every watermark: that far back everything is done
+		// (an operator's reset may have moved a range past its shelf).
+		wm, ok := p.lowestWatermarkLocked(t)
+		if !ok {
+			continue
+		}
+		if from = max(from, wm); from < p.mu.pos[t] {
+			seeks = append(seeks, partitionOffset{t, from})
+			p.mu.pos[t] = from
+		}
+	}
+	return seeks
+}
+
+// takesLocked reports whether a range of partition t that takes records
+// (not revoking) holds hash h.
+func (p *pipeline) takesLocked(t tp, h uint32) bool {
+	for _, w := range p.mu.byTP[t] {
+		if !w.revoking && w.st.Range().Contains(h) {
+			return true
+		}
+	}
+	return false
+}
+
+// lowestWatermarkLocked is the lowest watermark of partition t's ranges
+// that take records, if it has any.
+func (p *pipeline) lowestWatermarkLocked(t tp) (int64, bool) {
+	var low int64
+	found := false
+	for _, w := range p.mu.byTP[t] {
+		if w.revoking {
+			continue
+		}
+		if wm := w.st.Watermark(); !found || wm < low {
+			low, found = wm, true
+		}
+	}
+	return low, found
+}
+
+// queued returns how many records of key k are queued (not counting one
+// a worker runs).
+func (s *scheduler) queued(k jobKey) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
-	q := s.keys[k]
-	if q == nil {
-		return 0, false
+	if q := s.keys[k]; q != nil {
+		return q.n
 	}
-	return q.n, q.n > 0 && now.Sub(q.lastTake) >= keyBlockedAfter
+	return 0
 }
 
 // evictBlocked removes from the queue of every blocked key its records

@@ -59,15 +59,20 @@ func keyOf(t tp, m *kafka.Message, o int64) jobKey {
 }
 
 // dispatchLocked queues the record at o, which range w answered Run for,
-// behind the earlier records of its key; or shelves it if its key is
-// blocked with a full queue (blocked.go).
+// behind the earlier records of its key; or shelves it if its key has
+// shelved records, or is blocked with a full queue (blocked.go).
 func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h uint32) {
+	k := keyOf(t, m, o)
+	if p.shelvedLocked(t, k) {
+		p.shelveLocked(t, k, w.st, o, h) // behind the key's older shelved records
+		return
+	}
 	ctx, cancel := context.WithCancel(p.ctx)
-	j := &job{t: t, key: keyOf(t, m, o), o: o, h: h, m: m, ctx: ctx, cancel: cancel, since: time.Now()}
+	j := &job{t: t, key: k, o: o, h: h, m: m, ctx: ctx, cancel: cancel, since: time.Now()}
 	// Queued before it is in jobs: its finish waits for p.mu, held here.
 	if !p.sched.submitBounded(j, p.maxQueuedPerKey()) {
 		cancel()
-		p.shelveLocked(t, j.key, w.st, o, h)
+		p.shelveLocked(t, k, w.st, o, h)
 		return
 	}
 	jobs := p.mu.jobs[t]

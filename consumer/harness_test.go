@@ -27,14 +27,16 @@ type history struct {
 	// lastSeq is the highest sequence number handled per key (values are
 	// "key:seq" as testutil.KeyedRecords writes them); a record's first
 	// handling must not come after a later record of its key
-	lastSeq   map[string]int
+	lastSeq map[string]int
+	// values are the values of the records handled
+	values    map[string]bool
 	dups      int
 	orderErrs []string
 	total     int
 }
 
 func newHistory(t *testing.T) *history {
-	return &history{t: t, handled: make(map[string]int), running: make(map[string]string), lastSeq: make(map[string]int)}
+	return &history{t: t, handled: make(map[string]int), running: make(map[string]string), lastSeq: make(map[string]int), values: make(map[string]bool)}
 }
 
 func recID(m *kafka.Message) string {
@@ -67,6 +69,7 @@ func (h *history) handler(id string, work time.Duration) consumer.Handler {
 		delete(h.running, key)
 		rid := recID(m)
 		h.handled[rid]++
+		h.values[string(m.Value)] = true
 		h.total++
 		if h.handled[rid] > 1 {
 			// A record run again after a crash: its key's order was

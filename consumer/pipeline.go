@@ -55,6 +55,9 @@ type pipeline struct {
 	// readingStarts: a start-offset read runs; queryingLog: a log-offset
 	// query runs, and queryAgain asks for another once it ends.
 	readingStarts, queryingLog, queryAgain bool
+	// shelvesChecked is when the fetch loop last looked for shelved keys
+	// that move again (blocked.go).
+	shelvesChecked time.Time
 
 	wg sync.WaitGroup
 	mu struct {
@@ -83,9 +86,9 @@ type pipeline struct {
 		// aboveEnd are partitions whose position is above the log end
 		// (gaps.go); nil until one is found.
 		aboveEnd map[tp]*AboveLogEnd
-		// shelves are partitions with records of blocked keys taken out
-		// of memory, to fetch again (blocked.go).
-		shelves map[tp]*shelf
+		// shelves are the keys whose records were taken out of memory
+		// while blocked, per partition, to fetch again (blocked.go).
+		shelves map[tp]shelf
 		// load is what each owned range's records cost since the last
 		// load report (load.go).
 		load loadTable
@@ -110,7 +113,7 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 	p.mu.rangeTable = newRangeTable()
 	p.mu.jobs = make(map[tp]map[int64]*job)
 	p.mu.halted = make(map[tp]bool)
-	p.mu.shelves = make(map[tp]*shelf)
+	p.mu.shelves = make(map[tp]shelf)
 	p.mu.load = newLoadTable(time.Now())
 	p.mu.fetching = true
 	p.mu.held = true // until the first read of the pause state
