@@ -4,11 +4,15 @@
 // non-printable rune (a control character such as ESC, which starts a
 // terminal escape sequence, a C1 control, or invalid UTF-8) is shown
 // Go-quoted, "\x1b[2J" as "\"\\x1b[2J\"", and a long one is cut to a
-// bounded length (MaxKey for a key, MaxText for other text) with its full
-// length after it: "\"\\x00\\x00...\"... (450000 bytes)". Ordinary short
-// text is unchanged, so "key-3" stays key-3. FirstFew keeps a log line
-// about thousands of items (ranges, partitions) to its first few and a
-// count.
+// bounded length (MaxKey for a key or a name, MaxText for other text) with
+// its full length after it: "\"\\x00\\x00...\"... (450000 bytes)".
+// Ordinary short text is unchanged, so "key-3" stays key-3. Bidi controls
+// (U+202E RIGHT-TO-LEFT OVERRIDE and the like) are not printable, so text
+// holding one is quoted too: it could otherwise reorder what the operator
+// reads. Quote always quotes, for an error message; Clip only cuts, and
+// JSON escapes in encoded JSON what its encoder leaves raw. FirstFew keeps
+// a log line about thousands of items (ranges, partitions) to its first
+// few and a count.
 //
 //	fmt.Fprintf(out, "held by key %s\n", textsafe.Bytes(m.Key))
 package textsafe
@@ -17,12 +21,14 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
 // Bounds on the escaped text Bytes and Escape return (the length note of a
 // cut string comes on top). A key names a record in a log line or a stuck
-// report; a few hundred bytes identify it. An error keeps room for the top
+// report, and a name (member id, host, topic) a thing in etcd; a few
+// hundred bytes identify either. An error keeps room for the top
 // of a panic's stack. Without a bound a 450 KB key of control bytes grew to
 // 2.25 MB escaped: etcd refused the stuck report holding it and each log
 // line about it was megabytes long.
@@ -39,19 +45,31 @@ func Escape(s string) string { return Cut(s, MaxText) }
 // Bytes is Escape for a record key, cut to MaxKey bytes.
 func Bytes(b []byte) string {
 	// Only the head is ever shown: convert no more of a large key.
-	return cut(string(b[:min(len(b), MaxKey)]), len(b), MaxKey)
+	return cut(string(b[:min(len(b), MaxKey)]), len(b), MaxKey, escape)
 }
 
 // Cut is Escape with a bound of n bytes: a string whose escaped form is
 // longer is cut at a rune boundary so that the escaped head fits in n, and
 // "... (L bytes)" is added, L being the length of s.
 func Cut(s string, n int) string {
-	return cut(s[:min(len(s), n)], len(s), n)
+	return cut(s[:min(len(s), n)], len(s), n, escape)
+}
+
+// Quote is strconv.Quote cut as Bytes cuts: for a name or key in an error
+// message, where it reads best quoted whatever it holds.
+func Quote(s string) string {
+	return cut(s[:min(len(s), MaxKey)], len(s), MaxKey, strconv.Quote)
+}
+
+// Clip cuts s as Cut does but does not escape it: for output whose format
+// escapes by its own rules (JSON, then the JSON function).
+func Clip(s string, n int) string {
+	return cut(s[:min(len(s), n)], len(s), n, func(s string) string { return s })
 }
 
 // cut escapes head, the first bytes of a string of total bytes, to at
 // most n bytes.
-func cut(head string, total, n int) string {
+func cut(head string, total, n int, escape func(string) string) string {
 	p := len(head)
 	for {
 		// Keep a multi-byte rune whole, or a printable key would be quoted.
@@ -79,6 +97,46 @@ func escape(s string) string {
 		i += n
 	}
 	return s
+}
+
+// JSON escapes, in the output of encoding/json, each non-ASCII rune that
+// Escape would quote as \uXXXX: the encoder escapes ASCII control
+// characters (and U+2028, U+2029) but passes C1 controls such as U+009B
+// (a CSI on some terminals) and bidi controls such as U+202E raw. Outside
+// its strings encoded JSON is ASCII, so every such rune is in a string and
+// the result decodes to the same values.
+func JSON(b []byte) []byte {
+	var out []byte
+	done := 0
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		if strconv.IsPrint(r) && n > 1 {
+			i += n
+			continue
+		}
+		if out == nil {
+			out = make([]byte, 0, len(b)+16)
+		}
+		out = append(out, b[done:i]...)
+		// A rune above U+FFFF is written as its UTF-16 surrogate pair;
+		// an invalid byte (encoding/json writes none) as U+FFFD, which a
+		// decoder would read in its place.
+		if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		} else {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += n
+		done = i
+	}
+	if out == nil {
+		return b
+	}
+	return append(out, b[done:]...)
 }
 
 // FirstFew joins the names of the first three items, with a count of the

@@ -1,6 +1,7 @@
 package textsafe
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -17,6 +18,11 @@ func TestEscape(t *testing.T) {
 		{"csi\u009b2J", `"csi\u009b2J"`},
 		{"bad\xff", `"bad\xff"`},
 		{"bell\a", `"bell\a"`},
+		// Bidi controls reorder the text around them on a terminal.
+		{"evil\u202egnp.exe", `"evil\u202egnp.exe"`},
+		{"\u202a\u202b\u202c\u202d", `"\u202a\u202b\u202c\u202d"`},
+		{"\u2066\u2067\u2068\u2069", `"\u2066\u2067\u2068\u2069"`},
+		{"\u200e\u200f\u061c", `"\u200e\u200f\u061c"`},
 	} {
 		if got := Escape(tc.in); got != tc.want {
 			t.Errorf("Escape(%q) = %s, want %s", tc.in, got, tc.want)
@@ -82,5 +88,54 @@ func TestBounded(t *testing.T) {
 	}
 	if got := Escape("\x1b[2J"); got != `"\x1b[2J"` {
 		t.Errorf("short error: %q", got)
+	}
+}
+
+// TestQuoteAndClip: Quote quotes even printable text and cuts it as Bytes
+// does; Clip cuts without escaping, on a rune boundary.
+func TestQuoteAndClip(t *testing.T) {
+	if got := Quote("m1"); got != `"m1"` {
+		t.Errorf("Quote(m1) = %s", got)
+	}
+	long := strings.Repeat("o", 1<<20)
+	if got := Quote(long); !strings.HasPrefix(got, `"ooo`) || !strings.HasSuffix(got, `"... (1048576 bytes)`) || len(got) > MaxKey+len("... (1048576 bytes)") {
+		t.Errorf("Quote of 1 MB = %.80q... (%d bytes)", got, len(got))
+	}
+	if got := Clip("host", 8); got != "host" {
+		t.Errorf("Clip(host) = %q", got)
+	}
+	got := Clip("\x1b"+strings.Repeat("日", 100), 10)
+	if got != "\x1b日日日... (301 bytes)" {
+		t.Errorf("Clip = %q, want the ESC raw and whole runes up to 10 bytes", got)
+	}
+}
+
+// TestJSON: JSON escapes in encoded JSON the C1 and bidi controls and
+// other unprintable runes the encoder leaves raw, and the result decodes
+// to the same value; printable text (ASCII or not) is left as it is.
+func TestJSON(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"ключ", `"ключ"`},
+		{"evil\u202egnp", `"evil\u202egnp"`},
+		{"csi\u009b2J", `"csi\u009b2J"`},
+		{"\u2066\u200f\ufeff", `"\u2066\u200f\ufeff"`},
+		{"tag\U000e0001", `"tag\udb40\udc01"`},
+		{"esc\x1b", `"esc\u001b"`},
+	} {
+		enc, err := json.Marshal(tc.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := JSON(enc)
+		if string(got) != tc.want {
+			t.Errorf("JSON(%s) = %s, want %s", enc, got, tc.want)
+		}
+		var back string
+		if err := json.Unmarshal(got, &back); err != nil || back != tc.in {
+			t.Errorf("%s decodes to %q (%v), want %q", got, back, err, tc.in)
+		}
+	}
+	if got := JSON([]byte("\"bad\xff\"")); string(got) != `"bad\ufffd"` {
+		t.Errorf("invalid byte: %q", got)
 	}
 }
