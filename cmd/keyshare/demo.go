@@ -234,7 +234,7 @@ func owners(st *groupStatus) string {
 	sort.Strings(ids)
 	var b strings.Builder
 	for _, id := range ids {
-		fmt.Fprintf(&b, "%s:%.2f ", id, share[id])
+		fmt.Fprintf(&b, "%s:%.2f ", name(id), share[id])
 	}
 	return "partitions owned " + b.String()
 }

@@ -117,9 +117,7 @@ func (c *statusCommand) show(ctx context.Context) error {
 			fmt.Print("\033[H\033[2J")
 		}
 		if c.asJSON {
-			enc := json.NewEncoder(os.Stdout)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(st); err != nil {
+			if err := printStatusJSON(os.Stdout, st); err != nil {
 				return err
 			}
 		} else {
@@ -257,8 +255,78 @@ func kafkaOffsetsOf(ctx context.Context, kc *kafka.Consumer, tps []coord.TopicPa
 	return committed, ends
 }
 
+// Every string status prints was read from etcd, where anyone with the
+// group's role can write anything: a 1 MB host, a topic key holding ESC, a
+// member id with a bidi override. Text output escapes each (textsafe) and
+// cuts it, a name to textsafe.MaxKey bytes and other text (a pause reason,
+// a handler's error, a damaged value's problem) to textsafe.MaxText, with
+// its true size after the cut.
+
 // esc shows text read from etcd safely on a terminal (textsafe.Escape).
 func esc(s string) string { return textsafe.Escape(s) }
+
+// name shows a name read from etcd (member id, host, topic, owner)
+// safely on a terminal, cut to textsafe.MaxKey bytes.
+func name(s string) string { return textsafe.Cut(s, textsafe.MaxKey) }
+
+// printStatusJSON writes st as JSON with the bounds of the text output:
+// the values are kept as they are (the encoder escapes control
+// characters, textsafe.JSON the bidi and C1 controls it leaves raw) but
+// cut, so a 1 MB host is a few hundred bytes and its size.
+func printStatusJSON(out io.Writer, st *groupStatus) error {
+	b, err := json.MarshalIndent(st.clipped(), "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = out.Write(append(textsafe.JSON(b), '\n'))
+	return err
+}
+
+// clipped is a copy of st with every name cut to textsafe.MaxKey bytes
+// and other text to textsafe.MaxText, not escaped (textsafe.Clip).
+func (st *groupStatus) clipped() *groupStatus {
+	n := func(s string) string { return textsafe.Clip(s, textsafe.MaxKey) }
+	txt := func(s string) string { return textsafe.Clip(s, textsafe.MaxText) }
+	c := *st
+	c.Group, c.Leader = n(st.Group), n(st.Leader)
+	if p := st.Paused; p != nil {
+		cp := *p
+		cp.By, cp.Reason = n(p.By), txt(p.Reason)
+		c.Paused = &cp
+	}
+	c.Members = make([]coord.Member, len(st.Members))
+	for i, m := range st.Members {
+		m.ID, m.Host = n(m.ID), n(m.Host)
+		c.Members[i] = m
+	}
+	c.Partitions = make([]partitionStatus, len(st.Partitions))
+	for i, p := range st.Partitions {
+		p.Topic = n(p.Topic)
+		p.Ranges = slices.Clone(p.Ranges)
+		for j := range p.Ranges {
+			r := &p.Ranges[j]
+			r.Owner, r.State, r.Target = n(r.Owner), n(r.State), n(r.Target)
+		}
+		c.Partitions[i] = p
+	}
+	c.Stuck = make([]coord.StuckRecord, len(st.Stuck))
+	for i, s := range st.Stuck {
+		// Key and error are written cut (textsafe.Bytes, Escape) by
+		// the member that reports them: cut again only if larger.
+		s.Member, s.Topic, s.Key, s.Error = n(s.Member), n(s.Topic), txt(s.Key), txt(s.Error)
+		c.Stuck[i] = s
+	}
+	c.Losses = make([]coord.LossRecord, len(st.Losses))
+	for i, l := range st.Losses {
+		l.Member, l.Topic = n(l.Member), n(l.Topic)
+		c.Losses[i] = l
+	}
+	c.Problems = make([]string, len(st.Problems))
+	for i, p := range st.Problems {
+		c.Problems[i] = txt(p)
+	}
+	return &c
+}
 
 func opt(p *int64) string {
 	if p == nil {
@@ -268,13 +336,13 @@ func opt(p *int64) string {
 }
 
 func printStatus(out io.Writer, st *groupStatus) {
-	leader := esc(st.Leader)
+	leader := name(st.Leader)
 	if leader == "" {
 		leader = "(none)"
 	}
-	fmt.Fprintf(out, "group %s   leader %s   generation %d   members %d\n", st.Group, leader, st.Generation, len(st.Members))
+	fmt.Fprintf(out, "group %s   leader %s   generation %d   members %d\n", name(st.Group), leader, st.Generation, len(st.Members))
 	if p := st.Paused; p != nil {
-		fmt.Fprintf(out, "PAUSED since %s by %s", p.At.Format(time.RFC3339), esc(p.By))
+		fmt.Fprintf(out, "PAUSED since %s by %s", p.At.Format(time.RFC3339), name(p.By))
 		if p.Reason != "" {
 			fmt.Fprintf(out, ": %s", esc(p.Reason))
 		}
@@ -284,7 +352,7 @@ func printStatus(out io.Writer, st *groupStatus) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tHOST\tPID\tWEIGHT\tSTARTED\tLEAVING")
 	for _, m := range st.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%v\n", esc(m.ID), esc(m.Host), m.PID, m.Weight, m.Started.Format(time.RFC3339), m.Leaving)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%v\n", name(m.ID), name(m.Host), m.PID, m.Weight, m.Started.Format(time.RFC3339), m.Leaving)
 	}
 	tw.Flush()
 	fmt.Fprintln(out)
@@ -292,15 +360,15 @@ func printStatus(out io.Writer, st *groupStatus) {
 	fmt.Fprintln(tw, "PARTITION\tRANGE\tSHARE\tOWNER\tSTATE\tWATERMARK\tPENDING\tSAFE\tCOMMITTED\tEND\tLAG")
 	for _, p := range st.Partitions {
 		for i, r := range p.Ranges {
-			owner := esc(r.Owner)
+			owner := name(r.Owner)
 			if r.Target != "" {
-				owner += " → " + esc(r.Target)
+				owner += " → " + name(r.Target)
 			}
 			share := fmt.Sprintf("%5.1f%%", 100*float64(r.Hi-r.Lo)/float64(ledger.HashSpace))
 			if i == 0 {
-				fmt.Fprintf(tw, "%s/%d\t[%d,%d)\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, r.Lo, r.Hi, share, owner, r.State, opt(r.Watermark), r.Pending, opt(p.Safe), opt(p.Committed), opt(p.End), opt(p.Lag))
+				fmt.Fprintf(tw, "%s/%d\t[%d,%d)\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", name(p.Topic), p.Partition, r.Lo, r.Hi, share, owner, name(r.State), opt(r.Watermark), r.Pending, opt(p.Safe), opt(p.Committed), opt(p.End), opt(p.Lag))
 			} else {
-				fmt.Fprintf(tw, "\t[%d,%d)\t%s\t%s\t%s\t%s\t%d\t\t\t\t\n", r.Lo, r.Hi, share, owner, r.State, opt(r.Watermark), r.Pending)
+				fmt.Fprintf(tw, "\t[%d,%d)\t%s\t%s\t%s\t%s\t%d\t\t\t\t\n", r.Lo, r.Hi, share, owner, name(r.State), opt(r.Watermark), r.Pending)
 			}
 		}
 	}
@@ -313,12 +381,12 @@ func printStatus(out io.Writer, st *groupStatus) {
 		}
 		waiting := max(0, *p.Fetched-*p.Safe)
 		fmt.Fprintf(out, "%s/%d lag %d: %d fetched (done or in flight) but held back by the unfinished record at offset %d, %d not yet fetched\n",
-			p.Topic, p.Partition, *p.Lag, waiting, *p.Safe, max(0, *p.End-*p.Fetched))
+			name(p.Topic), p.Partition, *p.Lag, waiting, *p.Safe, max(0, *p.End-*p.Fetched))
 	}
 	for _, s := range st.Stuck {
 		// Key and error come from producers and handlers: escaped, so
 		// that no control sequence reaches the operator's terminal.
-		line := fmt.Sprintf("%s/%d held at %d by key %s, %s (member %s", esc(s.Topic), s.Partition, s.Offset, esc(s.Key), time.Since(s.Since).Round(time.Second), esc(s.Member))
+		line := fmt.Sprintf("%s/%d held at %d by key %s, %s (member %s", name(s.Topic), s.Partition, s.Offset, esc(s.Key), time.Since(s.Since).Round(time.Second), name(s.Member))
 		if s.Attempts > 0 {
 			line += fmt.Sprintf(", %d failed attempts, last: %s", s.Attempts, esc(s.Error))
 		}
@@ -326,7 +394,7 @@ func printStatus(out io.Writer, st *groupStatus) {
 	}
 	for _, l := range st.Losses {
 		fmt.Fprintf(out, "%s/%d lost to retention in range [%d,%d): records from offset %d up to the log start %d (%d known pending), found by %s at %s\n",
-			l.Topic, l.Partition, l.Lo, l.Hi, l.Window(), l.LogStart, l.Known(), esc(l.Member), l.At.Format(time.RFC3339))
+			name(l.Topic), l.Partition, l.Lo, l.Hi, l.Window(), l.LogStart, l.Known(), name(l.Member), l.At.Format(time.RFC3339))
 	}
 	for _, p := range st.Problems {
 		fmt.Fprintf(out, "problem: %s\n", esc(p))

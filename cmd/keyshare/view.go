@@ -100,7 +100,7 @@ func (v *liveView) frame(st *groupStatus, end, committed int64) {
 	}
 	if !v.tty {
 		fmt.Fprintf(v.out, "%s  members %d  leader %-3s  gen %-3d  end %6d  committed %6d  lag %6d  handled %6d (%4.0f/s)  %s\n",
-			stamp(), len(st.Members), st.Leader, st.Generation, end, committed, end-committed, total, rate, owners(st))
+			stamp(), len(st.Members), name(st.Leader), st.Generation, end, committed, end-committed, total, rate, owners(st))
 		return
 	}
 	var ids []string
@@ -119,7 +119,7 @@ func (v *liveView) frame(st *groupStatus, end, committed int64) {
 	}
 	var b strings.Builder
 	b.WriteString("\033[H\033[2J")
-	fmt.Fprintf(&b, "keyshare demo — %s elapsed   leader %s   generation %d\n\n", time.Since(v.start).Round(time.Second), st.Leader, st.Generation)
+	fmt.Fprintf(&b, "keyshare demo — %s elapsed   leader %s   generation %d\n\n", time.Since(v.start).Round(time.Second), name(st.Leader), st.Generation)
 	fmt.Fprintf(&b, "%-6s %-8s %10s %8s\n", "MEMBER", "STATE", "HANDLED", "REC/S")
 	for _, id := range ids {
 		state := "gone"
@@ -129,12 +129,12 @@ func (v *liveView) frame(st *groupStatus, end, committed int64) {
 				state = "leader"
 			}
 		}
-		fmt.Fprintf(&b, "%s%-6s\033[0m %-8s %10d %8.0f\n", v.colour(ids, id), id, state, v.lines[id], v.rate[id])
+		fmt.Fprintf(&b, "%s%-6s\033[0m %-8s %10d %8.0f\n", v.colour(ids, id), name(id), state, v.lines[id], v.rate[id])
 	}
 	fmt.Fprintf(&b, "%-6s %-8s %10d %8.0f\n\n", "all", "", total, rate)
 	const width = 64
 	for _, p := range st.Partitions {
-		fmt.Fprintf(&b, "%-16s ", fmt.Sprintf("%s/%d", p.Topic, p.Partition))
+		fmt.Fprintf(&b, "%-16s ", fmt.Sprintf("%s/%d", name(p.Topic), p.Partition))
 		for i := range width {
 			h := (uint64(i)*2 + 1) * ledger.HashSpace / (2 * width)
 			owner, state := "", ""
