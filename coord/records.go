@@ -7,6 +7,7 @@ import (
 
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/strictjson"
+	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -235,8 +236,11 @@ type BadValueError struct {
 	Problem string
 }
 
+// Error quotes the key and escapes the problem, each cut (textsafe):
+// anyone with the group's role can write a megabyte key, and a problem may
+// quote the value it found.
 func (e *BadValueError) Error() string {
-	return fmt.Sprintf("coord: bad value at %q: %s", e.Key, e.Problem)
+	return fmt.Sprintf("coord: bad value at %s: %s", textsafe.Quote(e.Key), textsafe.Escape(e.Problem))
 }
 
 func mustJSON(v any) string {

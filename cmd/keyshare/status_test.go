@@ -72,6 +72,13 @@ func TestStatusBoundsHostileValues(t *testing.T) {
 				t.Errorf("output lacks %s:\n%s", want, out)
 			}
 		}
+		// The damaged range's problem names the owner cut, and says what
+		// is wrong with it.
+		_, line, _ := strings.Cut(out, "ranges/huge/")
+		line, _, _ = strings.Cut(line, "\n")
+		if len(line) > 1024 || !strings.Contains(line, `... (1048576 bytes) is longer than 249 bytes`) {
+			t.Errorf("problem of the 1 MB owner (%d bytes): %.400s", len(line), line)
+		}
 	}
 	conn := []string{"--etcd", e.Endpoints[0], "--group", "g"}
 	for _, args := range [][]string{{"status"}, {"group", "describe"}, {"status", "--json"}} {

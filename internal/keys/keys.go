@@ -28,6 +28,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
 // Schema builds the keys of one group.
@@ -116,14 +118,14 @@ func (s Schema) LostRange(topic string, partition int32, lo uint64, logStart int
 func ParseLostKey(prefix, key string) (topic string, partition int32, lo uint64, logStart int64, err error) {
 	i := strings.LastIndexByte(key, '/')
 	if i < 0 {
-		return "", 0, 0, 0, fmt.Errorf("key %q: want %s<topic>/<partition>/<lo>/<log start>", key, prefix)
+		return "", 0, 0, 0, fmt.Errorf("key %s: want %s<topic>/<partition>/<lo>/<log start>", textsafe.Quote(key), prefix)
 	}
 	if topic, partition, lo, err = ParseRangeKey(prefix, key[:i]); err != nil {
-		return "", 0, 0, 0, fmt.Errorf("loss report key %q: %w", key, err)
+		return "", 0, 0, 0, fmt.Errorf("loss report key %s: %w", textsafe.Quote(key), err)
 	}
 	logStart, err = strconv.ParseInt(key[i+1:], 10, 64)
 	if err != nil || logStart < 0 || key[i+1:] != fmt.Sprintf("%020d", logStart) {
-		return "", 0, 0, 0, fmt.Errorf("key %q: the log start must be written as %%020d", key)
+		return "", 0, 0, 0, fmt.Errorf("key %s: the log start must be written as %%020d", textsafe.Quote(key))
 	}
 	return topic, partition, lo, logStart, nil
 }
@@ -169,22 +171,22 @@ func (s Schema) Commit(topic string, partition int32) string {
 func ParseRangeKey(prefix, key string) (topic string, partition int32, lo uint64, err error) {
 	rest, ok := strings.CutPrefix(key, prefix)
 	if !ok {
-		return "", 0, 0, fmt.Errorf("key %q is not under %q", key, prefix)
+		return "", 0, 0, fmt.Errorf("key %s is not under %s", textsafe.Quote(key), textsafe.Quote(prefix))
 	}
 	parts := strings.Split(rest, "/")
 	if len(parts) != 3 || parts[0] == "" {
-		return "", 0, 0, fmt.Errorf("key %q: want %s<topic>/<partition>/<lo>", key, prefix)
+		return "", 0, 0, fmt.Errorf("key %s: want %s<topic>/<partition>/<lo>", textsafe.Quote(key), prefix)
 	}
 	p, err := strconv.ParseInt(parts[1], 10, 32)
 	if err != nil || p < 0 {
-		return "", 0, 0, fmt.Errorf("key %q: bad partition %q", key, parts[1])
+		return "", 0, 0, fmt.Errorf("key %s: bad partition %s", textsafe.Quote(key), textsafe.Quote(parts[1]))
 	}
 	l, err := strconv.ParseUint(parts[2], 10, 64)
 	if err != nil || l >= 1<<32 {
-		return "", 0, 0, fmt.Errorf("key %q: bad range start %q", key, parts[2])
+		return "", 0, 0, fmt.Errorf("key %s: bad range start %s", textsafe.Quote(key), textsafe.Quote(parts[2]))
 	}
 	if key != fmt.Sprintf("%s%s/%05d/%010d", prefix, parts[0], p, l) {
-		return "", 0, 0, fmt.Errorf("key %q: partition and range start must be written as %%05d and %%010d", key)
+		return "", 0, 0, fmt.Errorf("key %s: partition and range start must be written as %%05d and %%010d", textsafe.Quote(key))
 	}
 	return parts[0], int32(p), l, nil
 }
@@ -193,26 +195,28 @@ func ParseRangeKey(prefix, key string) (topic string, partition int32, lo uint64
 func ParseCommitKey(prefix, key string) (topic string, partition int32, err error) {
 	rest, ok := strings.CutPrefix(key, prefix)
 	if !ok {
-		return "", 0, fmt.Errorf("key %q is not under %q", key, prefix)
+		return "", 0, fmt.Errorf("key %s is not under %s", textsafe.Quote(key), textsafe.Quote(prefix))
 	}
 	t, ps, ok := strings.Cut(rest, "/")
 	p, perr := strconv.ParseInt(ps, 10, 32)
 	if !ok || t == "" || perr != nil || p < 0 || ps != fmt.Sprintf("%05d", p) {
-		return "", 0, fmt.Errorf("key %q: want %s<topic>/<partition> with the partition as %%05d", key, prefix)
+		return "", 0, fmt.Errorf("key %s: want %s<topic>/<partition> with the partition as %%05d", textsafe.Quote(key), prefix)
 	}
 	return t, int32(p), nil
 }
 
 // CheckName reports whether name can be a path element of a key: a group
-// name, a member id or a topic.
+// name, a member id or a topic. Its error quotes the name cut to
+// textsafe.MaxKey bytes, as the parsers here quote keys: a name or key
+// read from etcd may be megabytes long.
 func CheckName(what, name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%s is empty", what)
 	case strings.ContainsAny(name, "/\x00"):
-		return fmt.Errorf("%s %q contains '/' or NUL; choose a name without them", what, name)
+		return fmt.Errorf("%s %s contains '/' or NUL; choose a name without them", what, textsafe.Quote(name))
 	case len(name) > 249:
-		return fmt.Errorf("%s %q is longer than 249 bytes", what, name)
+		return fmt.Errorf("%s %s is longer than 249 bytes", what, textsafe.Quote(name))
 	}
 	return nil
 }

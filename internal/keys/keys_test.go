@@ -171,12 +171,16 @@ func TestCheckName(t *testing.T) {
 		{"NUL", "a\x00b", "contains '/' or NUL"},
 		{"too long", strings.Repeat("x", 250), "longer than 249 bytes"},
 		{"too long in bytes, not runes", strings.Repeat("é", 125), "longer than 249 bytes"},
+		// A name read from etcd may be megabytes: the error quotes its
+		// head and its size.
+		{"a megabyte", strings.Repeat("x", 1<<20), `xxx"... (1048576 bytes) is longer than 249 bytes`},
+		{"a megabyte with a slash", "a/" + strings.Repeat("x", 1<<20), `xxx"... (1048578 bytes) contains '/' or NUL`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := CheckName("topic", tt.value)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("CheckName(%q) = %v, want an error saying %q", tt.value, err, tt.want)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || len(err.Error()) > 1024 {
+				t.Fatalf("CheckName(%.80q) = %.400v, want an error of at most 1 KiB saying %q", tt.value, err, tt.want)
 			}
 		})
 	}
