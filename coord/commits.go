@@ -217,6 +217,11 @@ type committer struct {
 	// resets is, per partition, the operator's reset epoch
 	// (CommitRecord.Reset) whose offset this leader has committed.
 	resets map[TopicPartition]int64
+	// ends is each partition's log end as last learned (Offsets.Ends).
+	ends map[TopicPartition]int64
+	// damaged is, per partition, the commit record's offset this leader
+	// last reported as past the log end (reported once).
+	damaged map[TopicPartition]int64
 }
 
 type written struct{ rev, offset int64 }
@@ -226,7 +231,8 @@ func newCommitter(l *Leader, cfg CommitConfig) *committer {
 	if log == nil {
 		log = l.s.log.Named("commit")
 	}
-	return &committer{l: l, cfg: cfg, log: log, kafkaAt: make(map[TopicPartition]int64), kafkaBy: make(map[TopicPartition]string), wrote: make(map[TopicPartition]written), resets: make(map[TopicPartition]int64)}
+	return &committer{l: l, cfg: cfg, log: log, kafkaAt: make(map[TopicPartition]int64), kafkaBy: make(map[TopicPartition]string), wrote: make(map[TopicPartition]written), resets: make(map[TopicPartition]int64),
+		ends: make(map[TopicPartition]int64), damaged: make(map[TopicPartition]int64)}
 }
 
 // round is one commit round, cut short at max(Interval, MinRoundBudget).
@@ -276,6 +282,27 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 		rec, has := snap.Commits[tp]
 		return rec.Offset, snap.CommitRevs[tp], has
 	}
+	ends, err := c.cfg.Offsets.Ends(ctx, parts)
+	if err != nil {
+		c.log.Debug("read end offsets", "error", err)
+	}
+	for tp, end := range ends {
+		c.ends[tp] = end
+	}
+	// pastEnd reports an offset above the partition's log end as last
+	// learned. A commit record past the end and past the ledger's safe
+	// watermark (which every record is written from) is damaged, written
+	// by hand or by a tool: no member can have handled a record that does
+	// not exist. It is never committed to Kafka, where it would stay, as
+	// nothing commits past it; the ledger's watermark replaces it. Both
+	// conditions, because the end as last learned may be a cached one,
+	// behind a record a member has just fetched.
+	pastEnd := func(tp TopicPartition, o int64) bool {
+		end, known := c.ends[tp]
+		return known && o > end
+	}
+	damaged := func(tp TopicPartition, rec int64) bool { return rec > marks[tp] && pastEnd(tp, rec) }
+
 	// Where keyshare has recorded a commit, etcd's record is the floor;
 	// Kafka's offset is one only where it never has (a group moving from a
 	// plain consumer group).
@@ -287,6 +314,17 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 			continue // Kafka's offset unknown: committing could move it back
 		}
 		rec, rev, has := recorded(tp)
+		if has && damaged(tp, rec) {
+			if c.damaged[tp] != rec {
+				c.damaged[tp] = rec
+				c.log.Error("damaged commit record: its offset is above the partition's log end; not committing it to Kafka, writing the ledger's safe watermark in its place",
+					"topic", tp.Topic, "partition", tp.Partition, "recorded", rec, "log_end", c.ends[tp], "safe", marks[tp])
+			}
+			if !pastEnd(tp, marks[tp]) {
+				writes = append(writes, CommitWrite{TopicPartition: tp, PrevRev: rev, Offset: marks[tp]})
+			}
+			continue
+		}
 		floor := held
 		if has {
 			floor, prior[tp] = rec, rec
@@ -340,7 +378,7 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 			continue
 		}
 		rec, rev, has := recorded(tp)
-		if !has {
+		if !has || damaged(tp, rec) {
 			continue
 		}
 		cached := snap.Commits[tp]
@@ -407,10 +445,6 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 		}
 	}
 
-	ends, err := c.cfg.Offsets.Ends(ctx, parts)
-	if err != nil {
-		c.log.Debug("read end offsets", "error", err)
-	}
 	for _, tp := range parts {
 		end, ok := ends[tp]
 		if !ok {

@@ -81,6 +81,17 @@ func (r *commitRig) setMarks(next func(p int32) int64) {
 	}
 }
 
+// revision is etcd's current revision: a reset's epoch is the revision of
+// the snapshot it was planned on, never above the revision that stores it.
+func (r *commitRig) revision() int64 {
+	r.t.Helper()
+	resp, err := r.cli.Get(r.t.Context(), "x", clientv3.WithCountOnly())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
 // run starts the commit rounds; rounds come out on the channel.
 func (r *commitRig) run(interval time.Duration) <-chan coord.CommitRound {
 	ch := make(chan coord.CommitRound, 1000)
@@ -249,8 +260,9 @@ func TestCommitOperatorReset(t *testing.T) {
 	until(t, "both committed at 50", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 50) })
 
 	r.setMarks(func(int32) int64 { return 5 })
+	epoch := r.revision() // the snapshot the reset was planned on
 	for p := range r.n {
-		rec := fmt.Sprintf(`{"v":1,"offset":5,"leader":"reset-offsets","at":"2026-01-01T00:00:00Z","reset":%d}`, 1000+p)
+		rec := fmt.Sprintf(`{"v":1,"offset":5,"leader":"reset-offsets","at":"2026-01-01T00:00:00Z","reset":%d}`, epoch)
 		if _, err := r.cli.Put(t.Context(), r.schema.Commit("t", p), rec); err != nil {
 			t.Fatal(err)
 		}
@@ -275,7 +287,7 @@ func TestCommitLateCommitAfterReset(t *testing.T) {
 	// The reset as keyshare group reset-offsets writes it: the record
 	// with its epoch, the ledger, Kafka.
 	r.setMarks(func(int32) int64 { return 5 })
-	rec := `{"v":1,"offset":5,"leader":"keyshare group reset-offsets","at":"2026-01-01T00:00:00Z","reset":1000}`
+	rec := fmt.Sprintf(`{"v":1,"offset":5,"leader":"keyshare group reset-offsets","at":"2026-01-01T00:00:00Z","reset":%d}`, r.revision())
 	if _, err := r.cli.Put(t.Context(), r.schema.Commit("t", 0), rec); err != nil {
 		t.Fatal(err)
 	}
@@ -397,5 +409,41 @@ func TestRecordCommitsDeposed(t *testing.T) {
 	resp, _ := cli.Get(t.Context(), "/keyshare/g/commits/t/00000")
 	if len(resp.Kvs) != 0 {
 		t.Fatalf("commit written: %s", resp.Kvs[0].Value)
+	}
+}
+
+// TestCommitRecordAboveLogEnd: a commit record that decodes cleanly but
+// holds an offset past the partition's log end (written raw, as etcdctl
+// would) is damaged: no member can have handled a record that does not
+// exist. The leader never commits it to Kafka; it says so once and writes
+// the record again from the ledger's safe watermark.
+func TestCommitRecordAboveLogEnd(t *testing.T) {
+	r := newCommitRig(t, 1, 128)
+	logs := &syncBuffer{}
+	r.log = hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info})
+	r.setMarks(func(int32) int64 { return 300 })
+	rounds := r.run(50 * time.Millisecond)
+	until(t, "committed at 300", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 1, 300) })
+
+	const absurd = 1_000_000_000_000_000
+	rec := fmt.Sprintf(`{"v":1,"offset":%d,"leader":"m1","at":"2026-01-01T00:00:00Z"}`, int64(absurd))
+	if _, err := r.cli.Put(t.Context(), r.schema.Commit("t", 0), rec); err != nil {
+		t.Fatal(err)
+	}
+	afterRounds(rounds, 10)
+	if got := r.k.CommittedOf(tpOf(0)); got != 300 {
+		t.Fatalf("Kafka holds %d ten rounds after a commit record of %d was planted, want the safe watermark 300", got, int64(absurd))
+	}
+	for _, commit := range r.k.Calls().History {
+		if c, ok := commit[tpOf(0)]; ok && c > 300 {
+			t.Fatalf("the leader committed %d to Kafka, past the log end 300", c)
+		}
+	}
+	resp, err := r.cli.Get(t.Context(), r.schema.Commit("t", 0))
+	if err != nil || len(resp.Kvs) != 1 || !strings.Contains(string(resp.Kvs[0].Value), `"offset":300`) {
+		t.Fatalf("commit record not repaired from the ledger: %v %v", resp, err)
+	}
+	if n := strings.Count(logs.String(), "above the partition's log end"); n != 1 {
+		t.Errorf("the damaged record is named in %d log lines, want one", n)
 	}
 }
