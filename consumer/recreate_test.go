@@ -223,3 +223,55 @@ func (ko *keptOffsets) deletedPartitions() []int32 {
 	slices.Sort(d)
 	return slices.Compact(d)
 }
+
+// TestForgedTopicIDKeepsState: a well-formed topics/ record naming another
+// topic id, written raw next to a running group, is etcd's word alone: Kafka
+// still reports the topic's own id and holds the group's committed offsets
+// of it. The leader must not take the topic for recreated (which would
+// delete every range, ledger and commit record and run every record
+// again): it logs one error, rewrites the record with Kafka's id and keeps
+// the group's state.
+func TestForgedTopicIDKeepsState(t *testing.T) {
+	cl, k := newCluster(t, map[string]int32{"orders": 2})
+	var mu sync.Mutex
+	seen := make(map[string]int) // value → handlings
+	cl.start("m1", func(ctx context.Context, m *kafka.Message) error {
+		mu.Lock()
+		seen[string(m.Value)]++
+		mu.Unlock()
+		return nil
+	})
+	testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(100, 10))
+	waitFor(t, "100 records committed", 60*time.Second, func() bool {
+		c := testutil.Committed(t, k.Brokers, cl.group, "orders", 2)
+		return c[0]+c[1] == 100
+	})
+	cli := testutil.NewEtcdClient(t, cl.endpoints)
+	real := topicRecord(t, cli)
+	const forged = "Zm9yZ2VkLXRvcGljLWlkAA"
+	if _, err := cli.Put(t.Context(), "/keyshare/g/topics/orders", `{"v":1,"topic":"orders","id":"`+forged+`","state":"active","at":"2026-01-01T00:00:00Z"}`); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the record rewritten with Kafka's id", 60*time.Second, func() bool {
+		return topicRecord(t, cli).ID == real.ID
+	})
+	more := testutil.KeyedRecords(20, 10)
+	for i := range more {
+		more[i].Value = append([]byte("after/"), more[i].Value...)
+	}
+	testutil.Produce(t, k.Brokers, "orders", more)
+	waitFor(t, "the 20 new records committed", 60*time.Second, func() bool {
+		c := testutil.Committed(t, k.Brokers, cl.group, "orders", 2)
+		return c[0]+c[1] == 120
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for v, n := range seen {
+		if n != 1 {
+			t.Errorf("record %q handled %d times after a forged topic id, want once", v, n)
+		}
+	}
+	if resp, err := cli.Get(t.Context(), "/keyshare/g/commits/orders/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 2 {
+		t.Errorf("commit records of orders: %v (%v), want both kept", resp.Count, err)
+	}
+}

@@ -91,3 +91,30 @@ func (t topicIDs) ResetOffsets(ctx context.Context, topic string) error {
 	t.deleteDroppedPartitionOffsets(ctx, a, topic, n)
 	return nil
 }
+
+// HasOffsets reports whether the group holds a committed offset in Kafka
+// for any partition the topic has now (one OffsetFetch request of
+// kafkaoffsets.Chunk partitions at a time).
+func (t topicIDs) HasOffsets(ctx context.Context, topic string) (bool, error) {
+	counts, err := t.c.partitionCounts(ctx, []string{topic})
+	if err != nil {
+		return false, err
+	}
+	parts := make([]tp, counts[topic])
+	for p := range parts {
+		parts[p] = tp{Topic: topic, Partition: int32(p)}
+	}
+	offsets, refused, err := kafkaoffsets.Committed(t.c.kc, parts, timeoutMs(ctx, t.c.cfg.StartTimeout))
+	if err == nil {
+		err = kafkaoffsets.FirstRefused(refused)
+	}
+	if err != nil {
+		return false, fmt.Errorf("consumer: read the group's committed offsets of %q: %w", topic, explainKafka(err))
+	}
+	for _, o := range offsets {
+		if o >= 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -48,6 +48,11 @@ type TopicIDSource interface {
 	// where a new group would start (auto.offset.reset), and deletes
 	// those of partitions the topic no longer has.
 	ResetOffsets(ctx context.Context, topic string) error
+	// HasOffsets reports whether Kafka holds a committed offset of the
+	// group for any partition of topic. A broker drops a deleted topic's
+	// offsets, so a topic the group committed to that has none now was
+	// deleted since: Kafka's own word that a topic was recreated.
+	HasOffsets(ctx context.Context, topic string) (bool, error)
 }
 
 // Config configures a member's coordination.

@@ -197,7 +197,7 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 		// clock: a new leader starts counting drains again.
 		seen = make(map[rangeObs]time.Time)
 		// Topics deleted and created again (topics.go).
-		topics = &topicWatch{resetAt: make(map[string]time.Time), held: make(map[string]bool)}
+		topics = newTopicWatch()
 		gone   goneTracker   // FailoverGrace (grace.go)
 		settle settleTracker // defragmentation waits for a still group (settle.go)
 		// quiet is the assignment revision and partition read of the
@@ -238,7 +238,7 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 			continue // no partition counts yet: the reader pokes with the first
 		} else if !read.at.Equal(partsAt) {
 			parts, partsAt = read.parts, read.at
-			s.checkTopics(ctx, l, topics, read.ids)
+			s.checkTopics(ctx, l, topics, read.ids, read.at)
 			// Report once per change of the set of missing topics.
 			if m := strings.Join(read.missing, ","); m != missing {
 				if m != "" {
@@ -250,7 +250,7 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 				missing = m
 			}
 		} else if len(topics.held) > 0 {
-			s.checkTopics(ctx, l, topics, read.ids) // a reset under way: every round
+			s.checkTopics(ctx, l, topics, read.ids, read.at) // a reset under way: every round
 		}
 		assignRev := l.cache.assignRevision()
 		// A quiet round runs only to judge load, and plans only if that

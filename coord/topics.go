@@ -30,6 +30,16 @@ import (
 //     recreated topic.
 //
 // A topic's partitions are not assigned while it is resetting.
+//
+// Wiping a topic's state on etcd's word alone would let a damaged or
+// forged topics/<topic> record make the group run the whole topic again
+// (or, with auto.offset.reset=latest, skip what it had not handled). So the
+// leader believes a recreation only on Kafka's word: the new id read twice,
+// in two partition reads apart, and either this leader saw Kafka report the
+// recorded id earlier in its term, or Kafka holds no committed offset of
+// the group for the topic (a broker drops a deleted topic's offsets). A
+// mismatch Kafka does not confirm is a damaged record: it is logged once
+// and rewritten with Kafka's id, and the group's state is kept.
 
 // Topic record states.
 const (
@@ -65,18 +75,60 @@ func DecodeTopic(key string, data []byte) (TopicRecord, error) {
 	return r, nil
 }
 
-// topicWatch is the leader's memory of topic resets during one term.
+// topicWatch is the leader's memory of topic ids and resets during one
+// term.
 type topicWatch struct {
 	resetAt map[string]time.Time // when this leader deleted a topic's state (its monotonic clock)
 	held    map[string]bool      // topics not to assign now
 	changed bool                 // held changed since the last plan
+	// saw is, per topic, every id Kafka reported in this term.
+	saw map[string]map[string]bool
+	// newID is, per topic, an id Kafka reports that differs from the
+	// record, with the time of the partition read that first reported it.
+	newID map[string]idRead
+	// refused is, per topic, the mismatch (record id, Kafka id) that
+	// Kafka did not confirm, as last reported.
+	refused map[string][2]string
+}
+
+type idRead struct {
+	id string
+	at time.Time
+}
+
+func newTopicWatch() *topicWatch {
+	return &topicWatch{resetAt: make(map[string]time.Time), held: make(map[string]bool),
+		saw: make(map[string]map[string]bool), newID: make(map[string]idRead), refused: make(map[string][2]string)}
+}
+
+// recreated says whether Kafka confirms that topic, recorded as the
+// topic with id recorded, is a new topic with id kafka: see above. readAt
+// is when the partition read that reported kafka was made. ok is false
+// while it cannot tell yet (the first read of the new id, or Kafka's
+// offsets unreadable).
+func (s *Session) recreated(ctx context.Context, tw *topicWatch, topic, recorded, kafka string, readAt time.Time) (recreated, ok bool) {
+	if n, seen := tw.newID[topic]; !seen || n.id != kafka {
+		tw.newID[topic] = idRead{id: kafka, at: readAt}
+		return false, false
+	} else if !readAt.After(n.at) {
+		return false, false // the same read: wait for the next
+	}
+	if tw.saw[topic][recorded] {
+		return true, true
+	}
+	has, err := s.cfg.TopicIDs.HasOffsets(ctx, topic)
+	if err != nil {
+		s.log.Warn("read the group's Kafka offsets of a topic whose id changed; trying again next round", "topic", topic, "error", err)
+		return false, false
+	}
+	return !has, true
 }
 
 // checkTopics compares Kafka's topic ids (the reader's last, topicread.go;
 // nil if it has none) with the group's and starts recreated topics afresh
 // (see above). It updates tw.held. Errors are logged; what did not happen
 // is tried again next call.
-func (s *Session) checkTopics(ctx context.Context, l *Leader, tw *topicWatch, ids map[string]string) {
+func (s *Session) checkTopics(ctx context.Context, l *Leader, tw *topicWatch, ids map[string]string, readAt time.Time) {
 	if ids == nil {
 		return
 	}
@@ -113,6 +165,12 @@ func (s *Session) checkTopics(ctx context.Context, l *Leader, tw *topicWatch, id
 	for _, topic := range s.cfg.Topics {
 		id := ids[topic]
 		rec, known := stored[topic]
+		if id != "" {
+			if tw.saw[topic] == nil {
+				tw.saw[topic] = make(map[string]bool)
+			}
+			tw.saw[topic][id] = true
+		}
 		switch {
 		case id == "":
 			// Kafka does not say now (the topic is gone, or not yet
@@ -120,6 +178,19 @@ func (s *Session) checkTopics(ctx context.Context, l *Leader, tw *topicWatch, id
 		case !known:
 			put(topic, id, TopicActive)
 		case rec.ID != id:
+			recreated, ok := s.recreated(ctx, tw, topic, rec.ID, id, readAt)
+			if !ok {
+				continue
+			}
+			if !recreated {
+				if pair := [2]string{rec.ID, id}; tw.refused[topic] != pair {
+					tw.refused[topic] = pair
+					s.log.Error("topic record names another topic id than Kafka, and Kafka shows no sign of the topic being created again (this leader never saw the recorded id, and Kafka holds the group's committed offsets of the topic): a damaged record; recording Kafka's id and keeping the group's state. If the topic was in fact deleted and created again while no member ran, reset the group's offsets of it (keyshare group reset-offsets)",
+						"topic", topic, "recorded_id", rec.ID, "kafka_id", id)
+				}
+				put(topic, id, TopicActive)
+				continue
+			}
 			var dels []clientv3.Op
 			for _, prefix := range s.schema.TopicState(topic) {
 				dels = append(dels, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
