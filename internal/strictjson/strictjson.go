@@ -81,8 +81,13 @@ func check(d *json.Decoder, t reflect.Type, path string) error {
 			}
 			seen[name] = true
 			ft, known := fields[name]
-			if fields != nil && !known {
+			switch {
+			case fields != nil && !known:
 				return fmt.Errorf("unknown field %q%s (field names are case-sensitive)", name, at(path))
+			case fields == nil && t.Kind() == reflect.Map:
+				ft = t.Elem() // a key is data; the value has the map's type
+			case fields == nil:
+				ft = anyType // a type that decodes itself: Decode checked it
 			}
 			if err := check(d, ft, path+"."+name); err != nil {
 				return err
@@ -93,6 +98,10 @@ func check(d *json.Decoder, t reflect.Type, path string) error {
 	}
 	return nil
 }
+
+// anyType stands for the parts of a value whose type check leaves to
+// encoding/json.
+var anyType = reflect.TypeFor[any]()
 
 func at(path string) string {
 	if path == "" {

@@ -13,9 +13,10 @@ type inner struct {
 }
 
 type outer struct {
-	V    int       `json:"v"`
-	Segs []inner   `json:"segments"`
-	At   time.Time `json:"at"`
+	V    int              `json:"v"`
+	Segs []inner          `json:"segments"`
+	At   time.Time        `json:"at"`
+	By   map[string]inner `json:"by,omitempty"`
 }
 
 func TestDecode(t *testing.T) {
@@ -33,6 +34,12 @@ func TestDecode(t *testing.T) {
 		{"nested other case", `{"v":1,"segments":[{"Lo":1}]}`, `unknown field "Lo" in segments[]`},
 		{"duplicate", `{"v":1,"v":2}`, `field "v" given twice`},
 		{"nested duplicate", `{"v":1,"segments":[{"lo":1,"lo":2}]}`, `field "lo" given twice in segments[]`},
+		// A map field in a value that is not canonical (its fields out of
+		// order) is walked too: its keys are data, its values structs.
+		{"map", `{"by":{"a":{"lo":1}},"v":1}`, ""},
+		{"map value unknown field", `{"by":{"a":{"x":1}},"v":1}`, `unknown field "x"`},
+		{"map value twice a field", `{"by":{"a":{"lo":1,"lo":2}},"v":1}`, `field "lo" given twice in by.a`},
+		{"map key twice", `{"by":{"a":{"lo":1},"a":{"lo":2}},"v":1}`, `field "a" given twice in by`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
