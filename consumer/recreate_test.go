@@ -29,18 +29,12 @@ import (
 // partitions added later would start at them.
 func TestRecreatedTopicStartsAfresh(t *testing.T) {
 	cl, k := newCluster(t, map[string]int32{"orders": 3})
-	var mu sync.Mutex
-	seen := make(map[string]int) // value → handlings
-	cl.start("m1", func(ctx context.Context, m *kafka.Message) error {
-		mu.Lock()
-		seen[string(m.Value)]++
-		mu.Unlock()
-		return nil
-	})
+	seen := &handlings{n: make(map[string]int)}
+	cl.start("m1", seen.handle)
 	count := func(prefix string) (distinct, total int) {
-		mu.Lock()
-		defer mu.Unlock()
-		for v, n := range seen {
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		for v, n := range seen.n {
 			if len(v) >= len(prefix) && v[:len(prefix)] == prefix {
 				distinct++
 				total += n
@@ -128,6 +122,19 @@ func TestRecreatedTopicStartsAfresh(t *testing.T) {
 	if rec := topicRecord(t, cli); oldID == "" || rec.ID == oldID || rec.State != coord.TopicActive {
 		t.Fatalf("topic record %+v after the reset, want a new id (old %s) and state active", rec, oldID)
 	}
+}
+
+// handlings counts how often the handler ran each record value.
+type handlings struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *handlings) handle(_ context.Context, m *kafka.Message) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n[string(m.Value)]++
+	return nil
 }
 
 func topicRecord(t *testing.T, cli *clientv3.Client) coord.TopicRecord {
@@ -233,14 +240,8 @@ func (ko *keptOffsets) deletedPartitions() []int32 {
 // the group's state.
 func TestForgedTopicIDKeepsState(t *testing.T) {
 	cl, k := newCluster(t, map[string]int32{"orders": 2})
-	var mu sync.Mutex
-	seen := make(map[string]int) // value → handlings
-	cl.start("m1", func(ctx context.Context, m *kafka.Message) error {
-		mu.Lock()
-		seen[string(m.Value)]++
-		mu.Unlock()
-		return nil
-	})
+	seen := &handlings{n: make(map[string]int)}
+	cl.start("m1", seen.handle)
 	testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(100, 10))
 	waitFor(t, "100 records committed", 60*time.Second, func() bool {
 		c := testutil.Committed(t, k.Brokers, cl.group, "orders", 2)
@@ -264,9 +265,9 @@ func TestForgedTopicIDKeepsState(t *testing.T) {
 		c := testutil.Committed(t, k.Brokers, cl.group, "orders", 2)
 		return c[0]+c[1] == 120
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	for v, n := range seen {
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	for v, n := range seen.n {
 		if n != 1 {
 			t.Errorf("record %q handled %d times after a forged topic id, want once", v, n)
 		}
