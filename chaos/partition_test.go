@@ -16,7 +16,7 @@ import (
 	"github.com/keyshare/keyshare/internal/netns"
 )
 
-// Network partitions (issue 20). Each member runs on a host of its own: a
+// Network partitions. Each member runs on a host of its own: a
 // network namespace with one veth link to the test's namespace, where etcd
 // and the broker listen on two different addresses. A blackhole route in
 // the member's namespace cuts it from one of them and not the other: the

@@ -9,7 +9,7 @@ import (
 	"github.com/keyshare/keyshare/testutil"
 )
 
-// TestMergeRunsNothingTwice (issue 18): members join one partition one by
+// TestMergeRunsNothingTwice: members join one partition one by
 // one while records flow. The third join fragments the shares; once the
 // group is still the leader lays them out contiguously and merges the
 // newcomer's two adjacent ranges (revoking them to it, then joining the

@@ -9,11 +9,11 @@ import (
 	"github.com/keyshare/keyshare/testutil"
 )
 
-// TestScale256Partitions (issue 14, short form; the long runs are in make
-// bench): 256 partitions, 3 members. Every partition's committed offset
-// reaches its end, then one member leaves gracefully and the others take
-// its ranges: the records produced after are handled, committed to the end,
-// with no record run twice and no committed offset going back.
+// TestScale256Partitions (the short form of the large-group benchmark, which
+// make bench runs): 256 partitions, 3 members. Every partition's committed
+// offset reaches its end, then one member leaves gracefully and the others
+// take its ranges: the records produced after are handled, committed to the
+// end, with no record run twice and no committed offset going back.
 func TestScale256Partitions(t *testing.T) {
 	const parts = 256
 	cl, k := newCluster(t, map[string]int32{"orders": parts})

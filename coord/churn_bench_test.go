@@ -95,8 +95,8 @@ func churnEtcd(b *testing.B) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				// Bounded: a leaver the leader never releases (the
-				// code before issue 18 could leave one) must not hang
+				// Bounded: a leaver the leader never releases (a
+				// regression in merging or handoffs) must not hang
 				// the run.
 				ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
 				defer cancel()

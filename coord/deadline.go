@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc"
 )
 
-// The member's conservative lease deadline (issue 20).
+// The member's conservative lease deadline.
 //
 // etcd expires a lease on its own leader's clock, TTL after the last
 // keepalive it processed; etcd's client ends its session on the client's

@@ -86,8 +86,9 @@ func (s *Session) campaign() {
 			}
 			continue
 		}
-		// etcd can return from Campaign after the lease expired (etcd
-		// issue 19597): lead only if the key is still there and ours.
+		// etcd can return from Campaign after the lease expired
+		// (etcd-io/etcd#19597): lead only if the key is still there and
+		// ours.
 		resp, err := s.cli.Get(ctx, e.Key())
 		if err != nil || len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != e.Rev() {
 			s.log.Warn("won an election whose key is gone; campaigning again", "key", e.Key(), "error", err)

@@ -10,7 +10,7 @@ import (
 	"github.com/keyshare/keyshare/ledger"
 )
 
-// The leader's pure work at scale (issue 14): the assignor, the planner and
+// The leader's pure work at scale: the assignor, the planner and
 // the decoding of the group's state, at P = 4,096 partitions with M = 200
 // members, and with 200 members on one partition. Run with
 //
