@@ -689,7 +689,7 @@ every write etcd accepted from a keyshare leader came from the member whose
 election key was oldest at that revision (stale writes accepted, 0). Row 11a
 runs three kfake brokers and moves every partition's leader each second.
 
-Rows 16a–16e (issue 20) cut the network. Each member runs on a host of its
+Rows 16a–16e cut the network. Each member runs on a host of its
 own (a network namespace with a veth link, ` + "`internal/netns`" + `), and etcd and
 the broker listen on two different addresses of the test's namespace, so a
 blackhole route in a member's namespace cuts it from one and not the other.
@@ -737,7 +737,7 @@ Bugs the matrix found, each fixed with its row as the regression test:
   etcd gracefully, so they measured 8c's fault plus the outage (8b: 10,002
   duplicates; killed as a crash, 2,647 and 3,002 in two runs).
 
-Issue 20, rows 16a–16e and the gap column (all figures from single runs on
+Rows 16a–16e and the gap column (all figures from single runs on
 a machine shared with five other builds, load average 4–20):
 
 - Before the member deadline and the leader's grace, no row showed an
