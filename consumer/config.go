@@ -200,7 +200,7 @@ type Config struct {
 	StuckTimeout time.Duration
 	// MetricsAddr, if set, is the host:port where Run serves /metrics
 	// (Prometheus), /healthz and /readyz. Default "" (none; a service can
-	// serve Handler() itself).
+	// serve HTTPHandler() itself).
 	MetricsAddr string
 
 	// Logger receives the consumer's and librdkafka's logs. Default: none.

@@ -99,9 +99,12 @@ func (p *pipeline) freshProgress() bool {
 // entrySizeBound is a cheap upper bound of the encoded size of an entry
 // with pending offsets in all: an offset takes at most 20 bytes in JSON
 // with its comma, and 4 KiB covers the envelope and a few dozen segments
-// (a range holds one segment per owner whose state it inherited, and
-// ranges are never merged, so a handful). Only an entry this bound puts
-// near FlushEntryBytes is encoded to be measured.
+// (64 segments with 13-digit offsets and nothing pending: 3,501 bytes). A
+// range holds one segment per owner whose state it inherited, and a merged
+// range one per range it joined (coord/merge.go: at most MaxTxnOps/2 of
+// them, 64 by default) until records fetched past those states let
+// neighbouring segments join again. Only an entry this bound puts near
+// FlushEntryBytes is encoded to be measured.
 func entrySizeBound(pending int) int {
 	return 4<<10 + 21*pending
 }
