@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/devcluster"
 )
 
@@ -34,7 +35,7 @@ type benchCommand struct {
 	prof  string
 	kafka string // the bundled cluster's broker: kfake or apache
 
-	cl      *started
+	cl      *devcluster.Cluster
 	brokers string
 	etcd    string
 	groups  atomic.Int64
@@ -48,15 +49,15 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.quick, "quick", false, "smaller workloads (a smoke test of the benchmark itself)")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the benchmark process to this file")
 	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: pc, scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
-	kafkaFlag(fs, &c.kafka)
-	if err := parse(fs, args); err != nil {
+	cli.KafkaFlag(fs, &c.kafka)
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if err := checkKafkaFlag(c.kafka); err != nil {
+	if err := cli.CheckKafkaFlag(c.kafka); err != nil {
 		return err
 	}
 	if c.runs < 1 {
-		return usageError{fmt.Errorf("--runs %d: want at least 1", c.runs)}
+		return cli.Usage(fmt.Errorf("--runs %d: want at least 1", c.runs))
 	}
 	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "hot-deep": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "batch": 1, "batch-rate": 1}
 	for name, parts := range skewTopics { // bench_skew.go
@@ -67,14 +68,14 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		topics[fmt.Sprintf("memory-%d", i)] = 1
 	}
 	if c.runs > 10 {
-		return usageError{fmt.Errorf("--runs %d: at most 10", c.runs)}
+		return cli.Usage(fmt.Errorf("--runs %d: at most 10", c.runs))
 	}
-	cl, err := startCluster("127.0.0.1:0", "127.0.0.1:0", "", c.kafka, topics)
+	cl, err := devcluster.StartCluster(devcluster.ClusterOptions{EtcdAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", Kafka: c.kafka, Topics: topics})
 	if err != nil {
 		return err
 	}
-	defer cl.close()
-	c.cl, c.brokers, c.etcd = cl, cl.brokers, cl.etcd.ClientURL()
+	defer cl.Close()
+	c.cl, c.brokers, c.etcd = cl, cl.Brokers, cl.Etcd.ClientURL()
 
 	host, _ := os.Hostname()
 	c.printf("# keyshare benchmarks\n\nMeasured by `make bench` (`keyshare bench --runs %d`) on %s: %d CPUs, %s, %s/%s, %s.\n",

@@ -10,6 +10,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/internal/loadgen"
 )
 
 // batchSink compares the single-record Handler with the BatchHandler at
@@ -53,7 +54,7 @@ func (c *benchCommand) batchSink(ctx context.Context) error {
 		for range c.runs {
 			var lat []time.Duration
 			_, _, _, err = c.runSink("batch-rate", "latest", rate*secs, size, conc, wait, fixed, per, func() error {
-				_, err := produce(ctx, c.brokers, "batch-rate", rate*secs, 1000, 0, float64(rate), false)
+				_, err := loadgen.Produce(ctx, c.brokers, "batch-rate", rate*secs, 1000, 0, float64(rate), false)
 				return err
 			}, &lat)
 			if err != nil {

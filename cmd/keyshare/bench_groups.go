@@ -82,7 +82,7 @@ func (c *benchCommand) largeGroups(ctx context.Context) error {
 	c.printf("## Scale: large groups\n\n3-member embedded etcd (devcluster.StartEtcdCluster) in the bench process; %s. P partitions over 1–4 topics.\n\n", where)
 	c.printf("### Member processes against %s\n\n`keyshare member` processes (session TTL 2 s, 16 workers, no work, commit interval 1 s, flush 500 ms). 4 records per partition before start. *owned*: from spawn until every partition has active ranges with ledger state (fetched and flushed). *commit delay*: from the last record handled (members' counters, polled every 50 ms) until Kafka's committed offset equals the end offset on every partition. *leave* / *SIGKILL*: from the signal to a non-leader (with one new record per partition produced at once) until every partition is held by active ranges of the remaining members and, in *moved*, the partitions the member held are committed at their new end (the moved ranges make progress), in *all*, every partition is. Leader CPU: the leading process's user+system CPU per second, over 3 s idle and over 3 s of 1,000 records/s spread over all partitions. etcd: revisions (write transactions) per second and bytes of events (keys + values, read by a watch) per second under that load.\n\n", broker)
 	brokerCols, brokerSep := "", ""
-	if c.cl.brokerPids != nil {
+	if c.cl.BrokerPids != nil {
 		brokerCols, brokerSep = " broker CPU idle | broker CPU load |", "---|---|"
 	}
 	c.printf("| P | M | owned | commit delay | leave: moved | leave: all | SIGKILL: moved | SIGKILL: all | leader CPU idle | leader CPU load | etcd txns/s load | etcd bytes/s load | keys | DB bytes |%s\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n", brokerCols, brokerSep)
@@ -380,7 +380,7 @@ type membersResult struct {
 // brokerCPU is a row's broker CPU cells, empty where the broker runs in
 // the bench process.
 func (c *benchCommand) brokerCPU(r membersResult) string {
-	if c.cl.brokerPids == nil {
+	if c.cl.BrokerPids == nil {
 		return ""
 	}
 	return fmt.Sprintf(" %.3f | %.3f |", r.brokerIdle, r.brokerLoad)
@@ -389,11 +389,11 @@ func (c *benchCommand) brokerCPU(r membersResult) string {
 // brokerCPUOf is the broker processes' user+system CPU so far; 0 where the
 // broker runs in the bench process.
 func (c *benchCommand) brokerCPUOf() time.Duration {
-	if c.cl.brokerPids == nil {
+	if c.cl.BrokerPids == nil {
 		return 0
 	}
 	var d time.Duration
-	for _, pid := range c.cl.brokerPids() {
+	for _, pid := range c.cl.BrokerPids() {
 		if pid > 0 {
 			d += cpuOf(pid)
 		}

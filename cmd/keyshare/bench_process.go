@@ -19,6 +19,7 @@ import (
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/internal/loadgen"
 )
 
 // benchMember is a `keyshare member` child process with a metrics endpoint.
@@ -129,7 +130,7 @@ func (c *benchCommand) memoryRun(ctx context.Context, n, run int) (int64, int64,
 	// Each run has its own topic, empty until now.
 	idle := m.peakRSS()
 	before := m.metric("keyshare_records_handled_total")
-	if _, err := produce(ctx, c.brokers, topic, n, 1000, 0, 0, false); err != nil {
+	if _, err := loadgen.Produce(ctx, c.brokers, topic, n, 1000, 0, 0, false); err != nil {
 		return 0, 0, err
 	}
 	deadline := time.Now().Add(10 * time.Minute)
@@ -187,7 +188,7 @@ func (c *benchCommand) pausesRun(ctx context.Context, run int) ([4]time.Duration
 	}
 	pctx, stopProd := context.WithCancel(ctx)
 	defer stopProd()
-	go func() { _, _ = produce(pctx, c.brokers, topic, 1_000_000, 500, 0, 2000, false) }()
+	go func() { _, _ = loadgen.Produce(pctx, c.brokers, topic, 1_000_000, 500, 0, 2000, false) }()
 	time.Sleep(4 * time.Second)
 
 	// watch samples every range's watermark and returns, per range key, the

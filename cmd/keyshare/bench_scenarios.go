@@ -10,6 +10,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/internal/loadgen"
 )
 
 // parallelConsumerWorkload is Confluent Parallel Consumer's published
@@ -203,7 +204,7 @@ func (c *benchCommand) etcdCost(ctx context.Context) error {
 		st0 := ms.cs[0].Status()
 		t0 := time.Now()
 		n := rate * secs
-		if _, err := produce(ctx, c.brokers, "rate", n, 100, 0, float64(rate), false); err != nil {
+		if _, err := loadgen.Produce(ctx, c.brokers, "rate", n, 100, 0, float64(rate), false); err != nil {
 			return err
 		}
 		st1 := ms.cs[0].Status()

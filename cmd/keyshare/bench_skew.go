@@ -20,6 +20,7 @@ import (
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
 )
@@ -180,7 +181,7 @@ func (c *benchCommand) skew(ctx context.Context) error {
 	if v := os.Getenv("KEYSHARE_BENCH_SKEW_WORK"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return usageError{fmt.Errorf("KEYSHARE_BENCH_SKEW_WORK %q: %v", v, err)}
+			return cli.Usage(fmt.Errorf("KEYSHARE_BENCH_SKEW_WORK %q: %v", v, err))
 		}
 		work = d
 	}
@@ -188,7 +189,7 @@ func (c *benchCommand) skew(ctx context.Context) error {
 	if v := os.Getenv("KEYSHARE_BENCH_SKEW_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return usageError{fmt.Errorf("KEYSHARE_BENCH_SKEW_INTERVAL %q: %v", v, err)}
+			return cli.Usage(fmt.Errorf("KEYSHARE_BENCH_SKEW_INTERVAL %q: %v", v, err))
 		}
 		interval = d
 	}

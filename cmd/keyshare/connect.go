@@ -33,6 +33,7 @@ import (
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/keys"
 )
 
@@ -64,7 +65,7 @@ func (f *etcdFlags) tls() (*tls.Config, error) {
 		return nil, nil
 	}
 	if (f.cert == "") != (f.key == "") {
-		return nil, usageError{errors.New("--etcd-cert and --etcd-key go together: give both or neither")}
+		return nil, cli.Usage(errors.New("--etcd-cert and --etcd-key go together: give both or neither"))
 	}
 	for flag, path := range map[string]string{"--etcd-cacert": f.cacert, "--etcd-cert": f.cert, "--etcd-key": f.key} {
 		if path == "" {
@@ -112,13 +113,13 @@ func (f *etcdFlags) readPassword() (string, error) {
 	env, inEnv := os.LookupEnv(etcdPasswordEnv)
 	switch {
 	case f.user == "" && f.passwordFile != "":
-		return "", usageError{errors.New("--etcd-password-file needs --etcd-user")}
+		return "", cli.Usage(errors.New("--etcd-password-file needs --etcd-user"))
 	case f.user == "":
 		return "", nil
 	case strings.Contains(f.user, ":"):
-		return "", usageError{errors.New("--etcd-user takes a name only (no user:password, which ps would show): put the password in $" + etcdPasswordEnv + " or --etcd-password-file")}
+		return "", cli.Usage(errors.New("--etcd-user takes a name only (no user:password, which ps would show): put the password in $" + etcdPasswordEnv + " or --etcd-password-file"))
 	case f.passwordFile != "" && inEnv:
-		return "", usageError{errors.New("the etcd password is given twice: unset $" + etcdPasswordEnv + " or drop --etcd-password-file")}
+		return "", cli.Usage(errors.New("the etcd password is given twice: unset $" + etcdPasswordEnv + " or drop --etcd-password-file"))
 	case f.passwordFile != "":
 		b, err := os.ReadFile(f.passwordFile)
 		if err != nil {
@@ -134,7 +135,7 @@ func (f *etcdFlags) readPassword() (string, error) {
 	case inEnv && env != "":
 		return env, nil
 	}
-	return "", usageError{fmt.Errorf("--etcd-user %s needs a password: set $%s or --etcd-password-file", f.user, etcdPasswordEnv)}
+	return "", cli.Usage(fmt.Errorf("--etcd-user %s needs a password: set $%s or --etcd-password-file", f.user, etcdPasswordEnv))
 }
 
 // config builds the client configuration.
@@ -303,7 +304,7 @@ func (f *kafkaFlags) settings() (*kafkaSettings, error) {
 			k = strings.TrimSpace(k)
 			where := fmt.Sprintf("--kafka-config %s line %d", f.configFile, n)
 			if !ok || k == "" {
-				return nil, usageError{fmt.Errorf("%s: want key=value", where)}
+				return nil, cli.Usage(fmt.Errorf("%s: want key=value", where))
 			}
 			s.m[k] = strings.TrimSpace(v)
 			s.origin[k] = where
@@ -322,7 +323,7 @@ func (f *kafkaFlags) settings() (*kafkaSettings, error) {
 		k, v, ok := strings.Cut(p, "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" {
-			return nil, usageError{fmt.Errorf("-X %s: want prop=value", strings.SplitN(p, "=", 2)[0])}
+			return nil, cli.Usage(fmt.Errorf("-X %s: want prop=value", strings.SplitN(p, "=", 2)[0]))
 		}
 		if isSecretKey(k) {
 			fmt.Fprintf(os.Stderr, "keyshare: warning: -X %s puts a secret on the command line, where ps shows it (librdkafka treats the property as sensitive); use --kafka-config\n", k)
@@ -332,7 +333,7 @@ func (f *kafkaFlags) settings() (*kafkaSettings, error) {
 	}
 	switch _, inConfig := s.m["bootstrap.servers"]; {
 	case f.brokersSet && inConfig && fmt.Sprint(s.m["bootstrap.servers"]) != f.brokers:
-		return nil, usageError{fmt.Errorf("--brokers %s and bootstrap.servers from %s differ: give one", f.brokers, s.origin["bootstrap.servers"])}
+		return nil, cli.Usage(fmt.Errorf("--brokers %s and bootstrap.servers from %s differ: give one", f.brokers, s.origin["bootstrap.servers"]))
 	case f.brokersSet:
 		s.m["bootstrap.servers"], s.origin["bootstrap.servers"] = f.brokers, "--brokers"
 	case !inConfig && f.defaultHost != "":

@@ -20,8 +20,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/devcluster"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/internal/loadgen"
 )
 
 type demoCommand struct {
@@ -43,18 +45,18 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&c.keyCount, "keys", 200, "distinct keys")
 	fs.StringVar(&c.work, "work", "uniform:0-2ms", "simulated work per record (see keyshare member --work)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the record logs and member logs (printed at the end)")
-	kafkaFlag(fs, &c.kafka)
-	if err := parse(fs, args); err != nil {
+	cli.KafkaFlag(fs, &c.kafka)
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if _, err := parseWork(c.work); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
-	if err := checkKafkaFlag(c.kafka); err != nil {
+	if err := cli.CheckKafkaFlag(c.kafka); err != nil {
 		return err
 	}
 	if c.members < 2 || c.parts < 1 || c.records < 1 || c.keyCount < 1 || c.duration <= 0 {
-		return usageError{errors.New("want --members ≥ 2, --partitions ≥ 1, --records ≥ 1, --keys ≥ 1, --duration > 0")}
+		return cli.Usage(errors.New("want --members ≥ 2, --partitions ≥ 1, --records ≥ 1, --keys ≥ 1, --duration > 0"))
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -73,12 +75,13 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	} else {
 		fmt.Printf("starting the bundled cluster: embedded etcd and an in-process Kafka-protocol broker (kfake)\n")
 	}
-	cl, err := startCluster("127.0.0.1:0", "127.0.0.1:0", filepath.Join(dir, "data"), c.kafka, map[string]int32{demoTopic: int32(c.parts)})
+	cl, err := devcluster.StartCluster(devcluster.ClusterOptions{EtcdAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Kafka: c.kafka,
+		Topics: map[string]int32{demoTopic: int32(c.parts)}})
 	if err != nil {
 		return err
 	}
-	defer cl.close()
-	etcdURL, brokers := cl.etcd.ClientURL(), cl.brokers
+	defer cl.Close()
+	etcdURL, brokers := cl.Etcd.ClientURL(), cl.Brokers
 	fmt.Printf("etcd %s, brokers %s, topic %s with %d partitions\n\n", etcdURL, brokers, demoTopic, c.parts)
 
 	view := newLiveView(dir)
@@ -123,7 +126,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 
 	prodDone := make(chan error, 1)
 	go func() {
-		_, err := produce(ctx, brokers, demoTopic, c.records, c.keyCount, 0, float64(c.records)/c.duration.Seconds(), false)
+		_, err := loadgen.Produce(ctx, brokers, demoTopic, c.records, c.keyCount, 0, float64(c.records)/c.duration.Seconds(), false)
 		prodDone <- err
 	}()
 

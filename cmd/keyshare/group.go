@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/admin"
+	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/keys"
 )
 
@@ -46,7 +47,7 @@ func (c *groupCommand) Run(ctx context.Context, args []string) error {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return flag.ErrHelp
 		}
-		return usageError{errors.New("want a subcommand: describe, reset-offsets, pause, resume or delete")}
+		return cli.Usage(errors.New("want a subcommand: describe, reset-offsets, pause, resume or delete"))
 	}
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("group "+sub, flag.ContinueOnError)
@@ -64,21 +65,21 @@ func (c *groupCommand) Run(ctx context.Context, args []string) error {
 	case "delete":
 		return c.delete(ctx, fs, args)
 	}
-	return usageError{fmt.Errorf("unknown group subcommand %q: want describe, reset-offsets, pause, resume or delete", sub)}
+	return cli.Usage(fmt.Errorf("unknown group subcommand %q: want describe, reset-offsets, pause, resume or delete", sub))
 }
 
 // open parses the connection flags and connects to etcd (and Kafka when
 // needKafka or brokers are given).
 func (c *groupCommand) open(ctx context.Context, needKafka bool) (*clientv3.Client, *admin.Group, *kafkaSettings, error) {
 	if err := keys.CheckName("--group", c.group); err != nil {
-		return nil, nil, nil, usageError{err}
+		return nil, nil, nil, cli.Usage(err)
 	}
 	ks, err := c.kafkaConn.settings()
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if needKafka && !ks.has() {
-		return nil, nil, nil, usageError{errors.New("--brokers (or bootstrap.servers in --kafka-config or -X) is required")}
+		return nil, nil, nil, cli.Usage(errors.New("--brokers (or bootstrap.servers in --kafka-config or -X) is required"))
 	}
 	cfg, err := c.etcdConn.config()
 	if err != nil {
@@ -105,7 +106,7 @@ func (c *groupCommand) open(ctx context.Context, needKafka bool) (*clientv3.Clie
 }
 
 func (c *groupCommand) describe(ctx context.Context, fs *flag.FlagSet, args []string) error {
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	st := statusCommand{etcdConn: c.etcdConn, kafkaConn: c.kafkaConn, group: c.group, prefix: c.prefix}
@@ -124,7 +125,7 @@ func (c *groupCommand) reset(ctx context.Context, fs *flag.FlagSet, args []strin
 	fs.StringVar(&toDatetime, "to-datetime", "", "reset to the first record at or after this time (RFC 3339, e.g. 2024-05-01T12:00:00Z)")
 	fs.Int64Var(&shiftBy, "shift-by", 0, "move the committed offset by N (negative: back)")
 	fs.BoolVar(&execute, "execute", false, "apply the plan (default: print it only)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	var modes []string
@@ -135,10 +136,10 @@ func (c *groupCommand) reset(ctx context.Context, fs *flag.FlagSet, args []strin
 		}
 	})
 	if len(modes) != 1 {
-		return usageError{fmt.Errorf("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by (got %s)", orNone(strings.Join(modes, ", ")))}
+		return cli.Usage(fmt.Errorf("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by (got %s)", orNone(strings.Join(modes, ", "))))
 	}
 	if len(topics) == 0 {
-		return usageError{errors.New("--topic T or T:P is required")}
+		return cli.Usage(errors.New("--topic T or T:P is required"))
 	}
 	r := admin.Reset{Offset: toOffset, Shift: shiftBy}
 	switch modes[0] {
@@ -153,7 +154,7 @@ func (c *groupCommand) reset(ctx context.Context, fs *flag.FlagSet, args []strin
 	case "--to-datetime":
 		t, err := time.Parse(time.RFC3339, toDatetime)
 		if err != nil {
-			return usageError{fmt.Errorf("--to-datetime %q: want RFC 3339, e.g. 2024-05-01T12:00:00Z", toDatetime)}
+			return cli.Usage(fmt.Errorf("--to-datetime %q: want RFC 3339, e.g. 2024-05-01T12:00:00Z", toDatetime))
 		}
 		r.To, r.Time = admin.ToDatetime, t
 	}
@@ -164,12 +165,12 @@ func (c *groupCommand) reset(ctx context.Context, fs *flag.FlagSet, args []strin
 		if hasP {
 			n, err := strconv.ParseInt(p, 10, 32)
 			if err != nil || n < 0 {
-				return usageError{fmt.Errorf("--topic %q: want T or T:P with P a partition number", t)}
+				return cli.Usage(fmt.Errorf("--topic %q: want T or T:P with P a partition number", t))
 			}
 			s.Partition = int32(n)
 		}
 		if err := keys.CheckName("--topic", name); err != nil {
-			return usageError{err}
+			return cli.Usage(err)
 		}
 		sel = append(sel, s)
 	}
@@ -207,7 +208,7 @@ func (c *groupCommand) reset(ctx context.Context, fs *flag.FlagSet, args []strin
 func (c *groupCommand) delete(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	var kafkaOffsets bool
 	fs.BoolVar(&kafkaOffsets, "kafka-offsets", false, "also delete the group's committed offsets in Kafka (DeleteConsumerGroups)")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	cli, g, _, err := c.open(ctx, kafkaOffsets)
@@ -232,7 +233,7 @@ func (c *groupCommand) pause(ctx context.Context, fs *flag.FlagSet, args []strin
 	if pause {
 		fs.StringVar(&reason, "reason", "", "why, shown by status")
 	}
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	cli, g, _, err := c.open(ctx, false)

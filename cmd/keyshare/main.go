@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/keyshare/keyshare/internal/cli"
 )
 
 // command is one subcommand.
@@ -54,42 +52,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "keyshare: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := mk().Run(ctx, os.Args[2:])
-	switch {
-	case err == nil:
-	case errors.Is(err, flag.ErrHelp):
-		os.Exit(0)
-	case ctx.Err() != nil && errors.Is(err, context.Canceled):
-		// Ctrl-C (or SIGTERM) ended what was under way: nothing failed.
-		os.Exit(130)
-	default:
-		fmt.Fprintf(os.Stderr, "keyshare %s: %v\n", os.Args[1], err)
-		var ue usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
-}
-
-// usageError is a problem with the command line (exit status 2).
-type usageError struct{ error }
-
-// parse parses args with fs, turning flag errors into usage errors.
-func parse(fs *flag.FlagSet, args []string) error {
-	fs.SetOutput(os.Stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
-	}
-	return nil
+	cli.Main("keyshare "+os.Args[1], mk().Run, os.Args[2:])
 }
 
 // listFlag is a repeatable string flag.

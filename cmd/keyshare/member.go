@@ -19,6 +19,7 @@ import (
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/keys"
 )
 
@@ -63,32 +64,32 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	fs.Float64Var(&c.loadMinGain, "load-min-gain", coord.DefaultConfig().LoadMinGain, "as leader, move ranges by load only when the busiest member's load would drop by this factor (1.05 to 100)")
 	fs.Float64Var(&c.loadMinBusy, "load-min-busy", coord.DefaultConfig().LoadMinBusy, "as leader, move ranges by load only while the busiest member has at least this many busy worker-seconds per second (0 moves on any imbalance)")
 	fs.DurationVar(&c.loadCooldown, "load-cooldown", coord.DefaultConfig().LoadCooldown, "as leader, the least time between two load-driven moves; at least --load-report-interval")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if c.group == "" || len(c.topics) == 0 {
-		return usageError{errors.New("--group and at least one --topic are required")}
+		return cli.Usage(errors.New("--group and at least one --topic are required"))
 	}
 	cost, err := parseCost(c.work) // member_batch.go
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if err := c.checkBatchFlags(); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	stallKey, stallFor, err := parseStall(c.stall)
 	if err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if b := coord.Balance(c.balance); b != coord.BalanceLoad && b != coord.BalanceWidth {
-		return usageError{fmt.Errorf("--balance %q: want %q or %q", c.balance, coord.BalanceLoad, coord.BalanceWidth)}
+		return cli.Usage(fmt.Errorf("--balance %q: want %q or %q", c.balance, coord.BalanceLoad, coord.BalanceWidth))
 	}
 	if c.loadInterval < 100*time.Millisecond {
-		return usageError{fmt.Errorf("--load-report-interval %s: want at least 100ms", c.loadInterval)}
+		return cli.Usage(fmt.Errorf("--load-report-interval %s: want at least 100ms", c.loadInterval))
 	}
 	var stalled sync.Once
 	if c.failRate < 0 || c.failRate > 1 {
-		return usageError{fmt.Errorf("--fail-rate %g: want a probability between 0 and 1", c.failRate)}
+		return cli.Usage(fmt.Errorf("--fail-rate %g: want a probability between 0 and 1", c.failRate))
 	}
 	log := newLogger("keyshare", c.logLevel)
 
@@ -109,7 +110,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	}
 	if c.audit != "" {
 		if c.id == "" {
-			return usageError{errors.New("--audit needs --id: each line names the member")}
+			return cli.Usage(errors.New("--audit needs --id: each line names the member"))
 		}
 		audit, err := openAuditLog(c.audit, c.id)
 		if err != nil {
@@ -119,7 +120,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		etcdCfg.DialOptions = append(etcdCfg.DialOptions, grpc.WithChainUnaryInterceptor(audit.interceptor()))
 	}
 	if err := keys.CheckName("--group", c.group); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	if err := checkKafka(ctx, ks); err != nil {
 		var unreachable kafkaUnreachableError

@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/textsafe"
@@ -74,11 +75,11 @@ func (c *statusCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.prefix, "prefix", "/keyshare", "etcd prefix of all groups")
 	fs.BoolVar(&c.asJSON, "json", false, "print JSON")
 	fs.BoolVar(&c.watch, "watch", false, "refresh every second until interrupted")
-	if err := parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if c.group == "" {
-		return usageError{fmt.Errorf("--group is required")}
+		return cli.Usage(fmt.Errorf("--group is required"))
 	}
 	return c.show(ctx)
 }
@@ -86,7 +87,7 @@ func (c *statusCommand) Run(ctx context.Context, args []string) error {
 // show connects and prints the group's status (also keyshare group describe).
 func (c *statusCommand) show(ctx context.Context) error {
 	if err := keys.CheckName("--group", c.group); err != nil {
-		return usageError{err}
+		return cli.Usage(err)
 	}
 	ks, err := c.kafkaConn.settings()
 	if err != nil {

@@ -11,6 +11,10 @@
 //	defer k.Close()
 //	brokers := k.ListenAddrs()[0]
 //
+// StartCluster starts the two together on one data directory, with kfake
+// or Apache Kafka as the broker: the bundled cluster of `keyshare cluster`,
+// `keyshare demo` and keyshare-bench.
+//
 // For fault-injection tests, StartEtcdCluster runs several etcd members in
 // the process, which a test can stop, restart and cut off from each other.
 //
