@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -34,6 +35,9 @@ type benchCommand struct {
 	only  string
 	prof  string
 	kafka string // the bundled cluster's broker: kfake or apache
+	// keyshare is the binary whose `member` command runs the member
+	// processes of the pauses, memory and groups scenarios.
+	keyshare string
 
 	cl      *devcluster.Cluster
 	brokers string
@@ -50,6 +54,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the benchmark process to this file")
 	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: pc, scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
 	cli.KafkaFlag(fs, &c.kafka)
+	fs.StringVar(&c.keyshare, "keyshare", keyshareNextToThis(), "the keyshare binary that runs the member processes of the pauses, memory and groups scenarios")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -69,6 +74,13 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	}
 	if c.runs > 10 {
 		return cli.Usage(fmt.Errorf("--runs %d: at most 10", c.runs))
+	}
+	if c.only == "" || slices.ContainsFunc(strings.Split(c.only, ","), func(s string) bool { return s == "pauses" || s == "memory" || s == "groups" }) {
+		// Found now, not after the scenarios before them have run for
+		// minutes.
+		if _, err := exec.LookPath(c.keyshare); err != nil {
+			return cli.Usage(fmt.Errorf("--keyshare: %w; the pauses, memory and groups scenarios run `keyshare member` processes: build keyshare (make build) or give its path", err))
+		}
 	}
 	cl, err := devcluster.StartCluster(devcluster.ClusterOptions{EtcdAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", Kafka: c.kafka, Topics: topics})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,11 +29,17 @@ type benchMember struct {
 	metrics string
 }
 
-func (c *benchCommand) spawnMember(topic, group, id string, extra ...string) (*benchMember, error) {
+// keyshareNextToThis is the default of --keyshare: the keyshare binary in
+// this program's directory (bin/, where make build puts it).
+func keyshareNextToThis() string {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return "keyshare"
 	}
+	return filepath.Join(filepath.Dir(self), "keyshare")
+}
+
+func (c *benchCommand) spawnMember(topic, group, id string, extra ...string) (*benchMember, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -41,7 +48,7 @@ func (c *benchCommand) spawnMember(topic, group, id string, extra ...string) (*b
 	ln.Close()
 	args := append([]string{"member", "--brokers", c.brokers, "--etcd", c.etcd, "--group", group, "--topic", topic,
 		"--id", id, "--ttl", "2s", "--log-level", "error", "--metrics-addr", addr}, extra...)
-	cmd := exec.Command(self, args...)
+	cmd := exec.Command(c.keyshare, args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
