@@ -32,7 +32,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/keyshare/keyshare/consumer"
-	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/keys"
 )
@@ -456,9 +455,6 @@ func (e kafkaUnreachableError) Unwrap() error { return e.error }
 // producerConfig is the configuration of a producer made from the user's
 // settings (consumer.ProducerConfig: the same without consumer-only keys).
 func producerConfig(m kafka.ConfigMap) kafka.ConfigMap { return consumer.ProducerConfig(m) }
-
-// groupOf names the group of schema s for coord's functions.
-func groupOf(s keys.Schema) coord.Group { return coord.Group{Prefix: s.Prefix(), Name: s.Group()} }
 
 // groupRoot is the etcd prefix of a group's keys.
 func groupRoot(prefix, group string) string { return keys.New(prefix, group).Root() }

@@ -9,7 +9,6 @@
 //	        --group orders-app --topic orders
 //	keyshare status --etcd localhost:2379 --group orders-app
 //	keyshare group reset-offsets ...    # with no member running
-//	keyshare bench                      # against a vanilla consumer group
 //
 // Run 'keyshare <command> -h' for a command's flags.
 package main

@@ -20,7 +20,6 @@ var commands = map[string]func() command{
 	"status":  func() command { return &statusCommand{} },
 	"group":   func() command { return &groupCommand{} },
 	"demo":    func() command { return &demoCommand{} },
-	"bench":   func() command { return &benchCommand{} },
 }
 
 const usage = `keyshare shares Kafka partitions among any number of consumers by key-hash range.
@@ -34,7 +33,6 @@ Commands:
   member    run one member against any brokers and etcd
   status    show a group's leader, members, ranges, watermarks and lag
   group     administer a group: describe, reset-offsets, delete
-  bench     measure keyshare against a vanilla consumer group (writes docs/benchmarks.md with --write)
 
 Run 'keyshare <command> -h' for a command's flags.
 `

@@ -1,0 +1,14 @@
+// Command keyshare-bench measures keyshare against a vanilla Kafka
+// consumer group on the same data in the same run, on the bundled cluster
+// (embedded etcd and kfake, or Apache Kafka with --kafka apache), and
+// writes the report of docs/benchmarks.md. It is the lab, apart from the
+// keyshare binary that operators install; the scenarios that time member
+// processes run `keyshare member` from the keyshare binary next to it
+// (--keyshare to give another).
+//
+//	make bench                                   # builds both, writes docs/benchmarks.md
+//	bin/keyshare-bench --quick --runs 1          # a smoke test of the benchmark itself
+//	bin/keyshare-bench --only skew,groups --keyshare /usr/local/bin/keyshare
+//
+// Run 'keyshare-bench -h' for its flags.
+package main
