@@ -47,7 +47,7 @@ type benchCommand struct {
 }
 
 func (c *benchCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := flag.NewFlagSet("keyshare-bench", flag.ContinueOnError)
 	fs.IntVar(&c.runs, "runs", 3, "runs per figure (the median and the spread are reported)")
 	fs.StringVar(&c.write, "write", "", "also write the report (Markdown) to this file")
 	fs.BoolVar(&c.quick, "quick", false, "smaller workloads (a smoke test of the benchmark itself)")
@@ -90,7 +90,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	c.cl, c.brokers, c.etcd = cl, cl.Brokers, cl.Etcd.ClientURL()
 
 	host, _ := os.Hostname()
-	c.printf("# keyshare benchmarks\n\nMeasured by `make bench` (`keyshare bench --runs %d`) on %s: %d CPUs, %s, %s/%s, %s.\n",
+	c.printf("# keyshare benchmarks\n\nMeasured by `make bench` (`keyshare-bench --runs %d`) on %s: %d CPUs, %s, %s/%s, %s.\n",
 		c.runs, host, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02"))
 	if c.kafka == "apache" {
 		c.printf("Broker: Apache Kafka %s (one KRaft node in a JVM, internal/devcluster) through librdkafka; etcd embedded.\n", devcluster.ApacheKafkaVersion)

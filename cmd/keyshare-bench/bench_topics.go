@@ -77,7 +77,7 @@ func (bt *benchTopics) close() {
 	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := bt.admin.DeleteTopics(dctx, names); err != nil {
-		fmt.Fprintf(os.Stderr, "keyshare bench: delete topics %v: %v\n", names, err)
+		fmt.Fprintf(os.Stderr, "keyshare-bench: delete topics %v: %v\n", names, err)
 	}
 	bt.admin.Close()
 }
