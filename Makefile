@@ -35,12 +35,13 @@ test-kafka:
 demo: build
 	./$(BIN) demo
 
-# Go micro-benchmarks, then the side-by-side report (writes docs/benchmarks.md);
+# Go micro-benchmarks, then the side-by-side report (bin/benchmarks-report.md;
+# docs/benchmarks.md takes its figures from it and says so);
 # keyshare-bench runs its member processes from $(BIN).
 bench: build
 	$(GO) build -o $(BENCH_BIN) ./cmd/keyshare-bench
 	$(GO) test -run '^$$' -bench . -benchmem ./ledger/ ./consumer/ ./coord/ ./internal/kafkaoffsets/
-	./$(BENCH_BIN) --keyshare $(BIN) --write docs/benchmarks.md
+	./$(BENCH_BIN) --keyshare $(BIN) --write bin/benchmarks-report.md
 
 # Each fuzz target runs for FUZZTIME; go test -fuzz takes one target at a time.
 fuzz:

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -49,7 +48,7 @@ type benchCommand struct {
 func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("keyshare-bench", flag.ContinueOnError)
 	fs.IntVar(&c.runs, "runs", 3, "runs per figure (the median and the spread are reported)")
-	fs.StringVar(&c.write, "write", "", "also write the report (Markdown) to this file")
+	fs.StringVar(&c.write, "write", "", "also write the report (Markdown) to this file; docs/benchmarks.md takes its figures from it")
 	fs.BoolVar(&c.quick, "quick", false, "smaller workloads (a smoke test of the benchmark itself)")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the benchmark process to this file")
 	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: pc, scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
@@ -128,32 +127,9 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	if c.write != "" {
-		return os.WriteFile(c.write, []byte(c.out.String()+keptSections(c.write)), 0o644)
+		return os.WriteFile(c.write, []byte(c.out.String()), 0o644)
 	}
 	return nil
-}
-
-// keptSections returns the parts of an existing report that are written
-// elsewhere (by make bench-peers, and by hand from the coord Go benchmarks
-// of issue 18), each between its markers, so that rewriting the report
-// keeps them.
-func keptSections(path string) string {
-	markers := [][2]string{
-		{"<!-- fragments: issue 18, written by hand (make bench does not run these) -->", "<!-- /fragments -->"},
-		{"<!-- bench-peers: written by make bench-peers -->", "<!-- /bench-peers -->"},
-	}
-	old, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	var out strings.Builder
-	for _, m := range markers {
-		i, j := bytes.Index(old, []byte(m[0])), bytes.Index(old, []byte(m[1]))
-		if i >= 0 && j > i {
-			out.WriteString("\n" + string(old[i:j+len(m[1])]) + "\n")
-		}
-	}
-	return out.String()
 }
 
 func (c *benchCommand) printf(format string, a ...any) {

@@ -167,9 +167,9 @@ func (d *driver) plain(ctx context.Context) error {
 	return c.Close()
 }
 
-// keyshare is one keyshare member, configured as `keyshare bench` configures
+// keyshare is one keyshare member, configured as `keyshare-bench` configures
 // its members (fetch.wait.max.ms 20, in-flight bound max(1000, 4 ×
-// concurrency)), with the TTL `keyshare bench` gives member processes.
+// concurrency)), with the TTL `keyshare-bench` gives member processes.
 func (d *driver) keyshare(ctx context.Context) error {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{d.etcd}, Logger: zap.NewNop(), DialTimeout: 10 * time.Second})
 	if err != nil {
