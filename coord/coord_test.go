@@ -291,8 +291,6 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 type owner struct {
 	s     *coord.Session
 	delay time.Duration
-	mu    sync.Mutex
-	log   []event
 }
 
 type event struct {

@@ -33,7 +33,6 @@ import (
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/internal/cli"
-	"github.com/keyshare/keyshare/internal/keys"
 )
 
 // etcdPasswordEnv holds the etcd password when --etcd-user is set.
@@ -456,5 +455,3 @@ func (e kafkaUnreachableError) Unwrap() error { return e.error }
 // settings (consumer.ProducerConfig: the same without consumer-only keys).
 func producerConfig(m kafka.ConfigMap) kafka.ConfigMap { return consumer.ProducerConfig(m) }
 
-// groupRoot is the etcd prefix of a group's keys.
-func groupRoot(prefix, group string) string { return keys.New(prefix, group).Root() }
