@@ -420,10 +420,10 @@ func TestCancelledRevokeKeepsTheRange(t *testing.T) {
 // nothing twice that the drain finished.
 func TestDrainBudgetFromReceipt(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		since   time.Duration // Since relative to now
-		drainMs int64
-		ownMs   time.Duration // the member's own DrainTimeout
+		name     string
+		since    time.Duration // Since relative to now
+		drainMs  int64
+		ownDrain time.Duration // the member's own DrainTimeout
 		// finish: the slow record finishes within the budget (else it
 		// holds until cancelled, and the drain must end on the budget).
 		finish bool
@@ -435,7 +435,7 @@ func TestDrainBudgetFromReceipt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rn := newRuns()
 			started, release := make(chan struct{}), make(chan struct{})
-			r := newRig(t, slowFirst(rn, started, release), true, func(c *Config) { c.DrainTimeout = tc.ownMs })
+			r := newRig(t, slowFirst(rn, started, release), true, func(c *Config) { c.DrainTimeout = tc.ownDrain })
 			r.put(r.full(coord.StateActive), &ledger.Entry{})
 			produceSlowFirst(t, r, 21)
 			wait(t, "the slow record", started)
