@@ -324,6 +324,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 		settleLimit = 2 * time.Minute
 	}
 	if _, err := waitUntil(ctx, settleLimit, 100*time.Millisecond, func() bool { return settledFor(obs.snapshot(), topics, "") }); err != nil {
+		//lint:ignore ST1005 P and M are the benchmark's parameter names
 		return res, fmt.Errorf("P=%d M=%d: settle: %w (%s)", p, m, err, lostSessions())
 	}
 	res.settle = time.Since(start)
@@ -341,9 +342,11 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 	}
 	start = time.Now()
 	if err := leaver.s.Leave(ctx); err != nil {
+		//lint:ignore ST1005 P and M are the benchmark's parameter names
 		return res, fmt.Errorf("P=%d M=%d: leave: %w (%s)", p, m, err, lostSessions())
 	}
 	if _, err := waitUntil(ctx, 5*time.Minute, 100*time.Millisecond, func() bool { return settledFor(obs.snapshot(), topics, leaver.s.ID()) }); err != nil {
+		//lint:ignore ST1005 P and M are the benchmark's parameter names
 		return res, fmt.Errorf("P=%d M=%d: leave: %w", p, m, err)
 	}
 	res.leave = time.Since(start)
@@ -360,6 +363,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 	start = time.Now()
 	clients[len(clients)-1].Close()
 	if _, err := waitUntil(ctx, 5*time.Minute, 100*time.Millisecond, func() bool { return settledFor(obs.snapshot(), topics, victim.s.ID()) }); err != nil {
+		//lint:ignore ST1005 P and M are the benchmark's parameter names
 		return res, fmt.Errorf("P=%d M=%d: crash: %w", p, m, err)
 	}
 	res.crash = time.Since(start)

@@ -386,6 +386,7 @@ func checkKafka(ctx context.Context, s *kafkaSettings) error {
 	cm["go.logs.channel.enable"] = true
 	p, err := kafka.NewProducer(&cm)
 	if err != nil {
+		//lint:ignore ST1005 Kafka is a proper noun
 		return s.explain(fmt.Errorf("Kafka client: %w", err))
 	}
 	defer p.Close()
@@ -395,6 +396,7 @@ func checkKafka(ctx context.Context, s *kafkaSettings) error {
 	}()
 	a, err := kafka.NewAdminClientFromProducer(p)
 	if err != nil {
+		//lint:ignore ST1005 Kafka is a proper noun
 		return fmt.Errorf("Kafka client: %w", err)
 	}
 	defer a.Close()
@@ -426,16 +428,20 @@ func checkKafka(ctx context.Context, s *kafkaSettings) error {
 			case ctx.Err() != nil:
 				return ctx.Err()
 			case last != nil:
+				//lint:ignore ST1005 Kafka is a proper noun
 				return kafkaUnreachableError{fmt.Errorf("Kafka brokers %v did not answer within %s: %w (last error: %v); check that the brokers are reachable (--brokers) and the security settings (security.protocol, ssl.ca.location)", brokers, connectTimeout, err, last)}
 			}
+			//lint:ignore ST1005 Kafka is a proper noun
 			return kafkaUnreachableError{fmt.Errorf("Kafka brokers %v did not answer within %s: %w; check that the brokers are reachable (--brokers) and the security settings (security.protocol, ssl.ca.location)", brokers, connectTimeout, err)}
 		case ev := <-p.Events():
 			if ke, ok := ev.(kafka.Error); ok {
 				last = ke
 				switch {
 				case ke.Code() == kafka.ErrAuthentication || strings.Contains(ke.Error(), "SASL authentication error"):
+					//lint:ignore ST1005 Kafka is a proper noun
 					return fmt.Errorf("Kafka brokers %v refused the credentials: %v; check sasl.mechanism, sasl.username and sasl.password", brokers, ke)
 				case ke.Code() == kafka.ErrSsl:
+					//lint:ignore ST1005 Kafka is a proper noun
 					return fmt.Errorf("Kafka brokers %v: TLS failed: %v; check ssl.ca.location and the client certificate", brokers, ke)
 				}
 			}

@@ -147,6 +147,7 @@ func statusConsumer(ks *kafkaSettings, group string) (*kafka.Consumer, error) {
 	}
 	kc, err := kafka.NewConsumer(&cm)
 	if err != nil {
+		//lint:ignore ST1005 Kafka is a proper noun
 		return nil, ks.explain(fmt.Errorf("Kafka client: %w", err))
 	}
 	return kc, nil

@@ -22,6 +22,7 @@ func Produce(ctx context.Context, brokers, topic string, count, keys int, zipf, 
 func ProduceWith(ctx context.Context, cm kafka.ConfigMap, topic string, count, keys int, zipf, rate float64, progress bool) (int, error) {
 	p, err := kafka.NewProducer(&cm)
 	if err != nil {
+		//lint:ignore ST1005 Kafka is a proper noun
 		return 0, fmt.Errorf("Kafka producer: %w", err)
 	}
 	defer p.Close()
