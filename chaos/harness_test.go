@@ -22,10 +22,9 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kfake"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/devcluster"

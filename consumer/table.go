@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
 )
