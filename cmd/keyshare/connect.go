@@ -460,4 +460,3 @@ func (e kafkaUnreachableError) Unwrap() error { return e.error }
 // producerConfig is the configuration of a producer made from the user's
 // settings (consumer.ProducerConfig: the same without consumer-only keys).
 func producerConfig(m kafka.ConfigMap) kafka.ConfigMap { return consumer.ProducerConfig(m) }
-
