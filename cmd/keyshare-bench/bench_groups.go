@@ -20,7 +20,7 @@ import (
 	"github.com/keyshare/keyshare/internal/keys"
 )
 
-// largeGroups (issue 14) measures large groups on a 3-member embedded etcd:
+// largeGroups measures large groups on a 3-member embedded etcd:
 // coordination-only members (coord sessions, no Kafka) up to M = 200, and
 // keyshare member processes against the bundled broker (kfake, or Apache
 // Kafka with --kafka apache), at P = 16 … 4,096 partitions.

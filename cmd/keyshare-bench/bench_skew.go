@@ -25,7 +25,7 @@ import (
 	"github.com/keyshare/keyshare/ledger"
 )
 
-// The skew benchmark (issue 18): throughput of 4 members × 16 workers on
+// The skew benchmark: throughput of 4 members × 16 workers on
 // skewed load with the leader balancing hash width (BalanceWidth) or
 // measured load (BalanceLoad), the time ranges take to settle when the
 // hot keys change mid-run, the hash space moved, and the etcd cost of
@@ -201,7 +201,7 @@ func (c *benchCommand) skew(ctx context.Context) error {
 	static := []skewWorkload{zipfWorkload("skew-zipf-1", 1, n, false), zipfWorkload("skew-zipf-4", 4, n, false), unevenWorkload("skew-uneven", unevenN, false)}
 	changing := []skewWorkload{zipfWorkload("skew-zipf-1-change", 1, n, true), zipfWorkload("skew-zipf-4-change", 4, n, true), unevenWorkload("skew-uneven-change", unevenN, true)}
 
-	c.printf("## 11. Skewed load: balancing width or measured load (issue 18)\n\n%d members × %d workers, each record sleeps %s (I/O-bound), records produced once the members have settled (each run starts at the log end: AutoOffsetReset latest); time is from the first record handled to the last, the median of %d runs [min–max]. Members report load every %s (the default is 5 s; a run lasts seconds). `width` is `--balance width` (hash space by weight, the layout before load reports), `load` the default.\n\n",
+	c.printf("## 11. Skewed load: balancing width or measured load\n\n%d members × %d workers, each record sleeps %s (I/O-bound), records produced once the members have settled (each run starts at the log end: AutoOffsetReset latest); time is from the first record handled to the last, the median of %d runs [min–max]. Members report load every %s (the default is 5 s; a run lasts seconds). `width` is `--balance width` (hash space by weight, the layout before load reports), `load` the default.\n\n",
 		skewMembers, skewWorkers, work, c.runs, interval)
 	c.printf("Two floors bound any assignment: the hottest key's records run one at a time (p1·N·c, p1 its share of the records), and all records share %d workers (N·c ÷ %d).\n\n", skewMembers*skewWorkers, skewMembers*skewWorkers)
 	c.printf("| workload | records | p1 | hottest-key floor | worker floor | balance | time | records/s | × width |\n|---|---|---|---|---|---|---|---|---|\n")
