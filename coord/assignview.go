@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
 )
@@ -298,7 +299,7 @@ func (v *assignmentView) assignmentLocked() Assignment {
 		a.Ranges = append(a.Ranges, rs)
 	}
 	slices.SortFunc(a.Ranges, func(x, y RangeState) int {
-		if c := compareTP(x.TP(), y.TP()); c != 0 {
+		if c := assign.CompareTP(x.TP(), y.TP()); c != 0 {
 			return c
 		}
 		return cmp.Compare(x.Record.Lo, y.Record.Lo)

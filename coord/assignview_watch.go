@@ -43,10 +43,10 @@ func (v *assignmentView) load(ctx context.Context) (int64, error) {
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		if rec, err := decodeRange(s, string(kv.Key), kv.Value, kv.ModRevision); err == nil {
 			records[string(kv.Key)] = viewRecord{rec, kv.ModRevision}
-			addKey(byTP, TopicPartition{rec.Topic, rec.Partition}, string(kv.Key))
+			addKey(byTP, TopicPartition{Topic: rec.Topic, Partition: rec.Partition}, string(kv.Key))
 			byOwner[rec.Owner]++
 			if rec.Owner == v.id {
-				mineByTP[TopicPartition{rec.Topic, rec.Partition}]++
+				mineByTP[TopicPartition{Topic: rec.Topic, Partition: rec.Partition}]++
 			}
 		}
 	}
@@ -157,7 +157,7 @@ func (v *assignmentView) applyRanges(wr clientv3.WatchResponse, touched map[Topi
 		key := string(ev.Kv.Key)
 		delete(v.mu.released, key) // the record moved on from the release
 		if old, ok := v.mu.records[key]; ok {
-			tp := TopicPartition{old.rec.Topic, old.rec.Partition}
+			tp := TopicPartition{Topic: old.rec.Topic, Partition: old.rec.Partition}
 			delete(v.mu.records, key)
 			delete(v.mu.byTP[tp], key)
 			v.mu.byOwner[old.rec.Owner]--
@@ -168,7 +168,7 @@ func (v *assignmentView) applyRanges(wr clientv3.WatchResponse, touched map[Topi
 		}
 		if ev.Type == clientv3.EventTypePut {
 			if rec, err := decodeRange(v.schema, key, ev.Kv.Value, ev.Kv.ModRevision); err == nil {
-				tp := TopicPartition{rec.Topic, rec.Partition}
+				tp := TopicPartition{Topic: rec.Topic, Partition: rec.Partition}
 				v.mu.records[key] = viewRecord{rec, ev.Kv.ModRevision}
 				addKey(v.mu.byTP, tp, key)
 				v.mu.byOwner[rec.Owner]++
@@ -200,7 +200,7 @@ func (v *assignmentView) applyRanges(wr clientv3.WatchResponse, touched map[Topi
 // partitionOf parses the partition of a range key.
 func (v *assignmentView) partitionOf(key string) (TopicPartition, bool) {
 	topic, part, _, err := keys.ParseRangeKey(v.schema.Ranges(), key)
-	return TopicPartition{topic, part}, err == nil
+	return TopicPartition{Topic: topic, Partition: part}, err == nil
 }
 
 func (v *assignmentView) applyMembers(wr clientv3.WatchResponse) {

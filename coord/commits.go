@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
@@ -252,7 +253,7 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 	for tp := range marks {
 		parts = append(parts, tp)
 	}
-	slices.SortFunc(parts, compareTP)
+	slices.SortFunc(parts, assign.CompareTP)
 	if len(parts) == 0 {
 		return out, nil
 	}

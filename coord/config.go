@@ -245,9 +245,3 @@ func DefaultMemberID() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), time.Now().UnixNano()&0xffff)
 }
-
-// MaxWeight is the largest member weight (Config.Weight). A million to one is
-// far more spread than capacities of real machines have, and with it the
-// assignor's sums stay exact for any number of members. A registration with
-// a larger weight is a damaged value (the leader does not count the member).
-const MaxWeight = 1_000_000

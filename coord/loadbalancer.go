@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
 )
@@ -143,7 +144,7 @@ type loadBalancer struct {
 	lastMove  time.Time
 	// model is the load line of the last judgement: where the load is,
 	// for placing a change of members when the reports are stale.
-	model *loadLine
+	model *assign.LoadLine
 	// warned holds the problems already warned about, by member and kind.
 	warned map[string]map[string]bool
 }
@@ -171,7 +172,7 @@ func (b *loadBalancer) wanted(snap *Snapshot, parts []PartitionWeight, eligible 
 		// moving the least load, or width would undo the placement
 		// (and load would move it back once the group is still).
 		loads, _ := b.trusted(snap)
-		if t := stickyByLoad(parts, eligible, slicesOf(snap, parts), flatLoads(loads), b.model); t != nil {
+		if t := assign.StickyByLoad(parts, eligible, slicesOf(snap, parts), flatLoads(loads), b.model); t != nil {
 			b.log.Info("members or partitions changed; placing the change by load")
 			b.target, b.targetShape = t, shape
 		} else {
@@ -200,11 +201,11 @@ func slicesOf(snap *Snapshot, parts []PartitionWeight) []Slice {
 }
 
 // flatLoads indexes members' reported ranges by range.
-func flatLoads(loads map[string][]RangeLoad) map[rangeKey]RangeLoad {
-	out := make(map[rangeKey]RangeLoad)
+func flatLoads(loads map[string][]RangeLoad) map[assign.RangeKey]RangeLoad {
+	out := make(map[assign.RangeKey]RangeLoad)
 	for _, rls := range loads {
 		for _, rl := range rls {
-			out[rangeKey{TopicPartition{rl.Topic, rl.Partition}, rl.Lo, rl.Hi}] = rl
+			out[assign.RangeKey{TP: TopicPartition{Topic: rl.Topic, Partition: rl.Partition}, Lo: rl.Lo, Hi: rl.Hi}] = rl
 		}
 	}
 	return out
@@ -264,38 +265,38 @@ func (b *loadBalancer) judge(snap *Snapshot, parts []PartitionWeight, eligible [
 	// would move ranges on what nobody measured.
 	cur, reported := slicesOf(snap, parts), flatLoads(loads)
 	for _, s := range cur {
-		if _, ok := reported[rangeKey{s.TopicPartition, s.Range.Lo, s.Range.Hi}]; !ok {
+		if _, ok := reported[assign.RangeKey{TP: s.TopicPartition, Lo: s.Range.Lo, Hi: s.Range.Hi}]; !ok {
 			return nil
 		}
 	}
-	p := balanceByLoad(parts, eligible, cur, reported, b.cfg.LoadMinGain)
-	if p.line != nil {
-		b.model = p.line
+	p := assign.BalanceByLoad(parts, eligible, cur, reported, b.cfg.LoadMinGain)
+	if p.Line != nil {
+		b.model = p.Line
 	}
 	// A layout placed by stickyByLoad is fragmented like Assign's: once
 	// the group is still it is tidied into one span per member (which
 	// balanceByLoad's layout is), whatever the gain.
-	tidy := !p.move && p.want != nil && p.moved > 0 && fragmented(cur, len(parts), len(eligible))
+	tidy := !p.Move && p.Want != nil && p.Moved > 0 && fragmented(cur, len(parts), len(eligible))
 	switch {
 	case tidy:
-		b.log.Info("tidying the load layout into one span per member", "busiest_before", fmt.Sprintf("%.3f", p.before), "busiest_after", fmt.Sprintf("%.3f", p.after), "hash_space_moved", fmt.Sprintf("%.4f", p.moved))
-	case !p.move:
-		b.log.Debug("load judged; no move", "busiest", p.before, "predicted", p.after, "why", p.why)
+		b.log.Info("tidying the load layout into one span per member", "busiest_before", fmt.Sprintf("%.3f", p.Before), "busiest_after", fmt.Sprintf("%.3f", p.After), "hash_space_moved", fmt.Sprintf("%.4f", p.Moved))
+	case !p.Move:
+		b.log.Debug("load judged; no move", "busiest", p.Before, "predicted", p.After, "why", p.Why)
 		return nil
-	case p.before < b.cfg.LoadMinBusy:
+	case p.Before < b.cfg.LoadMinBusy:
 		// Moving an idle group's ranges would pause keys for nothing.
-		b.log.Debug("load judged; no move", "busiest", p.before, "predicted", p.after, "why", "the busiest member is below LoadMinBusy")
+		b.log.Debug("load judged; no move", "busiest", p.Before, "predicted", p.After, "why", "the busiest member is below LoadMinBusy")
 		return nil
 	default:
-		b.log.Info("moving split points by load", "busiest_before", fmt.Sprintf("%.3f", p.before), "busiest_after", fmt.Sprintf("%.3f", p.after), "hash_space_moved", fmt.Sprintf("%.4f", p.moved))
+		b.log.Info("moving split points by load", "busiest_before", fmt.Sprintf("%.3f", p.Before), "busiest_after", fmt.Sprintf("%.3f", p.After), "hash_space_moved", fmt.Sprintf("%.4f", p.Moved))
 	}
-	b.target, b.targetShape, b.lastMove = p.want, groupShape(snap, parts), clock
+	b.target, b.targetShape, b.lastMove = p.Want, groupShape(snap, parts), clock
 	b.counts.mu.Lock()
 	b.counts.m.Moves++
-	b.counts.m.HashSpaceMoved += p.moved
-	b.counts.m.Before, b.counts.m.After = p.before, p.after
+	b.counts.m.HashSpaceMoved += p.Moved
+	b.counts.m.Before, b.counts.m.After = p.Before, p.After
 	b.counts.mu.Unlock()
-	return p.want
+	return p.Want
 }
 
 // trusted returns the reported ranges of each member that the leader can
@@ -359,7 +360,7 @@ func (b *loadBalancer) warn(id, kind, msg string, args ...any) {
 func ownsReported(parts map[TopicPartition][]RangeState, id string, rl ReceivedLoad) (ok, stale bool, what string) {
 	ok = true
 	for _, r := range rl.Report.Ranges {
-		tp := TopicPartition{r.Topic, r.Partition}
+		tp := TopicPartition{Topic: r.Topic, Partition: r.Partition}
 		want := ledger.HashRange{Lo: r.Lo, Hi: r.Hi}
 		match := false
 		for _, have := range parts[tp] {
@@ -408,7 +409,7 @@ func adoptable(snap *Snapshot, parts []PartitionWeight, eligible []MemberWeight)
 				return nil
 			}
 			owning[r.Record.Owner] = true
-			out = appendJoined(out, Slice{TopicPartition: p.TopicPartition, Range: r.Record.Range(), Owner: r.Record.Owner})
+			out = assign.AppendJoined(out, Slice{TopicPartition: p.TopicPartition, Range: r.Record.Range(), Owner: r.Record.Owner})
 			at = r.Record.Hi
 		}
 		if at != ledger.HashSpace {

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
 )
@@ -155,7 +156,7 @@ func TestLoadBalancerJudges(t *testing.T) {
 	arrive := func(at time.Time) {
 		snap.Loads = map[string]ReceivedLoad{}
 		for _, s := range layout {
-			snap.Loads[s.Owner] = ReceivedLoad{Rev: 20, Arrived: at, Report: LoadReport{Member: s.Owner, Ranges: []RangeLoad{reports[rangeKey{tp, s.Range.Lo, s.Range.Hi}]}}}
+			snap.Loads[s.Owner] = ReceivedLoad{Rev: 20, Arrived: at, Report: LoadReport{Member: s.Owner, Ranges: []RangeLoad{reports[assign.RangeKey{TP: tp, Lo: s.Range.Lo, Hi: s.Range.Hi}]}}}
 		}
 	}
 	b, logs := testBalancer(t)
@@ -240,7 +241,7 @@ func TestLoadBalancerLeavesIdleGroup(t *testing.T) {
 		snap := groupOf(layout, 10, "a", "b")
 		snap.Loads = map[string]ReceivedLoad{}
 		for _, s := range layout {
-			snap.Loads[s.Owner] = ReceivedLoad{Rev: 20, Arrived: t0.Add(time.Second), Report: LoadReport{Member: s.Owner, Ranges: []RangeLoad{reports[rangeKey{tp, s.Range.Lo, s.Range.Hi}]}}}
+			snap.Loads[s.Owner] = ReceivedLoad{Rev: 20, Arrived: t0.Add(time.Second), Report: LoadReport{Member: s.Owner, Ranges: []RangeLoad{reports[assign.RangeKey{TP: tp, Lo: s.Range.Lo, Hi: s.Range.Hi}]}}}
 		}
 		b, _ := testBalancer(t)
 		b.cfg.LoadMinBusy = minBusy
@@ -364,8 +365,8 @@ func TestLoadBalancerTidies(t *testing.T) {
 	members := []MemberWeight{mw("a", 1), mw("b", 1), mw("c", 1)}
 	truth := skew{parts: map[TopicPartition][64]float64{tp: front(8, 0.8, 10)}}
 	two := Assign(parts, members[:2], nil)
-	balanced := balanceByLoad(parts, members[:2], two, truth.reportsOf(two), 1.25).want
-	joined := stickyByLoad(parts, members, balanced, truth.reportsOf(balanced), nil)
+	balanced := assign.BalanceByLoad(parts, members[:2], two, truth.reportsOf(two), 1.25).Want
+	joined := assign.StickyByLoad(parts, members, balanced, truth.reportsOf(balanced), nil)
 	if !fragmented(joined, 1, 3) {
 		t.Fatalf("the join is not fragmented, nothing to tidy: %v", joined)
 	}
@@ -377,7 +378,7 @@ func TestLoadBalancerTidies(t *testing.T) {
 		var rls []RangeLoad
 		for _, s := range joined {
 			if s.Owner == id {
-				rls = append(rls, reports[rangeKey{tp, s.Range.Lo, s.Range.Hi}])
+				rls = append(rls, reports[assign.RangeKey{TP: tp, Lo: s.Range.Lo, Hi: s.Range.Hi}])
 			}
 		}
 		snap.Loads[id] = ReceivedLoad{Rev: 20, Arrived: t0.Add(time.Second), Report: LoadReport{Member: id, Ranges: rls}}

@@ -475,3 +475,20 @@ func (in planInput) replace(r RangeState, parts []next, reset bool, what string)
 	}
 	return c
 }
+
+// useContiguous decides whether the leader settles the group on the
+// contiguous layout instead of Assign's answer want: only in line mode, only
+// when no range is being handed to another member (a burst of joins moves
+// little while it lasts, and the layout moves once after it), and only when
+// want has more slices than any contiguous layout can (P + M − 1).
+func useContiguous(snap *Snapshot, parts, members int, want []Slice) bool {
+	if members <= parts || len(want) <= parts+members-1 {
+		return false
+	}
+	for _, r := range snap.Ranges {
+		if r.Record.State != StateActive && r.Record.Target != r.Record.Owner {
+			return false
+		}
+	}
+	return true
+}

@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
 )
@@ -259,7 +260,7 @@ func buildSnapshotMemo(s keys.Schema, rev int64, r groupKVs, memo *decodeMemo) *
 		snap.Ranges = append(snap.Ranges, RangeState{Key: string(kv.Key), Record: rec, Rev: kv.ModRevision, LedgerKey: s.LedgerEntry(rec.Topic, rec.Partition, rec.Lo)})
 	}
 	slices.SortFunc(snap.Ranges, func(a, b RangeState) int {
-		if c := compareTP(a.TP(), b.TP()); c != 0 {
+		if c := assign.CompareTP(a.TP(), b.TP()); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Record.Lo, b.Record.Lo)
@@ -315,8 +316,8 @@ func buildSnapshotMemo(s keys.Schema, rev int64, r groupKVs, memo *decodeMemo) *
 			snap.Problems = append(snap.Problems, err)
 			continue
 		}
-		snap.Commits[TopicPartition{topic, part}] = c
-		snap.CommitRevs[TopicPartition{topic, part}] = kv.ModRevision
+		snap.Commits[TopicPartition{Topic: topic, Partition: part}] = c
+		snap.CommitRevs[TopicPartition{Topic: topic, Partition: part}] = kv.ModRevision
 	}
 	if kvs := r[4]; len(kvs) == 1 {
 		g, err := DecodeGeneration(string(kvs[0].Key), kvs[0].Value)

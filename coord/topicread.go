@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/keyshare/keyshare/assign"
 )
 
 // The leader's reads of Kafka's view of the group's topics, off the
@@ -98,7 +100,7 @@ func (s *Session) readTopics(ctx context.Context) (topicRead, bool) {
 			read.parts = append(read.parts, PartitionWeight{TopicPartition: TopicPartition{Topic: t, Partition: p}})
 		}
 	}
-	slices.SortFunc(read.parts, func(a, b PartitionWeight) int { return compareTP(a.TopicPartition, b.TopicPartition) })
+	slices.SortFunc(read.parts, func(a, b PartitionWeight) int { return assign.CompareTP(a.TopicPartition, b.TopicPartition) })
 	slices.Sort(read.missing)
 	read.missing = slices.Compact(read.missing)
 	if s.cfg.TopicIDs != nil {

@@ -1,4 +1,4 @@
-package coord
+package assign
 
 import (
 	"slices"
@@ -6,7 +6,7 @@ import (
 	"github.com/keyshare/keyshare/ledger"
 )
 
-// stickyByLoad places a change of members (a join, a leave, a crash) on a
+// StickyByLoad places a change of members (a join, a leave, a crash) on a
 // layout balanced by load, moving as little load as it can: Assign's line
 // mode with load in place of width. Each member's quota is its weight's
 // share of the load; each keeps what it holds, in line order, until its
@@ -26,7 +26,7 @@ import (
 // It answers nil with no more members than partitions (whole partitions
 // are placed by width, then judged by load) or when there is no load to
 // go by.
-func stickyByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice, loads map[rangeKey]RangeLoad, model *loadLine) []Slice {
+func StickyByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice, loads map[RangeKey]RangeLoad, model *LoadLine) []Slice {
 	if len(members) == 0 || len(parts) == 0 {
 		return nil
 	}
@@ -126,7 +126,7 @@ func stickyByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice, 
 	var res []Slice
 	for _, sp := range out {
 		for _, s := range l.slices(sp.lo, sp.hi, sp.owner) {
-			res = appendJoined(res, s)
+			res = AppendJoined(res, s)
 		}
 	}
 	return res

@@ -1,4 +1,4 @@
-package coord
+package assign
 
 import (
 	"slices"
@@ -17,7 +17,7 @@ func TestStickyByLoad(t *testing.T) {
 	members := []MemberWeight{mw("a", 1), mw("b", 1), mw("c", 1), mw("d", 1)}
 	truth := skew{parts: map[TopicPartition][64]float64{tp: front(8, 0.8, 10)}}
 	width := Assign(parts, members, nil)
-	balanced := balanceByLoad(parts, members, width, truth.reportsOf(width), 1.25).want
+	balanced := BalanceByLoad(parts, members, width, truth.reportsOf(width), 1.25).Want
 	for _, c := range []struct {
 		name    string
 		members []MemberWeight
@@ -26,7 +26,7 @@ func TestStickyByLoad(t *testing.T) {
 		{"leave", members[1:]},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := stickyByLoad(parts, c.members, balanced, truth.reportsOf(balanced), nil)
+			got := StickyByLoad(parts, c.members, balanced, truth.reportsOf(balanced), nil)
 			if err := checkCover(parts, c.members, got); err != nil {
 				t.Fatal(err)
 			}
@@ -60,16 +60,16 @@ func TestStickyByLoad(t *testing.T) {
 	// Tidying the join into one span per member puts the newcomer where
 	// the least moves (measured: 0.31 of the hash space, against 0.66
 	// with the newcomer at the end, where its largest sliver is).
-	joined := stickyByLoad(parts, append(slices.Clone(members), mw("e", 1)), balanced, truth.reportsOf(balanced), nil)
-	tidy := balanceByLoad(parts, append(slices.Clone(members), mw("e", 1)), joined, truth.reportsOf(joined), 1.25)
-	checkContiguous(t, tidy.want)
-	if tidy.moved > 0.4 || tidy.after > 1.05*tidy.before {
-		t.Fatalf("tidying the join moves %.3f of the hash space, busiest %.3f → %.3f: want under 0.4, no busier", tidy.moved, tidy.before, tidy.after)
+	joined := StickyByLoad(parts, append(slices.Clone(members), mw("e", 1)), balanced, truth.reportsOf(balanced), nil)
+	tidy := BalanceByLoad(parts, append(slices.Clone(members), mw("e", 1)), joined, truth.reportsOf(joined), 1.25)
+	checkContiguous(t, tidy.Want)
+	if tidy.Moved > 0.4 || tidy.After > 1.05*tidy.Before {
+		t.Fatalf("tidying the join moves %.3f of the hash space, busiest %.3f → %.3f: want under 0.4, no busier", tidy.Moved, tidy.Before, tidy.After)
 	}
-	if stickyByLoad(parts, members[:1], balanced, truth.reportsOf(balanced), nil) != nil {
+	if StickyByLoad(parts, members[:1], balanced, truth.reportsOf(balanced), nil) != nil {
 		t.Fatal("whole-partition mode placed by load: want nil (width places it)")
 	}
-	if stickyByLoad(parts, members, balanced, nil, nil) != nil {
+	if StickyByLoad(parts, members, balanced, nil, nil) != nil {
 		t.Fatal("placed by load without reports")
 	}
 }
@@ -88,7 +88,7 @@ func TestStickyByLoadProperties(t *testing.T) {
 		truth := drawSkew(t, parts, 50)
 		cur := Assign(parts, before, nil)
 		reports := truth.reportsOf(cur)
-		got := stickyByLoad(parts, after, cur, reports, nil)
+		got := StickyByLoad(parts, after, cur, reports, nil)
 		if len(after) <= len(parts) || truth.total() == 0 {
 			if got != nil && len(after) <= len(parts) {
 				t.Fatalf("whole mode placed by load")
@@ -126,7 +126,7 @@ func TestStickyByLoadProperties(t *testing.T) {
 		}
 		rev := slices.Clone(cur)
 		slices.Reverse(rev)
-		if !slices.Equal(got, stickyByLoad(parts, after, rev, reports, nil)) {
+		if !slices.Equal(got, StickyByLoad(parts, after, rev, reports, nil)) {
 			t.Fatal("answer depends on the order of cur")
 		}
 	})

@@ -1,4 +1,4 @@
-package coord
+package assign
 
 import (
 	"cmp"
@@ -32,33 +32,33 @@ import (
 // partition with 55 % of the load: whole partitions leave one member with
 // 55 %, the split layout gives each about 25 %).
 
-// loadPlan is balanceByLoad's answer.
-type loadPlan struct {
-	// want is the layout balanced by load; nil when there is nothing to
+// LoadPlan is BalanceByLoad's answer.
+type LoadPlan struct {
+	// Want is the layout balanced by load; nil when there is nothing to
 	// balance.
-	want []Slice
-	// before and after are the busiest member's load (busy worker-seconds
+	Want []Slice
+	// Before and After are the busiest member's load (busy worker-seconds
 	// per second, per mean member weight) now and, as predicted from the
-	// reports, with want.
-	before, after float64
-	// moved is the share of the group's hash space whose owner changes.
-	moved float64
-	// move says whether want gains at least the minimum gain.
-	move bool
-	// why says why not, when move is false.
-	why string
-	// line is the load model the layout was cut from (nil when there was
+	// reports, with Want.
+	Before, After float64
+	// Moved is the share of the group's hash space whose owner changes.
+	Moved float64
+	// Move says whether Want gains at least the minimum gain.
+	Move bool
+	// Why says why not, when Move is false.
+	Why string
+	// Line is the load model the layout was cut from (nil when there was
 	// no load): where the load is, by line position, whatever the ranges.
-	line *loadLine
+	Line *LoadLine
 }
 
-// balanceByLoad computes the layout of parts among members that balances
+// BalanceByLoad computes the layout of parts among members that balances
 // the load reported for the current ranges cur (Snapshot.Slices), and
 // whether moving to it gains at least minGain: the busiest member's load
 // now divided by its predicted load after.
-func balanceByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice, loads map[rangeKey]RangeLoad, minGain float64) loadPlan {
+func BalanceByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice, loads map[RangeKey]RangeLoad, minGain float64) LoadPlan {
 	if len(parts) == 0 || len(members) == 0 {
-		return loadPlan{why: "no partitions or no members"}
+		return LoadPlan{Why: "no partitions or no members"}
 	}
 	parts, members = sortedUnique(parts, members)
 	weight := make(map[string]float64, len(members))
@@ -69,7 +69,7 @@ func balanceByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice,
 	}
 	for _, s := range cur {
 		if _, ok := weight[s.Owner]; !ok {
-			return loadPlan{why: fmt.Sprintf("%s owns a range and is not an eligible member", s.Owner)}
+			return LoadPlan{Why: fmt.Sprintf("%s owns a range and is not an eligible member", s.Owner)}
 		}
 	}
 	tps := make([]TopicPartition, len(parts))
@@ -78,7 +78,7 @@ func balanceByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice,
 	}
 	l, ok := newLoadLine(tps, cur, loads)
 	if !ok {
-		return loadPlan{why: "no load reported"}
+		return LoadPlan{Why: "no load reported"}
 	}
 	meanW := sumW / float64(len(members))
 	busiest := func(s []Slice) float64 {
@@ -101,21 +101,21 @@ func balanceByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice,
 			want = whole
 		}
 	}
-	p := loadPlan{want: want, before: busiest(cur), after: busiest(want), moved: movedShare(cur, want, len(parts)), line: l}
+	p := LoadPlan{Want: want, Before: busiest(cur), After: busiest(want), Moved: movedShare(cur, want, len(parts)), Line: l}
 	switch {
-	case p.moved == 0:
-		p.why = "the layout is already balanced by load"
-	case p.after <= 0 || p.before < p.after*minGain:
-		p.why = fmt.Sprintf("the gain %.2f is below the minimum %.2f", p.before/max(p.after, 1e-300), minGain)
+	case p.Moved == 0:
+		p.Why = "the layout is already balanced by load"
+	case p.After <= 0 || p.Before < p.After*minGain:
+		p.Why = fmt.Sprintf("the gain %.2f is below the minimum %.2f", p.Before/max(p.After, 1e-300), minGain)
 	default:
-		p.move = true
+		p.Move = true
 	}
 	return p
 }
 
 // order lists members by where they hold hash space now (the start of the
 // largest range each holds), members holding nothing last, by id.
-func (l *loadLine) order(members []MemberWeight, cur []Slice) []string {
+func (l *LoadLine) order(members []MemberWeight, cur []Slice) []string {
 	type anchor struct {
 		at, width uint64
 	}
@@ -168,7 +168,7 @@ const (
 // wrong place can double what tidying moves. Members are tried one at a
 // time, by id; with more of them than maxScattered, or more work than
 // maxPlaceWork, order is kept.
-func (l *loadLine) placeScattered(members []MemberWeight, weight map[string]float64, cur []Slice, order []string, busiest func([]Slice) float64) []string {
+func (l *LoadLine) placeScattered(members []MemberWeight, weight map[string]float64, cur []Slice, order []string, busiest func([]Slice) float64) []string {
 	var held []span
 	for _, s := range cur {
 		if lo, ok := l.position(s.TopicPartition, s.Range.Lo); ok {
@@ -221,7 +221,7 @@ func (l *loadLine) placeScattered(members []MemberWeight, weight map[string]floa
 // span before it ends at its hash and the next member gets it alone, and
 // the load of the hot keys ahead, and the members they will take, are left
 // out of the shares of the others.
-func (l *loadLine) cutByLoad(members []MemberWeight, weight map[string]float64, order []string) []Slice {
+func (l *LoadLine) cutByLoad(members []MemberWeight, weight map[string]float64, order []string) []Slice {
 	ws := make([]float64, len(order))
 	var remW float64
 	for i, id := range order {
@@ -284,7 +284,7 @@ func (l *loadLine) cutByLoad(members []MemberWeight, weight map[string]float64, 
 // bottleneck is the least load B (to a relative 1e-6) such that the line
 // can be cut into spans, one per weight in ws in order, each carrying at
 // most B times its weight.
-func (l *loadLine) bottleneck(ws []float64) float64 {
+func (l *LoadLine) bottleneck(ws []float64) float64 {
 	lo, hi := 0.0, l.load/slices.Min(ws)*(1+1e-9)
 	for hi-lo > 1e-6*hi {
 		mid := (lo + hi) / 2
@@ -306,7 +306,7 @@ func (l *loadLine) bottleneck(ws []float64) float64 {
 // beside them, in line order: the busiest first, each judged against the
 // load and members left once the ones before it have a member each; at
 // most members−1 of them.
-func (l *loadLine) pinned(members int) []uint64 {
+func (l *LoadLine) pinned(members int) []uint64 {
 	type hot struct {
 		at   uint64
 		load float64
@@ -334,7 +334,7 @@ func (l *loadLine) pinned(members int) []uint64 {
 // wholeByLoad places whole partitions by load: the busiest first, each to
 // the member with the least load per weight so far (ties: the member that
 // holds most of it now, then the lower id).
-func (l *loadLine) wholeByLoad(members []MemberWeight, weight map[string]float64, cur []Slice) []Slice {
+func (l *LoadLine) wholeByLoad(members []MemberWeight, weight map[string]float64, cur []Slice) []Slice {
 	type part struct {
 		i    int
 		load float64
@@ -370,7 +370,7 @@ func (l *loadLine) wholeByLoad(members []MemberWeight, weight map[string]float64
 		load[best] += p.load
 		out = append(out, Slice{TopicPartition: tp, Range: ledger.Full, Owner: best})
 	}
-	slices.SortFunc(out, func(a, b Slice) int { return compareTP(a.TopicPartition, b.TopicPartition) })
+	slices.SortFunc(out, func(a, b Slice) int { return CompareTP(a.TopicPartition, b.TopicPartition) })
 	return out
 }
 

@@ -1,4 +1,4 @@
-package coord
+package assign
 
 import (
 	"math"
@@ -42,8 +42,8 @@ func (s skew) busy(tp TopicPartition, lo, hi uint64) float64 {
 
 // reportsOf is what the owners of layout would report: each range's busy
 // time, over LoadBuckets buckets, with its hot keys.
-func (s skew) reportsOf(layout []Slice) map[rangeKey]RangeLoad {
-	out := make(map[rangeKey]RangeLoad)
+func (s skew) reportsOf(layout []Slice) map[RangeKey]RangeLoad {
+	out := make(map[RangeKey]RangeLoad)
 	for _, sl := range layout {
 		lo, hi := sl.Range.Lo, sl.Range.Hi
 		rl := RangeLoad{Topic: sl.Topic, Partition: sl.Partition, Lo: lo, Hi: hi, BusyPerSec: s.busy(sl.TopicPartition, lo, hi)}
@@ -63,7 +63,7 @@ func (s skew) reportsOf(layout []Slice) map[rangeKey]RangeLoad {
 			}
 		}
 		rl.RecordsPerSec = rl.BusyPerSec * 100
-		out[rangeKey{sl.TopicPartition, lo, hi}] = rl
+		out[RangeKey{sl.TopicPartition, lo, hi}] = rl
 	}
 	return out
 }
@@ -147,36 +147,36 @@ func TestBalanceByLoadSkewedPartition(t *testing.T) {
 	if before < 3*ideal {
 		t.Fatalf("width layout's busiest member %.2f: want the skew to show (ideal %.2f)", before, ideal)
 	}
-	p := balanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.25)
-	if !p.move {
-		t.Fatalf("no move on 80 %% of the load in an eighth: %s", p.why)
+	p := BalanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.25)
+	if !p.Move {
+		t.Fatalf("no move on 80 %% of the load in an eighth: %s", p.Why)
 	}
-	if err := checkCover(parts, members, p.want); err != nil {
+	if err := checkCover(parts, members, p.Want); err != nil {
 		t.Fatal(err)
 	}
-	checkContiguous(t, p.want)
-	after := maxOf(truth.trueLoads(p.want))
+	checkContiguous(t, p.Want)
+	after := maxOf(truth.trueLoads(p.Want))
 	// The first eighth is seen at the resolution of the width layout's
 	// buckets (a 64th of the space each): within 15 % of the ideal.
 	if after > 1.15*ideal {
-		t.Fatalf("busiest member after %.3f, ideal %.3f, before %.3f: want within 15 %%\n%v", after, ideal, before, p.want)
+		t.Fatalf("busiest member after %.3f, ideal %.3f, before %.3f: want within 15 %%\n%v", after, ideal, before, p.Want)
 	}
-	if math.Abs(p.before-before) > 0.03*before || p.after > 1.15*ideal {
-		t.Fatalf("predicted busiest %.3f → %.3f; true %.3f → %.3f", p.before, p.after, before, after)
+	if math.Abs(p.Before-before) > 0.03*before || p.After > 1.15*ideal {
+		t.Fatalf("predicted busiest %.3f → %.3f; true %.3f → %.3f", p.Before, p.After, before, after)
 	}
-	if p.moved <= 0 || p.moved >= 1 {
-		t.Fatalf("moved share %v: want in (0, 1)", p.moved)
+	if p.Moved <= 0 || p.Moved >= 1 {
+		t.Fatalf("moved share %v: want in (0, 1)", p.Moved)
 	}
 	// Reports of the new layout describe the same load: no move again
 	// (no thrash), every time.
 	for range 3 {
-		again := balanceByLoad(parts, members, p.want, truth.reportsOf(p.want), 1.25)
-		if again.move {
-			t.Fatalf("moved again on reports of the balanced layout: %.3f → %.3f, moving %.3f", again.before, again.after, again.moved)
+		again := BalanceByLoad(parts, members, p.Want, truth.reportsOf(p.Want), 1.25)
+		if again.Move {
+			t.Fatalf("moved again on reports of the balanced layout: %.3f → %.3f, moving %.3f", again.Before, again.After, again.Moved)
 		}
 	}
-	if n := rangesPer(p.want)[tp]; n > len(owners(p.want)[tp])+1 {
-		t.Fatalf("%d ranges for %d owners", n, len(owners(p.want)[tp]))
+	if n := rangesPer(p.Want)[tp]; n > len(owners(p.Want)[tp])+1 {
+		t.Fatalf("%d ranges for %d owners", n, len(owners(p.Want)[tp]))
 	}
 }
 
@@ -193,28 +193,28 @@ func TestBalanceByLoadHotKey(t *testing.T) {
 	}
 	truth := skew{parts: map[TopicPartition][64]float64{tp: even}, hot: map[TopicPartition][]HotKey{tp: {{Hash: h, BusyPerSec: 4}}}}
 	layout := Assign(parts, members, nil)
-	p := balanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.25)
-	if !p.move {
-		t.Fatalf("no move: %s (%.2f → %.2f)\n%v", p.why, p.before, p.after, p.want)
+	p := BalanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.25)
+	if !p.Move {
+		t.Fatalf("no move: %s (%.2f → %.2f)\n%v", p.Why, p.Before, p.After, p.Want)
 	}
-	if err := checkCover(parts, members, p.want); err != nil {
+	if err := checkCover(parts, members, p.Want); err != nil {
 		t.Fatal(err)
 	}
-	hotOwner := ownerAt(p.want, h)
-	for _, s := range p.want {
+	hotOwner := ownerAt(p.Want, h)
+	for _, s := range p.Want {
 		if s.Owner == hotOwner && s.Range != (ledger.HashRange{Lo: h, Hi: h + 1}) {
-			t.Fatalf("the hot key's owner %s also owns %v: want [h, h+1) alone\n%v", hotOwner, s.Range, p.want)
+			t.Fatalf("the hot key's owner %s also owns %v: want [h, h+1) alone\n%v", hotOwner, s.Range, p.Want)
 		}
 	}
 	// Its neighbours share the rest: each within 15 % of 6/3.
-	loads := truth.trueLoads(p.want)
+	loads := truth.trueLoads(p.Want)
 	for id, v := range loads {
 		if id != hotOwner && math.Abs(v-2) > 0.3 {
 			t.Fatalf("member %s carries %.2f beside the hot key: want about 2 (loads %v)", id, v, loads)
 		}
 	}
-	if again := balanceByLoad(parts, members, p.want, truth.reportsOf(p.want), 1.25); again.move {
-		t.Fatalf("moved again: %.3f → %.3f", again.before, again.after)
+	if again := BalanceByLoad(parts, members, p.Want, truth.reportsOf(p.Want), 1.25); again.Move {
+		t.Fatalf("moved again: %.3f → %.3f", again.Before, again.After)
 	}
 }
 
@@ -235,18 +235,18 @@ func TestBalanceByLoadWholePartitions(t *testing.T) {
 			tpOf("t", 0): uniform(15), tpOf("t", 1): uniform(55), tpOf("t", 2): uniform(15), tpOf("t", 3): uniform(15),
 		}}
 		layout := Assign(parts, members, nil)
-		p := balanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.25)
-		if !p.move {
-			t.Fatalf("no move: %s", p.why)
+		p := BalanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.25)
+		if !p.Move {
+			t.Fatalf("no move: %s", p.Why)
 		}
-		if err := checkCover(parts, members, p.want); err != nil {
+		if err := checkCover(parts, members, p.Want); err != nil {
 			t.Fatal(err)
 		}
-		if after := maxOf(truth.trueLoads(p.want)); after > 27 {
-			t.Fatalf("busiest member %.2f after: want about 25 (%v)", after, p.want)
+		if after := maxOf(truth.trueLoads(p.Want)); after > 27 {
+			t.Fatalf("busiest member %.2f after: want about 25 (%v)", after, p.Want)
 		}
-		if len(owners(p.want)[tpOf("t", 1)]) < 2 {
-			t.Fatalf("the heavy partition is not split: %v", p.want)
+		if len(owners(p.Want)[tpOf("t", 1)]) < 2 {
+			t.Fatalf("the heavy partition is not split: %v", p.Want)
 		}
 	})
 	t.Run("spread enough for whole partitions", func(t *testing.T) {
@@ -256,14 +256,14 @@ func TestBalanceByLoadWholePartitions(t *testing.T) {
 		}}
 		// Width puts t/0 and t/1 with a: 60 against 40.
 		layout := []Slice{sl("t", 0, 0, ledger.HashSpace, "a"), sl("t", 1, 0, ledger.HashSpace, "a"), sl("t", 2, 0, ledger.HashSpace, "b"), sl("t", 3, 0, ledger.HashSpace, "b")}
-		p := balanceByLoad(parts, two, layout, truth.reportsOf(layout), 1.15)
-		if !p.move {
-			t.Fatalf("no move: %s (%.2f → %.2f)", p.why, p.before, p.after)
+		p := BalanceByLoad(parts, two, layout, truth.reportsOf(layout), 1.15)
+		if !p.Move {
+			t.Fatalf("no move: %s (%.2f → %.2f)", p.Why, p.Before, p.After)
 		}
-		if !isWhole(p.want) {
-			t.Fatalf("split partitions where whole ones balance: %v", p.want)
+		if !isWhole(p.Want) {
+			t.Fatalf("split partitions where whole ones balance: %v", p.Want)
 		}
-		if after := maxOf(truth.trueLoads(p.want)); after != 50 {
+		if after := maxOf(truth.trueLoads(p.Want)); after != 50 {
 			t.Fatalf("busiest member %.2f: want 50", after)
 		}
 	})
@@ -277,34 +277,34 @@ func TestBalanceByLoadNoMove(t *testing.T) {
 	layout := Assign(parts, members, nil)
 	flat := func(load float64) [64]float64 { return front(1, 1.0/skewParts, load) }
 	truth := skew{parts: map[TopicPartition][64]float64{tp: flat(3), tpOf("t", 1): flat(3)}}
-	if p := balanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.25); p.move {
-		t.Fatalf("moved on uniform load: %.3f → %.3f", p.before, p.after)
+	if p := BalanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.25); p.Move {
+		t.Fatalf("moved on uniform load: %.3f → %.3f", p.Before, p.After)
 	}
 	// A 20 % imbalance is below a 1.25 minimum gain, and above 1.1.
 	truth = skew{parts: map[TopicPartition][64]float64{tp: flat(3.6), tpOf("t", 1): flat(2.4)}}
-	if p := balanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.25); p.move {
-		t.Fatalf("moved for a gain of %.3f, below 1.25", p.before/p.after)
+	if p := BalanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.25); p.Move {
+		t.Fatalf("moved for a gain of %.3f, below 1.25", p.Before/p.After)
 	}
-	if p := balanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.1); !p.move {
-		t.Fatalf("no move for a gain of %.3f, above 1.1: %s", p.before/p.after, p.why)
+	if p := BalanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.1); !p.Move {
+		t.Fatalf("no move for a gain of %.3f, above 1.1: %s", p.Before/p.After, p.Why)
 	}
 	// No reports, or reports of no work: nothing to balance.
-	if p := balanceByLoad(parts, members, layout, nil, 1.25); p.move || p.want != nil {
+	if p := BalanceByLoad(parts, members, layout, nil, 1.25); p.Move || p.Want != nil {
 		t.Fatalf("moved without reports: %+v", p)
 	}
 	idle := skew{parts: map[TopicPartition][64]float64{tp: {}, tpOf("t", 1): {}}}
-	if p := balanceByLoad(parts, members, layout, idle.reportsOf(layout), 1.25); p.move {
+	if p := BalanceByLoad(parts, members, layout, idle.reportsOf(layout), 1.25); p.Move {
 		t.Fatalf("moved on idle reports: %+v", p)
 	}
 	// Reports for ranges that are not the current ones count for nothing.
 	stale := truth.reportsOf([]Slice{sl("t", 0, 0, 1<<20, "a")})
-	if p := balanceByLoad(parts, members, layout, stale, 1.1); p.move {
+	if p := BalanceByLoad(parts, members, layout, stale, 1.1); p.Move {
 		t.Fatalf("moved on reports of other ranges: %+v", p)
 	}
 	// A range owned by a member that is not eligible: no move.
 	gone := slices.Clone(layout)
 	gone[0].Owner = "zz"
-	if p := balanceByLoad(parts, members, gone, truth.reportsOf(gone), 1.1); p.move {
+	if p := BalanceByLoad(parts, members, gone, truth.reportsOf(gone), 1.1); p.Move {
 		t.Fatalf("moved with an owner that is not a member: %+v", p)
 	}
 }
@@ -343,25 +343,25 @@ func TestBalanceByLoadProperties(t *testing.T) {
 		// Some ranges go unreported.
 		for _, s := range layout {
 			if rapid.IntRange(0, 4).Draw(t, "drop") == 0 {
-				delete(reports, rangeKey{s.TopicPartition, s.Range.Lo, s.Range.Hi})
+				delete(reports, RangeKey{s.TopicPartition, s.Range.Lo, s.Range.Hi})
 			}
 		}
-		p := balanceByLoad(parts, members, layout, reports, 1.25)
-		if p.want == nil {
+		p := BalanceByLoad(parts, members, layout, reports, 1.25)
+		if p.Want == nil {
 			return
 		}
-		if err := checkCover(parts, members, p.want); err != nil {
+		if err := checkCover(parts, members, p.Want); err != nil {
 			t.Fatal(err)
 		}
-		if len(members) > len(parts) || !isWhole(p.want) {
-			checkContiguous(t, p.want)
+		if len(members) > len(parts) || !isWhole(p.Want) {
+			checkContiguous(t, p.Want)
 		}
-		if p.move && p.after*1.25 > p.before*(1+1e-9) {
-			t.Fatalf("moved for %.3f → %.3f", p.before, p.after)
+		if p.Move && p.After*1.25 > p.Before*(1+1e-9) {
+			t.Fatalf("moved for %.3f → %.3f", p.Before, p.After)
 		}
-		for tp, n := range rangesPer(p.want) {
-			if n > len(owners(p.want)[tp])+1 {
-				t.Fatalf("%v: %d ranges for %d owners", tp, n, len(owners(p.want)[tp]))
+		for tp, n := range rangesPer(p.Want) {
+			if n > len(owners(p.Want)[tp])+1 {
+				t.Fatalf("%v: %d ranges for %d owners", tp, n, len(owners(p.Want)[tp]))
 			}
 		}
 		// Any order of the inputs: the same answer.
@@ -369,8 +369,8 @@ func TestBalanceByLoadProperties(t *testing.T) {
 		slices.Reverse(shuffled)
 		m2 := slices.Clone(members)
 		slices.Reverse(m2)
-		p2 := balanceByLoad(parts, m2, shuffled, reports, 1.25)
-		if !slices.Equal(p.want, p2.want) || p.move != p2.move {
+		p2 := BalanceByLoad(parts, m2, shuffled, reports, 1.25)
+		if !slices.Equal(p.Want, p2.Want) || p.Move != p2.Move {
 			t.Fatalf("answer depends on input order")
 		}
 	})
@@ -385,10 +385,10 @@ func TestBalanceByLoadOtherPartitions(t *testing.T) {
 	members := []MemberWeight{mw("a", 1), mw("b", 1)}
 	truth := skew{parts: map[TopicPartition][64]float64{tp: front(8, 0.8, 10), tpOf("u", 0): front(8, 0.8, 1000)}}
 	layout := Assign(parts, members, nil)
-	p := balanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.25)
+	p := BalanceByLoad(parts, members, layout, truth.reportsOf(layout), 1.25)
 	extra := append(slices.Clone(layout), sl("u", 0, 0, ledger.HashSpace, "a"))
-	q := balanceByLoad(parts, members, extra, truth.reportsOf(extra), 1.25)
-	if p.before != q.before || p.after != q.after || !slices.Equal(p.want, q.want) {
-		t.Fatalf("another partition's range changed the answer: %.3f → %.3f against %.3f → %.3f", q.before, q.after, p.before, p.after)
+	q := BalanceByLoad(parts, members, extra, truth.reportsOf(extra), 1.25)
+	if p.Before != q.Before || p.After != q.After || !slices.Equal(p.Want, q.Want) {
+		t.Fatalf("another partition's range changed the answer: %.3f → %.3f against %.3f → %.3f", q.Before, q.After, p.Before, p.After)
 	}
 }

@@ -1,4 +1,4 @@
-package coord
+package assign
 
 import (
 	"cmp"
@@ -70,7 +70,7 @@ func Assign(parts []PartitionWeight, members []MemberWeight, prev []Slice) []Sli
 // duplicates, so that an assignment does not depend on their order.
 func sortedUnique(parts []PartitionWeight, members []MemberWeight) ([]PartitionWeight, []MemberWeight) {
 	parts = slices.Clone(parts)
-	slices.SortFunc(parts, func(a, b PartitionWeight) int { return compareTP(a.TopicPartition, b.TopicPartition) })
+	slices.SortFunc(parts, func(a, b PartitionWeight) int { return CompareTP(a.TopicPartition, b.TopicPartition) })
 	parts = slices.CompactFunc(parts, func(a, b PartitionWeight) bool { return a.TopicPartition == b.TopicPartition })
 	members = slices.Clone(members)
 	slices.SortFunc(members, func(a, b MemberWeight) int { return cmp.Compare(a.ID, b.ID) })
@@ -78,7 +78,7 @@ func sortedUnique(parts []PartitionWeight, members []MemberWeight) ([]PartitionW
 	return parts, members
 }
 
-func compareTP(a, b TopicPartition) int {
+func CompareTP(a, b TopicPartition) int {
 	if c := cmp.Compare(a.Topic, b.Topic); c != 0 {
 		return c
 	}
@@ -348,19 +348,25 @@ func assignLine(parts []PartitionWeight, members []MemberWeight, prev []Slice) [
 	var out []Slice
 	for _, sp := range all {
 		for _, s := range l.toSlices(sp) {
-			out = appendJoined(out, s)
+			out = AppendJoined(out, s)
 		}
 	}
 	return out
 }
 
-// appendJoined appends s to out, or extends out's last slice when s
+// AppendJoined appends s to out, or extends out's last slice when s
 // continues it (same partition and owner, adjacent hashes), so that an
 // owner's adjacent pieces come out as one range.
-func appendJoined(out []Slice, s Slice) []Slice {
+func AppendJoined(out []Slice, s Slice) []Slice {
 	if n := len(out); n > 0 && out[n-1].TopicPartition == s.TopicPartition && out[n-1].Owner == s.Owner && out[n-1].Range.Hi == s.Range.Lo {
 		out[n-1].Range.Hi = s.Range.Hi
 		return out
 	}
 	return append(out, s)
 }
+
+// MaxWeight is the largest member weight (Config.Weight). A million to one is
+// far more spread than capacities of real machines have, and with it the
+// assignor's sums stay exact for any number of members. A registration with
+// a larger weight is a damaged value (the leader does not count the member).
+const MaxWeight = 1_000_000

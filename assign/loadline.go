@@ -1,4 +1,4 @@
-package coord
+package assign
 
 import (
 	"cmp"
@@ -33,8 +33,8 @@ type loadPiece struct {
 	cum    float64 // load of the line before lo
 }
 
-// loadLine is the cumulative load over the line of partitions.
-type loadLine struct {
+// LoadLine is the cumulative load over the line of partitions.
+type LoadLine struct {
 	parts  []TopicPartition // sorted
 	index  map[TopicPartition]int
 	pieces []loadPiece // in line order, covering [0, total) exactly
@@ -42,10 +42,10 @@ type loadLine struct {
 	load   float64     // load of the whole line
 }
 
-// rangeKey names a reported range.
-type rangeKey struct {
-	tp     TopicPartition
-	lo, hi uint64
+// RangeKey names a reported range.
+type RangeKey struct {
+	TP     TopicPartition
+	Lo, Hi uint64
 }
 
 // newLoadLine builds the load line of parts from the current ranges (cur:
@@ -53,9 +53,9 @@ type rangeKey struct {
 // (by range; a range with no report counts at the mean density of those
 // with one). ok is false when nothing was reported, or nothing was busy:
 // there is no load to balance.
-func newLoadLine(parts []TopicPartition, cur []Slice, loads map[rangeKey]RangeLoad) (*loadLine, bool) {
-	l := &loadLine{parts: slices.Clone(parts), index: make(map[TopicPartition]int, len(parts))}
-	slices.SortFunc(l.parts, compareTP)
+func newLoadLine(parts []TopicPartition, cur []Slice, loads map[RangeKey]RangeLoad) (*LoadLine, bool) {
+	l := &LoadLine{parts: slices.Clone(parts), index: make(map[TopicPartition]int, len(parts))}
+	slices.SortFunc(l.parts, CompareTP)
 	l.parts = slices.Compact(l.parts)
 	for i, tp := range l.parts {
 		l.index[tp] = i
@@ -64,13 +64,13 @@ func newLoadLine(parts []TopicPartition, cur []Slice, loads map[rangeKey]RangeLo
 
 	cur = slices.Clone(cur)
 	slices.SortFunc(cur, func(a, b Slice) int {
-		return cmp.Or(compareTP(a.TopicPartition, b.TopicPartition), cmp.Compare(a.Range.Lo, b.Range.Lo), cmp.Compare(a.Range.Hi, b.Range.Hi), cmp.Compare(a.Owner, b.Owner))
+		return cmp.Or(CompareTP(a.TopicPartition, b.TopicPartition), cmp.Compare(a.Range.Lo, b.Range.Lo), cmp.Compare(a.Range.Hi, b.Range.Hi), cmp.Compare(a.Owner, b.Owner))
 	})
 	// The mean density of reported ranges prices the others (summed in
 	// line order: the result must not depend on the order of cur).
 	var busy, width float64
 	for _, s := range cur {
-		if rl, ok := loads[rangeKey{s.TopicPartition, s.Range.Lo, s.Range.Hi}]; ok {
+		if rl, ok := loads[RangeKey{s.TopicPartition, s.Range.Lo, s.Range.Hi}]; ok {
 			if _, in := l.index[s.TopicPartition]; in {
 				busy += rl.BusyPerSec
 				width += float64(s.Range.Len())
@@ -94,7 +94,7 @@ func newLoadLine(parts []TopicPartition, cur []Slice, loads map[rangeKey]RangeLo
 	for i, tp := range l.parts {
 		base := uint64(i) * ledger.HashSpace
 		at := uint64(0)
-		for ; ci < len(cur) && compareTP(cur[ci].TopicPartition, tp) < 0; ci++ {
+		for ; ci < len(cur) && CompareTP(cur[ci].TopicPartition, tp) < 0; ci++ {
 		}
 		for ; ci < len(cur) && cur[ci].TopicPartition == tp; ci++ {
 			r := cur[ci].Range.Intersect(ledger.HashRange{Lo: at, Hi: ledger.HashSpace})
@@ -102,7 +102,7 @@ func newLoadLine(parts []TopicPartition, cur []Slice, loads map[rangeKey]RangeLo
 				continue // overlapping or damaged: the earlier range wins
 			}
 			add(base+at, base+r.Lo, mean)
-			rl, ok := loads[rangeKey{tp, cur[ci].Range.Lo, cur[ci].Range.Hi}]
+			rl, ok := loads[RangeKey{tp, cur[ci].Range.Lo, cur[ci].Range.Hi}]
 			if !ok {
 				add(base+r.Lo, base+r.Hi, mean)
 			} else {
@@ -178,7 +178,7 @@ func rangePieces(rl RangeLoad) []loadPiece {
 }
 
 // at is the load of the line before position x.
-func (l *loadLine) at(x uint64) float64 {
+func (l *LoadLine) at(x uint64) float64 {
 	if x >= l.total {
 		return l.load
 	}
@@ -188,7 +188,7 @@ func (l *loadLine) at(x uint64) float64 {
 }
 
 // between is the load of [lo, hi).
-func (l *loadLine) between(lo, hi uint64) float64 {
+func (l *LoadLine) between(lo, hi uint64) float64 {
 	if hi <= lo {
 		return 0
 	}
@@ -198,7 +198,7 @@ func (l *loadLine) between(lo, hi uint64) float64 {
 // cut returns the position c in (from, limit] whose load before it is
 // closest to goal: the first position reaching goal, or the one before it
 // if that is closer (and not from itself: a cut takes at least one hash).
-func (l *loadLine) cut(from, limit uint64, goal float64) uint64 {
+func (l *LoadLine) cut(from, limit uint64, goal float64) uint64 {
 	if limit <= from+1 {
 		return limit
 	}
@@ -210,7 +210,7 @@ func (l *loadLine) cut(from, limit uint64, goal float64) uint64 {
 }
 
 // last is the last position whose load before it is at most goal.
-func (l *loadLine) last(goal float64) uint64 {
+func (l *LoadLine) last(goal float64) uint64 {
 	i := sort.Search(len(l.pieces), func(i int) bool {
 		p := l.pieces[i]
 		return p.cum+p.per*float64(p.hi-p.lo) > goal
@@ -233,7 +233,7 @@ func (l *loadLine) last(goal float64) uint64 {
 }
 
 // first is the first position whose load before it is at least goal.
-func (l *loadLine) first(goal float64) uint64 {
+func (l *LoadLine) first(goal float64) uint64 {
 	if goal <= 0 {
 		return 0
 	}
@@ -256,13 +256,13 @@ func (l *loadLine) first(goal float64) uint64 {
 }
 
 // position is hash h of partition tp on the line.
-func (l *loadLine) position(tp TopicPartition, h uint64) (uint64, bool) {
+func (l *LoadLine) position(tp TopicPartition, h uint64) (uint64, bool) {
 	i, ok := l.index[tp]
 	return uint64(i)*ledger.HashSpace + h, ok
 }
 
 // slices cuts [lo, hi) of the line at partition boundaries.
-func (l *loadLine) slices(lo, hi uint64, owner string) []Slice {
+func (l *LoadLine) slices(lo, hi uint64, owner string) []Slice {
 	var out []Slice
 	for lo < hi {
 		i := lo / ledger.HashSpace

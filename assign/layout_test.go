@@ -1,4 +1,4 @@
-package coord
+package assign
 
 import (
 	"slices"
@@ -13,7 +13,7 @@ import (
 func checkContiguous(t interface{ Fatalf(string, ...any) }, out []Slice) {
 	sorted := slices.Clone(out)
 	slices.SortFunc(sorted, func(a, b Slice) int {
-		if c := compareTP(a.TopicPartition, b.TopicPartition); c != 0 {
+		if c := CompareTP(a.TopicPartition, b.TopicPartition); c != 0 {
 			return c
 		}
 		return int(a.Range.Lo) - int(b.Range.Lo)
