@@ -4,7 +4,7 @@
 // hashicorp/raft tests its protocol on in-memory stores).
 //
 //	k := fakeoffsets.New()
-//	k.SetEnd(coord.TopicPartition{Topic: "t"}, 100)
+//	k.SetEnd(assign.TopicPartition{Topic: "t"}, 100)
 //	go leader.RunCommits(ctx, coord.CommitConfig{Offsets: k, Interval: time.Second})
 package fakeoffsets
 
@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 )
 
@@ -20,12 +21,12 @@ import (
 // New.
 type Offsets struct {
 	mu        sync.Mutex
-	committed map[coord.TopicPartition]coord.KafkaOffset
-	ends      map[coord.TopicPartition]int64
+	committed map[assign.TopicPartition]coord.KafkaOffset
+	ends      map[assign.TopicPartition]int64
 	calls     Calls
 	// commitDelay holds each Commit this long (or until its context ends).
 	commitDelay time.Duration
-	refuse      map[coord.TopicPartition]error
+	refuse      map[assign.TopicPartition]error
 }
 
 // Calls counts the calls made, and the partitions they named.
@@ -33,23 +34,23 @@ type Calls struct {
 	Committed, Commit, Ends int
 	CommittedParts          int // partitions named in Committed calls
 	CommitParts             int // partitions committed
-	History                 []map[coord.TopicPartition]int64
+	History                 []map[assign.TopicPartition]int64
 }
 
 // New returns an empty Offsets: no partition has a committed offset.
 func New() *Offsets {
-	return &Offsets{committed: make(map[coord.TopicPartition]coord.KafkaOffset), ends: make(map[coord.TopicPartition]int64), refuse: make(map[coord.TopicPartition]error)}
+	return &Offsets{committed: make(map[assign.TopicPartition]coord.KafkaOffset), ends: make(map[assign.TopicPartition]int64), refuse: make(map[assign.TopicPartition]error)}
 }
 
 var _ coord.Offsets = (*Offsets)(nil)
 
 // Committed implements coord.Offsets.
-func (o *Offsets) Committed(ctx context.Context, parts []coord.TopicPartition) (map[coord.TopicPartition]coord.KafkaOffset, error) {
+func (o *Offsets) Committed(ctx context.Context, parts []assign.TopicPartition) (map[assign.TopicPartition]coord.KafkaOffset, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.calls.Committed++
 	o.calls.CommittedParts += len(parts)
-	out := make(map[coord.TopicPartition]coord.KafkaOffset, len(parts))
+	out := make(map[assign.TopicPartition]coord.KafkaOffset, len(parts))
 	for _, p := range parts {
 		if c, ok := o.committed[p]; ok {
 			out[p] = c
@@ -64,7 +65,7 @@ func (o *Offsets) Committed(ctx context.Context, parts []coord.TopicPartition) (
 const Leader = "leader"
 
 // Commit implements coord.Offsets.
-func (o *Offsets) Commit(ctx context.Context, offsets map[coord.TopicPartition]int64) (map[coord.TopicPartition]error, error) {
+func (o *Offsets) Commit(ctx context.Context, offsets map[assign.TopicPartition]int64) (map[assign.TopicPartition]error, error) {
 	o.mu.Lock()
 	d := o.commitDelay
 	o.mu.Unlock()
@@ -78,12 +79,12 @@ func (o *Offsets) Commit(ctx context.Context, offsets map[coord.TopicPartition]i
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.calls.Commit++
-	var failed map[coord.TopicPartition]error
-	done := make(map[coord.TopicPartition]int64, len(offsets))
+	var failed map[assign.TopicPartition]error
+	done := make(map[assign.TopicPartition]int64, len(offsets))
 	for p, off := range offsets {
 		if err, bad := o.refuse[p]; bad {
 			if failed == nil {
-				failed = make(map[coord.TopicPartition]error)
+				failed = make(map[assign.TopicPartition]error)
 			}
 			failed[p] = err
 			continue
@@ -97,11 +98,11 @@ func (o *Offsets) Commit(ctx context.Context, offsets map[coord.TopicPartition]i
 }
 
 // Ends implements coord.Offsets.
-func (o *Offsets) Ends(ctx context.Context, parts []coord.TopicPartition) (map[coord.TopicPartition]int64, error) {
+func (o *Offsets) Ends(ctx context.Context, parts []assign.TopicPartition) (map[assign.TopicPartition]int64, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.calls.Ends++
-	out := make(map[coord.TopicPartition]int64, len(parts))
+	out := make(map[assign.TopicPartition]int64, len(parts))
 	for _, p := range parts {
 		if e, ok := o.ends[p]; ok {
 			out[p] = e
@@ -113,20 +114,20 @@ func (o *Offsets) Ends(ctx context.Context, parts []coord.TopicPartition) (map[c
 // SetCommitted sets a partition's committed offset as a client other than
 // keyshare would, without keyshare's mark (a plain consumer group before
 // the move, or kafka-consumer-groups --reset-offsets).
-func (o *Offsets) SetCommitted(p coord.TopicPartition, off int64) {
+func (o *Offsets) SetCommitted(p assign.TopicPartition, off int64) {
 	o.SetCommittedBy(p, off, "")
 }
 
 // SetCommittedBy sets a partition's committed offset as keyshare writer by
 // would (a deposed leader's late commit, or keyshare group reset-offsets).
-func (o *Offsets) SetCommittedBy(p coord.TopicPartition, off int64, by string) {
+func (o *Offsets) SetCommittedBy(p assign.TopicPartition, off int64, by string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.committed[p] = coord.KafkaOffset{Offset: off, By: by}
 }
 
 // CommittedOf is a partition's committed offset, -1 if none.
-func (o *Offsets) CommittedOf(p coord.TopicPartition) int64 {
+func (o *Offsets) CommittedOf(p assign.TopicPartition) int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if c, ok := o.committed[p]; ok {
@@ -136,7 +137,7 @@ func (o *Offsets) CommittedOf(p coord.TopicPartition) int64 {
 }
 
 // SetEnd sets a partition's end offset.
-func (o *Offsets) SetEnd(p coord.TopicPartition, end int64) {
+func (o *Offsets) SetEnd(p assign.TopicPartition, end int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.ends[p] = end
@@ -150,7 +151,7 @@ func (o *Offsets) SetCommitDelay(d time.Duration) {
 }
 
 // Refuse makes Commit refuse partition p with err (nil: accept it again).
-func (o *Offsets) Refuse(p coord.TopicPartition, err error) {
+func (o *Offsets) Refuse(p assign.TopicPartition, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if err == nil {
@@ -165,6 +166,6 @@ func (o *Offsets) Calls() Calls {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	c := o.calls
-	c.History = append([]map[coord.TopicPartition]int64(nil), c.History...)
+	c.History = append([]map[assign.TopicPartition]int64(nil), c.History...)
 	return c
 }

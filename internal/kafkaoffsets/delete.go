@@ -80,7 +80,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/assign"
 )
 
 // Delete deletes group's committed offsets of parts in one OffsetDelete
@@ -91,7 +91,7 @@ import (
 // it for a group with no live Kafka members, which a keyshare group is.
 // refused holds the partitions the broker answered with an error; err is
 // an error of the request as a whole.
-func Delete(ctx context.Context, cm kafka.ConfigMap, group string, parts []coord.TopicPartition) (refused map[coord.TopicPartition]error, err error) {
+func Delete(ctx context.Context, cm kafka.ConfigMap, group string, parts []assign.TopicPartition) (refused map[assign.TopicPartition]error, err error) {
 	if len(parts) == 0 {
 		return nil, nil
 	}
@@ -183,12 +183,12 @@ func Delete(ctx context.Context, cm kafka.ConfigMap, group string, parts []coord
 		return nil, fmt.Errorf("kafkaoffsets: delete the offsets of %d partitions of group %q: %w", len(parts), group,
 			kafka.NewError(kafka.ErrorCode(C.rd_kafka_error_code(gerr)), C.GoString(C.rd_kafka_error_string(gerr)), false))
 	}
-	refused = make(map[coord.TopicPartition]error)
+	refused = make(map[assign.TopicPartition]error)
 	if pl := C.rd_kafka_group_result_partitions(gr); pl != nil {
 		for i := range int(pl.cnt) {
 			p := C.partitionAt(pl, C.int(i))
 			if p.err != 0 {
-				refused[coord.TopicPartition{Topic: C.GoString(p.topic), Partition: int32(p.partition)}] = kafka.NewError(kafka.ErrorCode(p.err), C.GoString(C.rd_kafka_err2str(p.err)), false)
+				refused[assign.TopicPartition{Topic: C.GoString(p.topic), Partition: int32(p.partition)}] = kafka.NewError(kafka.ErrorCode(p.err), C.GoString(C.rd_kafka_err2str(p.err)), false)
 			}
 		}
 	}

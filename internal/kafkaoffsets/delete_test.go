@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -23,7 +23,7 @@ func TestDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kc.Close()
-	parts := []coord.TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}, {Topic: "t", Partition: 2}, {Topic: "t", Partition: 3}}
+	parts := []assign.TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}, {Topic: "t", Partition: 2}, {Topic: "t", Partition: 3}}
 	commit := Partitions(parts)
 	for i := range commit {
 		commit[i].Offset = kafka.Offset(10 + i)
@@ -40,7 +40,7 @@ func TestDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	for p, want := range map[int32]int64{0: 10, 1: 11, 2: -1, 3: -1} {
-		if o := got[coord.TopicPartition{Topic: "t", Partition: p}]; o != want {
+		if o := got[assign.TopicPartition{Topic: "t", Partition: p}]; o != want {
 			t.Errorf("t/%d: committed %d after the delete, want %d", p, o, want)
 		}
 	}

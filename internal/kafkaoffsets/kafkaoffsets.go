@@ -20,6 +20,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 )
 
@@ -65,7 +66,7 @@ func Isolation(cm kafka.ConfigMap) kafka.IsolationLevel {
 }
 
 // Partitions converts parts to librdkafka's form.
-func Partitions(parts []coord.TopicPartition) []kafka.TopicPartition {
+func Partitions(parts []assign.TopicPartition) []kafka.TopicPartition {
 	out := make([]kafka.TopicPartition, len(parts))
 	for i, p := range parts {
 		topic := p.Topic
@@ -80,9 +81,9 @@ func Partitions(parts []coord.TopicPartition) []kafka.TopicPartition {
 // answered with an error; with a failed request, err is its error, its
 // partitions are in neither map, and what the other requests read is
 // returned.
-func Committed(kc *kafka.Consumer, parts []coord.TopicPartition, timeoutMs int) (offsets map[coord.TopicPartition]int64, refused map[coord.TopicPartition]error, err error) {
+func Committed(kc *kafka.Consumer, parts []assign.TopicPartition, timeoutMs int) (offsets map[assign.TopicPartition]int64, refused map[assign.TopicPartition]error, err error) {
 	got, refused, err := CommittedBy(kc, parts, timeoutMs)
-	offsets = make(map[coord.TopicPartition]int64, len(got))
+	offsets = make(map[assign.TopicPartition]int64, len(got))
 	for p, o := range got {
 		offsets[p] = o.Offset
 	}
@@ -92,10 +93,10 @@ func Committed(kc *kafka.Consumer, parts []coord.TopicPartition, timeoutMs int) 
 // CommittedBy is Committed with who committed each offset: the writer that
 // keyshare's mark in the offset's metadata names (coord.CommitWriter), ""
 // for an offset committed without it.
-func CommittedBy(kc *kafka.Consumer, parts []coord.TopicPartition, timeoutMs int) (offsets map[coord.TopicPartition]coord.KafkaOffset, refused map[coord.TopicPartition]error, err error) {
+func CommittedBy(kc *kafka.Consumer, parts []assign.TopicPartition, timeoutMs int) (offsets map[assign.TopicPartition]coord.KafkaOffset, refused map[assign.TopicPartition]error, err error) {
 	var mu sync.Mutex
-	offsets = make(map[coord.TopicPartition]coord.KafkaOffset, len(parts))
-	refused = make(map[coord.TopicPartition]error)
+	offsets = make(map[assign.TopicPartition]coord.KafkaOffset, len(parts))
+	refused = make(map[assign.TopicPartition]error)
 	err = InChunks(Partitions(parts), func(c []kafka.TopicPartition) error {
 		res, err := kc.Committed(c, timeoutMs)
 		mu.Lock()
@@ -105,7 +106,7 @@ func CommittedBy(kc *kafka.Consumer, parts []coord.TopicPartition, timeoutMs int
 			// The group has never committed (some brokers say so this
 			// way, where Apache Kafka answers -1 for each partition).
 			for _, p := range c {
-				offsets[coord.TopicPartition{Topic: *p.Topic, Partition: p.Partition}] = coord.KafkaOffset{Offset: -1}
+				offsets[assign.TopicPartition{Topic: *p.Topic, Partition: p.Partition}] = coord.KafkaOffset{Offset: -1}
 			}
 			return nil
 		}
@@ -116,7 +117,7 @@ func CommittedBy(kc *kafka.Consumer, parts []coord.TopicPartition, timeoutMs int
 			if r.Topic == nil {
 				continue
 			}
-			p := coord.TopicPartition{Topic: *r.Topic, Partition: r.Partition}
+			p := assign.TopicPartition{Topic: *r.Topic, Partition: r.Partition}
 			if r.Error != nil {
 				refused[p] = r.Error
 				continue
@@ -149,10 +150,10 @@ func Mark(parts []kafka.TopicPartition, by string) {
 // commits, not skipped. refused holds the partitions the broker answered
 // with an error; with a failed request, err is its error, its partitions
 // are in neither map, and what the other requests read is returned.
-func List(ctx context.Context, a *kafka.AdminClient, parts []coord.TopicPartition, spec kafka.OffsetSpec, level kafka.IsolationLevel) (offsets map[coord.TopicPartition]int64, refused map[coord.TopicPartition]error, err error) {
+func List(ctx context.Context, a *kafka.AdminClient, parts []assign.TopicPartition, spec kafka.OffsetSpec, level kafka.IsolationLevel) (offsets map[assign.TopicPartition]int64, refused map[assign.TopicPartition]error, err error) {
 	var mu sync.Mutex
-	offsets = make(map[coord.TopicPartition]int64, len(parts))
-	refused = make(map[coord.TopicPartition]error)
+	offsets = make(map[assign.TopicPartition]int64, len(parts))
+	refused = make(map[assign.TopicPartition]error)
 	err = InChunks(Partitions(parts), func(c []kafka.TopicPartition) error {
 		ask := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(c))
 		for _, p := range c {
@@ -168,7 +169,7 @@ func List(ctx context.Context, a *kafka.AdminClient, parts []coord.TopicPartitio
 			if kp.Topic == nil {
 				continue
 			}
-			p := coord.TopicPartition{Topic: *kp.Topic, Partition: kp.Partition}
+			p := assign.TopicPartition{Topic: *kp.Topic, Partition: kp.Partition}
 			if r.Error.Code() != kafka.ErrNoError {
 				refused[p] = r.Error
 				continue
@@ -183,8 +184,8 @@ func List(ctx context.Context, a *kafka.AdminClient, parts []coord.TopicPartitio
 // FirstRefused is an error naming the first partition (in topic and
 // partition order) in refused and the broker's error for it; nil if there
 // is none.
-func FirstRefused(refused map[coord.TopicPartition]error) error {
-	var first *coord.TopicPartition
+func FirstRefused(refused map[assign.TopicPartition]error) error {
+	var first *assign.TopicPartition
 	for p := range refused {
 		if first == nil || p.Topic < first.Topic || (p.Topic == first.Topic && p.Partition < first.Partition) {
 			first = &p

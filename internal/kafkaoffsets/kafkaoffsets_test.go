@@ -8,7 +8,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -78,9 +78,9 @@ func BenchmarkOffsets(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer a.Close()
-	parts := make([]coord.TopicPartition, n)
+	parts := make([]assign.TopicPartition, n)
 	for i := range parts {
-		parts[i] = coord.TopicPartition{Topic: "wide", Partition: int32(i)}
+		parts[i] = assign.TopicPartition{Topic: "wide", Partition: int32(i)}
 	}
 	all := Partitions(parts)
 	// The group's offsets exist: a group that never committed is answered
@@ -133,7 +133,7 @@ func TestFirstRefused(t *testing.T) {
 		t.Fatalf("no refusal: %v", err)
 	}
 	notLeader := kafka.NewError(kafka.ErrNotLeaderForPartition, "not leader", false)
-	refused := map[coord.TopicPartition]error{
+	refused := map[assign.TopicPartition]error{
 		{Topic: "b", Partition: 0}:  errors.New("other"),
 		{Topic: "a", Partition: 12}: errors.New("later"),
 		{Topic: "a", Partition: 3}:  notLeader,
