@@ -665,7 +665,7 @@ func bestWhole(parts []PartitionWeight, members []MemberWeight, prev []Slice) ui
 // shares, and the partition reads (distinct member, partition pairs) against
 // P + M − 1, and logs a table (docs/assignor.md shows it):
 //
-//	go test ./coord/ -run TestAssignorMovementReport -v
+//	go test ./assign/ -run TestAssignorMovementReport -v
 func TestAssignorMovementReport(t *testing.T) {
 	t.Parallel()
 	const maxM = 16

@@ -11,8 +11,8 @@ import (
 // Balancing by load: where the members' load reports say the work is, and
 // the layout that shares it out by member weight.
 //
-// balanceByLoad is a pure function: the leader calls it on its own timer
-// (loadbalancer.go) with the reports it trusts, and moves ranges only when
+// BalanceByLoad is a pure function: the leader calls it on its own timer
+// (coord/loadbalancer.go) with the reports it trusts, and moves ranges only when
 // it says so. It cuts the load line (loadline.go) into one span per member,
 // keeping the members in the order of what they hold now (as
 // AssignContiguous does), so a move shifts split points rather than
@@ -161,7 +161,7 @@ const (
 )
 
 // placeScattered returns order with each member that holds more than one
-// span (a newcomer's slivers after a join placed by stickyByLoad) moved to
+// span (a newcomer's slivers after a join placed by StickyByLoad) moved to
 // the position where the cut moves the least hash space, as long as the
 // busiest member is no more than 5 % busier than with order as it is. Its
 // largest span says little about where it belongs: on a skewed line the

@@ -14,7 +14,7 @@ import (
 // that is constant over each of 64 equal parts of the hash space, and hot
 // keys. The tests write members' reports from it (reportsOf), the way
 // members measure, and judge a layout by it (trueLoads), not by the model
-// balanceByLoad builds from the reports.
+// BalanceByLoad builds from the reports.
 type skew struct {
 	parts map[TopicPartition][64]float64 // busy/s of each 64th of the hash space
 	hot   map[TopicPartition][]HotKey

@@ -14,8 +14,8 @@ import (
 // out); each stretch nobody keeps goes first to the member whose kept span
 // ends where it begins, if that member still needs load, and otherwise to
 // the first member, by id, that does. Like Assign it leaves fragments; the
-// leader tidies them with balanceByLoad's contiguous layout once the group
-// is still (loadbalancer.go).
+// leader tidies them with BalanceByLoad's contiguous layout once the group
+// is still (coord/loadbalancer.go).
 //
 // The load is model (the line the leader last judged, which says where
 // the load is whatever the ranges are now) when it is of the same

@@ -17,7 +17,7 @@ import (
 // every Config.LoadReportInterval: one small put per member per interval,
 // whatever the number of ranges (its etcd cost is in docs/benchmarks.md).
 // The leader reads the reports from its watch-fed cache and places split
-// points so that measured load, not hash width, is balanced (balance.go).
+// points so that measured load, not hash width, is balanced (assign/balance.go).
 // A report that is malformed, absurd or from a member that left moves
 // nothing: the leader ignores it with one warning.
 

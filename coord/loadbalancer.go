@@ -32,13 +32,13 @@ import (
 //     never has its ranges guessed);
 //   - LoadCooldown has passed since the last load-driven move;
 //
-// and it moves only when balanceByLoad predicts a gain of LoadMinGain (or
+// and it moves only when assign.BalanceByLoad predicts a gain of LoadMinGain (or
 // to tidy a fragmented load layout). The layout it moved to (the target)
 // replaces Assign's answer in the plan for as long as the members and
 // partitions stay the same, so neither the width assignor nor the
 // contiguous layout undoes it. A change of members
 // or partitions on it is placed by load, moving the least load
-// (stickyByLoad), and the fragments that leaves are tidied into one span
+// (assign.StickyByLoad), and the fragments that leaves are tidied into one span
 // per member once the group is still (judge); with whole partitions, or
 // no trusted report, the change is placed by width as before. A new leader
 // takes a settled layout as it finds it for its target (adoptable), so a
@@ -273,9 +273,9 @@ func (b *loadBalancer) judge(snap *Snapshot, parts []PartitionWeight, eligible [
 	if p.Line != nil {
 		b.model = p.Line
 	}
-	// A layout placed by stickyByLoad is fragmented like Assign's: once
+	// A layout placed by assign.StickyByLoad is fragmented like Assign's: once
 	// the group is still it is tidied into one span per member (which
-	// balanceByLoad's layout is), whatever the gain.
+	// BalanceByLoad's layout is), whatever the gain.
 	tidy := !p.Move && p.Want != nil && p.Moved > 0 && fragmented(cur, len(parts), len(eligible))
 	switch {
 	case tidy:

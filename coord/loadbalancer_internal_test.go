@@ -199,7 +199,7 @@ func TestLoadBalancerJudges(t *testing.T) {
 	if b.judge(snap, parts, members, true, t0.Add(5*time.Second)) != nil {
 		t.Fatal("moved within the cooldown")
 	}
-	// A member joins: the change is placed by load (stickyByLoad), and
+	// A member joins: the change is placed by load (assign.StickyByLoad), and
 	// that layout is held. The reports are gone (stale in a burst of
 	// handoffs): the load line of the last judgement places it.
 	snap.Members["c"] = Member{MemberInfo: MemberInfo{ID: "c", Weight: 1}}

@@ -425,7 +425,7 @@ func TestCoordModel(t *testing.T) {
 // TestModelSettlesFragments: after random joins, graceful leaves and crashes
 // (owners releasing everything revoked), the leader's rounds settle the
 // group with no range left to move or merge, and then every partition has at
-// most one range more than it has owners (merge.go, layout.go).
+// most one range more than it has owners (merge.go, assign/layout.go).
 func TestModelSettlesFragments(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {

@@ -8,7 +8,7 @@ import (
 )
 
 // settleTracker is the leader's side of defragmentation (merge.go,
-// layout.go): it allows merges and the contiguous layout to start only once
+// assign/layout.go): it allows merges and the contiguous layout to start only once
 // the group has been still for a while, on the leader's own monotonic
 // clock. Still means: the same members (with the same weights and leaving
 // flags) and partitions, and no round that moved hash space. During a
