@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -69,165 +68,6 @@ func FailAll(n int, err error) []error {
 // record of a batch whose BatchHandler returned the wrong number of results.
 var ErrBatchResults = errors.New("consumer: BatchHandler returned the wrong number of results")
 
-// batch is the records one worker hands to the BatchHandler, and the keys it
-// holds (running) until it releases them.
-type batch struct {
-	s     *scheduler
-	jobs  []*job
-	held  map[jobKey]*keyQueue // keys not released yet
-	order []*keyQueue          // keys taken, in the order taken
-}
-
-// newBatchScheduler starts workers that gather batches of up to size jobs,
-// waiting at most wait for more once a batch has one, and call run for each.
-// run must release every key of the batch (batch.release); the keys it has
-// not released when it returns are released without records put back.
-func newBatchScheduler(workers, size int, wait time.Duration, run func(*batch)) *scheduler {
-	s := &scheduler{keys: make(map[jobKey]*keyQueue), runBatch: run, maxBatch: size, maxWait: wait, now: time.Now}
-	s.cond = sync.NewCond(&s.mu)
-	s.form = sync.NewCond(&s.mu)
-	for range workers {
-		s.wg.Add(1)
-		go s.workBatches()
-	}
-	return s
-}
-
-// workBatches is a batch-mode worker. One worker at a time gathers a batch
-// (the others wait), so that a batch fills up rather than every idle worker
-// taking a few records each.
-func (s *scheduler) workBatches() {
-	defer s.wg.Done()
-	s.mu.Lock()
-	for {
-		for (s.forming || len(s.ready) == 0) && !s.closed {
-			s.cond.Wait()
-		}
-		if s.closed {
-			s.mu.Unlock()
-			return
-		}
-		s.forming = true
-		b := s.formLocked()
-		s.forming = false
-		if len(s.ready) > 0 {
-			s.cond.Signal() // the next worker gathers the next batch
-		}
-		if s.closed {
-			// Queued jobs are dropped on close (see close); so is this
-			// batch: its records stay pending for the range's next owner.
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Unlock()
-
-		s.runBatch(b)
-
-		s.mu.Lock()
-		for _, q := range b.order {
-			b.releaseLocked(q.key, nil)
-		}
-	}
-}
-
-// formLocked gathers a batch: ready keys' head records, up to maxBatch,
-// waiting up to maxWait from the first record for more.
-func (s *scheduler) formLocked() *batch {
-	b := &batch{s: s, held: make(map[jobKey]*keyQueue)}
-	var deadline time.Time
-	var timer *time.Timer
-	for {
-		s.takeLocked(b)
-		if len(b.jobs) >= s.maxBatch || s.closed || s.maxWait <= 0 {
-			break
-		}
-		if deadline.IsZero() {
-			deadline = time.Now().Add(s.maxWait)
-			timer = time.AfterFunc(s.maxWait, func() {
-				s.mu.Lock()
-				s.form.Broadcast()
-				s.mu.Unlock()
-			})
-		} else if !time.Now().Before(deadline) {
-			break
-		}
-		s.form.Wait()
-	}
-	if timer != nil {
-		timer.Stop()
-	}
-	return b
-}
-
-// takeLocked adds jobs to b until it is full: first new records of keys b
-// already holds (they come after that key's records in b), then ready keys,
-// each with as many of its consecutive records as fit.
-func (s *scheduler) takeLocked(b *batch) {
-	room := s.maxBatch - len(b.jobs)
-	take := func(q *keyQueue) {
-		for room > 0 && q.head != nil {
-			j := q.head
-			q.head, j.next = j.next, nil
-			if q.head == nil {
-				q.tail = nil
-			}
-			q.n--
-			q.lastTake = s.now()
-			b.jobs = append(b.jobs, j)
-			room--
-		}
-	}
-	for _, q := range b.order {
-		take(q)
-	}
-	for room > 0 && len(s.ready) > 0 {
-		q := s.ready[0]
-		s.ready[0] = nil
-		s.ready = s.ready[1:]
-		q.queued, q.running = false, true
-		b.held[q.key] = q
-		b.order = append(b.order, q)
-		take(q)
-	}
-}
-
-// release ends b's hold of key: putBack (records of the key taken into b
-// but not finished, in offset order) go back to the front of its queue,
-// and the key is ready again if it has records.
-func (b *batch) release(key jobKey, putBack []*job) {
-	b.s.mu.Lock()
-	defer b.s.mu.Unlock()
-	b.releaseLocked(key, putBack)
-}
-
-func (b *batch) releaseLocked(key jobKey, putBack []*job) {
-	s := b.s
-	q := b.held[key]
-	if q == nil {
-		return // released already
-	}
-	delete(b.held, key)
-	if n := len(putBack); n > 0 {
-		for i := range n - 1 {
-			putBack[i].next = putBack[i+1]
-		}
-		putBack[n-1].next = q.head
-		if q.head == nil {
-			q.tail = putBack[n-1]
-		}
-		q.head = putBack[0]
-		q.n += n
-	}
-	q.running = false
-	if q.head != nil {
-		q.queued = true
-		s.ready = append(s.ready, q)
-		s.signalLocked()
-		return
-	}
-	delete(s.keys, q.key)
-}
-
 // callBatch runs the batch handler, turning a panic or a result of the
 // wrong length into an error for the whole batch.
 func (c *Consumer) callBatch(ctx context.Context, msgs []*kafka.Message) (res []error, err error) {
@@ -279,7 +119,7 @@ func (p *pipeline) finishJob(j *job, done bool) {
 func (p *pipeline) runBatch(b *batch) {
 	var live []*job
 	alive := p.live()
-	for _, j := range b.jobs {
+	for _, j := range b.Jobs() {
 		if j.ctx.Err() != nil || !alive {
 			// Dropped with its range (or the session) while queued: it
 			// stays pending for the range's next owner, as in runJob.
@@ -348,11 +188,11 @@ func (p *pipeline) runBatch(b *batch) {
 	for _, r := range failing {
 		failingKeys[r.j.key] = true
 	}
-	// Release every other key now, not when the retries end. b.order is
-	// not changed once the batch is formed.
-	for _, q := range b.order {
-		if !failingKeys[q.key] {
-			b.release(q.key, putBack[q.key])
+	// Release every other key now, not when the retries end. The batch's
+	// keys do not change once it is formed.
+	for _, k := range b.Keys() {
+		if !failingKeys[k] {
+			b.Release(k, putBack[k])
 		}
 	}
 	if len(failing) > 0 {
@@ -408,7 +248,7 @@ func (p *pipeline) retryBatch(b *batch, failing []*retrying, putBack map[jobKey]
 		if done {
 			p.finishJob(r.j, true)
 		}
-		b.release(r.j.key, putBack[r.j.key])
+		b.Release(r.j.key, putBack[r.j.key])
 	}
 	// abandon finishes the records whose context ended (their range was
 	// dropped): they run again on its next owner.

@@ -12,174 +12,11 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/consumer/internal/schedule"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/testutil"
 )
-
-func testJob(key string, o int64) *job {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &job{key: jobKey{topic: "t", key: key}, o: o, ctx: ctx, cancel: cancel}
-}
-
-// TestBatchFormation: batches hold at most MaxBatchSize records; a key's
-// records in a batch are consecutive records of that key in offset order;
-// a key is never in two batches at once; every record runs exactly once;
-// a batch gathers records that arrive within MaxBatchWait.
-func TestBatchFormation(t *testing.T) {
-	const size = 7
-	var mu sync.Mutex
-	running := map[jobKey]int{} // batches holding the key now
-	var errs []string
-	next := map[string]int64{} // the key's next expected offset
-	var batches [][]*job
-	var wg sync.WaitGroup
-	s := newBatchScheduler(4, size, 5*time.Millisecond, func(b *batch) {
-		mu.Lock()
-		batches = append(batches, b.jobs)
-		if len(b.jobs) == 0 || len(b.jobs) > size {
-			errs = append(errs, fmt.Sprintf("batch of %d records", len(b.jobs)))
-		}
-		seen := map[jobKey]bool{}
-		for _, j := range b.jobs {
-			if !seen[j.key] {
-				seen[j.key] = true
-				if running[j.key]++; running[j.key] > 1 {
-					errs = append(errs, fmt.Sprintf("key %s in two batches at once", j.key.key))
-				}
-			}
-			if j.o != next[j.key.key] {
-				errs = append(errs, fmt.Sprintf("key %s: offset %d, want %d", j.key.key, j.o, next[j.key.key]))
-			}
-			next[j.key.key] = j.o + 1
-		}
-		mu.Unlock()
-		time.Sleep(time.Millisecond) // overlap with other workers' batches
-		mu.Lock()
-		for k := range seen {
-			running[k]--
-		}
-		mu.Unlock()
-		for range b.jobs {
-			wg.Done()
-		}
-	})
-	t.Cleanup(s.close)
-	// Offsets here count per key (the test's own order check).
-	keys := []string{"a", "b", "c", "hot"}
-	var offs = map[string]int64{}
-	n := 0
-	for i := range 400 {
-		k := keys[i%3]
-		if i%2 == 0 {
-			k = "hot"
-		}
-		wg.Add(1)
-		s.submit(testJob(k, offs[k]))
-		offs[k]++
-		n++
-		if i%50 == 0 {
-			time.Sleep(2 * time.Millisecond)
-		}
-	}
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	for _, e := range errs {
-		t.Error(e)
-	}
-	total, full := 0, 0
-	for _, b := range batches {
-		total += len(b)
-		if len(b) == size {
-			full++
-		}
-	}
-	if total != n {
-		t.Fatalf("%d records ran, want %d", total, n)
-	}
-	t.Logf("%d records in %d batches (%d full)", n, len(batches), full)
-
-	// Records that arrive within MaxBatchWait join the batch.
-	got := make(chan []*job, 4)
-	s2 := newBatchScheduler(2, 10, time.Second, func(b *batch) { got <- slices.Clone(b.jobs) })
-	t.Cleanup(s2.close)
-	s2.submit(testJob("x", 0))
-	time.Sleep(20 * time.Millisecond)
-	s2.submit(testJob("y", 0))
-	s2.submit(testJob("x", 1)) // x is held by the forming batch: it joins it after x's first
-	for i := range 7 {
-		s2.submit(testJob(fmt.Sprint("z", i), 0))
-	}
-	select {
-	case b := <-got:
-		d := describe(b)
-		if len(b) != 10 || d[0] != "x@0" || !slices.Contains(d, "x@1") {
-			t.Fatalf("batch %v: want x@0 first, x@1 after it, and 8 more (it fills before the wait ends)", d)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no batch")
-	}
-}
-
-func describe(b []*job) []string {
-	var out []string
-	for _, j := range b {
-		out = append(out, fmt.Sprintf("%s@%d", j.key.key, j.o))
-	}
-	return out
-}
-
-// TestBatchReleasePutsBack: records released back into their key's queue
-// run again, first among the key's records, in order; a key is held until
-// released.
-func TestBatchReleasePutsBack(t *testing.T) {
-	got := make(chan []string, 8)
-	first := true
-	var mu sync.Mutex
-	s := newBatchScheduler(2, 10, 0, func(b *batch) {
-		got <- describe(b.jobs)
-		mu.Lock()
-		defer mu.Unlock()
-		if first {
-			first = false
-			// Keep a@0, put a@1 and a@2 back.
-			b.release(b.jobs[0].key, []*job{b.jobs[1], b.jobs[2]})
-		}
-	})
-	t.Cleanup(s.close)
-	s.mu.Lock() // submit all three before any worker looks
-	for o := range 3 {
-		j := testJob("a", int64(o))
-		q := s.keys[j.key]
-		if q == nil {
-			q = &keyQueue{key: j.key}
-			s.keys[j.key] = q
-		}
-		if q.tail == nil {
-			q.head, q.tail = j, j
-		} else {
-			q.tail.next, q.tail = j, j
-		}
-		if !q.queued {
-			q.queued = true
-			s.ready = append(s.ready, q)
-		}
-	}
-	s.cond.Signal()
-	s.mu.Unlock()
-	want := [][]string{{"a@0", "a@1", "a@2"}, {"a@1", "a@2"}}
-	for _, w := range want {
-		select {
-		case b := <-got:
-			if !slices.Equal(b, w) {
-				t.Fatalf("batch %v, want %v", b, w)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("no batch; want %v", w)
-		}
-	}
-}
 
 // testPipeline is a pipeline owning all of partition 0 of topic "t",
 // without Kafka or etcd: records go in through handle, and the ledger shows
@@ -205,8 +42,8 @@ func testPipeline(t *testing.T, mutate func(*Config)) (*pipeline, *owned) {
 	w := &owned{st: st, rs: coord.RangeState{Key: "r", Record: coord.RangeRecord{Topic: "t", Lo: 0, Hi: ledger.HashSpace, State: coord.StateActive}}}
 	p.mu.ranges["r"] = w
 	p.mu.byTP[tp{Topic: "t"}] = []*owned{w}
-	p.sched = newBatchScheduler(cfg.Concurrency, cfg.MaxBatchSize, cfg.MaxBatchWait, p.runBatch)
-	t.Cleanup(func() { cancel(); p.sched.close() })
+	p.sched = schedule.NewBatching[jobKey](cfg.Concurrency, cfg.MaxBatchSize, cfg.MaxBatchWait, p.runBatch)
+	t.Cleanup(func() { cancel(); p.sched.Close() })
 	return p, w
 }
 

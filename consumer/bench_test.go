@@ -9,6 +9,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/keyshare/keyshare/consumer/internal/schedule"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
 )
@@ -39,8 +40,8 @@ func benchPipeline(b *testing.B, ranges []ledger.HashRange, handler Handler) *pi
 		p.mu.ranges[w.rs.Key] = w
 		p.mu.byTP[t] = append(p.mu.byTP[t], w)
 	}
-	p.sched = newScheduler(cfg.Concurrency, p.runJob)
-	b.Cleanup(func() { cancel(); p.sched.close() })
+	p.sched = schedule.New[jobKey](cfg.Concurrency, p.runJob)
+	b.Cleanup(func() { cancel(); p.sched.Close() })
 	return p
 }
 

@@ -33,10 +33,6 @@ import (
 // key's own records wait for it, and the partition's committed offset
 // waits for the blocked record.
 
-// keyBlockedAfter is how long a key with queued records may go without a
-// worker taking one before it counts as blocked.
-const keyBlockedAfter = time.Second
-
 // defaultMaxQueuedPerKey is MaxQueuedPerKey's default, where MaxInFlight
 // allows it.
 const defaultMaxQueuedPerKey = 100
@@ -72,7 +68,7 @@ func (p *pipeline) maxQueuedPerKey() int {
 func (p *pipeline) evictBlocked() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := p.sched.evictBlocked(p.maxQueuedPerKey())
+	out := p.sched.EvictBlocked(p.maxQueuedPerKey())
 	for _, j := range out {
 		if p.mu.jobs[j.t][j.o] != j {
 			continue // abandoned already: whoever removed it counted it out
@@ -127,7 +123,7 @@ func (p *pipeline) shelveLocked(t tp, k jobKey, st *ledger.State, o int64, h uin
 // loop calls it.
 func (p *pipeline) refetchShelved() error {
 	p.mu.Lock()
-	now := p.sched.now()
+	now := p.sched.Now()
 	if len(p.mu.shelves) == 0 || now.Sub(p.shelvesChecked) < shelfCheckEvery {
 		p.mu.Unlock()
 		return nil
@@ -162,7 +158,7 @@ func (p *pipeline) releaseShelvesLocked() []partitionOffset {
 		}
 		from, released := int64(0), false
 		for k, s := range sh {
-			if p.takesLocked(t, s.h) && p.sched.queued(k) > half {
+			if p.takesLocked(t, s.h) && p.sched.Queued(k) > half {
 				continue // still blocked
 			}
 			delete(sh, k)
@@ -215,41 +211,4 @@ func (p *pipeline) lowestWatermarkLocked(t tp) (int64, bool) {
 		}
 	}
 	return low, found
-}
-
-// queued returns how many records of key k are queued (not counting one
-// a worker runs).
-func (s *scheduler) queued(k jobKey) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if q := s.keys[k]; q != nil {
-		return q.n
-	}
-	return 0
-}
-
-// evictBlocked removes from the queue of every blocked key its records
-// beyond the first keep, and returns them.
-func (s *scheduler) evictBlocked(keep int) []*job {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	var out []*job
-	for _, q := range s.keys {
-		if q.n <= keep || now.Sub(q.lastTake) < keyBlockedAfter {
-			continue
-		}
-		last := q.head // the keep-th record, which stays
-		for range keep - 1 {
-			last = last.next
-		}
-		for j := last.next; j != nil; {
-			next := j.next
-			j.next = nil
-			out = append(out, j)
-			j = next
-		}
-		last.next, q.tail, q.n = nil, last, keep
-	}
-	return out
 }

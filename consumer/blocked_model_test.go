@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"pgregory.net/rapid"
 
+	"github.com/keyshare/keyshare/consumer/internal/schedule"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
 )
@@ -70,10 +71,9 @@ var _ fetcher = (*logFetcher)(nil)
 // whole and each of its keys finishes on its own, as runBatch releases the
 // keys of a batch while a failed record holds its own.
 type running struct {
-	key  string    // the records' key ("" for a null key)
-	q    *keyQueue // one record's key queue, for doneLocked
-	b    *batch    // or the batch the records are in, and their key in it
-	k    jobKey
+	key  string // the records' key ("" for a null key)
+	k    jobKey // the key in the scheduler
+	b    *batch // the batch the records are in, or nil for one record
 	jobs []*job
 }
 
@@ -119,11 +119,11 @@ func newBlockedModel(t *rapid.T) *blockedModel {
 	p.mu.fetching, p.mu.heldKnown = true, true
 	// No workers: the steps take records from the scheduler.
 	if m.batches {
-		p.sched = newBatchScheduler(0, rapid.IntRange(1, 4).Draw(t, "batch size"), 0, nil)
+		p.sched = schedule.NewBatching[jobKey, *job](0, rapid.IntRange(1, 4).Draw(t, "batch size"), 0, nil)
 	} else {
-		p.sched = newScheduler(0, nil)
+		p.sched = schedule.New[jobKey, *job](0, nil)
 	}
-	p.sched.now = func() time.Time { return m.clock }
+	p.sched.SetClock(func() time.Time { return m.clock })
 	// One range, or the space cut in two.
 	cuts := []uint64{0, ledger.HashSpace}
 	if rapid.Bool().Draw(t, "two ranges") {
@@ -191,23 +191,20 @@ func (m *blockedModel) loop() {
 // start takes work from the scheduler as a worker would.
 func (m *blockedModel) start() {
 	s := m.p.sched
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.ready) == 0 {
-		return
-	}
 	if !m.batches {
-		q, j := s.nextLocked()
-		m.running = append(m.running, running{key: string(j.m.Key), q: q, jobs: []*job{j}})
+		k, j, ok := s.Next()
+		if !ok {
+			return
+		}
+		m.running = append(m.running, running{key: string(j.m.Key), k: k, jobs: []*job{j}})
 		m.trace = append(m.trace, fmt.Sprintf("start %s@%d", j.m.Key, j.o))
 		return
 	}
-	b := &batch{s: s, held: make(map[jobKey]*keyQueue)}
-	s.takeLocked(b)
-	for _, q := range b.order {
-		r := running{key: q.key.key, b: b, k: q.key}
-		for _, j := range b.jobs {
-			if j.key == q.key {
+	b := s.TakeBatch()
+	for _, k := range b.Keys() {
+		r := running{key: k.key, b: b, k: k}
+		for _, j := range b.Jobs() {
+			if j.key == k {
 				r.jobs = append(r.jobs, j)
 				m.trace = append(m.trace, fmt.Sprintf("start %s@%d in a batch", j.m.Key, j.o))
 			}
@@ -238,14 +235,11 @@ func (m *blockedModel) finish(i int) {
 		m.p.finish(j, j.ctx.Err() == nil)
 		j.cancel()
 	}
-	s := m.p.sched
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if r.b != nil {
-		r.b.releaseLocked(r.k, nil)
+		r.b.Release(r.k, nil)
 		return
 	}
-	s.doneLocked(r.q)
+	m.p.sched.Done(r.k)
 }
 
 // finishFree finishes the running work of keys not poisoned.
@@ -328,7 +322,7 @@ func (m *blockedModel) ranAll(keep func(*kafka.Message) bool) bool {
 func (m *blockedModel) settle() {
 	perKey := 1 + m.p.maxQueuedPerKey() // running, and queued
 	if m.batches {
-		perKey += m.p.sched.maxBatch - 1
+		perKey += m.p.sched.MaxBatch() - 1
 	}
 	for _, k := range m.keys {
 		if !m.poisoned[k] {
@@ -350,7 +344,7 @@ func (m *blockedModel) settle() {
 	for m.f.pos < len(m.f.log) {
 		m.loop()
 	}
-	if len(m.p.sched.ready) > 0 || len(m.running) > 0 {
+	if !m.p.sched.Idle() || len(m.running) > 0 {
 		m.fatalf("records queued after all ran")
 	}
 	for _, w := range m.p.mu.byTP[tp{Topic: "t"}] {

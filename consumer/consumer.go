@@ -202,7 +202,7 @@ func (c *Consumer) serve(ctx context.Context, sess *coord.Session) error {
 		p.log.Error("fetch loop failed", "error", err)
 	}
 	p.stop()
-	p.sched.close()
+	p.sched.Close()
 	p.wg.Wait()
 	_ = sess.Close()
 	return err

@@ -70,7 +70,7 @@ func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h u
 	ctx, cancel := context.WithCancel(p.ctx)
 	j := &job{t: t, key: k, o: o, h: h, m: m, ctx: ctx, cancel: cancel, since: time.Now()}
 	// Queued before it is in jobs: its finish waits for p.mu, held here.
-	if !p.sched.submitBounded(j, p.maxQueuedPerKey()) {
+	if !p.sched.SubmitBounded(k, j, p.maxQueuedPerKey()) {
 		cancel()
 		p.shelveLocked(t, k, w.st, o, h)
 		return

@@ -126,9 +126,7 @@ func TestDrainCancelsBeforeRelease(t *testing.T) {
 			r.put(rev, nil)
 			testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == coord.StateReleased })
 			testutil.WaitFor(t, "the record's worker done", 10*time.Second, func() bool {
-				r.p.sched.mu.Lock()
-				defer r.p.sched.mu.Unlock()
-				return len(r.p.sched.keys) == 0
+				return r.p.sched.Idle()
 			})
 			mu.Lock()
 			defer mu.Unlock()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/keyshare/keyshare/consumer/internal/schedule"
 	"github.com/keyshare/keyshare/coord"
 )
 
@@ -19,7 +20,7 @@ type tp = coord.TopicPartition
 // One file per concern: the range table and the pure functions over it
 // (table.go), the fetch loop, the only driver of the fetcher (fetch.go,
 // fetcher.go), filter and dispatch to the scheduler (dispatch.go,
-// scheduler.go), the in-flight bound and an operator's pause
+// job.go; the scheduler is internal/schedule), the in-flight bound and an operator's pause
 // (backpressure.go), blocked keys' records out of memory (blocked.go), moving to a new assignment (reconcile.go), draining
 // and releasing revoked ranges (drain.go), writing the ledger (flush.go),
 // records Kafka deleted before they were handled (retention.go), and the
@@ -118,9 +119,9 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 	p.mu.fetching = true
 	p.mu.held = true // until the first read of the pause state
 	if c.cfg.BatchHandler != nil {
-		p.sched = newBatchScheduler(c.cfg.Concurrency, c.cfg.MaxBatchSize, c.cfg.MaxBatchWait, p.runBatch) // batch.go
+		p.sched = schedule.NewBatching[jobKey](c.cfg.Concurrency, c.cfg.MaxBatchSize, c.cfg.MaxBatchWait, p.runBatch) // batch.go
 	} else {
-		p.sched = newScheduler(c.cfg.Concurrency, p.runJob)
+		p.sched = schedule.New[jobKey](c.cfg.Concurrency, p.runJob)
 	}
 	return p
 }

@@ -98,7 +98,7 @@ func newRigWith(t *testing.T, h Handler, fetch bool, opts rigOptions) *rig {
 	}
 	t.Cleanup(func() {
 		p.stop()
-		p.sched.close()
+		p.sched.Close()
 		p.wg.Wait()
 		_ = sess.Close()
 	})

@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -505,60 +504,6 @@ func TestApplyFetch(t *testing.T) {
 	want := []string{"unassign 3@0", "assign 0@10", "pause 0@10", "seek 1@20,2@30", "unassign 2@30", "assign 2@30", "pause 2@30"}
 	if !slices.Equal(f.calls, want) {
 		t.Fatalf("calls\n %q\nwant\n %q", f.calls, want)
-	}
-}
-
-// TestSchedulerOrder: records of one key run one at a time in submission
-// order; a key whose record blocks holds only itself.
-func TestSchedulerOrder(t *testing.T) {
-	var mu sync.Mutex
-	running := map[string]bool{}
-	ran := map[string][]int64{}
-	block := make(chan struct{})
-	done := make(chan struct{}, 1000)
-	s := newScheduler(4, func(j *job) {
-		k := j.key.key
-		mu.Lock()
-		if running[k] {
-			t.Errorf("key %s: two records at once", k)
-		}
-		running[k] = true
-		mu.Unlock()
-		if k == "slow" {
-			<-block
-		}
-		mu.Lock()
-		running[k] = false
-		ran[k] = append(ran[k], j.o)
-		mu.Unlock()
-		done <- struct{}{}
-	})
-	defer s.close()
-	const perKey = 50
-	keys := []string{"slow", "a", "b", "c", "d", "e"}
-	for o := range int64(perKey) {
-		for _, k := range keys {
-			s.submit(&job{key: jobKey{topic: "t", key: k}, o: o, ctx: context.Background(), cancel: func() {}})
-		}
-	}
-	// Every other key finishes while "slow" holds its first record.
-	for range (len(keys) - 1) * perKey {
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Fatal("the other keys did not finish while one key was blocked")
-		}
-	}
-	close(block)
-	for range perKey {
-		<-done
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, k := range keys {
-		if len(ran[k]) != perKey || !slices.IsSorted(ran[k]) {
-			t.Fatalf("key %s ran %v, want 0..%d in order", k, ran[k], perKey-1)
-		}
 	}
 }
 

@@ -1,0 +1,153 @@
+package schedule
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestBatchFormation: batches hold at most the batch size of jobs; a key's
+// jobs in a batch are consecutive jobs of that key in offset order;
+// a key is never in two batches at once; every job runs exactly once;
+// a batch gathers jobs that arrive within the batch wait.
+func TestBatchFormation(t *testing.T) {
+	const size = 7
+	var mu sync.Mutex
+	running := map[string]int{} // batches holding the key now
+	var errs []string
+	next := map[string]int64{} // the key's next expected offset
+	var batches [][]tj
+	var wg sync.WaitGroup
+	s := NewBatching[string](4, size, 5*time.Millisecond, func(b *Batch[string, tj]) {
+		mu.Lock()
+		batches = append(batches, b.jobs)
+		if len(b.jobs) == 0 || len(b.jobs) > size {
+			errs = append(errs, fmt.Sprintf("batch of %d jobs", len(b.jobs)))
+		}
+		seen := map[string]bool{}
+		for _, j := range b.jobs {
+			if !seen[j.key] {
+				seen[j.key] = true
+				if running[j.key]++; running[j.key] > 1 {
+					errs = append(errs, fmt.Sprintf("key %s in two batches at once", j.key))
+				}
+			}
+			if j.o != next[j.key] {
+				errs = append(errs, fmt.Sprintf("key %s: offset %d, want %d", j.key, j.o, next[j.key]))
+			}
+			next[j.key] = j.o + 1
+		}
+		mu.Unlock()
+		time.Sleep(time.Millisecond) // overlap with other workers' batches
+		mu.Lock()
+		for k := range seen {
+			running[k]--
+		}
+		mu.Unlock()
+		for range b.jobs {
+			wg.Done()
+		}
+	})
+	t.Cleanup(s.Close)
+	// Offsets here count per key (the test's own order check).
+	keys := []string{"a", "b", "c", "hot"}
+	var offs = map[string]int64{}
+	n := 0
+	for i := range 400 {
+		k := keys[i%3]
+		if i%2 == 0 {
+			k = "hot"
+		}
+		wg.Add(1)
+		s.Submit(k, tj{k, offs[k]})
+		offs[k]++
+		n++
+		if i%50 == 0 {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range errs {
+		t.Error(e)
+	}
+	total, full := 0, 0
+	for _, b := range batches {
+		total += len(b)
+		if len(b) == size {
+			full++
+		}
+	}
+	if total != n {
+		t.Fatalf("%d jobs ran, want %d", total, n)
+	}
+	t.Logf("%d jobs in %d batches (%d full)", n, len(batches), full)
+
+	// Jobs that arrive within the batch wait join the batch.
+	got := make(chan []tj, 4)
+	s2 := NewBatching[string](2, 10, time.Second, func(b *Batch[string, tj]) { got <- slices.Clone(b.jobs) })
+	t.Cleanup(s2.Close)
+	s2.Submit("x", tj{"x", 0})
+	time.Sleep(20 * time.Millisecond)
+	s2.Submit("y", tj{"y", 0})
+	s2.Submit("x", tj{"x", 1}) // x is held by the forming batch: it joins it after x's first
+	for i := range 7 {
+		s2.Submit(fmt.Sprint("z", i), tj{fmt.Sprint("z", i), 0})
+	}
+	select {
+	case b := <-got:
+		d := describe(b)
+		if len(b) != 10 || d[0] != "x@0" || !slices.Contains(d, "x@1") {
+			t.Fatalf("batch %v: want x@0 first, x@1 after it, and 8 more (it fills before the wait ends)", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no batch")
+	}
+}
+
+func describe(b []tj) []string {
+	var out []string
+	for _, j := range b {
+		out = append(out, j.String())
+	}
+	return out
+}
+
+// TestBatchReleasePutsBack: jobs released back into their key's queue
+// run again, first among the key's jobs, in order; a key is held until
+// released.
+func TestBatchReleasePutsBack(t *testing.T) {
+	got := make(chan []string, 8)
+	first := true
+	var mu sync.Mutex
+	s := NewBatching[string](2, 10, 0, func(b *Batch[string, tj]) {
+		got <- describe(b.jobs)
+		mu.Lock()
+		defer mu.Unlock()
+		if first {
+			first = false
+			// Keep a@0, put a@1 and a@2 back.
+			b.Release(b.jobs[0].key, []tj{b.jobs[1], b.jobs[2]})
+		}
+	})
+	t.Cleanup(s.Close)
+	s.mu.Lock() // submit all three before any worker looks
+	for o := range 3 {
+		s.submitLocked("a", tj{"a", int64(o)}, 0)
+	}
+	s.mu.Unlock()
+	want := [][]string{{"a@0", "a@1", "a@2"}, {"a@1", "a@2"}}
+	for _, w := range want {
+		select {
+		case b := <-got:
+			if !slices.Equal(b, w) {
+				t.Fatalf("batch %v, want %v", b, w)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no batch; want %v", w)
+		}
+	}
+}

@@ -1,0 +1,19 @@
+// Package schedule runs a member's records on a fixed number of workers,
+// keeping each key's records in order and never two of one key at once,
+// and finds the keys that are blocked (a head record that does not
+// finish) so that their queued records can leave memory.
+//
+// It knows nothing of Kafka or etcd: a job is any value, and its key any
+// comparable value. The consumer package schedules its records with it.
+//
+//	s := schedule.New(workers, func(j *job) { handle(j) })
+//	defer s.Close()
+//	s.Submit(j.key, j) // runs after the key's earlier jobs
+//
+// In batch mode (NewBatching) a worker gathers the head jobs of several
+// ready keys into a Batch and holds those keys until it releases them.
+//
+// A scheduler built with no workers is driven step by step (Next and Done,
+// or TakeBatch and Batch.Release), with a clock set by SetClock: that is
+// how the consumer's model tests play workers.
+package schedule

@@ -1,0 +1,49 @@
+package consumer
+
+import (
+	"context"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/consumer/internal/schedule"
+)
+
+// jobKey identifies the records that must run one at a time, in order: one
+// key of one partition. Records with a null key have no order to keep, so
+// each is its own key (by offset).
+type jobKey struct {
+	topic     string
+	partition int32
+	key       string
+	null      bool
+	offset    int64 // only for null keys
+}
+
+// job is one record handed to a worker and not yet finished.
+type job struct {
+	key jobKey
+
+	t      tp
+	o      int64
+	h      uint32
+	m      *kafka.Message
+	ctx    context.Context // ends if the member must stop working on the record
+	cancel context.CancelFunc
+	since  time.Time
+	// attempts and lastErr are set by the worker while retrying (under the
+	// pipeline's lock).
+	attempts int
+	lastErr  string
+	// busy is how long the record has held a worker (load.go); written
+	// by the worker running it, read when it finishes.
+	busy time.Duration
+}
+
+// scheduler runs the member's records on its workers, one key at a time
+// in offset order (internal/schedule).
+type scheduler = schedule.Scheduler[jobKey, *job]
+
+// batch is the records one batch-mode worker hands to the BatchHandler,
+// and the keys it holds until it releases them.
+type batch = schedule.Batch[jobKey, *job]
