@@ -86,18 +86,6 @@ func (p *pipeline) backpressure() bool {
 	return false
 }
 
-// trackLocked counts j in flight, and untrackLocked counts it out; the
-// caller holds p.mu and adds j to p.mu.jobs or removes it.
-func (p *pipeline) trackLocked(j *job) {
-	p.mu.inflight++
-	p.mu.inflightBytes += recordBytes(j.m)
-}
-
-func (p *pipeline) untrackLocked(j *job) {
-	p.mu.inflight--
-	p.mu.inflightBytes -= recordBytes(j.m)
-}
-
 // recordBytes is what a fetched record holds in memory, as far as
 // MaxInFlightBytes counts it: its key, value and headers.
 func recordBytes(m *kafka.Message) int64 {

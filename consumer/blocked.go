@@ -74,7 +74,7 @@ func (p *pipeline) evictBlocked() bool {
 			continue // abandoned already: whoever removed it counted it out
 		}
 		delete(p.mu.jobs[j.t], j.o)
-		p.untrackLocked(j)
+		p.mu.untrack(j)
 		j.cancel()
 		for _, w := range p.mu.byTP[j.t] {
 			if w.st.Range().Contains(j.h) {

@@ -85,10 +85,10 @@ func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h u
 		// here), but if it happens the old job is abandoned: its finish
 		// will find it gone and not count it again.
 		old.cancel()
-		p.untrackLocked(old)
+		p.mu.untrack(old)
 	}
 	jobs[o] = j
-	p.trackLocked(j)
+	p.mu.track(j)
 }
 
 // live reports whether the session is short of its conservative lease
@@ -127,7 +127,7 @@ func (p *pipeline) finish(j *job, done bool) {
 		return // abandoned: whoever removed it counted it out of inflight
 	}
 	delete(p.mu.jobs[t], o)
-	p.untrackLocked(j)
+	p.mu.untrack(j)
 	p.mu.cond.Broadcast()
 	poke(p.space)
 	var w *owned

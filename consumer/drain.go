@@ -113,7 +113,7 @@ func (p *pipeline) abandonLocked(w *owned) int {
 		}
 		j.cancel()
 		delete(p.mu.jobs[t], o)
-		p.untrackLocked(j)
+		p.mu.untrack(j)
 		n++
 		if err := w.st.Shelve(o, j.h); err != nil {
 			p.log.Error("ledger refused to take back a cancelled record", "topic", t.Topic, "partition", t.Partition, "offset", o, "error", err)

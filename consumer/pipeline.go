@@ -67,23 +67,12 @@ type pipeline struct {
 		gen        int64
 		rev        int64 // etcd revision of the assignment applied last
 		rangeTable       // ranges, byTP, assigned, pos (table.go)
-		paused     bool
-		// held: an operator paused the group (coord.PauseRecord), or
-		// the pause state is not read yet; the member takes no records.
-		held      bool
-		heldKnown bool // the pause state has been read once
-		fetching  bool // false once leaving: no new records
-		inflight  int
-		// inflightBytes: the keys, values and headers of the in-flight
-		// records (backpressure.go).
-		inflightBytes int64
+		inFlight         // inflight, inflightBytes, jobs (inflight.go)
+		holds            // paused, held, heldKnown, halted (holds.go)
+		fetching   bool  // false once leaving: no new records
 		// unflushed counts records completed since the flush that last
 		// reached etcd: they would run again if the member crashed now.
 		unflushed int
-		jobs      map[tp]map[int64]*job
-		// halted are partitions whose unhandled records Kafka deleted,
-		// held for an operator (RetentionLoss "halt").
-		halted map[tp]bool
 		// aboveEnd are partitions whose position is above the log end
 		// (gaps.go); nil until one is found.
 		aboveEnd map[tp]*AboveLogEnd

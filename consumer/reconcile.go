@@ -68,7 +68,7 @@ func (p *pipeline) apply(a coord.Assignment, starts map[tp]int64) ([]tp, error) 
 		if p.mu.jobs[j.t][j.o] == j {
 			j.cancel()
 			delete(p.mu.jobs[j.t], j.o)
-			p.untrackLocked(j)
+			p.mu.untrack(j)
 		}
 	}
 	for _, d := range res.drains {
