@@ -151,3 +151,47 @@ func TestBatchReleasePutsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeBatchStep: taken step by step, a batch takes ready keys' jobs
+// up to its size, in order per key; a key stays held until released, and
+// jobs put back run first, in order.
+func TestTakeBatchStep(t *testing.T) {
+	s := NewBatching[string, tj](0, 2, 0, nil)
+	t.Cleanup(s.Close)
+	for _, j := range []tj{{"a", 0}, {"a", 1}, {"a", 2}, {"b", 0}} {
+		s.Submit(j.key, j)
+	}
+	steps := []struct {
+		name string
+		want []string // the batch's jobs
+		keys []string // and keys
+	}{
+		{"first batch fills with a's head jobs", []string{"a@0", "a@1"}, []string{"a"}},
+		{"a is held: b comes next", []string{"b@0"}, []string{"b"}},
+		{"nothing ready while a and b are held", nil, []string{}},
+	}
+	var held []*Batch[string, tj]
+	for _, st := range steps {
+		b := s.TakeBatch()
+		held = append(held, b)
+		if got := describe(b.Jobs()); !slices.Equal(got, st.want) {
+			t.Fatalf("%s: batch %v, want %v", st.name, got, st.want)
+		}
+		if got := b.Keys(); !slices.Equal(got, st.keys) {
+			t.Fatalf("%s: keys %v, want %v", st.name, got, st.keys)
+		}
+	}
+	// a@0 done, a@1 put back: it runs before a@2.
+	held[0].Release("a", []tj{{"a", 1}})
+	held[0].Release("a", []tj{{"a", 1}}) // twice: nothing
+	if got := describe(s.TakeBatch().Jobs()); !slices.Equal(got, []string{"a@1", "a@2"}) {
+		t.Fatalf("after put-back: batch %v, want [a@1 a@2]", got)
+	}
+	held[1].Release("b", nil)
+	if q := s.Queued("b"); q != 0 || s.Idle() {
+		t.Fatalf("b queued %d, idle %v: want b forgotten and a still held", q, s.Idle())
+	}
+	if s.MaxBatch() != 2 {
+		t.Fatalf("MaxBatch = %d, want 2", s.MaxBatch())
+	}
+}

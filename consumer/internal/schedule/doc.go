@@ -6,9 +6,9 @@
 // It knows nothing of Kafka or etcd: a job is any value, and its key any
 // comparable value. The consumer package schedules its records with it.
 //
-//	s := schedule.New(workers, func(j *job) { handle(j) })
+//	s := schedule.New[string](workers, func(j *job) { handle(j) })
 //	defer s.Close()
-//	s.Submit(j.key, j) // runs after the key's earlier jobs
+//	s.Submit(j.key, j) // runs after the earlier jobs of key j.key
 //
 // In batch mode (NewBatching) a worker gathers the head jobs of several
 // ready keys into a Batch and holds those keys until it releases them.
