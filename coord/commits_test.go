@@ -446,4 +446,21 @@ func TestCommitRecordAboveLogEnd(t *testing.T) {
 	if n := strings.Count(logs.String(), "above the partition's log end"); n != 1 {
 		t.Errorf("the damaged record is named in %d log lines, want one", n)
 	}
+
+	// A record far below the ledger (below the log start, say) is never
+	// committed either: a record only moves forward, so the next round
+	// writes the ledger's watermark over it and commits that.
+	commits := len(r.k.Calls().History)
+	if _, err := r.cli.Put(t.Context(), r.schema.Commit("t", 0), `{"v":1,"offset":0,"leader":"m1","at":"2026-01-01T00:00:00Z"}`); err != nil {
+		t.Fatal(err)
+	}
+	afterRounds(rounds, 10)
+	for _, commit := range r.k.Calls().History[commits:] {
+		if c, ok := commit[tpOf(0)]; ok && c != 300 {
+			t.Fatalf("the leader committed %d to Kafka after a commit record of 0 was planted, want only the watermark 300", c)
+		}
+	}
+	if got := r.k.CommittedOf(tpOf(0)); got != 300 {
+		t.Fatalf("Kafka holds %d after a commit record of 0 was planted, want 300", got)
+	}
 }
