@@ -220,6 +220,7 @@ func (s *Session) checkTopics(ctx context.Context, l *Leader, tw *topicWatch, id
 			}
 		default:
 			delete(tw.held, topic)
+			delete(tw.newID, topic) // a later difference is read twice again
 		}
 	}
 }
