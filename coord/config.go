@@ -20,10 +20,6 @@ var (
 	// ErrNotLeader: a leader write was refused because the writer is no
 	// longer the leader.
 	ErrNotLeader = errors.New("coord: not leader")
-	// ErrCommitConflict: Leader.RecordCommit was refused because the
-	// stored commit changed since the caller read it (the writer still
-	// leads); read it again.
-	ErrCommitConflict = errors.New("coord: stored commit changed since it was read")
 	// ErrSessionLost: the member's etcd session ended; everything it owned
 	// must stop.
 	ErrSessionLost = errors.New("coord: session lost")

@@ -265,18 +265,20 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 	cfg.OnLeader = func(ctx context.Context, l *coord.Leader) { leaders <- l; <-ctx.Done() }
 	a, _ := join(t, e.Endpoints, cfg)
 	old := <-leaders
-	if _, err := old.RecordCommit(t.Context(), coord.TopicPartition{Topic: "t"}, 0, 5); err != nil {
+	tp := coord.TopicPartition{Topic: "t"}
+	if _, _, err := old.RecordCommits(t.Context(), []coord.CommitWrite{{TopicPartition: tp, Offset: 5}}); err != nil {
 		t.Fatalf("leader's commit: %v", err)
 	}
 	// A stale read of the stored commit is a conflict, not lost leadership.
-	if _, err := old.RecordCommit(t.Context(), coord.TopicPartition{Topic: "t"}, 0, 6); !errors.Is(err, coord.ErrCommitConflict) {
-		t.Fatalf("commit over a stale read: %v, want ErrCommitConflict", err)
+	written, conflicts, err := old.RecordCommits(t.Context(), []coord.CommitWrite{{TopicPartition: tp, Offset: 6}})
+	if err != nil || len(written) != 0 || len(conflicts) != 1 || conflicts[0] != tp {
+		t.Fatalf("commit over a stale read: written %v, conflicts %v, err %v; want only a conflict on %v", written, conflicts, err, tp)
 	}
 	join(t, e.Endpoints, testConfig(t, "b", counts))
 	_ = a.Close()
 	// a's Leader value outlives its leadership: every write must fail.
 	resp, _ := cli.Get(t.Context(), "/keyshare/g/commits/t/00000")
-	_, err := old.RecordCommit(t.Context(), coord.TopicPartition{Topic: "t"}, resp.Kvs[0].ModRevision, 3)
+	_, _, err = old.RecordCommits(t.Context(), []coord.CommitWrite{{TopicPartition: tp, PrevRev: resp.Kvs[0].ModRevision, Offset: 3}})
 	if !errors.Is(err, coord.ErrNotLeader) {
 		t.Fatalf("deposed leader's commit: %v, want ErrNotLeader", err)
 	}

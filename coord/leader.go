@@ -39,32 +39,6 @@ func (l *Leader) Snapshot(ctx context.Context) (*Snapshot, error) {
 	return l.cache.snapshot(ctx)
 }
 
-// RecordCommit stores offset as the partition's committed offset, guarded by
-// leadership and by the stored value being what the caller last read (prev,
-// 0 when there was none), so that the stored offset never goes backwards. The
-// consumer records before committing to Kafka, and reads both on takeover.
-// It fails with ErrNotLeader when the writer no longer leads, and with
-// ErrCommitConflict when the stored commit is not the one at prevRev.
-func (l *Leader) RecordCommit(ctx context.Context, tp TopicPartition, prevRev, offset int64) (int64, error) {
-	key := l.s.schema.Commit(tp.Topic, tp.Partition)
-	rec := CommitRecord{V: recordVersion, Offset: offset, Leader: l.s.ID(), At: time.Now().UTC()}
-	resp, err := l.s.cli.Txn(ctx).
-		If(l.Guard(), clientv3.Compare(clientv3.ModRevision(key), "=", prevRev)).
-		Then(clientv3.OpPut(key, mustJSON(rec))).
-		Else(clientv3.OpTxn([]clientv3.Cmp{l.Guard()}, nil, nil)). // which compare failed
-		Commit()
-	if err != nil {
-		return 0, fmt.Errorf("coord: record commit of %s/%d at %d: %w", tp.Topic, tp.Partition, offset, err)
-	}
-	if !resp.Succeeded {
-		if len(resp.Responses) == 1 && resp.Responses[0].GetResponseTxn().GetSucceeded() {
-			return 0, fmt.Errorf("coord: record commit of %s/%d at %d: %w", tp.Topic, tp.Partition, offset, ErrCommitConflict)
-		}
-		return 0, fmt.Errorf("coord: record commit of %s/%d: %w", tp.Topic, tp.Partition, ErrNotLeader)
-	}
-	return resp.Header.Revision, nil
-}
-
 // campaign runs for the session's life: campaign, lead until deposed,
 // campaign again; it stops when the member leaves.
 func (s *Session) campaign() {

@@ -254,28 +254,10 @@ func (s *Session) viewNow(ctx context.Context) (Assignment, error) {
 	return s.view.current(wctx, resp.Header.Revision)
 }
 
-// RecordedCommit reads the offset the leader recorded in etcd for tp (the
-// last one it committed to Kafka). ok is false when there is none. A value
-// that cannot be read is reported as a *BadValueError with ok false.
-func (s *Session) RecordedCommit(ctx context.Context, tp TopicPartition) (rec CommitRecord, ok bool, err error) {
-	key := s.schema.Commit(tp.Topic, tp.Partition)
-	resp, err := s.cli.Get(ctx, key)
-	if err != nil {
-		return CommitRecord{}, false, fmt.Errorf("coord: read recorded commit %s: %w", key, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return CommitRecord{}, false, nil
-	}
-	rec, err = DecodeCommit(string(resp.Kvs[0].Key), resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
-	if err != nil {
-		return CommitRecord{}, false, err
-	}
-	return rec, true, nil
-}
-
-// RecordedCommits is RecordedCommit for many partitions, in one etcd
-// transaction per 64 partitions. A partition with no record, or an
-// unreadable one (reported in bad), is left out.
+// RecordedCommits reads the offsets the leader recorded in etcd for parts
+// (the last ones it committed to Kafka), in one etcd transaction per 64
+// partitions. A partition with no record, or an unreadable one (reported
+// in bad), is left out.
 func (s *Session) RecordedCommits(ctx context.Context, parts []TopicPartition) (recs map[TopicPartition]CommitRecord, bad map[TopicPartition]error, err error) {
 	recs, bad = make(map[TopicPartition]CommitRecord, len(parts)), make(map[TopicPartition]error)
 	const per = 64
