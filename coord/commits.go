@@ -88,7 +88,7 @@ func (l *Leader) RecordCommits(ctx context.Context, writes []CommitWrite) (writt
 			written[w.TopicPartition] = rev
 		}
 		conflicts = append(conflicts, lost...)
-		if berr != nil && (err == nil || IsNotLeader(berr)) {
+		if berr != nil && (err == nil || errors.Is(berr, ErrNotLeader)) {
 			err = berr
 		}
 	})
@@ -188,7 +188,7 @@ func (l *Leader) RunCommits(ctx context.Context, cfg CommitConfig) {
 			if ctx.Err() == nil {
 				cm.log.Warn("commit round", "error", err)
 			}
-			if IsNotLeader(err) {
+			if errors.Is(err, ErrNotLeader) {
 				return
 			}
 			continue
@@ -198,9 +198,6 @@ func (l *Leader) RunCommits(ctx context.Context, cfg CommitConfig) {
 		}
 	}
 }
-
-// IsNotLeader reports whether err says this member no longer leads.
-func IsNotLeader(err error) bool { return err != nil && errors.Is(err, ErrNotLeader) }
 
 // committer is the commit protocol's state across rounds.
 type committer struct {
@@ -350,7 +347,7 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 				out.Recorded++
 			}
 		}
-		if IsNotLeader(err) {
+		if errors.Is(err, ErrNotLeader) {
 			return out, err
 		}
 		if err != nil {
