@@ -149,7 +149,7 @@ func whats(batch []change) string {
 // A large batch is logged as one line (its first changes and a count), not
 // one line per change: a group of thousands of partitions would flood.
 func (s *Session) applyBatch(ctx context.Context, l *Leader, genOp clientv3.Op, gen int64, batch []change) (bool, int64, error) {
-	cmps, ops := []clientv3.Cmp{l.Guard()}, []clientv3.Op{genOp}
+	cmps, ops := []clientv3.Cmp{l.guard()}, []clientv3.Op{genOp}
 	for _, c := range batch {
 		cmps, ops = append(cmps, c.cmps...), append(ops, c.ops...)
 	}
@@ -167,7 +167,7 @@ func (s *Session) applyBatch(ctx context.Context, l *Leader, genOp clientv3.Op, 
 		}
 		return true, resp.Header.Revision, nil
 	}
-	lr, err := s.cli.Txn(ctx).If(l.Guard()).Commit()
+	lr, err := s.cli.Txn(ctx).If(l.guard()).Commit()
 	if err != nil {
 		return false, 0, err
 	}

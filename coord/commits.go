@@ -101,7 +101,7 @@ func (l *Leader) RecordCommits(ctx context.Context, writes []CommitWrite) (writt
 // this ends; in practice it takes one or two.
 func (l *Leader) recordCommitBatch(ctx context.Context, batch []CommitWrite) (rev int64, wrote []CommitWrite, conflicts []TopicPartition, err error) {
 	for len(batch) > 0 {
-		cmps := []clientv3.Cmp{l.Guard()}
+		cmps := []clientv3.Cmp{l.guard()}
 		then := make([]clientv3.Op, 0, len(batch))
 		els := []clientv3.Op{clientv3.OpGet(l.key, clientv3.WithKeysOnly())}
 		for _, w := range batch {

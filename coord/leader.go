@@ -26,8 +26,8 @@ type Leader struct {
 	cache *groupCache
 }
 
-// Guard holds only while this member leads.
-func (l *Leader) Guard() clientv3.Cmp {
+// guard holds only while this member leads.
+func (l *Leader) guard() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)
 }
 

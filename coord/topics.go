@@ -153,7 +153,7 @@ func (s *Session) checkTopics(ctx context.Context, l *Leader, tw *topicWatch, id
 		key := s.schema.Topic(topic)
 		rec := TopicRecord{V: recordVersion, Topic: topic, ID: id, State: state, At: time.Now().UTC()}
 		tr, err := s.cli.Txn(ctx).
-			If(l.Guard(), clientv3.Compare(clientv3.ModRevision(key), "=", revs[key])).
+			If(l.guard(), clientv3.Compare(clientv3.ModRevision(key), "=", revs[key])).
 			Then(append(ops, clientv3.OpPut(key, mustJSON(rec)))...).
 			Commit()
 		if err != nil || !tr.Succeeded {
