@@ -125,12 +125,12 @@ func (g *Group) checkReset(ctx context.Context) (coord.ResetGuard, error) {
 	if err := g.known(ctx); err != nil {
 		return coord.ResetGuard{}, err
 	}
-	paused, err := coord.PausedRevision(ctx, g.cli, g.group)
+	pause, _, err := coord.ReadPause(ctx, g.cli, g.group)
 	if err != nil {
 		return coord.ResetGuard{}, fmt.Errorf("admin: %w", err)
 	}
-	if paused != 0 {
-		return coord.ResetGuard{PausedRev: paused}, nil
+	if pause.Paused {
+		return coord.ResetGuard{PausedRev: pause.Rev}, nil
 	}
 	ids, err := g.LiveMembers(ctx)
 	if err != nil {

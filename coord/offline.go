@@ -79,7 +79,7 @@ type OffsetReset struct {
 // read them.
 type ResetGuard struct {
 	// PausedRev is the ModRevision of the group's paused key as read
-	// (PausedRevision). When it is not 0 the reset is written beside live
+	// (PauseState.Rev, from ReadPause). When it is not 0 the reset is written beside live
 	// members, as long as the pause still stands unchanged; when it is 0
 	// no member may be registered.
 	PausedRev int64
@@ -90,20 +90,6 @@ func (rg ResetGuard) cmp(g Group) clientv3.Cmp {
 		return clientv3.Compare(clientv3.ModRevision(g.schema().Paused()), "=", rg.PausedRev)
 	}
 	return noMembers(g)
-}
-
-// PausedRevision returns the ModRevision of group g's paused key, 0 if the
-// group is not paused.
-func PausedRevision(ctx context.Context, cli *clientv3.Client, g Group) (int64, error) {
-	key := g.schema().Paused()
-	resp, err := cli.Get(ctx, key, clientv3.WithKeysOnly())
-	if err != nil {
-		return 0, fmt.Errorf("coord: read %s: %w", key, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return 0, nil
-	}
-	return resp.Kvs[0].ModRevision, nil
 }
 
 // ResetOffsets writes, for each reset, the partition's recorded commit

@@ -55,10 +55,11 @@ func TestResetOffsetsBesidePausedOwner(t *testing.T) {
 	if err := coord.WritePause(t.Context(), cli, g, coord.PauseRecord{By: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	stale, err := coord.PausedRevision(t.Context(), cli, g)
-	if err != nil || stale == 0 {
-		t.Fatalf("paused revision %d, %v", stale, err)
+	pause, _, err := coord.ReadPause(t.Context(), cli, g)
+	if err != nil || !pause.Paused || pause.Rev == 0 {
+		t.Fatalf("pause %+v, %v; want paused at a revision", pause, err)
 	}
+	stale := pause.Rev
 	// Resumed and paused again since the pause was read: refused.
 	if _, err := coord.DeletePause(t.Context(), cli, g); err != nil {
 		t.Fatal(err)
@@ -71,10 +72,11 @@ func TestResetOffsetsBesidePausedOwner(t *testing.T) {
 		t.Fatalf("reset under a pause lifted since it was read: %v, want ErrGroupChanged", err)
 	}
 
-	rev, err := coord.PausedRevision(t.Context(), cli, g)
+	pause, _, err = coord.ReadPause(t.Context(), cli, g)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rev := pause.Rev
 	snap = snapshot(t, cli)
 	if err := coord.ResetOffsets(t.Context(), cli, g, snap, resets, coord.ResetGuard{PausedRev: rev}, "test", at); err != nil {
 		t.Fatalf("reset under the pause: %v", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -34,10 +35,14 @@ type PauseState struct {
 	Paused bool
 	Record PauseRecord // when Paused and the value is readable
 	Err    error       // the value is damaged (the group counts as paused)
+	// Rev is the paused key's ModRevision when Paused: a guard on it
+	// (ResetGuard.PausedRev) holds only while this same pause stands.
+	Rev int64
 }
 
-// ReadPause reads the group's pause state. A damaged value counts as paused:
-// stopping is the side on which nothing is lost.
+// ReadPause reads the group's pause state, and the etcd revision it was
+// read at. A damaged value counts as paused: stopping is the side on which
+// nothing is lost.
 func ReadPause(ctx context.Context, cli *clientv3.Client, g Group) (PauseState, int64, error) {
 	s := g.schema()
 	resp, err := cli.Get(ctx, s.Paused())
@@ -47,12 +52,12 @@ func ReadPause(ctx context.Context, cli *clientv3.Client, g Group) (PauseState, 
 	if len(resp.Kvs) == 0 {
 		return PauseState{}, resp.Header.Revision, nil
 	}
-	return pauseState(string(resp.Kvs[0].Key), resp.Kvs[0].Value), resp.Header.Revision, nil
+	return pauseState(resp.Kvs[0]), resp.Header.Revision, nil
 }
 
-func pauseState(key string, value []byte) PauseState {
-	r, err := DecodePause(key, value)
-	return PauseState{Paused: true, Record: r, Err: err}
+func pauseState(kv *mvccpb.KeyValue) PauseState {
+	r, err := DecodePause(string(kv.Key), kv.Value)
+	return PauseState{Paused: true, Record: r, Err: err, Rev: kv.ModRevision}
 }
 
 // WritePause pauses the group (rec.V and rec.At are filled in).
@@ -111,7 +116,7 @@ func (s *Session) watchPause() {
 				if ev.Type == clientv3.EventTypeDelete {
 					publish(PauseState{})
 				} else {
-					publish(pauseState(string(ev.Kv.Key), ev.Kv.Value))
+					publish(pauseState(ev.Kv))
 				}
 			}
 		}

@@ -150,7 +150,7 @@ func ReadGroupView(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*G
 		}
 	}
 	if kvs := resp.Responses[n+1].GetResponseRange().Kvs; len(kvs) > 0 {
-		v.Pause = pauseState(string(kvs[0].Key), kvs[0].Value)
+		v.Pause = pauseState(kvs[0])
 	}
 	return v, nil
 }
