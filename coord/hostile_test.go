@@ -10,7 +10,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -65,7 +64,7 @@ func TestLeaselessElectionKeyDeleted(t *testing.T) {
 	if _, err := cli.Put(t.Context(), planted, "nobody"); err != nil {
 		t.Fatal(err)
 	}
-	view, err := coord.ReadGroupView(t.Context(), cli, keys.New(coord.DefaultPrefix, "g"))
+	view, err := coord.ReadGroupView(t.Context(), cli, coord.Group{Name: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}

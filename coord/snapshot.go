@@ -130,7 +130,8 @@ type GroupView struct {
 
 // ReadGroupView reads the group's snapshot, leader and pause state in one
 // transaction (keyshare status: one etcd read whatever the group's size).
-func ReadGroupView(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*GroupView, error) {
+func ReadGroupView(ctx context.Context, cli *clientv3.Client, g Group) (*GroupView, error) {
+	s := g.schema()
 	ops := append(snapshotOps(s),
 		clientv3.OpGet(s.Election()+"/", clientv3.WithFirstCreate()...),
 		clientv3.OpGet(s.Paused()),

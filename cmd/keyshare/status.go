@@ -110,7 +110,7 @@ func (c *statusCommand) show(ctx context.Context) error {
 		defer kc.Close()
 	}
 	for {
-		st, err := readStatus(ctx, cli, kc, keys.New(c.prefix, c.group), c.group)
+		st, err := readStatus(ctx, cli, kc, coord.Group{Prefix: c.prefix, Name: c.group})
 		if err != nil {
 			return err
 		}
@@ -156,10 +156,11 @@ func statusConsumer(ks *kafkaSettings, group string) (*kafka.Consumer, error) {
 // readStatus reads the group in one etcd transaction and, with a Kafka
 // client, its committed and end offsets (kafkaOffsetsOf): the cost does not
 // grow in round trips with the number of partitions.
-func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, s keys.Schema, group string) (*groupStatus, error) {
+func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g coord.Group) (*groupStatus, error) {
+	group := g.Name
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	view, err := coord.ReadGroupView(rctx, cli, s)
+	view, err := coord.ReadGroupView(rctx, cli, g)
 	if err != nil {
 		return nil, fmt.Errorf("%w; check --etcd", err)
 	}
