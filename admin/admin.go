@@ -13,7 +13,6 @@ import (
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/kafkaoffsets"
-	"github.com/keyshare/keyshare/internal/keys"
 )
 
 // Errors a caller branches on.
@@ -41,7 +40,7 @@ type Group struct {
 // may be nil when only etcd state is touched (Delete without Kafka
 // offsets).
 func Open(cli *clientv3.Client, kafkaCfg kafka.ConfigMap, prefix, group string) (*Group, error) {
-	if err := keys.CheckName("group", group); err != nil {
+	if err := coord.CheckName("group", group); err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
 	g := &Group{cli: cli, group: coord.Group{Prefix: prefix, Name: group}, name: group, kcfg: kafkaCfg}

@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/keys"
 )
 
 // Handler handles one record. It returns nil when the record is done. An
@@ -259,14 +258,14 @@ var keysWeSet = map[string]string{
 // Validate reports the first impossible setting, naming the field and what to
 // do. It does not contact Kafka or etcd.
 func (c Config) Validate() error {
-	if err := keys.CheckName("group (Config.Group)", c.Group); err != nil {
+	if err := coord.CheckName("group (Config.Group)", c.Group); err != nil {
 		return configErr("%v", err)
 	}
 	if len(c.Topics) == 0 {
 		return configErr("no topics: set Config.Topics")
 	}
 	for _, t := range c.Topics {
-		if err := keys.CheckName("topic", t); err != nil {
+		if err := coord.CheckName("topic", t); err != nil {
 			return configErr("%v", err)
 		}
 	}
@@ -336,7 +335,7 @@ func (c Config) Validate() error {
 		return configErr("Retry.Backoff %s and MaxBackoff %s: want 0 <= Backoff <= MaxBackoff", c.Retry.Backoff, c.Retry.MaxBackoff)
 	}
 	if c.DeadLetterTopic != "" {
-		if err := keys.CheckName("dead-letter topic", c.DeadLetterTopic); err != nil {
+		if err := coord.CheckName("dead-letter topic", c.DeadLetterTopic); err != nil {
 			return configErr("%v", err)
 		}
 	}

@@ -26,5 +26,11 @@ func (g Group) schema() keys.Schema {
 	return keys.New(prefix, g.Name)
 }
 
+// CheckName reports whether name can be a group name, a member id or a
+// topic: each is a path element of the group's etcd keys, so it must be
+// non-empty, at most 249 bytes, and hold no '/' or NUL. what names the
+// value in the error (a field or a flag, e.g. "--group").
+func CheckName(what, name string) error { return keys.CheckName(what, name) }
+
 // group is the Group the session belongs to.
 func (s *Session) group() Group { return Group{Prefix: s.cfg.Prefix, Name: s.cfg.Group} }

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/admin"
+	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/keys"
 )
@@ -71,7 +72,7 @@ func (c *groupCommand) Run(ctx context.Context, args []string) error {
 // open parses the connection flags and connects to etcd (and Kafka when
 // needKafka or brokers are given).
 func (c *groupCommand) open(ctx context.Context, needKafka bool) (*clientv3.Client, *admin.Group, *kafkaSettings, error) {
-	if err := keys.CheckName("--group", c.group); err != nil {
+	if err := coord.CheckName("--group", c.group); err != nil {
 		return nil, nil, nil, cli.Usage(err)
 	}
 	ks, err := c.kafkaConn.settings()
@@ -169,7 +170,7 @@ func (c *groupCommand) reset(ctx context.Context, fs *flag.FlagSet, args []strin
 			}
 			s.Partition = int32(n)
 		}
-		if err := keys.CheckName("--topic", name); err != nil {
+		if err := coord.CheckName("--topic", name); err != nil {
 			return cli.Usage(err)
 		}
 		sel = append(sel, s)

@@ -119,7 +119,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		defer audit.close()
 		etcdCfg.DialOptions = append(etcdCfg.DialOptions, grpc.WithChainUnaryInterceptor(audit.interceptor()))
 	}
-	if err := keys.CheckName("--group", c.group); err != nil {
+	if err := coord.CheckName("--group", c.group); err != nil {
 		return cli.Usage(err)
 	}
 	if err := checkKafka(ctx, ks); err != nil {

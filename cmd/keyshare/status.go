@@ -86,7 +86,7 @@ func (c *statusCommand) Run(ctx context.Context, args []string) error {
 
 // show connects and prints the group's status (also keyshare group describe).
 func (c *statusCommand) show(ctx context.Context) error {
-	if err := keys.CheckName("--group", c.group); err != nil {
+	if err := coord.CheckName("--group", c.group); err != nil {
 		return cli.Usage(err)
 	}
 	ks, err := c.kafkaConn.settings()
