@@ -54,15 +54,13 @@ type Config struct {
 	// lower it for quicker handoffs at the price of the broker's CPU).
 	Kafka kafka.ConfigMap
 	// AutoOffsetReset says where a range starts when the group has no state
-	// and no committed offset: "earliest" or "latest". Default "earliest".
-	AutoOffsetReset string
+	// and no committed offset: OffsetEarliest or OffsetLatest. Default
+	// OffsetEarliest.
+	AutoOffsetReset OffsetReset
 	// RetentionLoss says what a member does when Kafka deleted records its
-	// ranges had not handled (retention, DeleteRecords): "report" moves the
-	// ranges past them with a loss report in etcd (lost/...) and goes on
-	// from the log start; "halt" stops fetching the partition, holds its
-	// committed offset and waits for an operator, as a plain consumer with
-	// auto.offset.reset=none would. Default "report".
-	RetentionLoss string
+	// ranges had not handled (retention, DeleteRecords): RetentionLossReport
+	// or RetentionLossHalt. Default RetentionLossReport.
+	RetentionLoss RetentionLossPolicy
 	// Handler handles records one at a time. Set it or BatchHandler, not
 	// both.
 	Handler Handler
@@ -212,8 +210,8 @@ func DefaultConfig() Config {
 	cc := coord.DefaultConfig()
 	return Config{
 		Kafka:              kafka.ConfigMap{},
-		AutoOffsetReset:    "earliest",
-		RetentionLoss:      "report",
+		AutoOffsetReset:    OffsetEarliest,
+		RetentionLoss:      RetentionLossReport,
 		MaxBatchSize:       100,
 		MaxBatchWait:       10 * time.Millisecond,
 		Concurrency:        16,
@@ -293,12 +291,12 @@ func (c Config) Validate() error {
 		return configErr("Kafka setting auto.offset.reset=%v: use Config.AutoOffsetReset instead (keyshare decides where ranges start)", v)
 	}
 	switch c.AutoOffsetReset {
-	case "earliest", "latest":
+	case OffsetEarliest, OffsetLatest:
 	default:
 		return configErr(`AutoOffsetReset %q: want "earliest" or "latest"`, c.AutoOffsetReset)
 	}
 	switch c.RetentionLoss {
-	case "report", "halt":
+	case RetentionLossReport, RetentionLossHalt:
 	default:
 		return configErr(`RetentionLoss %q: want "report" or "halt"`, c.RetentionLoss)
 	}

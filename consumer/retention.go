@@ -90,7 +90,7 @@ func (p *pipeline) retentionRead(b logBounds) {
 			p.checkAboveEnd(t, at, b.end[t])
 			continue
 		}
-		if p.c.cfg.RetentionLoss == "halt" {
+		if p.c.cfg.RetentionLoss == RetentionLossHalt {
 			if !p.mu.halted[t] {
 				p.mu.halted[t] = true
 				p.log.Error("records were deleted from Kafka before they were handled; the partition is halted (RetentionLoss is \"halt\"): restart the members with RetentionLoss \"report\" to go on from the log start with a loss report",

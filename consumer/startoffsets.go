@@ -104,7 +104,7 @@ func (c *Consumer) readStartOffsets(ctx context.Context, sess *coord.Session, pa
 	}
 	// AutoOffsetReset: the log start or end.
 	spec := kafka.EarliestOffsetSpec
-	if c.cfg.AutoOffsetReset == "latest" {
+	if c.cfg.AutoOffsetReset == OffsetLatest {
 		spec = kafka.LatestOffsetSpec
 	}
 	a, err := kafka.NewAdminClientFromConsumer(c.kc)

@@ -54,7 +54,7 @@ func (t topicIDs) ResetOffsets(ctx context.Context, topic string) error {
 		return fmt.Errorf("consumer: topic %q has no partitions now", topic)
 	}
 	spec := kafka.EarliestOffsetSpec
-	if t.c.cfg.AutoOffsetReset == "latest" {
+	if t.c.cfg.AutoOffsetReset == OffsetLatest {
 		spec = kafka.LatestOffsetSpec
 	}
 	parts := make([]tp, n)

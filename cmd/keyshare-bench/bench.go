@@ -217,13 +217,13 @@ type members struct {
 	wg     sync.WaitGroup
 }
 
-func (c *benchCommand) startMembers(topic string, m, concurrency int, reset string, handle consumer.Handler) (*members, error) {
+func (c *benchCommand) startMembers(topic string, m, concurrency int, reset consumer.OffsetReset, handle consumer.Handler) (*members, error) {
 	return c.startMembersWith(topic, m, concurrency, reset, func(cfg *consumer.Config) { cfg.Handler = handle })
 }
 
 // startMembersWith is startMembers with the handler (or batch handler)
 // and any other settings given by set.
-func (c *benchCommand) startMembersWith(topic string, m, concurrency int, reset string, set func(*consumer.Config)) (*members, error) {
+func (c *benchCommand) startMembersWith(topic string, m, concurrency int, reset consumer.OffsetReset, set func(*consumer.Config)) (*members, error) {
 	group := fmt.Sprintf("bench-%d", c.groups.Add(1))
 	ctx, cancel := context.WithCancel(context.Background())
 	ms := &members{group: group, cancel: cancel}

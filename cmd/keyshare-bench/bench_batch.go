@@ -99,7 +99,7 @@ func ms(s stats) string {
 // starts at the end and feed produces n. It returns the time from the
 // start of the first handler call to the end of the last, the calls and the records handled, and
 // with lat it collects every record's latency from its CreateTime.
-func (c *benchCommand) runSink(topic, reset string, n, size, conc int, wait, fixed, per time.Duration, feed func() error, lat ...*[]time.Duration) (time.Duration, int64, int64, error) {
+func (c *benchCommand) runSink(topic string, reset consumer.OffsetReset, n, size, conc int, wait, fixed, per time.Duration, feed func() error, lat ...*[]time.Duration) (time.Duration, int64, int64, error) {
 	var s span
 	var mu sync.Mutex
 	var calls int64

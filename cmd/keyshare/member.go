@@ -148,7 +148,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	cfg.SessionTTL, cfg.DrainTimeout = c.ttl, c.drain
 	cfg.DeadLetterTopic = c.dlq
 	cfg.MetricsAddr, cfg.StuckTimeout = c.metrics, c.stuck
-	cfg.RetentionLoss = c.retentionLoss
+	cfg.RetentionLoss = consumer.RetentionLossPolicy(c.retentionLoss)
 	cfg.Balance, cfg.LoadReportInterval = coord.Balance(c.balance), c.loadInterval
 	cfg.LoadMinGain, cfg.LoadCooldown, cfg.LoadMinBusy = c.loadMinGain, c.loadCooldown, c.loadMinBusy
 	cfg.Logger = log

@@ -180,7 +180,7 @@ func (d *driver) keyshare(ctx context.Context) error {
 	cfg.Group, cfg.Topics, cfg.MemberID = d.group, []string{d.topic}, d.instance
 	cfg.Kafka = kafka.ConfigMap{"bootstrap.servers": d.brokers, "log_level": 3, "fetch.wait.max.ms": 20}
 	cfg.Concurrency, cfg.MaxInFlight = d.concurrency, max(1000, 4*d.concurrency)
-	cfg.Handler, cfg.AutoOffsetReset = d.handle, "earliest"
+	cfg.Handler, cfg.AutoOffsetReset = d.handle, consumer.OffsetEarliest
 	cfg.SessionTTL = d.ttl
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: d.instance, Level: hclog.Warn, Output: os.Stderr})
 	k, err := consumer.New(cli, cfg)
