@@ -60,7 +60,7 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 		// The drains of ranges revoked together (a leave, a scale-out)
 		// finish together; coord batches their concurrent Release calls
 		// into a few transactions, each range still fenced on its own.
-		err := p.sess.Release(p.ctx, rel)
+		err := p.sess.ReleaseRanges(p.ctx, []coord.RangeRelease{rel})
 		if err == nil {
 			p.c.handoffSeconds.Observe(time.Since(received).Seconds())
 			p.c.metrics.retentionLosses.Add(int64(len(rel.Losses)))

@@ -332,7 +332,7 @@ func (o *owner) run(t *testing.T, all *[]event, allMu *sync.Mutex) {
 						allMu.Lock()
 						*all = append(*all, event{time.Now(), o.s.ID(), "release", r.TP(), r.Record.Range(), a.Generation})
 						allMu.Unlock()
-						if err := o.s.Release(o.s.Ctx(), coord.RangeRelease{Range: r, Final: r.Entry}); err != nil && o.s.Ctx().Err() == nil {
+						if err := o.s.ReleaseRanges(o.s.Ctx(), []coord.RangeRelease{{Range: r, Final: r.Entry}}); err != nil && o.s.Ctx().Err() == nil {
 							t.Errorf("release %s: %v", r.Key, err)
 						}
 					}()

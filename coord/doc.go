@@ -33,7 +33,7 @@
 //		// fenced.Keys are no longer ours: reread the assignment
 //	}
 //	// a revoked range, once its in-flight records are done:
-//	err = sess.Release(ctx, coord.RangeRelease{Range: r, Final: st.Entry()})
+//	err = sess.ReleaseRanges(ctx, []coord.RangeRelease{{Range: r, Final: st.Entry()}})
 //
 // Every write of a member carries two compares in the same transaction:
 // its registration still exists (its session is alive), and the range

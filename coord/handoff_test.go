@@ -240,7 +240,7 @@ func TestHandOffOrRelease(t *testing.T) {
 	t.Run("planned ranges are handed off in as many transactions as a release", func(t *testing.T) {
 		s, rels, _ := setup(t, "planned", 200)
 		before := counts.get("/etcdserverpb.KV/Txn")
-		if err := s.ReleaseRanges(t.Context(), rels); err != nil {
+		if err := s.releaseRanges(t.Context(), rels); err != nil {
 			t.Fatal(err)
 		}
 		// 199 planned ranges, two operations each (record and entry), 64
@@ -257,7 +257,7 @@ func TestHandOffOrRelease(t *testing.T) {
 		if _, err := cli.Put(t.Context(), s.schema.Handoff(s.ID()), `{"v":1,"gen":6,"members":{},"ranges":[]}`); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.ReleaseRanges(t.Context(), rels); err != nil {
+		if err := s.releaseRanges(t.Context(), rels); err != nil {
 			t.Fatal(err)
 		}
 		check(t, s, rels, func(int) bool { return false })

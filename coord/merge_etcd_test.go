@@ -54,7 +54,7 @@ func (o *flushingOwner) run(t testing.TB, all *[]event, allMu *sync.Mutex) {
 					note("release", r, a.Generation)
 					delete(gained, r.Key+r.Record.Range().String())
 					final := ledger.Entry{Segments: []ledger.Segment{{Lo: r.Record.Lo, Hi: r.Record.Hi, Next: 200}}}
-					if err := o.s.Release(o.s.Ctx(), coord.RangeRelease{Range: r, Final: final}); err != nil && o.s.Ctx().Err() == nil {
+					if err := o.s.ReleaseRanges(o.s.Ctx(), []coord.RangeRelease{{Range: r, Final: final}}); err != nil && o.s.Ctx().Err() == nil {
 						t.Logf("release %s: %v (a later assignment supersedes it)", r.Key, err)
 					}
 				}

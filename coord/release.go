@@ -27,7 +27,7 @@ type RangeRelease struct {
 	Written bool
 }
 
-// ReleaseRanges acknowledges revoked ranges: for each it writes the final
+// releaseRanges acknowledges revoked ranges: for each it writes the final
 // ledger entry (unless etcd holds it: RangeRelease.Written) and the loss
 // reports not yet written, and marks the range released, atomically and
 // fenced by the member's ownership of that range. Many ranges share a
@@ -41,7 +41,7 @@ type RangeRelease struct {
 // writes each planned range active for its next owner instead, in the same
 // transaction, under the same guards and the plan's revision; only the
 // rest is released.
-func (s *Session) ReleaseRanges(ctx context.Context, rels []RangeRelease) error {
+func (s *Session) releaseRanges(ctx context.Context, rels []RangeRelease) error {
 	if h := s.handoffPlan(ctx); len(h.byKey) > 0 {
 		handed, rest, err := s.handOff(ctx, h, rels)
 		if err != nil {
@@ -112,21 +112,28 @@ func (s *Session) noteGone(rels []RangeRelease, verb string, to func(RangeReleas
 	}
 }
 
-// Release acknowledges one revoked range (see ReleaseRanges). Calls made
-// at about the same time, by the drains of a member that leaves or loses
-// many ranges at once, share transactions: each call waits for the batch
-// that carries its range. A *FencedError means this range is no longer the
-// member's to release; it never names another range. When ctx ends first,
-// the release may still be written (as when a transaction times out).
-func (s *Session) Release(ctx context.Context, rel RangeRelease) error {
-	r := rel.Range
-	req := &releaseRequest{ctx: ctx, rel: rel, done: make(chan struct{})}
+// ReleaseRanges acknowledges revoked ranges: for each it writes the final
+// ledger entry (unless etcd holds it: RangeRelease.Written) and the loss
+// reports not yet written, and marks the range released, atomically and
+// fenced by the member's ownership of that range (see releaseRanges). Calls
+// made at about the same time, such as the drains of a member that leaves
+// or loses many ranges at once, each releasing one range, share
+// transactions: each call waits for the batch that carries its ranges. A
+// range that is fenced does not hold back the others: the result is a
+// *FencedError naming the fenced ones among this call's ranges, the rest
+// are released. When ctx ends first, the release may still be written (as
+// when a transaction times out).
+func (s *Session) ReleaseRanges(ctx context.Context, rels []RangeRelease) error {
+	if len(rels) == 0 {
+		return nil
+	}
+	req := &releaseRequest{ctx: ctx, rels: rels, done: make(chan struct{})}
 	select {
 	case s.releases <- req:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-s.ctx.Done():
-		return fmt.Errorf("coord: release %s: %w", r.Key, context.Cause(s.ctx))
+		return fmt.Errorf("coord: release %s (%d range(s)): %w", rels[0].Range.Key, len(rels), context.Cause(s.ctx))
 	}
 	select {
 	case <-req.done:
@@ -136,17 +143,17 @@ func (s *Session) Release(ctx context.Context, rel RangeRelease) error {
 	}
 }
 
-// releaseRequest is one Release call waiting for its batch.
+// releaseRequest is one ReleaseRanges call waiting for its batch.
 type releaseRequest struct {
 	ctx  context.Context
-	rel  RangeRelease
+	rels []RangeRelease
 	err  error
 	done chan struct{}
 }
 
-// writeReleases writes the ranges of concurrent Release calls, all that
-// wait at the time in one ReleaseRanges call, until the session ends. While
-// one batch is written the next gathers.
+// writeReleases writes the ranges of concurrent ReleaseRanges calls, all
+// that wait at the time in one releaseRanges call, until the session ends.
+// While one batch is written the next gathers.
 func (s *Session) writeReleases() {
 	for {
 		var batch []*releaseRequest
@@ -180,7 +187,7 @@ func (s *Session) writeBatch(batch []*releaseRequest) {
 			continue
 		}
 		live = append(live, req)
-		rels = append(rels, req.rel)
+		rels = append(rels, req.rels...)
 	}
 	if len(live) == 0 {
 		return
@@ -188,7 +195,7 @@ func (s *Session) writeBatch(batch []*releaseRequest) {
 	// The session's context, not a caller's: one caller giving up must not
 	// fail the others' writes. Past a TTL the session is gone anyway.
 	ctx, cancel := context.WithTimeout(s.ctx, max(s.ttl, 5*time.Second))
-	err := s.ReleaseRanges(ctx, rels)
+	err := s.releaseRanges(ctx, rels)
 	cancel()
 	var fenced *FencedError
 	errors.As(err, &fenced)
@@ -202,8 +209,16 @@ func (s *Session) writeBatch(batch []*releaseRequest) {
 		switch {
 		case fenced == nil:
 			req.err = err
-		case bad[req.rel.Range.Key]:
-			req.err = &FencedError{Keys: []string{req.rel.Range.Key}, Session: fenced.Session}
+		default:
+			var keys []string
+			for _, rl := range req.rels {
+				if bad[rl.Range.Key] {
+					keys = append(keys, rl.Range.Key)
+				}
+			}
+			if len(keys) > 0 {
+				req.err = &FencedError{Keys: keys, Session: fenced.Session}
+			}
 		}
 		close(req.done)
 	}

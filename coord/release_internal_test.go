@@ -116,7 +116,7 @@ func TestReleaseRangesBatches(t *testing.T) {
 			rels = append(rels, RangeRelease{Range: r, Final: sampleEntry(i)})
 		}
 		before := counts.get("/etcdserverpb.KV/Txn")
-		if err := s.ReleaseRanges(t.Context(), rels); err != nil {
+		if err := s.releaseRanges(t.Context(), rels); err != nil {
 			t.Fatal(err)
 		}
 		// Two operations per range (its ledger entry and its record), 32
@@ -147,7 +147,7 @@ func TestReleaseRangesBatches(t *testing.T) {
 			rels = append(rels, RangeRelease{Range: r, Final: final, Written: i%2 == 0})
 		}
 		before := counts.get("/etcdserverpb.KV/Txn")
-		if err := s.ReleaseRanges(t.Context(), rels); err != nil {
+		if err := s.releaseRanges(t.Context(), rels); err != nil {
 			t.Fatal(err)
 		}
 		// One operation and two, alternating: 32 operations hold 21
@@ -192,7 +192,7 @@ func TestReleaseRangesBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := counts.get("/etcdserverpb.KV/Txn")
-		mustFence(t, s.ReleaseRanges(t.Context(), rels), false, ranges[7].Key)
+		mustFence(t, s.releaseRanges(t.Context(), rels), false, ranges[7].Key)
 		// The failed transaction names the fenced range itself (it reads
 		// the guarded keys); its other 15 ranges go in one more.
 		if got := counts.get("/etcdserverpb.KV/Txn") - before; got != 20 {
@@ -214,7 +214,7 @@ func TestReleaseRangesBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := counts.get("/etcdserverpb.KV/Txn")
-		mustFence(t, s.ReleaseRanges(t.Context(), rels), true, names...)
+		mustFence(t, s.releaseRanges(t.Context(), rels), true, names...)
 		// The first transaction shows the session gone; no more are tried.
 		if got := counts.get("/etcdserverpb.KV/Txn") - before; got != 1 {
 			t.Fatalf("%d transactions, want 1", got)
@@ -277,7 +277,7 @@ func TestReleaseCallsShareTransactions(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.Release(t.Context(), RangeRelease{Range: r, Final: sampleEntry(i)})
+			errs[i] = s.ReleaseRanges(t.Context(), []RangeRelease{{Range: r, Final: sampleEntry(i)}})
 		}()
 	}
 	wg.Wait()
@@ -303,7 +303,7 @@ func TestReleaseAfterTheSessionEnds(t *testing.T) {
 	s.goFunc(s.writeReleases)
 	r := revokedRanges(t, s, 1)[0]
 	s.cancel(ErrSessionLost)
-	if err := s.Release(t.Context(), RangeRelease{Range: r, Final: sampleEntry(0)}); !errors.Is(err, ErrSessionLost) {
+	if err := s.ReleaseRanges(t.Context(), []RangeRelease{{Range: r, Final: sampleEntry(0)}}); !errors.Is(err, ErrSessionLost) {
 		t.Fatalf("Release after the session ended = %v, want ErrSessionLost", err)
 	}
 }

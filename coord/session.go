@@ -46,7 +46,7 @@ type Session struct {
 	leaving chan struct{} // closed by Leave: stop campaigning
 	updates chan Assignment
 	pauses  chan PauseState
-	// releases carries Release calls to writeReleases (release.go).
+	// releases carries ReleaseRanges calls to writeReleases (release.go).
 	releases chan *releaseRequest
 	// handoffReady is closed when the leader's first handoff plan for
 	// this leaving member arrives (handoff.go).
