@@ -52,7 +52,7 @@ type Slice struct {
 //
 // The least movement leaves fragments (a newcomer gets a sliver of every
 // other member's share); the leader settles them with AssignContiguous
-// (layout.go) once no handoff is under way.
+// once no handoff is under way.
 //
 // With no members it returns nil.
 func Assign(parts []PartitionWeight, members []MemberWeight, prev []Slice) []Slice {

@@ -12,10 +12,10 @@ import (
 // the layout that shares it out by member weight.
 //
 // BalanceByLoad is a pure function: the leader calls it on its own timer
-// (coord/loadbalancer.go) with the reports it trusts, and moves ranges only when
-// it says so. It cuts the load line (loadline.go) into one span per member,
-// keeping the members in the order of what they hold now (as
-// AssignContiguous does), so a move shifts split points rather than
+// with the load reports it trusts, and moves ranges only when it says so.
+// It cuts the load line (the partitions' measured load, end to end) into
+// one span per member, keeping the members in the order of what they hold
+// now (as AssignContiguous does), so a move shifts split points rather than
 // reshuffling the line, and a partition has at most as many ranges as
 // owners. Each member's quota is its weight's share of the load not yet
 // given out, so a member whose span ends on a hot key's hash (a key busier

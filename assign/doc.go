@@ -18,7 +18,7 @@
 //	two := assign.Assign(parts, []assign.MemberWeight{{ID: "a"}, {ID: "b"}}, nil)
 //	// whole partitions (no more members than partitions): a owns 0 and 1, b owns 2
 //	three := assign.Assign(parts, []assign.MemberWeight{{ID: "a"}, {ID: "b"}, {ID: "c"}}, two)
-//	// sticky: c takes partition 1 from a; a keeps 0, b keeps 2 (example_test.go)
+//	// sticky: c takes partition 1 from a; a keeps 0, b keeps 2 (ExampleAssign)
 //	for _, s := range three {
 //		fmt.Println(s.TopicPartition, s.Range, s.Owner)
 //	}

@@ -15,7 +15,7 @@ import (
 // ends where it begins, if that member still needs load, and otherwise to
 // the first member, by id, that does. Like Assign it leaves fragments; the
 // leader tidies them with BalanceByLoad's contiguous layout once the group
-// is still (coord/loadbalancer.go).
+// is still.
 //
 // The load is model (the line the leader last judged, which says where
 // the load is whatever the ranges are now) when it is of the same
