@@ -42,7 +42,7 @@ func testPipeline(t *testing.T, mutate func(*Config)) (*pipeline, *owned) {
 	w := &owned{st: st, rs: coord.RangeState{Key: "r", Record: coord.RangeRecord{Topic: "t", Lo: 0, Hi: ledger.HashSpace, State: coord.StateActive}}}
 	p.mu.ranges["r"] = w
 	p.mu.byTP[tp{Topic: "t"}] = []*owned{w}
-	p.sched = schedule.NewBatching[jobKey](cfg.Concurrency, cfg.MaxBatchSize, cfg.MaxBatchWait, p.runBatch)
+	p.sched = schedule.NewBatcher[jobKey](cfg.Concurrency, cfg.MaxBatchSize, cfg.MaxBatchWait, p.runBatch)
 	t.Cleanup(func() { cancel(); p.sched.Close() })
 	return p, w
 }

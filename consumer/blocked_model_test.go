@@ -83,6 +83,10 @@ type blockedModel struct {
 	f       *logFetcher
 	clock   time.Time
 	batches bool
+	// The scheduler the steps drive, by its own type: single (batches
+	// false) or batcher.
+	single  *schedule.Scheduler[jobKey, *job]
+	batcher *schedule.Batcher[jobKey, *job]
 	keys    []string
 	next    int64 // the offset of the next record produced
 	// poisoned keys' work does not finish (only true values)
@@ -118,12 +122,16 @@ func newBlockedModel(t *rapid.T) *blockedModel {
 	p.mu.load = newLoadTable(m.clock)
 	p.mu.fetching, p.mu.heldKnown = true, true
 	// No workers: the steps take records from the scheduler.
+	clock := func() time.Time { return m.clock }
 	if m.batches {
-		p.sched = schedule.NewBatching[jobKey, *job](0, rapid.IntRange(1, 4).Draw(t, "batch size"), 0, nil)
+		m.batcher = schedule.NewBatcher[jobKey, *job](0, rapid.IntRange(1, 4).Draw(t, "batch size"), 0, nil)
+		m.batcher.SetClock(clock)
+		p.sched = m.batcher
 	} else {
-		p.sched = schedule.New[jobKey, *job](0, nil)
+		m.single = schedule.New[jobKey, *job](0, nil)
+		m.single.SetClock(clock)
+		p.sched = m.single
 	}
-	p.sched.SetClock(func() time.Time { return m.clock })
 	// One range, or the space cut in two.
 	cuts := []uint64{0, ledger.HashSpace}
 	if rapid.Bool().Draw(t, "two ranges") {
@@ -190,9 +198,8 @@ func (m *blockedModel) loop() {
 
 // start takes work from the scheduler as a worker would.
 func (m *blockedModel) start() {
-	s := m.p.sched
 	if !m.batches {
-		k, j, ok := s.Next()
+		k, j, ok := m.single.Next()
 		if !ok {
 			return
 		}
@@ -200,7 +207,7 @@ func (m *blockedModel) start() {
 		m.trace = append(m.trace, fmt.Sprintf("start %s@%d", j.m.Key, j.o))
 		return
 	}
-	b := s.TakeBatch()
+	b := m.batcher.TakeBatch()
 	for _, k := range b.Keys() {
 		r := running{key: k.key, b: b, k: k}
 		for _, j := range b.Jobs() {
@@ -239,7 +246,7 @@ func (m *blockedModel) finish(i int) {
 		r.b.Release(r.k, nil)
 		return
 	}
-	m.p.sched.Done(r.k)
+	m.single.Done(r.k)
 }
 
 // finishFree finishes the running work of keys not poisoned.
@@ -322,7 +329,7 @@ func (m *blockedModel) ranAll(keep func(*kafka.Message) bool) bool {
 func (m *blockedModel) settle() {
 	perKey := 1 + m.p.maxQueuedPerKey() // running, and queued
 	if m.batches {
-		perKey += m.p.sched.MaxBatch() - 1
+		perKey += m.batcher.MaxBatch() - 1
 	}
 	for _, k := range m.keys {
 		if !m.poisoned[k] {

@@ -41,8 +41,24 @@ type job struct {
 }
 
 // scheduler runs the member's records on its workers, one key at a time
-// in offset order (internal/schedule).
-type scheduler = schedule.Scheduler[jobKey, *job]
+// in offset order: a schedule.Scheduler, or with a BatchHandler a
+// schedule.Batcher (batch.go). These are the calls the pipeline makes on
+// either; the model tests step each through its own type.
+type scheduler interface {
+	// SubmitBounded queues j behind the earlier records of its key,
+	// unless the key is blocked with keep records queued (blocked.go).
+	SubmitBounded(k jobKey, j *job, keep int) bool
+	// Queued and EvictBlocked: a key's queued records, and the blocked
+	// keys' records taken out of memory (blocked.go).
+	Queued(k jobKey) int
+	EvictBlocked(keep int) []*job
+	// Now is the clock that says when a key counts as blocked.
+	Now() time.Time
+	// Idle: no record queued or running.
+	Idle() bool
+	// Close stops the workers after the records they run.
+	Close()
+}
 
 // batch is the records one batch-mode worker hands to the BatchHandler,
 // and the keys it holds until it releases them.

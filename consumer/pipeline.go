@@ -32,7 +32,7 @@ type pipeline struct {
 	kc    fetcher         // the Kafka client (fetcher.go)
 	ctx   context.Context // ends with the session or on stop
 	stop  context.CancelFunc
-	sched *scheduler
+	sched scheduler // job.go
 
 	resync  chan struct{} // ask rereadLoop to read the assignment again
 	flushCh chan struct{} // ask the flusher to write now
@@ -108,7 +108,7 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 	p.mu.fetching = true
 	p.mu.held = true // until the first read of the pause state
 	if c.cfg.BatchHandler != nil {
-		p.sched = schedule.NewBatching[jobKey](c.cfg.Concurrency, c.cfg.MaxBatchSize, c.cfg.MaxBatchWait, p.runBatch) // batch.go
+		p.sched = schedule.NewBatcher[jobKey](c.cfg.Concurrency, c.cfg.MaxBatchSize, c.cfg.MaxBatchWait, p.runBatch) // batch.go
 	} else {
 		p.sched = schedule.New[jobKey](c.cfg.Concurrency, p.runJob)
 	}

@@ -6,47 +6,90 @@ import (
 	"time"
 )
 
-// batching is a batch-mode scheduler's state: workers gather batches
-// instead of taking one job.
-type batching[K comparable, J any] struct {
+// Batcher runs jobs of type J in batches on a fixed number of workers: a
+// worker gathers the head jobs of several ready keys, as many consecutive
+// jobs of each as fit, into a Batch, and holds those keys until it
+// releases them. Each key's jobs run in order and no key is in two batches
+// at once.
+//
+// It shares its key queues with Scheduler (the same order, the same
+// blocked keys) and differs in what a worker takes: a Scheduler's worker
+// takes one job and gives its key back when the job ends; a Batcher's
+// takes many, keeps taking jobs of the keys it holds while it gathers, and
+// gives each key back on its own.
+type Batcher[K comparable, J any] struct {
+	queues[K, J]
+	cond    *sync.Cond // wakes an idle worker: a key is ready, or closing
+	form    *sync.Cond // wakes the gathering worker: a key is ready, or a held key got a job
+	forming bool       // a worker is gathering a batch
+	closed  bool
 	run     func(*Batch[K, J])
 	max     int
 	wait    time.Duration
-	forming bool       // a worker is gathering a batch
-	form    *sync.Cond // wakes the forming worker: a key is ready, or a held key got a job
+	wg      sync.WaitGroup
 }
 
 // Batch is the jobs one worker takes at once, and the keys it holds
 // (running) until it releases them.
 type Batch[K comparable, J any] struct {
-	s     *Scheduler[K, J]
+	s     *Batcher[K, J]
 	jobs  []J
 	held  map[K]*keyQueue[K, J] // keys not released yet
 	order []*keyQueue[K, J]     // keys taken, in the order taken
 }
 
-// NewBatching starts workers that gather batches of up to size jobs,
+// NewBatcher starts workers that gather batches of up to size jobs,
 // waiting at most wait for more once a batch has one, and call run for
 // each. run must release every key of the batch (Batch.Release); the keys
 // it has not released when it returns are released without jobs put
 // back.
-func NewBatching[K comparable, J any](workers, size int, wait time.Duration, run func(*Batch[K, J])) *Scheduler[K, J] {
-	s := &Scheduler[K, J]{keys: make(map[K]*keyQueue[K, J]), now: time.Now}
+func NewBatcher[K comparable, J any](workers, size int, wait time.Duration, run func(*Batch[K, J])) *Batcher[K, J] {
+	s := &Batcher[K, J]{queues: newQueues[K, J](), run: run, max: size, wait: wait}
 	s.cond = sync.NewCond(&s.mu)
-	s.batching = &batching[K, J]{run: run, max: size, wait: wait, form: sync.NewCond(&s.mu)}
+	s.form = sync.NewCond(&s.mu)
 	for range workers {
 		s.wg.Add(1)
-		go s.workBatches()
+		go s.work()
 	}
 	return s
 }
 
-// MaxBatch is the most jobs a batch holds (0 in single mode).
-func (s *Scheduler[K, J]) MaxBatch() int {
-	if s.batching == nil {
-		return 0
+// MaxBatch is the most jobs a batch holds.
+func (s *Batcher[K, J]) MaxBatch() int { return s.max }
+
+// Submit queues j behind earlier jobs of key k.
+func (s *Batcher[K, J]) Submit(k K, j J) { s.SubmitBounded(k, j, 0) }
+
+// SubmitBounded is Submit, unless k is blocked (blocked.go) with keep jobs
+// queued already (keep > 0): then j is not queued and the result is false.
+// One lock for both, as it runs for every record.
+func (s *Batcher[K, J]) SubmitBounded(k K, j J, keep int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.submitLocked(k, j, keep)
+}
+
+func (s *Batcher[K, J]) submitLocked(k K, j J, keep int) bool {
+	q, ready := s.enqueueLocked(k, j, keep)
+	switch {
+	case q == nil:
+		return false
+	case ready:
+		s.signalLocked()
+	case q.running && s.forming:
+		s.form.Signal() // the forming batch may hold q: it takes the job
 	}
-	return s.batching.max
+	return true
+}
+
+// signalLocked wakes a worker for a newly ready key: the worker gathering
+// a batch if there is one, else an idle worker.
+func (s *Batcher[K, J]) signalLocked() {
+	if s.forming {
+		s.form.Signal()
+		return
+	}
+	s.cond.Signal()
 }
 
 // Jobs are the batch's jobs: a key's jobs are consecutive jobs of that key
@@ -62,24 +105,23 @@ func (b *Batch[K, J]) Keys() []K {
 	return out
 }
 
-// workBatches is a batch-mode worker. One worker at a time gathers a batch
-// (the others wait), so that a batch fills up rather than every idle worker
-// taking a few jobs each.
-func (s *Scheduler[K, J]) workBatches() {
+// work is a worker. One worker at a time gathers a batch (the others
+// wait), so that a batch fills up rather than every idle worker taking a
+// few jobs each.
+func (s *Batcher[K, J]) work() {
 	defer s.wg.Done()
-	bm := s.batching
 	s.mu.Lock()
 	for {
-		for (bm.forming || len(s.ready) == 0) && !s.closed {
+		for (s.forming || len(s.ready) == 0) && !s.closed {
 			s.cond.Wait()
 		}
 		if s.closed {
 			s.mu.Unlock()
 			return
 		}
-		bm.forming = true
+		s.forming = true
 		b := s.formLocked()
-		bm.forming = false
+		s.forming = false
 		if len(s.ready) > 0 {
 			s.cond.Signal() // the next worker gathers the next batch
 		}
@@ -91,7 +133,7 @@ func (s *Scheduler[K, J]) workBatches() {
 		}
 		s.mu.Unlock()
 
-		bm.run(b)
+		s.run(b)
 
 		s.mu.Lock()
 		for _, q := range b.order {
@@ -102,27 +144,26 @@ func (s *Scheduler[K, J]) workBatches() {
 
 // formLocked gathers a batch: ready keys' head jobs, up to the batch
 // size, waiting up to the batch wait from the first job for more.
-func (s *Scheduler[K, J]) formLocked() *Batch[K, J] {
-	bm := s.batching
-	b := &Batch[K, J]{s: s, held: make(map[K]*keyQueue[K, J])}
+func (s *Batcher[K, J]) formLocked() *Batch[K, J] {
+	b := s.newBatch()
 	var deadline time.Time
 	var timer *time.Timer
 	for {
-		s.takeLocked(b)
-		if len(b.jobs) >= bm.max || s.closed || bm.wait <= 0 {
+		s.fillLocked(b)
+		if len(b.jobs) >= s.max || s.closed || s.wait <= 0 {
 			break
 		}
 		if deadline.IsZero() {
-			deadline = time.Now().Add(bm.wait)
-			timer = time.AfterFunc(bm.wait, func() {
+			deadline = time.Now().Add(s.wait)
+			timer = time.AfterFunc(s.wait, func() {
 				s.mu.Lock()
-				bm.form.Broadcast()
+				s.form.Broadcast()
 				s.mu.Unlock()
 			})
 		} else if !time.Now().Before(deadline) {
 			break
 		}
-		bm.form.Wait()
+		s.form.Wait()
 	}
 	if timer != nil {
 		timer.Stop()
@@ -130,26 +171,28 @@ func (s *Scheduler[K, J]) formLocked() *Batch[K, J] {
 	return b
 }
 
+func (s *Batcher[K, J]) newBatch() *Batch[K, J] {
+	return &Batch[K, J]{s: s, held: make(map[K]*keyQueue[K, J])}
+}
+
 // TakeBatch takes a batch as a worker does, without waiting for more jobs;
-// it is empty if no key is ready. For a batch-mode scheduler without
-// workers.
-func (s *Scheduler[K, J]) TakeBatch() *Batch[K, J] {
+// it is empty if no key is ready. For a Batcher without workers.
+func (s *Batcher[K, J]) TakeBatch() *Batch[K, J] {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := &Batch[K, J]{s: s, held: make(map[K]*keyQueue[K, J])}
-	s.takeLocked(b)
+	b := s.newBatch()
+	s.fillLocked(b)
 	return b
 }
 
-// takeLocked adds jobs to b until it is full: first new jobs of keys b
+// fillLocked adds jobs to b until it is full: first new jobs of keys b
 // holds already (they come after that key's jobs in b), then ready keys,
 // each with as many of its consecutive jobs as fit.
-func (s *Scheduler[K, J]) takeLocked(b *Batch[K, J]) {
-	room := s.batching.max - len(b.jobs)
+func (s *Batcher[K, J]) fillLocked(b *Batch[K, J]) {
+	room := s.max - len(b.jobs)
 	take := func(q *keyQueue[K, J]) {
 		for room > 0 && len(q.jobs) > 0 {
-			b.jobs = append(b.jobs, q.pop())
-			q.lastTake = s.now()
+			b.jobs = append(b.jobs, s.takeLocked(q))
 			room--
 		}
 	}
@@ -174,7 +217,6 @@ func (b *Batch[K, J]) Release(key K, putBack []J) {
 }
 
 func (b *Batch[K, J]) releaseLocked(key K, putBack []J) {
-	s := b.s
 	q := b.held[key]
 	if q == nil {
 		return // released already
@@ -183,12 +225,18 @@ func (b *Batch[K, J]) releaseLocked(key K, putBack []J) {
 	if len(putBack) > 0 {
 		q.jobs = slices.Concat(putBack, q.jobs)
 	}
-	q.running = false
-	if len(q.jobs) > 0 {
-		q.queued = true
-		s.ready = append(s.ready, q)
-		s.signalLocked()
-		return
+	if b.s.requeueLocked(q) {
+		b.s.signalLocked()
 	}
-	delete(s.keys, q.key)
+}
+
+// Close stops the workers after the batches they are running; queued jobs
+// are dropped, and so is a batch being gathered.
+func (s *Batcher[K, J]) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.cond.Broadcast()
+	s.form.Broadcast()
+	s.mu.Unlock()
+	s.wg.Wait()
 }

@@ -20,7 +20,7 @@ func TestBatchFormation(t *testing.T) {
 	next := map[string]int64{} // the key's next expected offset
 	var batches [][]tj
 	var wg sync.WaitGroup
-	s := NewBatching[string](4, size, 5*time.Millisecond, func(b *Batch[string, tj]) {
+	s := NewBatcher[string](4, size, 5*time.Millisecond, func(b *Batch[string, tj]) {
 		mu.Lock()
 		batches = append(batches, b.jobs)
 		if len(b.jobs) == 0 || len(b.jobs) > size {
@@ -88,7 +88,7 @@ func TestBatchFormation(t *testing.T) {
 
 	// Jobs that arrive within the batch wait join the batch.
 	got := make(chan []tj, 4)
-	s2 := NewBatching[string](2, 10, time.Second, func(b *Batch[string, tj]) { got <- slices.Clone(b.jobs) })
+	s2 := NewBatcher[string](2, 10, time.Second, func(b *Batch[string, tj]) { got <- slices.Clone(b.jobs) })
 	t.Cleanup(s2.Close)
 	s2.Submit("x", tj{"x", 0})
 	time.Sleep(20 * time.Millisecond)
@@ -123,7 +123,7 @@ func TestBatchReleasePutsBack(t *testing.T) {
 	got := make(chan []string, 8)
 	first := true
 	var mu sync.Mutex
-	s := NewBatching[string](2, 10, 0, func(b *Batch[string, tj]) {
+	s := NewBatcher[string](2, 10, 0, func(b *Batch[string, tj]) {
 		got <- describe(b.jobs)
 		mu.Lock()
 		defer mu.Unlock()
@@ -156,7 +156,7 @@ func TestBatchReleasePutsBack(t *testing.T) {
 // up to its size, in order per key; a key stays held until released, and
 // jobs put back run first, in order.
 func TestTakeBatchStep(t *testing.T) {
-	s := NewBatching[string, tj](0, 2, 0, nil)
+	s := NewBatcher[string, tj](0, 2, 0, nil)
 	t.Cleanup(s.Close)
 	for _, j := range []tj{{"a", 0}, {"a", 1}, {"a", 2}, {"b", 0}} {
 		s.Submit(j.key, j)

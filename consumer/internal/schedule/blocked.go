@@ -6,9 +6,9 @@ import "time"
 // taking one before it counts as blocked.
 const BlockedAfter = time.Second
 
-// Queued returns how many jobs of key k are queued (not counting one a
+// Queued returns how many jobs of key k are queued (not counting those a
 // worker runs).
-func (s *Scheduler[K, J]) Queued(k K) int {
+func (s *queues[K, J]) Queued(k K) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if q := s.keys[k]; q != nil {
@@ -19,7 +19,7 @@ func (s *Scheduler[K, J]) Queued(k K) int {
 
 // EvictBlocked removes from the queue of every blocked key its jobs
 // beyond the first keep, and returns them.
-func (s *Scheduler[K, J]) EvictBlocked(keep int) []J {
+func (s *queues[K, J]) EvictBlocked(keep int) []J {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()

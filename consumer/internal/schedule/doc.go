@@ -10,10 +10,12 @@
 //	defer s.Close()
 //	s.Submit(j.key, j) // runs after the earlier jobs of key j.key
 //
-// In batch mode (NewBatching) a worker gathers the head jobs of several
-// ready keys into a Batch and holds those keys until it releases them.
+// A Batcher (NewBatcher) runs jobs in batches instead: a worker gathers
+// the head jobs of several ready keys into a Batch and holds those keys
+// until it releases them. Scheduler and Batcher share their key queues
+// (order, turns, blocked keys) and nothing else.
 //
-// A scheduler built with no workers is driven step by step (Next and Done,
-// or TakeBatch and Batch.Release), with a clock set by SetClock: that is
-// how the consumer's model tests play workers.
+// Either, built with no workers, is driven step by step (Scheduler's Next
+// and Done, Batcher's TakeBatch and Batch.Release), with a clock set by
+// SetClock: that is how the consumer's model tests play workers.
 package schedule

@@ -1,0 +1,111 @@
+package schedule
+
+import (
+	"sync"
+	"time"
+)
+
+// keyQueue holds one key's jobs in submission order.
+type keyQueue[K comparable, J any] struct {
+	key      K
+	jobs     []J       // queued, oldest first
+	running  bool      // a worker is on this key
+	queued   bool      // the key is in the ready list
+	lastTake time.Time // when a worker last took a job of the key (or the queue was made)
+}
+
+// queues are the key queues that Scheduler and Batcher share: each key's
+// jobs in order, the keys ready to run in turn, and the clock that says
+// when a key counts as blocked (blocked.go). A key is running from the
+// moment a worker takes it until the worker gives it back (requeueLocked);
+// what a worker takes, and whom a newly ready key wakes, is the
+// scheduler's own.
+type queues[K comparable, J any] struct {
+	mu    sync.Mutex
+	keys  map[K]*keyQueue[K, J]
+	ready []*keyQueue[K, J]
+	// now is the clock that says when a key counts as blocked: time.Now,
+	// or a test's.
+	now func() time.Time
+}
+
+func newQueues[K comparable, J any]() queues[K, J] {
+	return queues[K, J]{keys: make(map[K]*keyQueue[K, J]), now: time.Now}
+}
+
+// SetClock replaces the clock that says when a key counts as blocked
+// (time.Now by default). Set it before the first Submit.
+func (s *queues[K, J]) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
+// Now reads the scheduler's clock.
+func (s *queues[K, J]) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now()
+}
+
+// Idle reports whether the scheduler holds no key: no job queued and none
+// running.
+func (s *queues[K, J]) Idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.keys) == 0
+}
+
+// enqueueLocked queues j behind earlier jobs of key k, unless k is blocked
+// (blocked.go) with keep jobs queued already (keep > 0): then it returns
+// nil. Else it returns k's queue, and whether k became ready by it (the
+// caller wakes a worker).
+func (s *queues[K, J]) enqueueLocked(k K, j J, keep int) (q *keyQueue[K, J], ready bool) {
+	q = s.keys[k]
+	if q == nil {
+		q = &keyQueue[K, J]{key: k, lastTake: s.now()}
+		s.keys[k] = q
+	} else if keep > 0 && len(q.jobs) >= keep && s.now().Sub(q.lastTake) >= BlockedAfter {
+		return nil, false
+	}
+	q.jobs = append(q.jobs, j)
+	if q.running || q.queued {
+		return q, false
+	}
+	q.queued = true
+	s.ready = append(s.ready, q)
+	return q, true
+}
+
+// popReadyLocked takes the first ready key (there must be one) and marks
+// it running.
+func (s *queues[K, J]) popReadyLocked() *keyQueue[K, J] {
+	q := s.ready[0]
+	s.ready[0] = nil
+	s.ready = s.ready[1:]
+	q.queued, q.running = false, true
+	return q
+}
+
+// takeLocked takes q's head job (there must be one) for a worker.
+func (s *queues[K, J]) takeLocked(q *keyQueue[K, J]) J {
+	var zero J
+	j := q.jobs[0]
+	q.jobs[0] = zero
+	q.jobs = q.jobs[1:]
+	q.lastTake = s.now()
+	return j
+}
+
+// requeueLocked ends q's run: the key is ready again if it has jobs (the
+// result is true: the caller wakes a worker), else forgotten.
+func (s *queues[K, J]) requeueLocked(q *keyQueue[K, J]) bool {
+	q.running = false
+	if len(q.jobs) > 0 {
+		q.queued = true
+		s.ready = append(s.ready, q)
+		return true
+	}
+	delete(s.keys, q.key)
+	return false
+}
