@@ -195,3 +195,54 @@ func TestTakeBatchStep(t *testing.T) {
 		t.Fatalf("MaxBatch = %d, want 2", s.MaxBatch())
 	}
 }
+
+// TestTakeBatchTurns: keys take turns between batches: a key released
+// with jobs left goes to the back of the ready keys, behind those that
+// waited while it was held.
+func TestTakeBatchTurns(t *testing.T) {
+	s, _ := steppedBatcher(t, 2)
+	for _, j := range []tj{{"a", 0}, {"a", 1}, {"a", 2}, {"b", 0}, {"c", 0}} {
+		s.Submit(j.key, j)
+	}
+	var got [][]string
+	take := func() *Batch[string, tj] {
+		b := s.TakeBatch()
+		got = append(got, describe(b.Jobs()))
+		return b
+	}
+	first := take() // a@0 a@1
+	first.Release("a", nil)
+	second := take() // b and c waited: they come before a@2
+	for _, k := range second.Keys() {
+		second.Release(k, nil)
+	}
+	take()
+	want := [][]string{{"a@0", "a@1"}, {"b@0", "c@0"}, {"a@2"}}
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("batches %v, want %v", got, want)
+	}
+}
+
+// TestBatcherClose: Close drops a batch being gathered (its handler never
+// runs) and the jobs queued, and ends the workers.
+func TestBatcherClose(t *testing.T) {
+	ran := make(chan []tj, 1)
+	s := NewBatcher[string](1, 10, time.Hour, func(b *Batch[string, tj]) { ran <- b.Jobs() })
+	s.Submit("x", tj{"x", 0})
+	for { // until the worker gathers a batch, waiting an hour for more
+		s.mu.Lock()
+		forming := s.forming
+		s.mu.Unlock()
+		if forming {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.Submit("y", tj{"y", 0}) // joins the batch being gathered
+	s.Close()
+	select {
+	case b := <-ran:
+		t.Fatalf("a batch ran after Close: %v", describe(b))
+	default:
+	}
+}

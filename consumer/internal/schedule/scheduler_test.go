@@ -196,3 +196,46 @@ func TestWorkersBound(t *testing.T) {
 		})
 	}
 }
+
+// TestSchedulerClose: Close lets the running job finish before it returns
+// and drops the jobs queued.
+func TestSchedulerClose(t *testing.T) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var ran []string
+	s := New[string](1, func(j tj) {
+		if j.o == 0 && j.key == "a" {
+			close(started)
+			<-release
+		}
+		mu.Lock()
+		ran = append(ran, j.String())
+		mu.Unlock()
+	})
+	for _, j := range []tj{{"a", 0}, {"a", 1}, {"b", 0}} {
+		s.Submit(j.key, j)
+	}
+	<-started // a@0 runs; a@1 and b@0 are queued
+	closed := make(chan struct{})
+	go func() {
+		s.Close()
+		close(closed)
+	}()
+	for { // until Close has marked the scheduler closed
+		s.mu.Lock()
+		c := s.closed
+		s.mu.Unlock()
+		if c {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	<-closed
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(ran, []string{"a@0"}) {
+		t.Fatalf("ran %v, want [a@0]: the running job finishes before Close returns, the queued ones never run", ran)
+	}
+}
