@@ -64,10 +64,6 @@ func FailAll(n int, err error) []error {
 	return out
 }
 
-// ErrBatchResults is matched (errors.Is) by the error recorded for every
-// record of a batch whose BatchHandler returned the wrong number of results.
-var ErrBatchResults = errors.New("consumer: BatchHandler returned the wrong number of results")
-
 // callBatch runs the batch handler, turning a panic or a result of the
 // wrong length into an error for the whole batch.
 func (c *Consumer) callBatch(ctx context.Context, msgs []*kafka.Message) (res []error, err error) {

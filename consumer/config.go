@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -238,9 +237,6 @@ func DefaultConfig() Config {
 		StuckTimeout:       30 * time.Second,
 	}
 }
-
-// ErrConfig is matched (errors.Is) by every configuration error.
-var ErrConfig = errors.New("consumer: bad configuration")
 
 func configErr(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)

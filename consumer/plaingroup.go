@@ -2,17 +2,11 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
-
-// ErrPlainGroupLive means the group id has live members of a plain Kafka
-// consumer group (classic or KIP-848 protocol). keyshare commits the group's
-// offsets itself; two writers would fight over them, so it refuses to start.
-var ErrPlainGroupLive = errors.New("consumer: the group id has live members of a plain Kafka consumer group")
 
 // checkPlainGroup refuses to start while the group id is in use by a plain
 // Kafka consumer group with members. A group that only holds committed
