@@ -19,16 +19,6 @@ type stored struct {
 	Segments []Segment `json:"segments"`
 }
 
-// DecodeError says which stored value could not be read and why.
-type DecodeError struct {
-	Key     string
-	Problem string
-}
-
-func (e *DecodeError) Error() string {
-	return fmt.Sprintf("ledger: bad entry at %q: %s (delete the key to have the range restart from the group's committed offset)", e.Key, e.Problem)
-}
-
 // Encode returns the stored form of e.
 func Encode(e Entry) []byte {
 	segs := e.Segments

@@ -1,9 +1,6 @@
 package ledger
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // Verdict says what the owner of a range does with a fetched record.
 type Verdict uint8
@@ -35,25 +32,6 @@ func (v Verdict) String() string {
 	}
 	return fmt.Sprintf("Verdict(%d)", uint8(v))
 }
-
-// ErrNotDispatched is returned by Complete for an offset that is not in flight
-// in this state: never fetched, not in the range, or completed already.
-var ErrNotDispatched = errors.New("ledger: offset not in flight")
-
-// OffsetError reports an offset the state cannot accept; the state is
-// unchanged.
-type OffsetError struct {
-	Op     string // "observe" or "complete"
-	Offset int64
-	Reason string
-	Err    error
-}
-
-func (e *OffsetError) Error() string {
-	return fmt.Sprintf("ledger: %s offset %d: %s", e.Op, e.Offset, e.Reason)
-}
-
-func (e *OffsetError) Unwrap() error { return e.Err }
 
 // State is the in-memory completion state of one owned range. It is what an
 // owner updates per record; Entry() gives the form stored in etcd. A State is
