@@ -227,7 +227,7 @@ func DefaultConfig() Config {
 		SessionTTL:         cc.SessionTTL,
 		DrainTimeout:       cc.DrainTimeout,
 		FailoverGrace:      cc.FailoverGrace,
-		RebalanceDebounce:  cc.Debounce,
+		RebalanceDebounce:  cc.RebalanceDebounce,
 		Balance:            cc.Balance,
 		LoadReportInterval: cc.LoadReportInterval,
 		LoadMinGain:        cc.LoadMinGain,
@@ -348,7 +348,7 @@ func (c Config) coordConfig(src coord.PartitionSource) coord.Config {
 	if src == nil {
 		cc.Partitions = func(context.Context, []string) (map[string]int32, error) { return nil, nil }
 	}
-	cc.SessionTTL, cc.DrainTimeout, cc.Debounce, cc.StartTimeout = c.SessionTTL, c.DrainTimeout, c.RebalanceDebounce, c.StartTimeout
+	cc.SessionTTL, cc.DrainTimeout, cc.RebalanceDebounce, cc.StartTimeout = c.SessionTTL, c.DrainTimeout, c.RebalanceDebounce, c.StartTimeout
 	cc.DeadlineMargin, cc.FailoverGrace = c.DeadlineMargin, c.FailoverGrace
 	cc.Balance, cc.LoadReportInterval = c.Balance, c.LoadReportInterval
 	cc.LoadMinGain, cc.LoadCooldown, cc.LoadMinBusy = c.LoadMinGain, c.LoadCooldown, c.LoadMinBusy

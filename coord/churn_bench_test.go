@@ -54,7 +54,7 @@ func churnEtcd(b *testing.B) {
 		cfg.Partitions = static(counts)
 		cfg.SessionTTL = 5 * time.Second
 		cfg.DrainTimeout = 10 * time.Second
-		cfg.Debounce = 50 * time.Millisecond
+		cfg.RebalanceDebounce = 50 * time.Millisecond
 		cfg.Logger = testutil.Logger(b).Named(id)
 		k := testutil.NewEtcdClient(b, e.Endpoints)
 		s, err := coord.Join(b.Context(), k, cfg)

@@ -93,11 +93,11 @@ type Config struct {
 	// range over anyway once DrainTimeout plus max(1s, SessionTTL) has
 	// passed on its own clock since it first saw the revoke. Default 30 s.
 	DrainTimeout time.Duration
-	// Debounce is how long the leader waits after a member joins or its
-	// registration goes before reassigning, to batch bursts of joins.
-	// Releases and a member starting to leave are not waited for.
+	// RebalanceDebounce is how long the leader waits after a member joins
+	// or its registration goes before reassigning, to batch bursts of
+	// joins. Releases and a member starting to leave are not waited for.
 	// Default 200 ms.
-	Debounce time.Duration
+	RebalanceDebounce time.Duration
 	// PartitionRefresh is how often the leader rereads partition counts
 	// and topic ids from Kafka (in the background: rounds plan on the
 	// last read).
@@ -149,7 +149,7 @@ func DefaultConfig() Config {
 		SessionTTL:         10 * time.Second,
 		DrainTimeout:       30 * time.Second,
 		FailoverGrace:      time.Second,
-		Debounce:           200 * time.Millisecond,
+		RebalanceDebounce:  200 * time.Millisecond,
 		PartitionRefresh:   10 * time.Second,
 		StartTimeout:       10 * time.Second,
 		MaxTxnOps:          128,
@@ -213,8 +213,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("coord: failover grace %s must not be negative (Config.FailoverGrace, default 1s, 0 turns it off)", c.FailoverGrace)
 	case c.DrainTimeout <= 0 || c.DrainTimeout > maxDrain:
 		return fmt.Errorf("coord: drain timeout %s must be positive and at most %s (Config.DrainTimeout, default 30s)", c.DrainTimeout, maxDrain)
-	case c.Debounce < 0:
-		return fmt.Errorf("coord: debounce %s must not be negative (Config.Debounce, default 200ms)", c.Debounce)
+	case c.RebalanceDebounce < 0:
+		return fmt.Errorf("coord: rebalance debounce %s must not be negative (Config.RebalanceDebounce, default 200ms)", c.RebalanceDebounce)
 	case c.PartitionRefresh <= 0:
 		return fmt.Errorf("coord: partition refresh %s must be positive (Config.PartitionRefresh, default 10s)", c.PartitionRefresh)
 	case c.StartTimeout <= 0:

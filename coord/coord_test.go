@@ -47,7 +47,7 @@ func testConfig(t *testing.T, id string, counts map[string]int32) coord.Config {
 	cfg.Partitions = static(counts)
 	cfg.SessionTTL = 2 * time.Second
 	cfg.DrainTimeout = 10 * time.Second
-	cfg.Debounce = 20 * time.Millisecond
+	cfg.RebalanceDebounce = 20 * time.Millisecond
 	cfg.Logger = testutil.Logger(t)
 	return cfg
 }

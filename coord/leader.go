@@ -204,7 +204,7 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 			// their handoff.
 			if m := l.cache.memberRevision(); m != membersAt {
 				membersAt = m
-				if err := sleep(ctx, s.cfg.Debounce); err != nil {
+				if err := sleep(ctx, s.cfg.RebalanceDebounce); err != nil {
 					return err
 				}
 			}

@@ -266,7 +266,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 		cfg.Partitions = func(context.Context, []string) (map[string]int32, error) { return topics, nil }
 		// The default TTL: 200 leases of 2 s on two loaded cores lose
 		// sessions to late keepalives.
-		cfg.SessionTTL, cfg.DrainTimeout, cfg.Debounce = 10*time.Second, 10*time.Second, 100*time.Millisecond
+		cfg.SessionTTL, cfg.DrainTimeout, cfg.RebalanceDebounce = 10*time.Second, 10*time.Second, 100*time.Millisecond
 		if lvl := os.Getenv("KEYSHARE_BENCH_COORD_LOG"); lvl != "" {
 			// The sessions' own log (on the bench's stderr), to see where
 			// a figure's time goes.
