@@ -72,66 +72,13 @@ type Config struct {
 	// created again: it then starts the topic afresh instead of applying
 	// the old topic's ledger to the new log. Default: none (not checked).
 	TopicIDs TopicIDSource
-	// SessionTTL is the etcd lease TTL: a member that stops answering loses
-	// its ranges this long after. Default 10 s; etcd may grant more.
-	SessionTTL time.Duration
-	// DeadlineMargin: a member stops starting records (and ends its
-	// session) this long before the earliest instant etcd could expire its
-	// lease, counted from when it sent the last keepalive etcd answered
-	// (deadline.go). It covers clock-rate differences between the member
-	// and etcd. Default SessionTTL/10 (zero means that); at most
-	// SessionTTL/2.
-	DeadlineMargin time.Duration
-	// FailoverGrace: the leader gives a crashed or cut-off member's ranges
-	// to others only this long after it first saw the member's session
-	// gone, on its own clock (grace.go), so that records the old owner
-	// started before its deadline can end first. Default 1 s; 0 turns it
-	// off.
-	FailoverGrace time.Duration
-	// DrainTimeout bounds how long an owner may drain a revoked range (the
-	// leader writes it into the record as drain_ms). The leader hands the
-	// range over anyway once DrainTimeout plus max(1s, SessionTTL) has
-	// passed on its own clock since it first saw the revoke. Default 30 s.
-	DrainTimeout time.Duration
-	// RebalanceDebounce is how long the leader waits after a member joins
-	// or its registration goes before reassigning, to batch bursts of
-	// joins. Releases and a member starting to leave are not waited for.
-	// Default 200 ms.
-	RebalanceDebounce time.Duration
-	// PartitionRefresh is how often the leader rereads partition counts
-	// and topic ids from Kafka (in the background: rounds plan on the
-	// last read).
-	// Default 10 s.
-	PartitionRefresh time.Duration
+	// Tuning holds the timing, transaction-size and balance settings
+	// (SessionTTL, DrainTimeout, MaxTxnOps, Balance, ...), with their
+	// defaults.
+	Tuning
 	// StartTimeout bounds the first contact with etcd when joining.
 	// Default 10 s.
 	StartTimeout time.Duration
-	// MaxTxnOps is the etcd server's --max-txn-ops. Default 128.
-	MaxTxnOps int
-	// Balance is what the leader balances when members share partitions:
-	// BalanceLoad (measured load, from the members' reports) or
-	// BalanceWidth (hash space by weight). Default BalanceLoad.
-	Balance Balance
-	// LoadReportInterval is how often the member reports the load of its
-	// ranges (ReportLoad); the leader places split points by these
-	// reports. Default 5 s.
-	LoadReportInterval time.Duration
-	// LoadMinGain is the least gain for which the leader moves ranges by
-	// load: the busiest member's load now divided by its load predicted
-	// after the move must be at least this. Hysteresis: below it, measured
-	// noise would move ranges back and forth. Default 1.25; from 1.05 to
-	// 100.
-	LoadMinGain float64
-	// LoadMinBusy is the least load of the busiest member (busy
-	// worker-seconds per second, per mean member weight) for which the
-	// leader moves ranges by load: below it every member is idle most of
-	// the time, nothing waits on the busiest, and a move would only pause
-	// the keys it hands over. Default 0.5 (half a worker busy all the
-	// time); 0 moves on any imbalance.
-	LoadMinBusy float64
-	// LoadCooldown is the least time between two load-driven moves, on the
-	// leader's clock. Default 30 s; at least LoadReportInterval.
-	LoadCooldown time.Duration
 	// OnLeader, if set, runs in its own goroutine while this member is the
 	// leader; its context ends when leadership does. The consumer uses it
 	// to commit safe offsets to Kafka.
@@ -144,20 +91,10 @@ type Config struct {
 // Topics and Partitions.
 func DefaultConfig() Config {
 	return Config{
-		Prefix:             "/keyshare",
-		Weight:             1,
-		SessionTTL:         10 * time.Second,
-		DrainTimeout:       30 * time.Second,
-		FailoverGrace:      time.Second,
-		RebalanceDebounce:  200 * time.Millisecond,
-		PartitionRefresh:   10 * time.Second,
-		StartTimeout:       10 * time.Second,
-		MaxTxnOps:          128,
-		Balance:            BalanceLoad,
-		LoadReportInterval: 5 * time.Second,
-		LoadMinGain:        1.25,
-		LoadMinBusy:        0.5,
-		LoadCooldown:       30 * time.Second,
+		Prefix:       "/keyshare",
+		Weight:       1,
+		Tuning:       DefaultTuning(),
+		StartTimeout: 10 * time.Second,
 	}
 }
 
@@ -169,9 +106,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
-	if c.DeadlineMargin == 0 {
-		c.DeadlineMargin = c.SessionTTL / 10
-	}
+	c.Tuning = c.Tuning.withDefaults()
 	return c
 }
 
@@ -205,34 +140,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("coord: weight %d must be at least 1 (Config.Weight, default 1)", c.Weight)
 	case c.Weight > MaxWeight:
 		return fmt.Errorf("coord: weight %d is above the limit %d (Config.Weight, default 1): weights are relative, scale them down", c.Weight, MaxWeight)
-	case c.SessionTTL < time.Second:
-		return fmt.Errorf("coord: session TTL %s must be at least 1s (Config.SessionTTL, default 10s)", c.SessionTTL)
-	case c.DeadlineMargin < 0 || c.DeadlineMargin > c.SessionTTL/2:
-		return fmt.Errorf("coord: deadline margin %s must be between 0 and half the session TTL %s (Config.DeadlineMargin, default SessionTTL/10)", c.DeadlineMargin, c.SessionTTL)
-	case c.FailoverGrace < 0:
-		return fmt.Errorf("coord: failover grace %s must not be negative (Config.FailoverGrace, default 1s, 0 turns it off)", c.FailoverGrace)
-	case c.DrainTimeout <= 0 || c.DrainTimeout > maxDrain:
-		return fmt.Errorf("coord: drain timeout %s must be positive and at most %s (Config.DrainTimeout, default 30s)", c.DrainTimeout, maxDrain)
-	case c.RebalanceDebounce < 0:
-		return fmt.Errorf("coord: rebalance debounce %s must not be negative (Config.RebalanceDebounce, default 200ms)", c.RebalanceDebounce)
-	case c.PartitionRefresh <= 0:
-		return fmt.Errorf("coord: partition refresh %s must be positive (Config.PartitionRefresh, default 10s)", c.PartitionRefresh)
 	case c.StartTimeout <= 0:
 		return fmt.Errorf("coord: start timeout %s must be positive (Config.StartTimeout, default 10s)", c.StartTimeout)
-	case c.MaxTxnOps < 8:
-		return fmt.Errorf("coord: MaxTxnOps %d: set it to the etcd server's --max-txn-ops (default 128, at least 8)", c.MaxTxnOps)
-	case c.Balance != BalanceLoad && c.Balance != BalanceWidth:
-		return fmt.Errorf("coord: balance %q: want %q or %q (Config.Balance, default %q)", c.Balance, BalanceLoad, BalanceWidth, BalanceLoad)
-	case c.LoadReportInterval < 100*time.Millisecond:
-		return fmt.Errorf("coord: load report interval %s must be at least 100ms (Config.LoadReportInterval, default 5s)", c.LoadReportInterval)
-	case !(c.LoadMinGain >= 1.05 && c.LoadMinGain <= 100):
-		return fmt.Errorf("coord: load minimum gain %v must be from 1.05 to 100 (Config.LoadMinGain, default 1.25): below 1.05 measurement noise would move ranges back and forth", c.LoadMinGain)
-	case !(c.LoadMinBusy >= 0 && c.LoadMinBusy <= 1e6):
-		return fmt.Errorf("coord: load minimum busy %v must be from 0 to 1e6 busy worker-seconds per second (Config.LoadMinBusy, default 0.5)", c.LoadMinBusy)
-	case c.LoadCooldown < c.LoadReportInterval:
-		return fmt.Errorf("coord: load cooldown %s must be at least the load report interval %s (Config.LoadCooldown, default 30s): the leader needs a report of the new ranges before it judges them", c.LoadCooldown, c.LoadReportInterval)
 	}
-	return nil
+	return c.Tuning.Validate()
 }
 
 // DefaultMemberID returns hostname-pid-random, unique enough for members
