@@ -142,49 +142,13 @@ type Config struct {
 	Weight int
 	// Prefix is the etcd prefix of all groups. Default "/keyshare".
 	Prefix string
-	// SessionTTL: a member that stops answering loses its ranges this long
-	// after. Default 10 s.
-	SessionTTL time.Duration
-	// DeadlineMargin: the member starts no record later than this before
-	// the earliest instant etcd could expire its lease (counted from the
-	// send time of the last keepalive etcd answered), and ends its session
-	// then. Default SessionTTL/10 (zero means that). See coord.Config.
-	DeadlineMargin time.Duration
-	// FailoverGrace: as leader, the member gives a lost member's ranges to
-	// others only this long after it first saw that member's session gone.
-	// Default 1 s; 0 turns it off. See coord.Config.
-	FailoverGrace time.Duration
-	// DrainTimeout bounds how long a revoked range may take to finish its
-	// in-flight records before it is handed over anyway. The leader writes
-	// its own into each revoking range record (drain_ms); the owner drains
-	// for that long from when it sees the revoke, on its own clock, and
-	// uses its DrainTimeout only for a record without one. Default 30 s.
-	DrainTimeout time.Duration
-	// Balance is what the group's leader balances among members that share
-	// partitions: coord.BalanceLoad places split points by the load the
-	// members report, coord.BalanceWidth gives each member hash space by
-	// weight, ignoring load. Only the leader's setting counts; give every
-	// member the same. Default coord.BalanceLoad.
-	Balance coord.Balance
-	// LoadReportInterval is how often the member writes the load of its
-	// ranges to etcd (load/<member-id>: records/s, busy worker-seconds/s,
-	// backlog, a histogram over the range and its hottest keys), whatever
-	// Balance is. One small put per interval. At least 100 ms. Default 5 s.
-	LoadReportInterval time.Duration
-	// LoadMinGain and LoadCooldown are the leader's hysteresis when
-	// Balance is coord.BalanceLoad: it moves ranges by load only when the
-	// busiest member's load would drop by this factor, and at most once per
-	// cool-down. Defaults 1.25 and 30 s (coord.Config, docs/load.md).
-	LoadMinGain  float64
-	LoadCooldown time.Duration
-	// LoadMinBusy: with Balance coord.BalanceLoad, the leader moves ranges
-	// by load only while the busiest member's load is at least this many
-	// busy worker-seconds per second (per mean member weight). Default
-	// 0.5; 0 moves on any imbalance.
-	LoadMinBusy float64
-	// RebalanceDebounce batches joins and registrations gone (not a
-	// member starting to leave). Default 200 ms.
-	RebalanceDebounce time.Duration
+	// Tuning holds the coordination's timing, transaction-size and
+	// balance settings: SessionTTL, DeadlineMargin, FailoverGrace,
+	// DrainTimeout, RebalanceDebounce, PartitionRefresh, MaxTxnOps,
+	// Balance, LoadReportInterval, LoadMinGain, LoadMinBusy and
+	// LoadCooldown, each with its default (coord.DefaultTuning). Give every
+	// member of a group the same: the leader's count.
+	coord.Tuning
 	// StartTimeout bounds each attempt of the calls a member retries while
 	// Kafka or etcd cannot answer yet (a broker starting, etcd electing a
 	// leader); the member retries them for as long as it runs. Default 10 s.
@@ -208,33 +172,25 @@ type Config struct {
 func DefaultConfig() Config {
 	cc := coord.DefaultConfig()
 	return Config{
-		Kafka:              kafka.ConfigMap{},
-		AutoOffsetReset:    OffsetEarliest,
-		RetentionLoss:      RetentionLossReport,
-		MaxBatchSize:       100,
-		MaxBatchWait:       10 * time.Millisecond,
-		Concurrency:        16,
-		MaxInFlight:        1000,
-		MaxInFlightBytes:   256 << 20,
-		FlushInterval:      500 * time.Millisecond,
-		EtcdTimeout:        2 * time.Second,
-		MaxUnflushed:       10000,
-		FlushEntryBytes:    256 << 10,
-		CommitInterval:     time.Second,
-		Retry:              RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
-		Weight:             cc.Weight,
-		Prefix:             cc.Prefix,
-		SessionTTL:         cc.SessionTTL,
-		DrainTimeout:       cc.DrainTimeout,
-		FailoverGrace:      cc.FailoverGrace,
-		RebalanceDebounce:  cc.RebalanceDebounce,
-		Balance:            cc.Balance,
-		LoadReportInterval: cc.LoadReportInterval,
-		LoadMinGain:        cc.LoadMinGain,
-		LoadCooldown:       cc.LoadCooldown,
-		LoadMinBusy:        cc.LoadMinBusy,
-		StartTimeout:       cc.StartTimeout,
-		StuckTimeout:       30 * time.Second,
+		Kafka:            kafka.ConfigMap{},
+		AutoOffsetReset:  OffsetEarliest,
+		RetentionLoss:    RetentionLossReport,
+		MaxBatchSize:     100,
+		MaxBatchWait:     10 * time.Millisecond,
+		Concurrency:      16,
+		MaxInFlight:      1000,
+		MaxInFlightBytes: 256 << 20,
+		FlushInterval:    500 * time.Millisecond,
+		EtcdTimeout:      2 * time.Second,
+		MaxUnflushed:     10000,
+		FlushEntryBytes:  256 << 10,
+		CommitInterval:   time.Second,
+		Retry:            RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second},
+		Weight:           cc.Weight,
+		Prefix:           cc.Prefix,
+		Tuning:           cc.Tuning,
+		StartTimeout:     cc.StartTimeout,
+		StuckTimeout:     30 * time.Second,
 	}
 }
 
@@ -348,10 +304,7 @@ func (c Config) coordConfig(src coord.PartitionSource) coord.Config {
 	if src == nil {
 		cc.Partitions = func(context.Context, []string) (map[string]int32, error) { return nil, nil }
 	}
-	cc.SessionTTL, cc.DrainTimeout, cc.RebalanceDebounce, cc.StartTimeout = c.SessionTTL, c.DrainTimeout, c.RebalanceDebounce, c.StartTimeout
-	cc.DeadlineMargin, cc.FailoverGrace = c.DeadlineMargin, c.FailoverGrace
-	cc.Balance, cc.LoadReportInterval = c.Balance, c.LoadReportInterval
-	cc.LoadMinGain, cc.LoadCooldown, cc.LoadMinBusy = c.LoadMinGain, c.LoadCooldown, c.LoadMinBusy
+	cc.Tuning, cc.StartTimeout = c.Tuning, c.StartTimeout
 	cc.Logger = c.Logger
 	return cc
 }

@@ -3,6 +3,7 @@ package coord_test
 import (
 	"context"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -94,5 +95,19 @@ func TestTuningValidate(t *testing.T) {
 			cfg.Tuning = tu
 			check("Config.Validate", cfg.Validate())
 		})
+	}
+}
+
+// TestConfigDoesNotShadowTuning: no field of Config has the name of a
+// Tuning field, which would hide the embedded one and give the knob two
+// names again.
+func TestConfigDoesNotShadowTuning(t *testing.T) {
+	t.Parallel()
+	tt, ct := reflect.TypeFor[coord.Tuning](), reflect.TypeFor[coord.Config]()
+	for i := range tt.NumField() {
+		name := tt.Field(i).Name
+		if f, ok := ct.FieldByName(name); !ok || len(f.Index) != 2 {
+			t.Errorf("Config.%s is not Tuning's (index %v, found %v)", name, f.Index, ok)
+		}
 	}
 }
