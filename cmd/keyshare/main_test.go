@@ -131,6 +131,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"produce", "--topic", "t", "--zipf", "0.5"}, 2, "exponent must be greater than 1"},
 		{[]string{"member", "--group", "g", "--topic", "t", "--balance", "hash"}, 2, `--balance "hash": want "load" or "width"`},
 		{[]string{"member", "--group", "g", "--topic", "t", "--load-report-interval", "10ms"}, 2, "--load-report-interval 10ms: want at least 100ms"},
+		{[]string{"member", "--group", "g", "--topic", "t", "--max-txn-ops", "7"}, 2, "--max-txn-ops 7: want at least 8, the etcd server's --max-txn-ops (default 128)"},
 		{[]string{"cluster", "--topic", "orders"}, 2, "want NAME:PARTITIONS"},
 		{[]string{"demo", "--kafka", "confluent"}, 2, `--kafka "confluent": want kfake or apache`},
 		{[]string{"status"}, 2, "--group is required"},

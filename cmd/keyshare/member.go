@@ -28,7 +28,7 @@ type memberCommand struct {
 	kafkaConn                                                                                     kafkaFlags
 	prefix, group, id, work, record, dlq, logLevel, metrics, stall, audit, retentionLoss, balance string
 	topics                                                                                        listFlag
-	concurrency, maxInFlight, batchSize                                                           int
+	concurrency, maxInFlight, batchSize, maxTxnOps                                                int
 	maxInFlightBytes                                                                              int64
 	failRate, loadMinGain, loadMinBusy                                                            float64
 	ttl, drain, stuck, batchWait, loadInterval, loadCooldown                                      time.Duration
@@ -64,6 +64,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	fs.Float64Var(&c.loadMinGain, "load-min-gain", coord.DefaultConfig().LoadMinGain, "as leader, move ranges by load only when the busiest member's load would drop by this factor (1.05 to 100)")
 	fs.Float64Var(&c.loadMinBusy, "load-min-busy", coord.DefaultConfig().LoadMinBusy, "as leader, move ranges by load only while the busiest member has at least this many busy worker-seconds per second (0 moves on any imbalance)")
 	fs.DurationVar(&c.loadCooldown, "load-cooldown", coord.DefaultConfig().LoadCooldown, "as leader, the least time between two load-driven moves; at least --load-report-interval")
+	fs.IntVar(&c.maxTxnOps, "max-txn-ops", coord.DefaultTuning().MaxTxnOps, "the etcd server's --max-txn-ops: the most operations keyshare puts in one etcd transaction; set it to the server's value (at least 8)")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -86,6 +87,9 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	}
 	if c.loadInterval < 100*time.Millisecond {
 		return cli.Usage(fmt.Errorf("--load-report-interval %s: want at least 100ms", c.loadInterval))
+	}
+	if c.maxTxnOps < 8 {
+		return cli.Usage(fmt.Errorf("--max-txn-ops %d: want at least 8, the etcd server's --max-txn-ops (default %d)", c.maxTxnOps, coord.DefaultMaxTxnOps))
 	}
 	var stalled sync.Once
 	if c.failRate < 0 || c.failRate > 1 {
@@ -151,6 +155,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	cfg.RetentionLoss = consumer.RetentionLossPolicy(c.retentionLoss)
 	cfg.Balance, cfg.LoadReportInterval = coord.Balance(c.balance), c.loadInterval
 	cfg.LoadMinGain, cfg.LoadCooldown, cfg.LoadMinBusy = c.loadMinGain, c.loadCooldown, c.loadMinBusy
+	cfg.MaxTxnOps = c.maxTxnOps
 	cfg.Logger = log
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
