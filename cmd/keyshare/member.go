@@ -24,18 +24,21 @@ import (
 )
 
 type memberCommand struct {
-	etcdConn                                                                                      etcdFlags
-	kafkaConn                                                                                     kafkaFlags
-	prefix, group, id, work, record, dlq, logLevel, metrics, stall, audit, retentionLoss, balance string
-	topics                                                                                        listFlag
-	concurrency, maxInFlight, batchSize, maxTxnOps                                                int
-	maxInFlightBytes                                                                              int64
-	failRate, loadMinGain, loadMinBusy                                                            float64
-	ttl, drain, stuck, batchWait, loadInterval, loadCooldown                                      time.Duration
+	etcdConn                                                                             etcdFlags
+	kafkaConn                                                                            kafkaFlags
+	prefix, group, id, work, record, dlq, logLevel, metrics, stall, audit, retentionLoss string
+	topics                                                                               listFlag
+	concurrency, maxInFlight, batchSize                                                  int
+	maxInFlightBytes                                                                     int64
+	failRate                                                                             float64
+	stuck, batchWait                                                                     time.Duration
+	// tuning is the consumer's coord.Tuning; its flags set its fields.
+	tuning coord.Tuning
 }
 
 func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("member", flag.ContinueOnError)
+	c.tuning = coord.DefaultTuning()
 	c.kafkaConn.register(fs, "127.0.0.1:9092", "Kafka bootstrap servers")
 	c.etcdConn.register(fs)
 	fs.StringVar(&c.group, "group", "", "group name (required)")
@@ -51,20 +54,20 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.record, "record", "", "append one JSON line per handled record to this file (written before the record counts as done)")
 	fs.Float64Var(&c.failRate, "fail-rate", 0, "probability that an attempt fails (0-1)")
 	fs.StringVar(&c.dlq, "dlq", "", "dead-letter topic for records that keep failing")
-	fs.DurationVar(&c.ttl, "ttl", 10*time.Second, "etcd session TTL")
-	fs.DurationVar(&c.drain, "drain-timeout", 30*time.Second, "how long a revoked range may take to finish")
+	fs.DurationVar(&c.tuning.SessionTTL, "ttl", c.tuning.SessionTTL, "etcd session TTL")
+	fs.DurationVar(&c.tuning.DrainTimeout, "drain-timeout", c.tuning.DrainTimeout, "how long a revoked range may take to finish")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.StringVar(&c.stall, "stall", "", "simulate a stuck key: KEY:DURATION makes the first record of KEY take DURATION")
 	fs.StringVar(&c.metrics, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this host:port")
 	fs.DurationVar(&c.stuck, "stuck-timeout", 30*time.Second, "report a range whose watermark has not moved for this long")
 	fs.StringVar(&c.retentionLoss, "retention-loss", "report", `records Kafka deleted before they were handled: "report" them in etcd and go on, or "halt" the partition`)
 	fs.StringVar(&c.audit, "audit", "", "append one JSON line per etcd write etcd accepted (keys and revision) to this file")
-	fs.StringVar(&c.balance, "balance", string(coord.BalanceLoad), `what the leader balances among members sharing partitions: "load" (the members' load reports) or "width" (hash space by weight); give every member the same`)
-	fs.DurationVar(&c.loadInterval, "load-report-interval", coord.DefaultConfig().LoadReportInterval, "how often the member writes its ranges' load to etcd (load/<member-id>); at least 100ms")
-	fs.Float64Var(&c.loadMinGain, "load-min-gain", coord.DefaultConfig().LoadMinGain, "as leader, move ranges by load only when the busiest member's load would drop by this factor (1.05 to 100)")
-	fs.Float64Var(&c.loadMinBusy, "load-min-busy", coord.DefaultConfig().LoadMinBusy, "as leader, move ranges by load only while the busiest member has at least this many busy worker-seconds per second (0 moves on any imbalance)")
-	fs.DurationVar(&c.loadCooldown, "load-cooldown", coord.DefaultConfig().LoadCooldown, "as leader, the least time between two load-driven moves; at least --load-report-interval")
-	fs.IntVar(&c.maxTxnOps, "max-txn-ops", coord.DefaultTuning().MaxTxnOps, "the etcd server's --max-txn-ops: the most operations keyshare puts in one etcd transaction; set it to the server's value (at least 8)")
+	fs.StringVar((*string)(&c.tuning.Balance), "balance", string(c.tuning.Balance), `what the leader balances among members sharing partitions: "load" (the members' load reports) or "width" (hash space by weight); give every member the same`)
+	fs.DurationVar(&c.tuning.LoadReportInterval, "load-report-interval", c.tuning.LoadReportInterval, "how often the member writes its ranges' load to etcd (load/<member-id>); at least 100ms")
+	fs.Float64Var(&c.tuning.LoadMinGain, "load-min-gain", c.tuning.LoadMinGain, "as leader, move ranges by load only when the busiest member's load would drop by this factor (1.05 to 100)")
+	fs.Float64Var(&c.tuning.LoadMinBusy, "load-min-busy", c.tuning.LoadMinBusy, "as leader, move ranges by load only while the busiest member has at least this many busy worker-seconds per second (0 moves on any imbalance)")
+	fs.DurationVar(&c.tuning.LoadCooldown, "load-cooldown", c.tuning.LoadCooldown, "as leader, the least time between two load-driven moves; at least --load-report-interval")
+	fs.IntVar(&c.tuning.MaxTxnOps, "max-txn-ops", c.tuning.MaxTxnOps, "the etcd server's --max-txn-ops: the most operations keyshare puts in one etcd transaction; set it to the server's value (at least 8)")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -82,14 +85,14 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return cli.Usage(err)
 	}
-	if b := coord.Balance(c.balance); b != coord.BalanceLoad && b != coord.BalanceWidth {
-		return cli.Usage(fmt.Errorf("--balance %q: want %q or %q", c.balance, coord.BalanceLoad, coord.BalanceWidth))
+	if b := c.tuning.Balance; b != coord.BalanceLoad && b != coord.BalanceWidth {
+		return cli.Usage(fmt.Errorf("--balance %q: want %q or %q", b, coord.BalanceLoad, coord.BalanceWidth))
 	}
-	if c.loadInterval < 100*time.Millisecond {
-		return cli.Usage(fmt.Errorf("--load-report-interval %s: want at least 100ms", c.loadInterval))
+	if c.tuning.LoadReportInterval < 100*time.Millisecond {
+		return cli.Usage(fmt.Errorf("--load-report-interval %s: want at least 100ms", c.tuning.LoadReportInterval))
 	}
-	if c.maxTxnOps < 8 {
-		return cli.Usage(fmt.Errorf("--max-txn-ops %d: want at least 8, the etcd server's --max-txn-ops (default %d)", c.maxTxnOps, coord.DefaultMaxTxnOps))
+	if c.tuning.MaxTxnOps < 8 {
+		return cli.Usage(fmt.Errorf("--max-txn-ops %d: want at least 8, the etcd server's --max-txn-ops (default %d)", c.tuning.MaxTxnOps, coord.DefaultMaxTxnOps))
 	}
 	var stalled sync.Once
 	if c.failRate < 0 || c.failRate > 1 {
@@ -149,13 +152,10 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	}
 	cfg.Prefix = c.prefix
 	cfg.Concurrency, cfg.MaxInFlight, cfg.MaxInFlightBytes = c.concurrency, c.maxInFlight, c.maxInFlightBytes
-	cfg.SessionTTL, cfg.DrainTimeout = c.ttl, c.drain
+	cfg.Tuning = c.tuning
 	cfg.DeadLetterTopic = c.dlq
 	cfg.MetricsAddr, cfg.StuckTimeout = c.metrics, c.stuck
 	cfg.RetentionLoss = consumer.RetentionLossPolicy(c.retentionLoss)
-	cfg.Balance, cfg.LoadReportInterval = coord.Balance(c.balance), c.loadInterval
-	cfg.LoadMinGain, cfg.LoadCooldown, cfg.LoadMinBusy = c.loadMinGain, c.loadCooldown, c.loadMinBusy
-	cfg.MaxTxnOps = c.maxTxnOps
 	cfg.Logger = log
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
