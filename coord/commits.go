@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
@@ -199,38 +196,21 @@ func (l *Leader) RunCommits(ctx context.Context, cfg CommitConfig) {
 	}
 }
 
-// committer is the commit protocol's state across rounds.
+// committer runs the commit rounds: the I/O around the decisions of
+// commitplan.go, whose memory it keeps between rounds.
 type committer struct {
 	l   *Leader
 	cfg CommitConfig
 	log hclog.Logger
-	// kafkaAt is what Kafka holds, as last read or committed; kafkaBy
-	// who committed it, as last read (KafkaOffset.By; "" once this
-	// leader has committed over it).
-	kafkaAt map[TopicPartition]int64
-	kafkaBy map[TopicPartition]string
-	// wrote is what this leader recorded, ahead of a cache that may not
-	// have seen it yet.
-	wrote map[TopicPartition]written
-	// resets is, per partition, the operator's reset epoch
-	// (CommitRecord.Reset) whose offset this leader has committed.
-	resets map[TopicPartition]int64
-	// ends is each partition's log end as last learned (Offsets.Ends).
-	ends map[TopicPartition]int64
-	// damaged is, per partition, the commit record's offset this leader
-	// last reported as past the log end (reported once).
-	damaged map[TopicPartition]int64
+	mem *commitMemory
 }
-
-type written struct{ rev, offset int64 }
 
 func newCommitter(l *Leader, cfg CommitConfig) *committer {
 	log := cfg.Logger
 	if log == nil {
 		log = l.s.log.Named("commit")
 	}
-	return &committer{l: l, cfg: cfg, log: log, kafkaAt: make(map[TopicPartition]int64), kafkaBy: make(map[TopicPartition]string), wrote: make(map[TopicPartition]written), resets: make(map[TopicPartition]int64),
-		ends: make(map[TopicPartition]int64), damaged: make(map[TopicPartition]int64)}
+	return &committer{l: l, cfg: cfg, log: log, mem: newCommitMemory()}
 }
 
 // round is one commit round, cut short at max(Interval, MinRoundBudget).
@@ -246,112 +226,38 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 		return out, fmt.Errorf("read group state: %w", err)
 	}
 	marks := snap.Watermarks()
-	parts := make([]TopicPartition, 0, len(marks))
-	for tp := range marks {
-		parts = append(parts, tp)
-	}
-	slices.SortFunc(parts, assign.CompareTP)
+	parts := commitParts(marks)
 	if len(parts) == 0 {
 		return out, nil
 	}
-
-	before := maps.Clone(c.kafkaAt)
 	got, err := c.cfg.Offsets.Committed(ctx, parts)
 	if err != nil {
 		c.log.Warn("read Kafka's committed offsets; using the last known", "partitions", len(parts), "error", err)
-	}
-	for tp, o := range got {
-		c.kafkaAt[tp], c.kafkaBy[tp] = max(o.Offset, -1), o.By
-	}
-
-	// A write the cache has caught up with is the cache's to tell: it may
-	// since have been deleted (a topic reset) or replaced.
-	for tp, w := range c.wrote {
-		if w.rev <= snap.Rev {
-			delete(c.wrote, tp)
-		}
-	}
-	// The offset etcd holds for each partition: the cache's, or this
-	// leader's own write if the cache has not seen it yet.
-	recorded := func(tp TopicPartition) (offset, rev int64, ok bool) {
-		if w, mine := c.wrote[tp]; mine {
-			return w.offset, w.rev, true
-		}
-		rec, has := snap.Commits[tp]
-		return rec.Offset, snap.CommitRevs[tp], has
 	}
 	ends, err := c.cfg.Offsets.Ends(ctx, parts)
 	if err != nil {
 		c.log.Debug("read end offsets", "error", err)
 	}
-	for tp, end := range ends {
-		c.ends[tp] = end
+	p := c.mem.plan(commitInput{snap: snap, marks: marks, kafka: got, ends: ends})
+	for _, d := range p.damaged {
+		c.log.Error("damaged commit record: its offset is above the partition's log end; not committing it to Kafka, writing the ledger's safe watermark in its place",
+			"topic", d.tp.Topic, "partition", d.tp.Partition, "recorded", d.recorded, "log_end", d.end, "safe", d.safe)
 	}
-	// pastEnd reports an offset above the partition's log end as last
-	// learned. A commit record past the end and past the ledger's safe
-	// watermark (which every record is written from) is damaged, written
-	// by hand or by a tool: no member can have handled a record that does
-	// not exist. It is never committed to Kafka, where it would stay, as
-	// nothing commits past it; the ledger's watermark replaces it. Both
-	// conditions, because the end as last learned may be a cached one,
-	// behind a record a member has just fetched.
-	pastEnd := func(tp TopicPartition, o int64) bool {
-		end, known := c.ends[tp]
-		return known && o > end
-	}
-	damaged := func(tp TopicPartition, rec int64) bool { return rec > marks[tp] && pastEnd(tp, rec) }
 
-	// Where keyshare has recorded a commit, etcd's record is the floor;
-	// Kafka's offset is one only where it never has (a group moving from a
-	// plain consumer group).
-	prior := make(map[TopicPartition]int64)
-	var writes []CommitWrite
-	for _, tp := range parts {
-		held, read := c.kafkaAt[tp]
-		if !read {
-			continue // Kafka's offset unknown: committing could move it back
-		}
-		rec, rev, has := recorded(tp)
-		if has && damaged(tp, rec) {
-			if c.damaged[tp] != rec {
-				c.damaged[tp] = rec
-				c.log.Error("damaged commit record: its offset is above the partition's log end; not committing it to Kafka, writing the ledger's safe watermark in its place",
-					"topic", tp.Topic, "partition", tp.Partition, "recorded", rec, "log_end", c.ends[tp], "safe", marks[tp])
-			}
-			if !pastEnd(tp, marks[tp]) {
-				writes = append(writes, CommitWrite{TopicPartition: tp, PrevRev: rev, Offset: marks[tp]})
-			}
-			continue
-		}
-		floor := held
-		if has {
-			floor, prior[tp] = rec, rec
-		}
-		if marks[tp] > floor {
-			writes = append(writes, CommitWrite{TopicPartition: tp, PrevRev: rev, Offset: marks[tp]})
-		}
-	}
-	var conflicts []TopicPartition
-	if len(writes) > 0 {
-		var revs map[TopicPartition]int64
+	if len(p.writes) > 0 {
 		// Recording stops at three quarters of the budget, so that what
 		// it recorded reaches Kafka this round: at P = 4,096 during a
 		// handoff, recording 1,795 partitions once took the whole round
 		// and none was committed to Kafka until the next.
 		rctx, rcancel := context.WithDeadline(ctx, start.Add(budget*3/4))
-		revs, conflicts, err = c.l.RecordCommits(rctx, writes)
+		revs, conflicts, err := c.l.RecordCommits(rctx, p.writes)
 		rcancel()
-		for _, w := range writes {
-			if rev, ok := revs[w.TopicPartition]; ok {
-				c.wrote[w.TopicPartition] = written{rev: rev, offset: w.Offset}
-				out.Recorded++
-			}
-		}
+		out.Recorded = p.recorded(revs)
 		if errors.Is(err, ErrNotLeader) {
 			return out, err
 		}
 		if err != nil {
-			c.log.Warn("record commits in etcd; those not recorded are not committed to Kafka this round", "partitions", len(writes), "recorded", out.Recorded, "error", err)
+			c.log.Warn("record commits in etcd; those not recorded are not committed to Kafka this round", "partitions", len(p.writes), "recorded", out.Recorded, "error", err)
 		}
 		if len(conflicts) > 0 {
 			out.Conflicts = len(conflicts)
@@ -359,101 +265,29 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 		}
 	}
 
-	// The offset to hold in Kafka is what etcd now holds (this round's
-	// record, or an earlier one whose Kafka commit was lost), wherever
-	// Kafka holds something else: below it (a late commit, or one lost)
-	// or above it (an operator's reset not yet in Kafka, a commit from
-	// before a reset that landed after it, an offset set with Kafka's own
-	// tools). keyshare's record wins: members resume from it, and a
-	// higher offset left in Kafka would make a plain consumer, or this
-	// group after losing its etcd state, skip the records between.
-	commit := make(map[TopicPartition]int64)
-	resets := make(map[TopicPartition]int64)
-	repairs := make(map[TopicPartition]int64) // Kafka's offset where it changed behind this leader's back
-	for _, tp := range parts {
-		held, read := c.kafkaAt[tp]
-		if !read {
-			continue
-		}
-		rec, rev, has := recorded(tp)
-		if !has || damaged(tp, rec) {
-			continue
-		}
-		cached := snap.Commits[tp]
-		newReset := rev == snap.CommitRevs[tp] && cached.Reset > c.resets[tp]
-		if rec == held {
-			if newReset {
-				c.resets[tp] = cached.Reset
-			}
-			continue
-		}
-		commit[tp] = rec
-		last, knew := before[tp]
-		was, wasRecorded := prior[tp]
-		switch {
-		case newReset:
-			resets[tp] = cached.Reset
-		case held > rec,
-			// Below what etcd held before this round, and below what
-			// this leader last knew Kafka to hold (or it never knew: a
-			// takeover).
-			wasRecorded && held < was && (!knew || held < last),
-			// Changed since this leader's last read by a commit
-			// without keyshare's mark.
-			knew && held != last && c.kafkaBy[tp] == "":
-			repairs[tp] = held
-		}
+	k := p.toKafka()
+	if len(k.repairs) > 0 {
+		c.confirmRepairs(ctx, p, k)
 	}
-	if len(repairs) > 0 {
-		c.confirmRepairs(ctx, recorded, commit, repairs)
-	}
-	if len(commit) > 0 {
-		failed, err := c.cfg.Offsets.Commit(ctx, commit)
+	if len(k.commit) > 0 {
+		failed, err := c.cfg.Offsets.Commit(ctx, k.commit)
 		if err != nil {
-			out.Failed = len(commit)
-			c.log.Warn("commit to Kafka; etcd holds the offsets, the next round commits them again", "partitions", len(commit), "error", err)
+			out.Failed = len(k.commit)
+			c.log.Warn("commit to Kafka; etcd holds the offsets, the next round commits them again", "partitions", len(k.commit), "error", err)
 		} else {
-			var firstBad string
-			var repaired []repair
-			for tp, o := range commit {
-				if e, bad := failed[tp]; bad {
-					out.Failed++
-					if firstBad == "" {
-						firstBad = fmt.Sprintf("%s/%d: %v", tp.Topic, tp.Partition, e)
-					}
-					continue
-				}
-				c.kafkaAt[tp] = o
-				out.Committed++
-				if e, ok := resets[tp]; ok {
-					c.resets[tp] = e
-					c.log.Info("committed an operator's offset reset to Kafka", "topic", tp.Topic, "partition", tp.Partition, "offset", o, "reset_epoch", e)
-				}
-				if had, ok := repairs[tp]; ok {
-					out.Repairs++
-					repaired = append(repaired, repair{tp: tp, had: had, by: c.kafkaBy[tp], etcd: o})
-				}
-				c.kafkaBy[tp] = ""
+			r := p.committed(k, failed)
+			out.Committed, out.Failed, out.Repairs = r.committed, r.failed, len(r.repaired)
+			for _, rs := range r.resets {
+				c.log.Info("committed an operator's offset reset to Kafka", "topic", rs.tp.Topic, "partition", rs.tp.Partition, "offset", rs.offset, "reset_epoch", rs.epoch)
 			}
-			c.explain(repaired)
-			if out.Failed > 0 {
-				c.log.Warn("Kafka refused some commits; etcd holds them, the next round commits them again", "partitions", out.Failed, "first", firstBad)
+			c.explain(r.repaired)
+			if r.failed > 0 {
+				c.log.Warn("Kafka refused some commits; etcd holds them, the next round commits them again", "partitions", r.failed, "first", r.firstBad)
 			}
-			c.log.Debug("committed", "partitions", out.Committed)
+			c.log.Debug("committed", "partitions", r.committed)
 		}
 	}
-
-	for _, tp := range parts {
-		end, ok := ends[tp]
-		if !ok {
-			end = -1
-		}
-		held, read := c.kafkaAt[tp]
-		if !read {
-			held = -1
-		}
-		out.Partitions[tp] = PartitionOffsets{End: end, Safe: marks[tp], Committed: held}
-	}
+	out.Partitions = p.partitions()
 	out.Took = time.Since(start)
 	return out, nil
 }

@@ -25,34 +25,23 @@ import (
 // with repairs, the cache is brought to etcd's current revision (one
 // read), and a partition whose record changed since the snapshot is left
 // to the next round.
-func (c *committer) confirmRepairs(ctx context.Context, recorded func(TopicPartition) (offset, rev int64, ok bool), commit, repairs map[TopicPartition]int64) {
-	drop := func() {
-		for tp := range repairs {
-			delete(commit, tp)
-			delete(repairs, tp)
-		}
-	}
+func (c *committer) confirmRepairs(ctx context.Context, p *commitPlan, k kafkaCommits) {
 	resp, err := c.l.s.cli.Get(ctx, c.l.key, clientv3.WithKeysOnly())
 	if err != nil {
 		c.log.Debug("read etcd's revision before repairing Kafka's offsets; trying next round", "error", err)
-		drop()
+		k.dropRepairs()
 		return
 	}
 	if !c.l.cache.waitRev(ctx, resp.Header.Revision) {
-		drop()
+		k.dropRepairs()
 		return
 	}
 	fresh, err := c.l.cache.snapshot(ctx)
 	if err != nil {
-		drop()
+		k.dropRepairs()
 		return
 	}
-	for tp := range repairs {
-		if _, rev, _ := recorded(tp); fresh.CommitRevs[tp] != rev {
-			delete(commit, tp)
-			delete(repairs, tp)
-		}
-	}
+	p.unconfirmed(k, fresh)
 }
 
 // repair is one partition whose Kafka offset a round committed over.
