@@ -163,29 +163,7 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 		<-reader.done
 	}()
 
-	var (
-		parts    []PartitionWeight
-		partsAt  time.Time // when parts was read: a new read is a reason to plan
-		missing  string    // topics the last read could not count, joined
-		problems string
-		// When this leader first saw each revoking record, on its own
-		// clock: a new leader starts counting drains again.
-		seen = make(map[rangeObs]time.Time)
-		// Topics deleted and created again (topics.go).
-		topics = newTopicWatch()
-		gone   goneTracker   // FailoverGrace (grace.go)
-		settle settleTracker // defragmentation waits for a still group (settle.go)
-		// quiet is the assignment revision and partition read of the
-		// last round that planned nothing with no range revoking: until
-		// either changes, a round would plan nothing again, so it is
-		// skipped (at P = 4,096 a plan costs about 10 ms of CPU). Ledger
-		// damage, which the plan also repairs, is looked at again at
-		// least every PartitionRefresh, when the partitions are reread.
-		quietRev     int64 = -1
-		quietPartsAt time.Time
-		// membersAt is the member revision the last debounce waited for.
-		membersAt int64 = -1
-	)
+	r := newAssignRound(s.cfg, s.schema, balance)
 	poke()
 	for {
 		judgeLoad := false
@@ -197,40 +175,32 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 			judgeLoad = true
 		case <-trigger:
 			// Let a burst of joins (or of registrations gone) settle
-			// into one assignment. Range changes alone (releases, this
-			// leader's own writes) and a member turning Leaving are
-			// planned at once: a leave at P = 4,096 releases its ranges
-			// over many transactions, and each debounce would delay
-			// their handoff.
-			if m := l.cache.memberRevision(); m != membersAt {
-				membersAt = m
+			// into one assignment.
+			if r.debounce(l.cache.memberRevision()) {
 				if err := sleep(ctx, s.cfg.RebalanceDebounce); err != nil {
 					return err
 				}
 			}
 		}
-		if read := reader.latest(); read.at.IsZero() {
-			continue // no partition counts yet: the reader pokes with the first
-		} else if !read.at.Equal(partsAt) {
-			parts, partsAt = read.parts, read.at
-			s.checkTopics(ctx, l, topics, read.ids, read.at)
-			// Report once per change of the set of missing topics.
-			if m := strings.Join(read.missing, ","); m != missing {
-				if m != "" {
-					s.log.Error("topics missing from the partition counts (deleted, not created yet, or not authorised for Describe); their ranges are left as they are, the other topics are assigned: create the topics, grant access, or remove them from Config.Topics",
-						"topics", fmt.Sprintf("[%s]", m))
-				} else {
-					s.log.Info("every topic has partition counts again")
-				}
-				missing = m
+		read := reader.latest()
+		ts := r.takeRead(read)
+		if !ts.ready {
+			continue
+		}
+		if ts.check {
+			s.checkTopics(ctx, l, r.topics, read.ids, read.at)
+		}
+		// Reported once per change of the set of missing topics.
+		if ts.missingChanged {
+			if ts.missing != "" {
+				s.log.Error("topics missing from the partition counts (deleted, not created yet, or not authorised for Describe); their ranges are left as they are, the other topics are assigned: create the topics, grant access, or remove them from Config.Topics",
+					"topics", fmt.Sprintf("[%s]", ts.missing))
+			} else {
+				s.log.Info("every topic has partition counts again")
 			}
-		} else if len(topics.held) > 0 {
-			s.checkTopics(ctx, l, topics, read.ids, read.at) // a reset under way: every round
 		}
 		assignRev := l.cache.assignRevision()
-		// A quiet round runs only to judge load, and plans only if that
-		// moves something.
-		quiet := assignRev == quietRev && partsAt.Equal(quietPartsAt) && !topics.changed
+		quiet := r.quiet(assignRev)
 		if quiet && !judgeLoad {
 			continue
 		}
@@ -238,65 +208,21 @@ func (l *Leader) assignLoop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if p := joinErrors(snap.Problems); p != problems {
-			if p != "" {
-				s.log.Error("damaged values in etcd; repairing what can be repaired", "problems", p)
-			}
-			problems = p
+		st := r.step(snap, time.Now(), assignRev, judgeLoad, quiet) // monotonic now
+		if st.problems != "" {
+			s.log.Error("damaged values in etcd; repairing what can be repaired", "problems", st.problems)
 		}
-		clock := time.Now() // monotonic; .UTC() below drops that reading
-		observe(seen, snap, clock)
-		held, wait := gone.held(snap, clock, s.cfg.FailoverGrace)
-		if wait > 0 {
-			time.AfterFunc(wait, poke)
+		for _, w := range st.wake {
+			time.AfterFunc(w, poke)
 		}
-		assignable := topics.assignable(parts)
-		defrag, still := settle.ready(snap, assignable, clock, settleDelay(s.cfg.SessionTTL))
-		if still > 0 {
-			time.AfterFunc(still, poke)
-		}
-		var eligible []MemberWeight
-		for _, m := range snap.Members {
-			if !m.Leaving {
-				eligible = append(eligible, MemberWeight{ID: m.ID, Weight: m.Weight})
-			}
-		}
-		target := balance.wanted(snap, assignable, eligible)
-		if judgeLoad {
-			if t := balance.judge(snap, assignable, eligible, defrag, clock); t != nil {
-				target = t
-			} else if quiet {
-				continue
-			}
-		}
-		changes := plan(planInput{
-			schema: s.schema, snap: snap, parts: assignable, now: clock.UTC(),
-			drainTimeout: s.cfg.DrainTimeout, gen: snap.Generation.Generation + 1,
-			maxTxnOps: s.cfg.MaxTxnOps,
-			clock:     clock, seen: seen, grace: drainGrace(s.cfg.SessionTTL), held: held,
-			defrag: defrag, target: target,
-		})
-		settle.moved(changes, clock)
-		balance.rested(snap, len(changes), clock)
-		topics.changed = false
-		if len(changes) == 0 {
-			// Quiet only if nothing waits on a clock: a revoke's drain,
-			// a gone owner's FailoverGrace, a recreated topic's reset,
-			// the stillness defragmentation waits for.
-			if len(seen) == 0 && len(held) == 0 && len(topics.held) == 0 && still == 0 {
-				quietRev, quietPartsAt = assignRev, partsAt
-			}
+		if len(st.changes) == 0 {
 			continue
 		}
-		quietRev = -1
-		if len(changes) > maxChangesPerRound {
-			// A partition count change of thousands at once, or a first
-			// assignment of a large group: write it in bounded rounds.
-			s.log.Info("large assignment change; writing it over several rounds", "changes", len(changes), "this_round", maxChangesPerRound)
-			changes = changes[:maxChangesPerRound]
+		if st.more {
+			s.log.Info("large assignment change; writing it over several rounds", "changes", st.planned, "this_round", len(st.changes))
 			poke()
 		}
-		retry, rev, err := s.apply(ctx, l, snap.Generation.Generation+1, changes)
+		retry, rev, err := s.apply(ctx, l, snap.Generation.Generation+1, st.changes)
 		if err != nil {
 			return err
 		}
