@@ -421,7 +421,7 @@ func (g *Group) ApplyReset(ctx context.Context, plan []PlanRow) error {
 	// Marked as keyshare's: a leader that finds a commit of this reset
 	// not yet recorded in its view knows it for keyshare's, not an
 	// outside tool's.
-	kafkaoffsets.Mark(tps, resetWriter)
+	kafkaoffsets.SetMetadata(tps, coord.CommitMark(resetWriter))
 	a, err := kafka.NewAdminClientFromConsumer(g.kc)
 	if err != nil {
 		return fmt.Errorf("admin: Kafka admin client: %w", err)

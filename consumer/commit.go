@@ -82,11 +82,20 @@ func timeoutMs(ctx context.Context, d time.Duration) int {
 	return max(1, int(d/time.Millisecond))
 }
 
-// Committed reads the group's committed offsets and who committed them
-// (kafkaoffsets.CommittedBy). A partition the broker refused is left out
-// (the round then goes by the offset it last knew Kafka to hold).
+// Committed reads the group's committed offsets and who committed them:
+// the writer keyshare's mark in an offset's metadata names
+// (coord.CommitWriter). A partition the broker refused is left out (the
+// round then goes by the offset it last knew Kafka to hold).
 func (k *kafkaOffsets) Committed(ctx context.Context, parts []tp) (map[tp]coord.KafkaOffset, error) {
-	offsets, _, err := kafkaoffsets.CommittedBy(k.kc, parts, timeoutMs(ctx, time.Minute))
+	got, _, err := kafkaoffsets.CommittedWithMetadata(k.kc, parts, timeoutMs(ctx, time.Minute))
+	offsets := make(map[tp]coord.KafkaOffset, len(got))
+	for p, o := range got {
+		ko := coord.KafkaOffset{Offset: o.Offset}
+		if o.Offset >= 0 {
+			ko.By = coord.CommitWriter(o.Metadata)
+		}
+		offsets[p] = ko
+	}
 	return offsets, explainKafka(err)
 }
 
@@ -107,7 +116,7 @@ func (k *kafkaOffsets) Commit(ctx context.Context, offsets map[tp]int64) (map[tp
 		topic := p.Topic
 		parts = append(parts, kafka.TopicPartition{Topic: &topic, Partition: p.Partition, Offset: kafka.Offset(o)})
 	}
-	kafkaoffsets.Mark(parts, k.member)
+	kafkaoffsets.SetMetadata(parts, coord.CommitMark(k.member))
 	type result struct {
 		res []kafka.TopicPartition
 		err error

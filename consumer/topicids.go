@@ -6,6 +6,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 )
 
@@ -81,7 +82,7 @@ func (t topicIDs) ResetOffsets(ctx context.Context, topic string) error {
 		}
 		commit = append(commit, kafka.TopicPartition{Topic: &topic, Partition: p.Partition, Offset: kafka.Offset(o)})
 	}
-	kafkaoffsets.Mark(commit, t.c.cfg.MemberID)
+	kafkaoffsets.SetMetadata(commit, coord.CommitMark(t.c.cfg.MemberID))
 	err = kafkaoffsets.InChunks(commit, func(c []kafka.TopicPartition) error {
 		return commitErr(t.c.kc.CommitOffsets(c))
 	})

@@ -21,7 +21,6 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/coord"
 )
 
 // Chunk is how many partitions one OffsetFetch, OffsetCommit or ListOffsets
@@ -82,7 +81,7 @@ func Partitions(parts []assign.TopicPartition) []kafka.TopicPartition {
 // partitions are in neither map, and what the other requests read is
 // returned.
 func Committed(kc *kafka.Consumer, parts []assign.TopicPartition, timeoutMs int) (offsets map[assign.TopicPartition]int64, refused map[assign.TopicPartition]error, err error) {
-	got, refused, err := CommittedBy(kc, parts, timeoutMs)
+	got, refused, err := CommittedWithMetadata(kc, parts, timeoutMs)
 	offsets = make(map[assign.TopicPartition]int64, len(got))
 	for p, o := range got {
 		offsets[p] = o.Offset
@@ -90,12 +89,18 @@ func Committed(kc *kafka.Consumer, parts []assign.TopicPartition, timeoutMs int)
 	return offsets, refused, err
 }
 
-// CommittedBy is Committed with who committed each offset: the writer that
-// keyshare's mark in the offset's metadata names (coord.CommitWriter), ""
-// for an offset committed without it.
-func CommittedBy(kc *kafka.Consumer, parts []assign.TopicPartition, timeoutMs int) (offsets map[assign.TopicPartition]coord.KafkaOffset, refused map[assign.TopicPartition]error, err error) {
+// CommittedOffset is a group's committed offset of a partition with the
+// metadata it was committed with ("" if none).
+type CommittedOffset struct {
+	Offset   int64 // -1: the group has none
+	Metadata string
+}
+
+// CommittedWithMetadata is Committed with each offset's metadata (where
+// keyshare marks who committed it, coord.CommitMark).
+func CommittedWithMetadata(kc *kafka.Consumer, parts []assign.TopicPartition, timeoutMs int) (offsets map[assign.TopicPartition]CommittedOffset, refused map[assign.TopicPartition]error, err error) {
 	var mu sync.Mutex
-	offsets = make(map[assign.TopicPartition]coord.KafkaOffset, len(parts))
+	offsets = make(map[assign.TopicPartition]CommittedOffset, len(parts))
 	refused = make(map[assign.TopicPartition]error)
 	err = InChunks(Partitions(parts), func(c []kafka.TopicPartition) error {
 		res, err := kc.Committed(c, timeoutMs)
@@ -106,7 +111,7 @@ func CommittedBy(kc *kafka.Consumer, parts []assign.TopicPartition, timeoutMs in
 			// The group has never committed (some brokers say so this
 			// way, where Apache Kafka answers -1 for each partition).
 			for _, p := range c {
-				offsets[assign.TopicPartition{Topic: *p.Topic, Partition: p.Partition}] = coord.KafkaOffset{Offset: -1}
+				offsets[assign.TopicPartition{Topic: *p.Topic, Partition: p.Partition}] = CommittedOffset{Offset: -1}
 			}
 			return nil
 		}
@@ -122,9 +127,9 @@ func CommittedBy(kc *kafka.Consumer, parts []assign.TopicPartition, timeoutMs in
 				refused[p] = r.Error
 				continue
 			}
-			o := coord.KafkaOffset{Offset: max(int64(r.Offset), -1)}
-			if r.Metadata != nil && o.Offset >= 0 {
-				o.By = coord.CommitWriter(*r.Metadata)
+			o := CommittedOffset{Offset: max(int64(r.Offset), -1)}
+			if r.Metadata != nil {
+				o.Metadata = *r.Metadata
 			}
 			offsets[p] = o
 		}
@@ -133,12 +138,11 @@ func CommittedBy(kc *kafka.Consumer, parts []assign.TopicPartition, timeoutMs in
 	return offsets, refused, err
 }
 
-// Mark sets keyshare's mark (coord.CommitMark) as the metadata of each of
-// parts, offsets about to be committed by writer by.
-func Mark(parts []kafka.TopicPartition, by string) {
-	mark := coord.CommitMark(by)
+// SetMetadata sets metadata as the metadata of each of parts, offsets
+// about to be committed (keyshare's mark, coord.CommitMark).
+func SetMetadata(parts []kafka.TopicPartition, metadata string) {
 	for i := range parts {
-		parts[i].Metadata = &mark
+		parts[i].Metadata = &metadata
 	}
 }
 
