@@ -13,23 +13,10 @@ import (
 	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 )
 
-// commitLoop runs on the leader: the commit protocol itself is the
-// leader's (coord.Leader.RunCommits); this side gives it Kafka (kafkaOffsets)
-// and takes each round's figures for the metrics.
-func (c *Consumer) commitLoop(ctx context.Context, l *coord.Leader) {
-	defer func() {
-		c.mu.Lock()
-		c.mu.partitions = nil // only the leader knows these
-		c.mu.Unlock()
-	}()
-	ko := &kafkaOffsets{kc: c.kc, log: c.log.Named("commit"), group: c.cfg.Group, member: c.cfg.MemberID}
-	l.RunCommits(ctx, coord.CommitConfig{
-		Offsets:  ko,
-		Interval: c.cfg.CommitInterval,
-		Logger:   c.log.Named("commit"),
-		OnRound:  c.onCommitRound,
-	})
-	ko.wait()
+// commitOffsets is Kafka's side of the leader's commit rounds, which coord
+// runs while this member leads (coord.Config.Offsets).
+func (c *Consumer) commitOffsets() *kafkaOffsets {
+	return &kafkaOffsets{kc: c.kc, log: c.log.Named("commit"), group: c.cfg.Group, member: c.cfg.MemberID}
 }
 
 // onCommitRound records a round's figures. A partition whose end offset

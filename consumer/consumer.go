@@ -136,7 +136,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	first, wait := true, retryMin
 	for {
 		cc := c.cfg.coordConfig(c.partitionCounts)
-		cc.OnLeader = c.commitLoop
+		ko := c.commitOffsets()
+		cc.Offsets, cc.CommitInterval, cc.OnCommitRound = ko, c.cfg.CommitInterval, c.onCommitRound
 		cc.TopicIDs = topicIDs{c}
 		sess, err := coord.Join(ctx, c.cli, cc)
 		if err != nil {
@@ -162,7 +163,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		c.problems.resolve(joinProblem, c.memberLog())
 		first = false
-		if err := c.serve(ctx, sess); err != nil {
+		err = c.serve(ctx, sess)
+		ko.wait() // a commit librdkafka still runs ends before its client closes
+		if err != nil {
 			return err
 		}
 		if ctx.Err() != nil {

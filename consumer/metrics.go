@@ -118,6 +118,9 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descStuck, float64(stuck))
 	c.mu.Lock()
+	if c.mu.sess == nil || !c.mu.sess.IsLeader() {
+		c.mu.partitions = nil // only the leader knows these
+	}
 	parts := make(map[tp]partitionGauges, len(c.mu.partitions))
 	for k, v := range c.mu.partitions {
 		parts[k] = v

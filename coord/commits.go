@@ -13,21 +13,6 @@ import (
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
-// CommitConfig configures the leader's commit rounds.
-type CommitConfig struct {
-	// Offsets reaches Kafka. Required.
-	Offsets Offsets
-	// Interval is how often a round runs; a round is cut short at
-	// max(Interval, MinRoundBudget), so no broker or etcd call holds the
-	// next round back for longer. Required.
-	Interval time.Duration
-	// OnRound, if set, receives each round's result (the consumer's
-	// metrics).
-	OnRound func(CommitRound)
-	// Logger; default the session's.
-	Logger hclog.Logger
-}
-
 // MinRoundBudget is the least time a commit round may take before it is
 // cut short: an interval shorter than a loaded machine's round trip would
 // otherwise never finish a round.
@@ -148,12 +133,12 @@ func tpsOf(ws []CommitWrite) []TopicPartition {
 	return out
 }
 
-// RunCommits runs the leader's commit rounds until ctx ends (leadership
-// ends with it): every Interval, each partition's safe watermark is recorded
-// in etcd under the leader's guard (so a deposed leader cannot record, and a
-// new leader starts from it), then committed to Kafka. The recorded offset
-// never goes backwards (only an operator's reset lowers it), and Kafka is
-// made to hold it.
+// runCommits runs the leader's commit rounds on Config.Offsets until ctx
+// ends (leadership ends with it): every CommitInterval, each partition's
+// safe watermark is recorded in etcd under the leader's guard (so a
+// deposed leader cannot record, and a new leader starts from it), then
+// committed to Kafka. The recorded offset never goes backwards (only an
+// operator's reset lowers it), and Kafka is made to hold it.
 //
 // A round costs a fixed number of round trips whatever the number of
 // partitions: the group's state from the leader's cache, one read of
@@ -170,9 +155,10 @@ func tpsOf(ws []CommitWrite) []TopicPartition {
 // commits etcd's again (a repair) and says which writer it most likely
 // was. Only where keyshare has never recorded a commit is Kafka's offset a
 // floor: a group migrating from a plain consumer group starts there.
-func (l *Leader) RunCommits(ctx context.Context, cfg CommitConfig) {
-	cm := newCommitter(l, cfg)
-	t := time.NewTicker(cfg.Interval)
+func (l *Leader) runCommits(ctx context.Context) {
+	cfg := l.s.cfg
+	cm := newCommitter(l)
+	t := time.NewTicker(cfg.CommitInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -190,8 +176,8 @@ func (l *Leader) RunCommits(ctx context.Context, cfg CommitConfig) {
 			}
 			continue
 		}
-		if cfg.OnRound != nil {
-			cfg.OnRound(r)
+		if cfg.OnCommitRound != nil {
+			cfg.OnCommitRound(r)
 		}
 	}
 }
@@ -199,25 +185,23 @@ func (l *Leader) RunCommits(ctx context.Context, cfg CommitConfig) {
 // committer runs the commit rounds: the I/O around the decisions of
 // commitplan.go, whose memory it keeps between rounds.
 type committer struct {
-	l   *Leader
-	cfg CommitConfig
-	log hclog.Logger
-	mem *commitMemory
+	l        *Leader
+	offsets  Offsets
+	interval time.Duration
+	log      hclog.Logger
+	mem      *commitMemory
 }
 
-func newCommitter(l *Leader, cfg CommitConfig) *committer {
-	log := cfg.Logger
-	if log == nil {
-		log = l.s.log.Named("commit")
-	}
-	return &committer{l: l, cfg: cfg, log: log, mem: newCommitMemory()}
+func newCommitter(l *Leader) *committer {
+	return &committer{l: l, offsets: l.s.cfg.Offsets, interval: l.s.cfg.CommitInterval, log: l.s.log.Named("commit"), mem: newCommitMemory()}
 }
 
-// round is one commit round, cut short at max(Interval, MinRoundBudget).
+// round is one commit round, cut short at max(CommitInterval,
+// MinRoundBudget).
 // What does not finish is done again next round.
 func (c *committer) round(ctx context.Context) (CommitRound, error) {
 	start := time.Now()
-	budget := max(c.cfg.Interval, MinRoundBudget)
+	budget := max(c.interval, MinRoundBudget)
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	out := CommitRound{Partitions: make(map[TopicPartition]PartitionOffsets)}
@@ -230,11 +214,11 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 	if len(parts) == 0 {
 		return out, nil
 	}
-	got, err := c.cfg.Offsets.Committed(ctx, parts)
+	got, err := c.offsets.Committed(ctx, parts)
 	if err != nil {
 		c.log.Warn("read Kafka's committed offsets; using the last known", "partitions", len(parts), "error", err)
 	}
-	ends, err := c.cfg.Offsets.Ends(ctx, parts)
+	ends, err := c.offsets.Ends(ctx, parts)
 	if err != nil {
 		c.log.Debug("read end offsets", "error", err)
 	}
@@ -270,7 +254,7 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 		c.confirmRepairs(ctx, p, k)
 	}
 	if len(k.commit) > 0 {
-		failed, err := c.cfg.Offsets.Commit(ctx, k.commit)
+		failed, err := c.offsets.Commit(ctx, k.commit)
 		if err != nil {
 			out.Failed = len(k.commit)
 			c.log.Warn("commit to Kafka; etcd holds the offsets, the next round commits them again", "partitions", len(k.commit), "error", err)

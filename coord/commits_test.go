@@ -20,37 +20,88 @@ import (
 )
 
 // commitRig is one member leading a group of n partitions of topic "t",
-// with the ledger written by hand and Kafka in memory.
+// with the ledger written by hand and Kafka in memory. Its commit rounds
+// run every 50 ms from the start, on Kafka behind a gate that run opens:
+// until then they reach nothing, so a test sets its scene first.
 type commitRig struct {
 	t      *testing.T
 	cli    *clientv3.Client
 	schema keys.Schema
 	leader *coord.Leader
-	lctx   context.Context
 	k      *fakeoffsets.Offsets
+	gate   *gatedOffsets
+	rounds chan coord.CommitRound
 	n      int32
-	log    hclog.Logger // the commit rounds' logger; default the test's
 }
 
-func newCommitRig(t *testing.T, n int32, maxTxnOps int) *commitRig {
+// newCommitRig starts the rig; log receives the member's logs (nil: the
+// test's).
+func newCommitRig(t *testing.T, n int32, maxTxnOps int, log hclog.Logger) *commitRig {
 	cli, e := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": n}
-	type lead struct {
-		ctx context.Context
-		l   *coord.Leader
-	}
-	leaders := make(chan lead, 4)
+	leaders := make(chan *coord.Leader, 4)
+	r := &commitRig{t: t, cli: cli, schema: keys.New("/keyshare", "g"), k: fakeoffsets.New(), rounds: make(chan coord.CommitRound, 1000), n: n}
+	r.gate = &gatedOffsets{Offsets: r.k, open: make(chan struct{})}
 	cfg := testConfig(t, "a", counts)
 	cfg.MaxTxnOps = maxTxnOps
-	cfg.OnLeader = func(ctx context.Context, l *coord.Leader) { leaders <- lead{ctx, l}; <-ctx.Done() }
+	if log != nil {
+		cfg.Logger = log
+	}
+	cfg.OnLeader = func(ctx context.Context, l *coord.Leader) { leaders <- l; <-ctx.Done() }
+	cfg.Offsets, cfg.CommitInterval = r.gate, 50*time.Millisecond
+	cfg.OnCommitRound = func(cr coord.CommitRound) {
+		if !r.gate.opened() {
+			return
+		}
+		select {
+		case r.rounds <- cr:
+		default:
+		}
+	}
 	join(t, e.Endpoints, cfg)
-	ld := <-leaders
-	r := &commitRig{t: t, cli: cli, schema: keys.New("/keyshare", "g"), leader: ld.l, lctx: ld.ctx, k: fakeoffsets.New(), n: n}
+	r.leader = <-leaders
 	waitFor(t, "every partition assigned", 60*time.Second, func() bool {
 		snap := snapshot(t, cli)
 		return len(snap.Ranges) == int(n) && settled(snap)
 	})
 	return r
+}
+
+// gatedOffsets is Offsets that reads nothing and commits nothing until
+// open is closed: a round that learns no committed offset does nothing.
+type gatedOffsets struct {
+	coord.Offsets
+	open chan struct{}
+}
+
+func (g *gatedOffsets) opened() bool {
+	select {
+	case <-g.open:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g *gatedOffsets) Committed(ctx context.Context, parts []coord.TopicPartition) (map[coord.TopicPartition]coord.KafkaOffset, error) {
+	if !g.opened() {
+		return nil, nil
+	}
+	return g.Offsets.Committed(ctx, parts)
+}
+
+func (g *gatedOffsets) Commit(ctx context.Context, offsets map[coord.TopicPartition]int64) (map[coord.TopicPartition]error, error) {
+	if !g.opened() {
+		return nil, errors.New("commit before the test opened the gate")
+	}
+	return g.Offsets.Commit(ctx, offsets)
+}
+
+func (g *gatedOffsets) Ends(ctx context.Context, parts []coord.TopicPartition) (map[coord.TopicPartition]int64, error) {
+	if !g.opened() {
+		return nil, nil
+	}
+	return g.Offsets.Ends(ctx, parts)
 }
 
 func tpOf(p int32) coord.TopicPartition { return coord.TopicPartition{Topic: "t", Partition: p} }
@@ -92,26 +143,11 @@ func (r *commitRig) revision() int64 {
 	return resp.Header.Revision
 }
 
-// run starts the commit rounds; rounds come out on the channel.
-func (r *commitRig) run(interval time.Duration) <-chan coord.CommitRound {
-	ch := make(chan coord.CommitRound, 1000)
-	done := make(chan struct{})
-	ctx, cancel := context.WithCancel(r.lctx)
-	log := r.log
-	if log == nil {
-		log = testutil.Logger(r.t)
-	}
-	go func() {
-		defer close(done)
-		r.leader.RunCommits(ctx, coord.CommitConfig{Offsets: r.k, Interval: interval, Logger: log, OnRound: func(cr coord.CommitRound) {
-			select {
-			case ch <- cr:
-			default:
-			}
-		}})
-	}()
-	r.t.Cleanup(func() { cancel(); <-done })
-	return ch
+// run lets the commit rounds reach Kafka; rounds come out on the
+// channel from then on.
+func (r *commitRig) run() <-chan coord.CommitRound {
+	close(r.gate.open)
+	return r.rounds
 }
 
 // until waits for a round that satisfies ok, and returns it.
@@ -147,9 +183,9 @@ func allAt(cr coord.CommitRound, n int32, off int64) bool {
 // commits them all to Kafka in one call; a later round records and commits
 // only the partitions that moved again.
 func TestCommitRoundsBatched(t *testing.T) {
-	r := newCommitRig(t, 300, 32)
+	r := newCommitRig(t, 300, 32, nil)
 	r.setMarks(func(int32) int64 { return 10 })
-	rounds := r.run(50 * time.Millisecond)
+	rounds := r.run()
 	until(t, "all 300 committed at 10", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 300, 10) })
 
 	resp, err := r.cli.Get(t.Context(), r.schema.Commits(), clientv3.WithPrefix())
@@ -199,10 +235,10 @@ func TestCommitRoundsBatched(t *testing.T) {
 // leader's) is repaired; a partition Kafka holds ahead of the ledger (a
 // group moving from a plain consumer group) is never moved back.
 func TestCommitRepairAndFloor(t *testing.T) {
-	r := newCommitRig(t, 4, 128)
+	r := newCommitRig(t, 4, 128, nil)
 	r.k.SetCommitted(tpOf(3), 50) // the plain group's offset
 	r.setMarks(func(int32) int64 { return 10 })
-	rounds := r.run(50 * time.Millisecond)
+	rounds := r.run()
 	until(t, "0–2 committed at 10", rounds, func(cr coord.CommitRound) bool {
 		return cr.Partitions[tpOf(0)].Committed == 10 && cr.Partitions[tpOf(2)].Committed == 10
 	})
@@ -223,9 +259,9 @@ func TestCommitRepairAndFloor(t *testing.T) {
 // log's watermarks; the leader's memory of its own earlier writes does not
 // hold them at the old topic's offsets.
 func TestCommitAfterTopicReset(t *testing.T) {
-	r := newCommitRig(t, 2, 128)
+	r := newCommitRig(t, 2, 128, nil)
 	r.setMarks(func(int32) int64 { return 50 })
-	rounds := r.run(50 * time.Millisecond)
+	rounds := r.run()
 	until(t, "both committed at 50", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 50) })
 
 	// What the reset does: the ranges' ledger starts again at the new
@@ -254,9 +290,9 @@ func TestCommitAfterTopicReset(t *testing.T) {
 // leader commits the reset's offset again, once, though it is below what
 // Kafka holds; later rounds go on from there.
 func TestCommitOperatorReset(t *testing.T) {
-	r := newCommitRig(t, 2, 128)
+	r := newCommitRig(t, 2, 128, nil)
 	r.setMarks(func(int32) int64 { return 50 })
-	rounds := r.run(50 * time.Millisecond)
+	rounds := r.run()
 	until(t, "both committed at 50", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 50) })
 
 	r.setMarks(func(int32) int64 { return 5 })
@@ -279,9 +315,9 @@ func TestCommitOperatorReset(t *testing.T) {
 // reset) puts 50 back in Kafka. etcd has recorded a commit for the
 // partition, so Kafka above it is no floor: the leader commits 5 again.
 func TestCommitLateCommitAfterReset(t *testing.T) {
-	r := newCommitRig(t, 1, 128)
+	r := newCommitRig(t, 1, 128, nil)
 	r.setMarks(func(int32) int64 { return 50 })
-	rounds := r.run(50 * time.Millisecond)
+	rounds := r.run()
 	until(t, "committed at 50", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 1, 50) })
 
 	// The reset as keyshare group reset-offsets writes it: the record
@@ -308,11 +344,10 @@ func TestCommitLateCommitAfterReset(t *testing.T) {
 // one below. keyshare's record wins both, and the warning says what Kafka
 // held, what etcd holds, and which command resets a keyshare group.
 func TestCommitOffsetSetOutsideKeyshare(t *testing.T) {
-	r := newCommitRig(t, 2, 128)
 	logs := &syncBuffer{}
-	r.log = hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info})
+	r := newCommitRig(t, 2, 128, hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info}))
 	r.setMarks(func(int32) int64 { return 10 })
-	rounds := r.run(50 * time.Millisecond)
+	rounds := r.run()
 	until(t, "both committed at 10", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 10) })
 
 	r.k.SetCommitted(tpOf(0), 80)
@@ -324,7 +359,7 @@ func TestCommitOffsetSetOutsideKeyshare(t *testing.T) {
 		}
 	}
 	for p, had := range map[int32]int64{0: 80, 1: 2} {
-		line := logLine(logs.String(), fmt.Sprintf("partition=%d ", p))
+		line := logLine(logs.String(), fmt.Sprintf("partition=%d ", p), "kafka_had=")
 		for _, want := range []string{fmt.Sprintf("kafka_had=%d", had), "etcd=10", "kafka-consumer-groups", "keyshare group reset-offsets"} {
 			if !strings.Contains(line, want) {
 				t.Errorf("partition %d: warning %q lacks %q", p, line, want)
@@ -357,10 +392,10 @@ func afterRounds(rounds <-chan coord.CommitRound, n int) {
 // TestCommitSlowBroker: a Kafka commit that does not return does not hold
 // the rounds: each is cut at its budget and the next one runs.
 func TestCommitSlowBroker(t *testing.T) {
-	r := newCommitRig(t, 2, 128)
+	r := newCommitRig(t, 2, 128, nil)
 	r.k.SetCommitDelay(time.Hour)
 	r.setMarks(func(int32) int64 { return 10 })
-	rounds := r.run(50 * time.Millisecond)
+	rounds := r.run()
 	for i := range 3 {
 		cr := until(t, fmt.Sprintf("round %d failing its commit", i), rounds, func(cr coord.CommitRound) bool { return cr.Failed > 0 })
 		if cr.Took > time.Minute {
@@ -374,7 +409,7 @@ func TestCommitSlowBroker(t *testing.T) {
 // TestRecordCommitsConflict: a write whose key changed since it was read
 // fails alone; the others in its transaction are recorded.
 func TestRecordCommitsConflict(t *testing.T) {
-	r := newCommitRig(t, 1, 8)
+	r := newCommitRig(t, 1, 8, nil)
 	var writes []coord.CommitWrite
 	for p := range int32(20) {
 		writes = append(writes, coord.CommitWrite{TopicPartition: tpOf(p), Offset: 5})
@@ -418,11 +453,10 @@ func TestRecordCommitsDeposed(t *testing.T) {
 // exist. The leader never commits it to Kafka; it says so once and writes
 // the record again from the ledger's safe watermark.
 func TestCommitRecordAboveLogEnd(t *testing.T) {
-	r := newCommitRig(t, 1, 128)
 	logs := &syncBuffer{}
-	r.log = hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info})
+	r := newCommitRig(t, 1, 128, hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info}))
 	r.setMarks(func(int32) int64 { return 300 })
-	rounds := r.run(50 * time.Millisecond)
+	rounds := r.run()
 	until(t, "committed at 300", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 1, 300) })
 
 	const absurd = 1_000_000_000_000_000

@@ -80,9 +80,15 @@ type Config struct {
 	// Default 10 s.
 	StartTimeout time.Duration
 	// OnLeader, if set, runs in its own goroutine while this member is the
-	// leader; its context ends when leadership does. The consumer uses it
-	// to commit safe offsets to Kafka.
+	// leader; its context ends when leadership does.
 	OnLeader func(ctx context.Context, l *Leader)
+	// Offsets, if set, is the group's offsets in Kafka: while this member
+	// leads, it commits the safe offsets there every CommitInterval
+	// (default 1 s; commits.go) and gives each round's result to
+	// OnCommitRound, if set (the consumer's metrics).
+	Offsets        Offsets
+	CommitInterval time.Duration
+	OnCommitRound  func(CommitRound)
 	// Logger receives coordination logs. Default: none.
 	Logger hclog.Logger
 }
@@ -91,10 +97,11 @@ type Config struct {
 // Topics and Partitions.
 func DefaultConfig() Config {
 	return Config{
-		Prefix:       "/keyshare",
-		Weight:       1,
-		Tuning:       DefaultTuning(),
-		StartTimeout: 10 * time.Second,
+		Prefix:         "/keyshare",
+		Weight:         1,
+		Tuning:         DefaultTuning(),
+		StartTimeout:   10 * time.Second,
+		CommitInterval: time.Second,
 	}
 }
 
@@ -142,6 +149,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("coord: weight %d is above the limit %d (Config.Weight, default 1): weights are relative, scale them down", c.Weight, MaxWeight)
 	case c.StartTimeout <= 0:
 		return fmt.Errorf("coord: start timeout %s must be positive (Config.StartTimeout, default 10s)", c.StartTimeout)
+	case c.Offsets != nil && c.CommitInterval <= 0:
+		return fmt.Errorf("coord: commit interval %s must be positive (Config.CommitInterval, default 1s)", c.CommitInterval)
 	}
 	return c.Tuning.Validate()
 }

@@ -43,6 +43,7 @@
 //
 // Tools outside a member read a group with ReadSnapshot (one transaction),
 // naming it with a Group; ReadPause, WritePause and DeletePause pause and
-// resume it. Config.OnLeader runs while the member leads; its Leader records
-// the committed offsets (RecordCommit).
+// resume it. With Config.Offsets (the group's offsets in Kafka), the
+// member that leads commits the safe offsets there every CommitInterval;
+// Config.OnLeader runs while it leads, with its Leader.
 package coord

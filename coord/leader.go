@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -16,9 +17,9 @@ import (
 // Election.Proclaim uses).
 //
 // The Leader holds the leader's work in one place: the election result, the
-// assignment rounds (assignLoop) and the commit rounds (RunCommits, in
-// commits.go). Both read the group from one watch-fed cache (cache.go), so a
-// round costs no etcd read.
+// assignment rounds (assignLoop) and, with Config.Offsets, the commit
+// rounds (runCommits, in commits.go). Both read the group from one
+// watch-fed cache (cache.go), so a round costs no etcd read.
 type Leader struct {
 	s     *Session
 	key   string
@@ -111,18 +112,16 @@ func (s *Session) lead(ctx context.Context, l *Leader) {
 	}()
 	defer func() { <-cacheDone }()
 
-	done := make(chan struct{})
+	var wg sync.WaitGroup
 	if s.cfg.OnLeader != nil {
-		go func() {
-			defer close(done)
-			s.cfg.OnLeader(lctx, l)
-		}()
-	} else {
-		close(done)
+		wg.Go(func() { s.cfg.OnLeader(lctx, l) })
+	}
+	if s.cfg.Offsets != nil {
+		wg.Go(func() { l.runCommits(lctx) })
 	}
 	err := l.assignLoop(lctx)
 	cancel()
-	<-done
+	wg.Wait()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.log.Warn("stopped leading", "error", err)
 	} else {

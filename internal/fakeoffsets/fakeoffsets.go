@@ -5,7 +5,7 @@
 //
 //	k := fakeoffsets.New()
 //	k.SetEnd(assign.TopicPartition{Topic: "t"}, 100)
-//	go leader.RunCommits(ctx, coord.CommitConfig{Offsets: k, Interval: time.Second})
+//	cfg.Offsets, cfg.CommitInterval = k, time.Second // a coord.Config: its leader commits to k
 package fakeoffsets
 
 import (
