@@ -44,7 +44,7 @@ func newAssignRound(cfg Config, schema keys.Schema, balance *loadBalancer) *assi
 }
 
 // debounce reports whether a trigger at member revision m waits
-// Config.Debounce first: only when the members changed since the last
+// Config.RebalanceDebounce first: only when the members changed since the last
 // wait. Range changes alone (releases, this leader's own writes) and a
 // member turning Leaving are planned at once: a leave at P = 4,096
 // releases its ranges over many transactions, and each debounce would
