@@ -28,10 +28,35 @@ func opBytes(op clientv3.Op) int { return len(op.KeyBytes()) + len(op.ValueBytes
 
 func (c change) bytes() int {
 	n := 0
-	for _, op := range c.ops {
-		n += opBytes(op)
+	for _, w := range c.writes {
+		n += len(w.key) + len(w.value) + 16 // as opBytes counts the op
 	}
-	return n + 32*len(c.cmps)
+	return n + 32*len(c.guards)
+}
+
+// txn turns the planner's guards and writes into etcd's compares and ops:
+// the one place the plan becomes etcd requests.
+func (c change) txn() ([]clientv3.Cmp, []clientv3.Op) {
+	cmps := make([]clientv3.Cmp, 0, len(c.guards))
+	for _, g := range c.guards {
+		target := clientv3.ModRevision(g.key)
+		if g.created {
+			target = clientv3.CreateRevision(g.key)
+		}
+		cmps = append(cmps, clientv3.Compare(target, "=", g.rev))
+	}
+	ops := make([]clientv3.Op, 0, len(c.writes))
+	for _, w := range c.writes {
+		switch {
+		case w.del:
+			ops = append(ops, clientv3.OpDelete(w.key))
+		case w.lease != 0:
+			ops = append(ops, clientv3.OpPut(w.key, w.value, clientv3.WithLease(clientv3.LeaseID(w.lease))))
+		default:
+			ops = append(ops, clientv3.OpPut(w.key, w.value))
+		}
+	}
+	return cmps, ops
 }
 
 // apply writes the changes in as few transactions as etcd's limits allow
@@ -70,13 +95,13 @@ func (s *Session) txnBatches(genOp clientv3.Op, changes []change) [][]change {
 		for n < len(changes) {
 			c := changes[n]
 			b := c.bytes()
-			if n > 0 && (cmps+len(c.cmps) > limit || ops+len(c.ops) > limit || size+b > maxTxnBytes) {
+			if n > 0 && (cmps+len(c.guards) > limit || ops+len(c.writes) > limit || size+b > maxTxnBytes) {
 				break
 			}
 			if n == 0 && size+b > maxTxnBytes {
 				s.log.Error("an assignment change is larger than etcd's default request limit (1.5 MiB); writing it alone, etcd refuses it unless its --max-request-bytes is raised", "bytes", size+b, "change", c.what)
 			}
-			cmps, ops, size = cmps+len(c.cmps), ops+len(c.ops), size+b
+			cmps, ops, size = cmps+len(c.guards), ops+len(c.writes), size+b
 			n++
 		}
 		out = append(out, changes[:n])
@@ -151,7 +176,8 @@ func whats(batch []change) string {
 func (s *Session) applyBatch(ctx context.Context, l *Leader, genOp clientv3.Op, gen int64, batch []change) (bool, int64, error) {
 	cmps, ops := []clientv3.Cmp{l.guard()}, []clientv3.Op{genOp}
 	for _, c := range batch {
-		cmps, ops = append(cmps, c.cmps...), append(ops, c.ops...)
+		cc, co := c.txn()
+		cmps, ops = append(cmps, cc...), append(ops, co...)
 	}
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {

@@ -34,8 +34,8 @@ func TestApplyConflictCostsLogN(t *testing.T) {
 			t.Fatal(err)
 		}
 		changes = append(changes, change{what: key,
-			cmps: []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", resp.Header.Revision)},
-			ops:  []clientv3.Op{clientv3.OpPut(key, "new")}})
+			guards: []keyGuard{guardRev(key, resp.Header.Revision)},
+			writes: []keyWrite{put(key, "new")}})
 	}
 	conflict := fmt.Sprintf("%sx/%02d", s.schema.Root(), 37)
 	if _, err := cli.Put(t.Context(), conflict, "an owner's write"); err != nil {

@@ -105,7 +105,7 @@ func (g *churnModel) round(b *testing.B) int {
 		defrag: g.still,
 	})
 	for _, c := range changes {
-		if _, err := g.store.txn(c.cmps, c.ops, modelMaxOps); err != nil {
+		if _, err := g.store.apply(c, modelMaxOps); err != nil {
 			b.Fatalf("change refused: %v: %s", err, c.what)
 		}
 	}

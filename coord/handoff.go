@@ -161,11 +161,11 @@ func (in planInput) handoffPlans(have map[TopicPartition][]RangeState, want map[
 		key := in.schema.Handoff(id)
 		out = append(out, change{
 			what: fmt.Sprintf("plan the handoff of %d ranges of leaving member %s to %s", len(ranges), id, strings.Join(slices.Sorted(maps.Keys(plan.Members)), ", ")),
-			cmps: []clientv3.Cmp{
-				clientv3.Compare(clientv3.CreateRevision(in.schema.Member(id)), "=", from.CreateRev),
-				clientv3.Compare(clientv3.ModRevision(key), "=", from.handoff.rev),
+			guards: []keyGuard{
+				{key: in.schema.Member(id), rev: from.CreateRev, created: true},
+				guardRev(key, from.handoff.rev),
 			},
-			ops: []clientv3.Op{clientv3.OpPut(key, mustJSON(plan), clientv3.WithLease(clientv3.LeaseID(from.lease)))},
+			writes: []keyWrite{{key: key, value: mustJSON(plan), lease: from.lease}},
 		})
 	}
 	return out

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,11 +24,17 @@ func handoffChanges(t *testing.T, snap *Snapshot, parts []PartitionWeight) (plan
 			others = append(others, c)
 			continue
 		}
-		if len(c.ops) != 1 || len(c.cmps) != 2 {
-			t.Fatalf("a plan change of %d ops and %d compares, want one put guarded by the registration and the plan's revision", len(c.ops), len(c.cmps))
+		if len(c.writes) != 1 {
+			t.Fatalf("a plan change of %d writes, want one", len(c.writes))
 		}
-		key := string(c.ops[0].KeyBytes())
-		h, err := decodeHandoff(key, c.ops[0].ValueBytes(), math.MaxInt64) // not written yet: any revision the plan names was read before
+		id := strings.TrimPrefix(c.writes[0].key, planSchema.Handoffs())
+		from := snap.Members[id]
+		wantGuards := []keyGuard{{key: planSchema.Member(id), rev: from.CreateRev, created: true}, guardRev(planSchema.Handoff(id), from.handoff.rev)}
+		if c.writes[0].del || c.writes[0].lease != from.lease || !slices.Equal(c.guards, wantGuards) {
+			t.Fatalf("a plan change of writes %+v guarded by %+v, want one put under %s's lease %d guarded by %+v (its registration and the plan's revision)", c.writes, c.guards, id, from.lease, wantGuards)
+		}
+		key := c.writes[0].key
+		h, err := decodeHandoff(key, []byte(c.writes[0].value), math.MaxInt64) // not written yet: any revision the plan names was read before
 		if err != nil {
 			t.Fatal(err)
 		}

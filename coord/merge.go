@@ -3,8 +3,6 @@ package coord
 import (
 	"fmt"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -156,19 +154,15 @@ func (in planInput) merge(tp TopicPartition, run []RangeState) change {
 	entry := first.Entry
 	c := change{what: fmt.Sprintf("merge %d ranges of %s into %s/%d %s", len(run), rec.Owner, tp.Topic, tp.Partition, rec.Range()), defrag: true}
 	for i, r := range run {
-		c.cmps = append(c.cmps,
-			clientv3.Compare(clientv3.ModRevision(r.Key), "=", r.Rev),
-			clientv3.Compare(clientv3.ModRevision(r.LedgerKey), "=", r.EntryRev))
+		c.guards = append(c.guards, guardRev(r.Key, r.Rev), guardRev(r.LedgerKey, r.EntryRev))
 		rec.Reset = max(rec.Reset, r.Record.Reset) // an operator's reset stays visible (consumer/table.go)
 		if i > 0 {
 			if entry.Initialized() {
 				entry = entry.Concat(r.Entry)
 			}
-			c.ops = append(c.ops, clientv3.OpDelete(r.Key), clientv3.OpDelete(r.LedgerKey))
+			c.writes = append(c.writes, del(r.Key), del(r.LedgerKey))
 		}
 	}
-	c.ops = append(c.ops,
-		clientv3.OpPut(first.Key, mustJSON(rec)),
-		clientv3.OpPut(first.LedgerKey, string(ledger.Encode(entry))))
+	c.writes = append(c.writes, put(first.Key, mustJSON(rec)), put(first.LedgerKey, string(ledger.Encode(entry))))
 	return c
 }

@@ -60,7 +60,7 @@ func (g *rig) round() []string {
 	})
 	var whats []string
 	for _, c := range changes {
-		ok, err := g.store.txn(c.cmps, c.ops, modelMaxOps)
+		ok, err := g.store.apply(c, modelMaxOps)
 		if err != nil {
 			g.t.Fatalf("change refused: %v: %s", err, c.what)
 		}

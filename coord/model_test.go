@@ -108,6 +108,13 @@ func (m *modelStore) txn(cmps []clientv3.Cmp, ops []clientv3.Op, maxOps int) (bo
 	return true, nil
 }
 
+// apply applies one planned change as one transaction, through apply's
+// adapter (change.txn), as the leader does.
+func (m *modelStore) apply(c change, maxOps int) (bool, error) {
+	cmps, ops := c.txn()
+	return m.txn(cmps, ops, maxOps)
+}
+
 // snapshot decodes the store the way ReadSnapshot decodes etcd.
 func (m *modelStore) snapshot() *Snapshot {
 	if m.snap != nil && m.snap.Rev == m.rev {
@@ -221,8 +228,9 @@ func (g *modelGroup) round() int {
 	})
 	for i, c := range changes {
 		// apply adds the leadership guard and the generation write.
-		ok, err := g.store.txn(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision("/nonexistent"), "=", 0)}, c.cmps...),
-			append([]clientv3.Op{clientv3.OpPut(planSchema.Generation(), mustJSON(GenerationRecord{V: recordVersion, Generation: snap.Generation.Generation + 1}))}, c.ops...),
+		cmps, ops := c.txn()
+		ok, err := g.store.txn(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision("/nonexistent"), "=", 0)}, cmps...),
+			append([]clientv3.Op{clientv3.OpPut(planSchema.Generation(), mustJSON(GenerationRecord{V: recordVersion, Generation: snap.Generation.Generation + 1}))}, ops...),
 			modelMaxOps)
 		if err != nil {
 			g.t.Fatalf("change refused: %v: %.200s", err, c.what)

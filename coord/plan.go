@@ -7,23 +7,47 @@ import (
 	"slices"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
 )
 
-// change is one atomic step of a new assignment: the ops that replace one
-// range record (and its ledger entry) or fill one gap, with compares that
-// hold only if what the leader read is still current.
+// change is one atomic step of a new assignment: the writes that replace
+// one range record (and its ledger entry) or fill one gap, with guards that
+// hold only if what the leader read is still current. It is plain data: apply
+// (apply.go) turns it into one etcd transaction's compares and ops, and
+// tests assert on the guards, which are the safety argument.
 type change struct {
-	what string
-	cmps []clientv3.Cmp
-	ops  []clientv3.Op
+	what   string
+	guards []keyGuard
+	writes []keyWrite
 	// defrag marks a step of a merge or of the contiguous layout: it does
 	// not count as the group moving (settle.go).
 	defrag bool
 }
+
+// keyGuard holds while key is as the leader read it: its ModRevision is
+// still rev, and rev 0 means the key must not exist. With created, it is the
+// key's CreateRevision that must be rev: the same registration, whatever has
+// been written to it since.
+type keyGuard struct {
+	key     string
+	rev     int64
+	created bool
+}
+
+// keyWrite puts value at key (under lease, unless 0), or deletes key.
+type keyWrite struct {
+	key   string
+	value string
+	del   bool
+	lease int64
+}
+
+func guardRev(key string, rev int64) keyGuard { return keyGuard{key: key, rev: rev} }
+
+func put(key, value string) keyWrite { return keyWrite{key: key, value: value} }
+
+func del(key string) keyWrite { return keyWrite{key: key, del: true} }
 
 // planInput is everything the planner needs; planning itself does no I/O.
 type planInput struct {
@@ -131,9 +155,9 @@ func plan(in planInput) []change {
 	var changes []change
 	for _, k := range slices.Sorted(maps.Keys(in.snap.BadMembers)) {
 		changes = append(changes, change{
-			what: fmt.Sprintf("delete member key %s written without a lease", k),
-			cmps: []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k), "=", in.snap.BadMembers[k])},
-			ops:  []clientv3.Op{clientv3.OpDelete(k)},
+			what:   fmt.Sprintf("delete member key %s written without a lease", k),
+			guards: []keyGuard{guardRev(k, in.snap.BadMembers[k])},
+			writes: []keyWrite{del(k)},
 		})
 	}
 	var eligible []MemberWeight
@@ -216,53 +240,53 @@ func (in planInput) fill(tp TopicPartition, gap ledger.HashRange, want []Slice) 
 	// records (deleted if unchanged) and orphaned ledger entries. (A key
 	// whose name cannot be parsed is only reported: it is not in any
 	// partition's hash space.)
-	type del struct {
-		lo  uint64
-		cmp *clientv3.Cmp
-		op  clientv3.Op
+	type doomed struct {
+		lo    uint64
+		guard *keyGuard
+		key   string
 	}
-	var dels []del
+	var dels []doomed
 	for k, rev := range in.snap.BadRanges {
 		topic, part, lo, err := keys.ParseRangeKey(in.schema.Ranges(), k)
 		if err == nil && topic == tp.Topic && part == tp.Partition && gap.Contains(uint32(lo)) && !startsPiece(pieces, lo) {
-			c := clientv3.Compare(clientv3.ModRevision(k), "=", rev)
-			dels = append(dels, del{lo, &c, clientv3.OpDelete(k)})
+			g := guardRev(k, rev)
+			dels = append(dels, doomed{lo, &g, k})
 		}
 	}
 	for _, k := range in.snap.Orphans {
 		topic, part, lo, err := keys.ParseRangeKey(in.schema.Ledger(), k)
 		if err == nil && topic == tp.Topic && part == tp.Partition && gap.Contains(uint32(lo)) && !startsPiece(pieces, lo) {
-			dels = append(dels, del{lo, nil, clientv3.OpDelete(k)})
+			dels = append(dels, doomed{lo, nil, k})
 		}
 	}
-	slices.SortStableFunc(dels, func(a, b del) int { return cmp.Compare(a.lo, b.lo) })
+	slices.SortStableFunc(dels, func(a, b doomed) int { return cmp.Compare(a.lo, b.lo) })
 
 	c := change{}
 	var spill []change
-	add := func(d del) {
+	add := func(d doomed) {
 		target := &c
-		if len(c.ops)+1 > budget || len(c.cmps)+1 > budget {
-			if len(spill) == 0 || len(spill[len(spill)-1].ops)+1 > budget || len(spill[len(spill)-1].cmps)+1 > budget {
+		if len(c.writes)+1 > budget || len(c.guards)+1 > budget {
+			if len(spill) == 0 || len(spill[len(spill)-1].writes)+1 > budget || len(spill[len(spill)-1].guards)+1 > budget {
 				spill = append(spill, change{what: fmt.Sprintf("delete damaged and orphaned keys in %s/%d %s", tp.Topic, tp.Partition, gap)})
 			}
 			target = &spill[len(spill)-1]
 		}
-		if d.cmp != nil {
-			target.cmps = append(target.cmps, *d.cmp)
+		if d.guard != nil {
+			target.guards = append(target.guards, *d.guard)
 		}
-		target.ops = append(target.ops, d.op)
+		target.writes = append(target.writes, del(d.key))
 	}
 	filled := ledger.HashRange{Lo: gap.Lo, Hi: gap.Lo}
 	for i, p := range pieces {
-		if i > 0 && (len(c.ops)+2 > budget || len(c.cmps)+1 > budget) {
+		if i > 0 && (len(c.writes)+2 > budget || len(c.guards)+1 > budget) {
 			break
 		}
 		key := in.schema.Range(tp.Topic, tp.Partition, p.r.Lo)
 		// The key is free, or holds a damaged record being replaced.
-		c.cmps = append(c.cmps, clientv3.Compare(clientv3.ModRevision(key), "=", in.snap.BadRanges[key]))
-		c.ops = append(c.ops,
-			clientv3.OpPut(key, mustJSON(in.record(tp, p, StateActive, ""))),
-			clientv3.OpPut(in.schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(ledger.Entry{}))))
+		c.guards = append(c.guards, guardRev(key, in.snap.BadRanges[key]))
+		c.writes = append(c.writes,
+			put(key, mustJSON(in.record(tp, p, StateActive, ""))),
+			put(in.schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(ledger.Entry{}))))
 		filled.Hi = p.r.Hi
 		for len(dels) > 0 && p.r.Contains(uint32(dels[0].lo)) {
 			add(dels[0])
@@ -281,8 +305,8 @@ func (in planInput) fill(tp TopicPartition, gap ledger.HashRange, want []Slice) 
 // snapshot. (fill deletes those in gaps.) A key where a range of this round's
 // plan starts is left alone: that range's write replaces it.
 func (in planInput) clean(tp TopicPartition, have []RangeState, want []Slice) []change {
-	type del struct{ key, what string }
-	var dels []del
+	type doomed struct{ key, what string }
+	var dels []doomed
 	find := func(prefix string, k string) {
 		topic, part, lo, err := keys.ParseRangeKey(prefix, k)
 		if err != nil || topic != tp.Topic || part != tp.Partition {
@@ -292,7 +316,7 @@ func (in planInput) clean(tp TopicPartition, have []RangeState, want []Slice) []
 		if i == len(have) || !have[i].Record.Range().Contains(uint32(lo)) || startsPiece(split(have[i].Record.Range(), want), lo) {
 			return
 		}
-		dels = append(dels, del{k, have[i].Record.Range().String()})
+		dels = append(dels, doomed{k, have[i].Record.Range().String()})
 	}
 	for k := range in.snap.BadRanges {
 		find(in.schema.Ranges(), k)
@@ -300,10 +324,10 @@ func (in planInput) clean(tp TopicPartition, have []RangeState, want []Slice) []
 	for _, k := range in.snap.Orphans {
 		find(in.schema.Ledger(), k)
 	}
-	slices.SortFunc(dels, func(a, b del) int { return cmp.Compare(a.key, b.key) })
+	slices.SortFunc(dels, func(a, b doomed) int { return cmp.Compare(a.key, b.key) })
 	var out []change
 	for _, d := range dels {
-		if n := len(out); n == 0 || len(out[n-1].ops) >= in.budget() {
+		if n := len(out); n == 0 || len(out[n-1].writes) >= in.budget() {
 			out = append(out, change{what: fmt.Sprintf("delete damaged or orphaned keys inside ranges of %s/%d", tp.Topic, tp.Partition)})
 		}
 		c := &out[len(out)-1]
@@ -311,8 +335,8 @@ func (in planInput) clean(tp TopicPartition, have []RangeState, want []Slice) []
 		if !bad {
 			rev = in.snap.orphanRevs[d.key]
 		}
-		c.cmps = append(c.cmps, clientv3.Compare(clientv3.ModRevision(d.key), "=", rev))
-		c.ops = append(c.ops, clientv3.OpDelete(d.key))
+		c.guards = append(c.guards, guardRev(d.key, rev))
+		c.writes = append(c.writes, del(d.key))
 		c.what += fmt.Sprintf(" %s (in %s)", d.key, d.what)
 	}
 	return out
@@ -420,12 +444,12 @@ func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 func (in planInput) replace(r RangeState, parts []next, reset bool, what string) change {
 	tp := r.TP()
 	c := change{
-		what: fmt.Sprintf("%s %s/%d %s (owner %s, %s)", what, tp.Topic, tp.Partition, r.Record.Range(), r.Record.Owner, r.Record.State),
-		cmps: []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(r.Key), "=", r.Rev)},
+		what:   fmt.Sprintf("%s %s/%d %s (owner %s, %s)", what, tp.Topic, tp.Partition, r.Record.Range(), r.Record.Owner, r.Record.State),
+		guards: []keyGuard{guardRev(r.Key, r.Rev)},
 	}
 	if reset || len(parts) > 1 || r.EntryRev == 0 {
 		// The entry is written, from the snapshot's.
-		c.cmps = append(c.cmps, clientv3.Compare(clientv3.ModRevision(r.LedgerKey), "=", r.EntryRev))
+		c.guards = append(c.guards, guardRev(r.LedgerKey, r.EntryRev))
 	}
 	if 2*len(parts) > in.budget() {
 		k := max(1, (in.budget()-2)/2) // two writes are left for the rest
@@ -437,19 +461,19 @@ func (in planInput) replace(r RangeState, parts []next, reset bool, what string)
 		}
 		c.what += fmt.Sprintf(" (first %d of %d parts; %s stays as it is until the next round)", k, len(parts), rest.Range())
 		parts = parts[:k]
-		c.ops = append(c.ops,
-			clientv3.OpPut(in.schema.Range(tp.Topic, tp.Partition, rest.Lo), mustJSON(rest)),
-			clientv3.OpPut(in.schema.LedgerEntry(tp.Topic, tp.Partition, rest.Lo), string(ledger.Encode(entry))))
+		c.writes = append(c.writes,
+			put(in.schema.Range(tp.Topic, tp.Partition, rest.Lo), mustJSON(rest)),
+			put(in.schema.LedgerEntry(tp.Topic, tp.Partition, rest.Lo), string(ledger.Encode(entry))))
 		// The parts written now are cut from r: each needs its own entry.
 		for _, p := range parts {
 			rec := in.record(tp, p.piece, p.state, p.target)
 			rec.Reset = r.Record.Reset // an owner that has not read a reset yet must see it in the parts
-			c.ops = append(c.ops, clientv3.OpPut(in.schema.Range(tp.Topic, tp.Partition, p.r.Lo), mustJSON(rec)))
+			c.writes = append(c.writes, put(in.schema.Range(tp.Topic, tp.Partition, p.r.Lo), mustJSON(rec)))
 			e := ledger.Entry{}
 			if !reset {
 				e = r.Entry.Clip(p.r)
 			}
-			c.ops = append(c.ops, clientv3.OpPut(in.schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(e))))
+			c.writes = append(c.writes, put(in.schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(e))))
 		}
 		return c
 	}
@@ -462,7 +486,7 @@ func (in planInput) replace(r RangeState, parts []next, reset bool, what string)
 		if p.state == r.Record.State && p.owner == r.Record.Owner && p.r == r.Record.Range() {
 			rec.Since = r.Record.Since
 		}
-		c.ops = append(c.ops, clientv3.OpPut(in.schema.Range(tp.Topic, tp.Partition, p.r.Lo), mustJSON(rec)))
+		c.writes = append(c.writes, put(in.schema.Range(tp.Topic, tp.Partition, p.r.Lo), mustJSON(rec)))
 		// The ledger entry only needs writing when the range is cut or
 		// reset; otherwise it stays as its owner left it.
 		if reset || len(parts) > 1 || r.EntryRev == 0 {
@@ -470,7 +494,7 @@ func (in planInput) replace(r RangeState, parts []next, reset bool, what string)
 			if !reset {
 				e = r.Entry.Clip(p.r)
 			}
-			c.ops = append(c.ops, clientv3.OpPut(in.schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(e))))
+			c.writes = append(c.writes, put(in.schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(e))))
 		}
 	}
 	return c

@@ -50,8 +50,8 @@ func TestPlanChangesFitOneTransaction(t *testing.T) {
 			t.Fatal("no change planned")
 		}
 		for _, c := range changes {
-			if len(c.ops)+1 > 128 || len(c.cmps)+1 > 128 {
-				t.Errorf("change of %d ops and %d compares (with apply's guard and generation write: over etcd's 128): %.120s", len(c.ops), len(c.cmps), c.what)
+			if len(c.writes)+1 > 128 || len(c.guards)+1 > 128 {
+				t.Errorf("change of %d writes and %d guards (with apply's guard and generation write: over etcd's 128): %.120s", len(c.writes), len(c.guards), c.what)
 			}
 		}
 	}
@@ -163,11 +163,11 @@ func TestPlanCarriesResetEpoch(t *testing.T) {
 		}
 		records := 0
 		for _, c := range changes {
-			for _, op := range c.ops {
-				if !op.IsPut() || !strings.HasPrefix(string(op.KeyBytes()), planSchema.Ranges()) {
+			for _, w := range c.writes {
+				if w.del || !strings.HasPrefix(w.key, planSchema.Ranges()) {
 					continue
 				}
-				rec, err := decodeRange(planSchema, string(op.KeyBytes()), op.ValueBytes(), 0)
+				rec, err := decodeRange(planSchema, w.key, []byte(w.value), 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -230,7 +230,7 @@ func TestPlanRevokeIgnoresOwnerFlush(t *testing.T) {
 		// a flushes the range b takes (the last one) after the snapshot.
 		moved := bounds[len(bounds)-2]
 		s.put(planSchema.LedgerEntry("t", 0, moved), entry(moved, ledger.HashSpace, 101), 0)
-		ok, err := s.txn(changes[0].cmps, changes[0].ops, 128)
+		ok, err := s.apply(changes[0], 128)
 		if err != nil {
 			t.Fatal(err)
 		}
