@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
 )
 
 // groupCache is a watch-fed copy of a group's state, so that the leader's
@@ -56,7 +57,7 @@ type groupCache struct {
 		// hands each off as it arrives (200 ms sooner).
 		memberRev int64
 		// memo holds the values decoded for the last snapshot.
-		memo *decodeMemo
+		memo *state.DecodeMemo
 		// reloads counts full reads (the first, and each resync).
 		reloads int
 		// wake is closed and replaced on every change.
@@ -87,7 +88,7 @@ const (
 func newGroupCache(cli *clientv3.Client, s keys.Schema, log hclog.Logger) *groupCache {
 	c := &groupCache{cli: cli, schema: s, log: log, assign: make(chan struct{}, 1)}
 	c.mu.wake = make(chan struct{})
-	c.mu.memo = newDecodeMemo()
+	c.mu.memo = state.NewDecodeMemo()
 	c.mu.loads = make(map[string]arrivedKV)
 	c.mu.leaves = make(map[string]*mvccpb.KeyValue)
 	c.mu.handoffs = make(map[string]storedHandoff)
@@ -351,7 +352,7 @@ func (c *groupCache) waitRev(ctx context.Context, rev int64) bool {
 // setHandoffLocked decodes a handoff plan. A damaged one keeps its
 // revision, with no ranges: the leader writes it again.
 func (c *groupCache) setHandoffLocked(kv *mvccpb.KeyValue) {
-	h, err := decodeHandoff(string(kv.Key), kv.Value, kv.ModRevision)
+	h, err := state.DecodeHandoff(string(kv.Key), kv.Value, kv.ModRevision)
 	if err != nil {
 		c.log.Warn("handoff plan unreadable; writing it again", "error", err)
 	}
@@ -366,7 +367,7 @@ func (c *groupCache) addLeavesLocked(snap *Snapshot) {
 	for key, h := range c.mu.handoffs {
 		id := strings.TrimPrefix(key, c.schema.Handoffs())
 		if m, ok := snap.Members[id]; ok {
-			m.handoff = h
+			m.Handoff = h
 			snap.Members[id] = m
 		}
 	}
@@ -376,7 +377,7 @@ func (c *groupCache) addLeavesLocked(snap *Snapshot) {
 		if !ok || !m.Leaving {
 			continue
 		}
-		l, err := decodeLeave(key, kv.Value)
+		l, err := state.DecodeLeave(key, kv.Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
 			continue

@@ -11,7 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
 )
 
 // Handoff plans: a leave in one write per range.
@@ -32,23 +32,6 @@ import (
 // the leader hands it on. The leader keeps its say: it makes the plan from
 // the assignment it wants, and rewrites the plan when that changes.
 
-// HandoffPlan is the value of handoffs/<id>.
-type HandoffPlan struct {
-	V   int   `json:"v"`
-	Gen int64 `json:"gen"` // the generation the handed-off records carry
-	// Members are the members the plan sends ranges to, each with the
-	// create revision of its registration (its session) when planned.
-	Members map[string]int64 `json:"members"`
-	Ranges  []PlannedHandoff `json:"ranges"`
-}
-
-// PlannedHandoff is where one range of the leaving member goes.
-type PlannedHandoff struct {
-	Key string `json:"key"` // the range record's key
-	Rev int64  `json:"rev"` // the record's ModRevision the plan is for
-	To  string `json:"to"`
-}
-
 // maxPlannedHandoffs bounds a plan's value (about 100 bytes a range, so
 // 400 KiB) within etcd's request limit; a leaver's further ranges are
 // released and handed on as before.
@@ -58,57 +41,22 @@ const maxPlannedHandoffs = 4096
 // leader's plan (a leader from before plans writes none).
 const handoffWait = 500 * time.Millisecond
 
-// storedHandoff is a plan as read from etcd: rev is the key's ModRevision
-// (0: none), byKey its ranges. A damaged value has a rev and no ranges, so
-// the leader writes it again.
-type storedHandoff struct {
-	rev   int64
-	plan  HandoffPlan
-	byKey map[string]PlannedHandoff
-}
-
-func decodeHandoff(key string, data []byte, rev int64) (storedHandoff, error) {
-	h := storedHandoff{rev: rev}
-	var p HandoffPlan
-	if err := decodeStrict(key, data, &p, func() int { return p.V }); err != nil {
-		return h, err
-	}
-	if p.Gen < 0 || p.Gen > maxGeneration {
-		return h, &BadValueError{Key: key, Problem: fmt.Sprintf("generation %d is outside 0..%d", p.Gen, maxGeneration)}
-	}
-	// Every revision a plan names was read before the plan was written.
-	for id, created := range p.Members {
-		if err := keys.CheckName("member id", id); err != nil || created <= 0 || created > rev {
-			return h, &BadValueError{Key: key, Problem: fmt.Sprintf("member %q registered at revision %d: want a member id and a revision from 1 to the plan's %d", id, created, rev)}
-		}
-	}
-	byKey := make(map[string]PlannedHandoff, len(p.Ranges))
-	for _, r := range p.Ranges {
-		if _, ok := p.Members[r.To]; !ok || r.Rev <= 0 || r.Rev > rev {
-			return h, &BadValueError{Key: key, Problem: fmt.Sprintf("range %s: revision %d (want 1 to the plan's %d), member %q not among the plan's members", r.Key, r.Rev, rev, r.To)}
-		}
-		byKey[r.Key] = r
-	}
-	h.plan, h.byKey = p, byKey
-	return h, nil
-}
-
-// matches reports whether the stored plan is the one the leader would
+// handoffMatches reports whether the stored plan h is the one the leader would
 // write now: it sends every range of want where want does, to members
 // registered as they are now, and no other range of pending (the leaver's
 // ranges a plan could still send, by key, at their current revision). An
 // entry for a range already handed off, or otherwise moved on, does not
 // count: the leaver's write of it fails its revision guard anyway, and
 // rewriting the plan would fence the leaver's other handoffs under way.
-func (h storedHandoff) matches(want []PlannedHandoff, pending map[string]int64, members map[string]Member) bool {
+func handoffMatches(h storedHandoff, want []PlannedHandoff, pending map[string]int64, members map[string]Member) bool {
 	wanted := make(map[string]bool, len(want))
 	for _, w := range want {
-		if h.byKey[w.Key] != w || h.plan.Members[w.To] != members[w.To].CreateRev {
+		if h.ByKey[w.Key] != w || h.Plan.Members[w.To] != members[w.To].CreateRev {
 			return false
 		}
 		wanted[w.Key] = true
 	}
-	for k, p := range h.byKey {
+	for k, p := range h.ByKey {
 		if rev, ok := pending[k]; ok && rev == p.Rev && !wanted[k] {
 			return false // planned no more: its target went, or the range is cut now
 		}
@@ -130,7 +78,7 @@ func (in planInput) handoffPlans(have map[TopicPartition][]RangeState, want map[
 		tp := p.TopicPartition
 		for _, r := range have[tp] {
 			from, alive := in.snap.OwnerOf(r)
-			if !alive || r.Record.State != StateActive || !from.releasesUnasked() || r.EntryErr != nil || in.drainOver(r) {
+			if !alive || r.Record.State != StateActive || !from.ReleasesUnasked() || r.EntryErr != nil || in.drainOver(r) {
 				continue
 			}
 			if pending[from.ID] == nil {
@@ -151,7 +99,7 @@ func (in planInput) handoffPlans(have map[TopicPartition][]RangeState, want map[
 	var out []change
 	for _, id := range slices.Sorted(maps.Keys(in.snap.Members)) {
 		from, ranges := in.snap.Members[id], planned[id]
-		if !from.releasesUnasked() || from.lease == 0 || from.handoff.matches(ranges, pending[id], in.snap.Members) {
+		if !from.ReleasesUnasked() || from.Lease == 0 || handoffMatches(from.Handoff, ranges, pending[id], in.snap.Members) {
 			continue
 		}
 		plan := HandoffPlan{V: recordVersion, Gen: in.gen, Members: make(map[string]int64), Ranges: append([]PlannedHandoff{}, ranges...)}
@@ -163,9 +111,9 @@ func (in planInput) handoffPlans(have map[TopicPartition][]RangeState, want map[
 			what: fmt.Sprintf("plan the handoff of %d ranges of leaving member %s to %s", len(ranges), id, strings.Join(slices.Sorted(maps.Keys(plan.Members)), ", ")),
 			guards: []keyGuard{
 				{key: in.schema.Member(id), rev: from.CreateRev, created: true},
-				guardRev(key, from.handoff.rev),
+				guardRev(key, from.Handoff.Rev),
 			},
-			writes: []keyWrite{{key: key, value: mustJSON(plan), lease: from.lease}},
+			writes: []keyWrite{{key: key, value: mustJSON(plan), lease: from.Lease}},
 		})
 	}
 	return out
@@ -179,13 +127,13 @@ func (s *Session) followHandoff() {
 		h := storedHandoff{}
 		if rev > 0 {
 			var err error
-			if h, err = decodeHandoff(key, data, rev); err != nil {
+			if h, err = state.DecodeHandoff(key, data, rev); err != nil {
 				s.log.Warn("handoff plan unreadable; releasing ranges to the leader instead", "error", err)
 			}
 		}
 		s.mu.Lock()
 		s.mu.handoff = h
-		if len(h.byKey) > 0 && !s.mu.handoffSeen {
+		if len(h.ByKey) > 0 && !s.mu.handoffSeen {
 			s.mu.handoffSeen = true
 			close(s.handoffReady)
 		}
@@ -255,7 +203,7 @@ func (s *Session) handOff(ctx context.Context, h storedHandoff, rels []RangeRele
 	var writes []write
 	var direct []RangeRelease
 	for _, rl := range rels {
-		p, ok := h.byKey[rl.Range.Key]
+		p, ok := h.ByKey[rl.Range.Key]
 		if !ok || p.Rev != rl.Range.Rev {
 			rest = append(rest, rl)
 			continue
@@ -263,7 +211,7 @@ func (s *Session) handOff(ctx context.Context, h storedHandoff, rels []RangeRele
 		// The view shows a leaving member's ranges as revoking; the record
 		// in etcd is active, and only who owns it changes.
 		rec := rl.Range.Record
-		rec.Owner, rec.State, rec.Target, rec.DrainMs, rec.Gen, rec.Since = p.To, StateActive, "", 0, h.plan.Gen, now
+		rec.Owner, rec.State, rec.Target, rec.DrainMs, rec.Gen, rec.Since = p.To, StateActive, "", 0, h.Plan.Gen, now
 		writes = append(writes, s.releaseWrite(rl, rec))
 		direct = append(direct, rl)
 	}
@@ -275,7 +223,7 @@ func (s *Session) handOff(ctx context.Context, h storedHandoff, rels []RangeRele
 	// member it names goes, which fails the plan's compare; a range handed
 	// to a member that went in between is failed over with the final state
 	// written here, so nothing runs twice.
-	common := append(s.common(), clientv3.Compare(clientv3.ModRevision(s.schema.Handoff(s.ID())), "=", h.rev))
+	common := append(s.common(), clientv3.Compare(clientv3.ModRevision(s.schema.Handoff(s.ID())), "=", h.Rev))
 	err = s.rec.record(ctx, common, writes)
 	var fenced *FencedError
 	if err != nil && !errors.As(err, &fenced) {

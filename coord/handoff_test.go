@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -29,16 +30,16 @@ func handoffChanges(t *testing.T, snap *Snapshot, parts []PartitionWeight) (plan
 		}
 		id := strings.TrimPrefix(c.writes[0].key, planSchema.Handoffs())
 		from := snap.Members[id]
-		wantGuards := []keyGuard{{key: planSchema.Member(id), rev: from.CreateRev, created: true}, guardRev(planSchema.Handoff(id), from.handoff.rev)}
-		if c.writes[0].del || c.writes[0].lease != from.lease || !slices.Equal(c.guards, wantGuards) {
-			t.Fatalf("a plan change of writes %+v guarded by %+v, want one put under %s's lease %d guarded by %+v (its registration and the plan's revision)", c.writes, c.guards, id, from.lease, wantGuards)
+		wantGuards := []keyGuard{{key: planSchema.Member(id), rev: from.CreateRev, created: true}, guardRev(planSchema.Handoff(id), from.Handoff.Rev)}
+		if c.writes[0].del || c.writes[0].lease != from.Lease || !slices.Equal(c.guards, wantGuards) {
+			t.Fatalf("a plan change of writes %+v guarded by %+v, want one put under %s's lease %d guarded by %+v (its registration and the plan's revision)", c.writes, c.guards, id, from.Lease, wantGuards)
 		}
 		key := c.writes[0].key
-		h, err := decodeHandoff(key, []byte(c.writes[0].value), math.MaxInt64) // not written yet: any revision the plan names was read before
+		h, err := state.DecodeHandoff(key, []byte(c.writes[0].value), math.MaxInt64) // not written yet: any revision the plan names was read before
 		if err != nil {
 			t.Fatal(err)
 		}
-		plans[strings.TrimPrefix(key, planSchema.Handoffs())] = h.plan
+		plans[strings.TrimPrefix(key, planSchema.Handoffs())] = h.Plan
 	}
 	return plans, others
 }
@@ -46,7 +47,7 @@ func handoffChanges(t *testing.T, snap *Snapshot, parts []PartitionWeight) (plan
 // leaving marks member id of snap as leaving with a drain budget and a lease.
 func leaving(snap *Snapshot, id string) {
 	m := snap.Members[id]
-	m.Leaving, m.DrainMs, m.lease = true, 10_000, 42
+	m.Leaving, m.DrainMs, m.Lease = true, 10_000, 42
 	snap.Members[id] = m
 }
 
@@ -66,7 +67,7 @@ func TestHandoffPlans(t *testing.T) {
 	snap := func() *Snapshot {
 		s := &Snapshot{Members: make(map[string]Member), BadRanges: map[string]int64{}, Rev: 20}
 		for i, id := range []string{"a", "b", "c"} {
-			s.Members[id] = Member{MemberInfo: MemberInfo{V: 1, ID: id, Weight: 1}, CreateRev: int64(i + 1), lease: int64(i + 1)}
+			s.Members[id] = Member{MemberInfo: MemberInfo{V: 1, ID: id, Weight: 1}, CreateRev: int64(i + 1), Lease: int64(i + 1)}
 		}
 		for p := range int32(4) {
 			owner := []string{"a", "a", "b", "b"}[p]
@@ -109,7 +110,7 @@ func TestHandoffPlans(t *testing.T) {
 
 		// Stored, it is not written again, also once a range has moved.
 		m := s.Members["a"]
-		m.handoff = storedHandoff{rev: 30, plan: p, byKey: map[string]PlannedHandoff{p.Ranges[0].Key: p.Ranges[0], p.Ranges[1].Key: p.Ranges[1]}}
+		m.Handoff = storedHandoff{Rev: 30, Plan: p, ByKey: map[string]PlannedHandoff{p.Ranges[0].Key: p.Ranges[0], p.Ranges[1].Key: p.Ranges[1]}}
 		s.Members["a"] = m
 		if plans, _ := handoffChanges(t, s, parts); len(plans) != 0 {
 			t.Fatalf("the stored plan was written again: %v", plans)
@@ -121,7 +122,7 @@ func TestHandoffPlans(t *testing.T) {
 
 		// b went, c came: a's range goes to c, in a new plan.
 		delete(s.Members, "b")
-		s.Members["c"] = Member{MemberInfo: MemberInfo{V: 1, ID: "c", Weight: 1}, CreateRev: 9, lease: 9}
+		s.Members["c"] = Member{MemberInfo: MemberInfo{V: 1, ID: "c", Weight: 1}, CreateRev: 9, Lease: 9}
 		plans, _ = handoffChanges(t, s, parts)
 		if p := plans["a"]; len(p.Ranges) != 1 || p.Ranges[0].To != "c" || p.Members["c"] != 9 {
 			t.Fatalf("after b went: plans %+v, want a's remaining range to c", plans)
@@ -147,8 +148,8 @@ func TestHandoffPlans(t *testing.T) {
 		// share the partition.
 		stale := PlannedHandoff{Key: s.Ranges[0].Key, Rev: s.Ranges[0].Rev, To: "d"}
 		m := s.Members["a"]
-		m.handoff = storedHandoff{rev: 30, plan: HandoffPlan{V: 1, Gen: 6, Members: map[string]int64{"d": 8}, Ranges: []PlannedHandoff{stale}},
-			byKey: map[string]PlannedHandoff{stale.Key: stale}}
+		m.Handoff = storedHandoff{Rev: 30, Plan: HandoffPlan{V: 1, Gen: 6, Members: map[string]int64{"d": 8}, Ranges: []PlannedHandoff{stale}},
+			ByKey: map[string]PlannedHandoff{stale.Key: stale}}
 		s.Members["a"] = m
 		plans, _ := handoffChanges(t, s, parts[:1])
 		p, ok := plans["a"]
@@ -185,13 +186,13 @@ func TestDecodeHandoff(t *testing.T) {
 		`{"v":1,"gen":3,"members":{"b/c":2},"ranges":[{"key":"k","rev":5,"to":"b/c"}]}`,               // no member id
 		`{"v":1,"gen":9223372036854775807,"members":{"b":2},"ranges":[{"key":"k","rev":5,"to":"b"}]}`,
 	} {
-		h, err := decodeHandoff(key, []byte(v), 12)
-		if err == nil || h.rev != 12 || len(h.byKey) != 0 {
+		h, err := state.DecodeHandoff(key, []byte(v), 12)
+		if err == nil || h.Rev != 12 || len(h.ByKey) != 0 {
 			t.Errorf("%s: stored %+v, error %v; want an error, revision 12 and no range", v, h, err)
 		}
 	}
-	h, err := decodeHandoff(key, []byte(`{"v":1,"gen":3,"members":{"b":2},"ranges":[{"key":"k","rev":5,"to":"b"}]}`), 12)
-	if err != nil || h.byKey["k"] != (PlannedHandoff{Key: "k", Rev: 5, To: "b"}) {
+	h, err := state.DecodeHandoff(key, []byte(`{"v":1,"gen":3,"members":{"b":2},"ranges":[{"key":"k","rev":5,"to":"b"}]}`), 12)
+	if err != nil || h.ByKey["k"] != (PlannedHandoff{Key: "k", Rev: 5, To: "b"}) {
 		t.Fatalf("stored %+v, error %v", h, err)
 	}
 }
@@ -218,7 +219,7 @@ func TestHandOffOrRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := decodeHandoff(s.schema.Handoff(s.ID()), []byte(mustJSON(plan)), resp.Header.Revision)
+		h, err := state.DecodeHandoff(s.schema.Handoff(s.ID()), []byte(mustJSON(plan)), resp.Header.Revision)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -44,16 +44,6 @@ import (
 // takes a settled layout as it finds it for its target (adoptable), so a
 // failover does not undo load placement.
 
-// ReceivedLoad is a member's load report as the leader's cache received it.
-type ReceivedLoad struct {
-	Report LoadReport
-	// Rev is the ModRevision of the report's key.
-	Rev int64
-	// Arrived is when the leader's cache received this version, on the
-	// leader's clock (with its monotonic reading).
-	Arrived time.Time
-}
-
 // arrivedKV is a load key as the cache holds it.
 type arrivedKV struct {
 	kv *mvccpb.KeyValue

@@ -29,7 +29,7 @@ const maxResetOps = 100
 
 // LiveMembers lists the ids of group g's registered members.
 func LiveMembers(ctx context.Context, cli *clientv3.Client, g Group) ([]string, error) {
-	s := g.schema()
+	s := schemaOf(g)
 	resp, err := cli.Get(ctx, s.Members(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return nil, fmt.Errorf("coord: read members of %s: %w", g.Name, err)
@@ -52,7 +52,7 @@ func CountKeys(ctx context.Context, cli *clientv3.Client, g Group) (int64, error
 
 // noMembers holds while group s has no registered member.
 func noMembers(g Group) clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(g.schema().Members()), "=", 0).WithPrefix()
+	return clientv3.Compare(clientv3.CreateRevision(schemaOf(g).Members()), "=", 0).WithPrefix()
 }
 
 // DeleteGroup deletes every key of group g in one transaction, refused
@@ -87,7 +87,7 @@ type ResetGuard struct {
 
 func (rg ResetGuard) cmp(g Group) clientv3.Cmp {
 	if rg.PausedRev != 0 {
-		return clientv3.Compare(clientv3.ModRevision(g.schema().Paused()), "=", rg.PausedRev)
+		return clientv3.Compare(clientv3.ModRevision(schemaOf(g).Paused()), "=", rg.PausedRev)
 	}
 	return noMembers(g)
 }
@@ -111,7 +111,7 @@ func (rg ResetGuard) cmp(g Group) clientv3.Cmp {
 // failed guard is ErrGroupChanged, and the transactions before it stay
 // applied (read a new snapshot and apply the same resets again).
 func ResetOffsets(ctx context.Context, cli *clientv3.Client, g Group, snap *Snapshot, resets []OffsetReset, rg ResetGuard, by string, at time.Time) error {
-	s := g.schema()
+	s := schemaOf(g)
 	byTP := snap.Partitions()
 	for _, r := range resets {
 		if n := len(byTP[r.TopicPartition]); 2*n+1 > maxResetOps {

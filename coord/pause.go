@@ -9,27 +9,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// PauseRecord is the value of the group's paused key: an operator asked every
-// member to stop taking records. Members keep their ranges and sessions,
-// finish what is in flight and flush it; the leader goes on committing. The
-// key has no lease, so the pause outlives member restarts until an operator
-// resumes the group.
-type PauseRecord struct {
-	V      int       `json:"v"`
-	By     string    `json:"by"`               // who paused it (user@host)
-	Reason string    `json:"reason,omitempty"` // free text from the operator
-	At     time.Time `json:"at"`
-}
-
-// DecodePause reads a pause record.
-func DecodePause(key string, data []byte) (PauseRecord, error) {
-	var r PauseRecord
-	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
-		return PauseRecord{}, err
-	}
-	return r, nil
-}
-
 // PauseState is whether the group is paused, as a member sees it.
 type PauseState struct {
 	Paused bool
@@ -44,7 +23,7 @@ type PauseState struct {
 // read at. A damaged value counts as paused: stopping is the side on which
 // nothing is lost.
 func ReadPause(ctx context.Context, cli *clientv3.Client, g Group) (PauseState, int64, error) {
-	s := g.schema()
+	s := schemaOf(g)
 	resp, err := cli.Get(ctx, s.Paused())
 	if err != nil {
 		return PauseState{}, 0, fmt.Errorf("coord: read %s: %w", s.Paused(), err)
@@ -62,7 +41,7 @@ func pauseState(kv *mvccpb.KeyValue) PauseState {
 
 // WritePause pauses the group (rec.V and rec.At are filled in).
 func WritePause(ctx context.Context, cli *clientv3.Client, g Group, rec PauseRecord) error {
-	s := g.schema()
+	s := schemaOf(g)
 	rec.V = recordVersion
 	if rec.At.IsZero() {
 		rec.At = time.Now().UTC()
@@ -75,7 +54,7 @@ func WritePause(ctx context.Context, cli *clientv3.Client, g Group, rec PauseRec
 
 // DeletePause resumes the group; it reports whether it was paused.
 func DeletePause(ctx context.Context, cli *clientv3.Client, g Group) (bool, error) {
-	s := g.schema()
+	s := schemaOf(g)
 	resp, err := cli.Delete(ctx, s.Paused())
 	if err != nil {
 		return false, fmt.Errorf("coord: delete %s: %w", s.Paused(), err)

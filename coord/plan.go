@@ -106,7 +106,7 @@ func (in planInput) drainOver(r RangeState) bool {
 	if r.Record.DrainMs > 0 {
 		budget = time.Duration(r.Record.DrainMs) * time.Millisecond
 	}
-	if m, _ := in.snap.OwnerOf(r); r.Record.State == StateActive && m.releasesUnasked() {
+	if m, _ := in.snap.OwnerOf(r); r.Record.State == StateActive && m.ReleasesUnasked() {
 		budget = time.Duration(m.DrainMs) * time.Millisecond
 	}
 	at, ok := in.seen[rangeObs{r.Key, r.Rev}]
@@ -333,7 +333,7 @@ func (in planInput) clean(tp TopicPartition, have []RangeState, want []Slice) []
 		c := &out[len(out)-1]
 		rev, bad := in.snap.BadRanges[d.key]
 		if !bad {
-			rev = in.snap.orphanRevs[d.key]
+			rev = in.snap.OrphanRevs[d.key]
 		}
 		c.guards = append(c.guards, guardRev(d.key, rev))
 		c.writes = append(c.writes, del(d.key))
@@ -362,11 +362,6 @@ func (in planInput) record(tp TopicPartition, p piece, state, target string) Ran
 	return rec
 }
 
-// releasesUnasked reports whether m is leaving and drains and releases its
-// ranges itself: it wrote its drain budget (LeaveRecord). A leaving member
-// that wrote none waits to be revoked.
-func (m Member) releasesUnasked() bool { return m.Leaving && m.DrainMs > 0 }
-
 // rangeChange decides what happens to one existing range.
 func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 	rec := r.Record
@@ -388,11 +383,11 @@ func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 		return in.replace(r, []next{{piece{rec.Range(), rec.Owner}, StateActive, ""}}, true, "reset damaged ledger entry of"), true
 	case rec.State == StateActive && stays:
 		return change{}, false
-	case rec.State == StateActive && alive && owner.releasesUnasked() && !in.drainOver(r):
+	case rec.State == StateActive && alive && owner.ReleasesUnasked() && !in.drainOver(r):
 		// A leaving owner drains and releases the range unasked
 		// (Session.Leave): no revoke to write, one round saved.
 		return change{}, false
-	case rec.State == StateActive && alive && !owner.releasesUnasked():
+	case rec.State == StateActive && alive && !owner.ReleasesUnasked():
 		// Phase one: the parts that move are revoked from the owner.
 		for _, p := range pieces {
 			if p.owner == rec.Owner {

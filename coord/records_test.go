@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
 )
 
 var recSchema = keys.New("/keyshare", "g")
@@ -263,7 +264,7 @@ func TestRecordNumbersBounded(t *testing.T) {
 			return err
 		}, "generation 9223372036854775807 is outside"},
 		{"leave drain past an hour", "leaving/m1", func() error {
-			_, err := decodeLeave("leaving/m1", []byte(`{"v":1,"drain_ms":9223372036854775807}`))
+			_, err := state.DecodeLeave("leaving/m1", []byte(`{"v":1,"drain_ms":9223372036854775807}`))
 			return err
 		}, "drain budget 9223372036854775807ms must be positive and at most 3600000ms"},
 	}
@@ -273,7 +274,9 @@ func TestRecordNumbersBounded(t *testing.T) {
 		})
 	}
 	// The largest values that are not absurd still decode.
-	if _, err := DecodeRange(recGroup, rkey, with(func(r *RangeRecord) { r.Gen, r.DrainMs, r.Reset = maxGeneration, maxDrainMs, 50 }), 50); err != nil {
+	if _, err := DecodeRange(recGroup, rkey, with(func(r *RangeRecord) {
+		r.Gen, r.DrainMs, r.Reset = 1<<62, 3_600_000, 50 /* the largest generation, an hour */
+	}), 50); err != nil {
 		t.Errorf("range at the bounds: %v", err)
 	}
 	if _, err := DecodeCommit(ckey, commit(50), 50); err != nil {
@@ -284,7 +287,7 @@ func TestRecordNumbersBounded(t *testing.T) {
 func TestRecordDecodeSubscription(t *testing.T) {
 	t.Parallel()
 	key := recSchema.Subscription("m1")
-	got, err := decodeSubscription(key, []byte(`{"v":1,"topics":["payments","orders","orders"]}`))
+	got, err := state.DecodeSubscription(key, []byte(`{"v":1,"topics":["payments","orders","orders"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +300,7 @@ func TestRecordDecodeSubscription(t *testing.T) {
 		`{"v":2,"topics":["orders"]}`:          "format version 2",
 		`{"v":1,"topics":["orders"],"x":true}`: "unknown field",
 	} {
-		_, err := decodeSubscription(key, []byte(value))
+		_, err := state.DecodeSubscription(key, []byte(value))
 		checkBadValue(t, err, key, want)
 	}
 }

@@ -42,12 +42,12 @@ type RangeRelease struct {
 // transaction, under the same guards and the plan's revision; only the
 // rest is released.
 func (s *Session) releaseRanges(ctx context.Context, rels []RangeRelease) error {
-	if h := s.handoffPlan(ctx); len(h.byKey) > 0 {
+	if h := s.handoffPlan(ctx); len(h.ByKey) > 0 {
 		handed, rest, err := s.handOff(ctx, h, rels)
 		if err != nil {
 			return err
 		}
-		s.noteGone(handed, "handed off", func(rl RangeRelease) string { return h.byKey[rl.Range.Key].To })
+		s.noteGone(handed, "handed off", func(rl RangeRelease) string { return h.ByKey[rl.Range.Key].To })
 		if rels = rest; len(rels) == 0 {
 			return nil
 		}

@@ -20,7 +20,7 @@ var ErrNotGroupRoot = errors.New("coord: not a group's root")
 // election and generation keys of each directory above the root, asking
 // for one key of each.
 func CheckRoot(ctx context.Context, cli *clientv3.Client, g Group) error {
-	s := g.schema()
+	s := schemaOf(g)
 	type probe struct {
 		op      clientv3.Op
 		outside string // "" for a range of the root; else the enclosing root

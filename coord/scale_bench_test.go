@@ -8,6 +8,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // The leader's pure work at scale: the assignor, the planner and
@@ -153,7 +154,7 @@ func BenchmarkScaleSnapshot(b *testing.B) {
 		b.Run(c.name+"/cached-one-change", func(b *testing.B) {
 			// The leader's cache: one ledger entry changed since the
 			// last build.
-			memo := newDecodeMemo()
+			memo := state.NewDecodeMemo()
 			buildSnapshotMemo(planSchema, 100, kvs, memo)
 			for b.Loop() {
 				kvs[2][0].ModRevision++

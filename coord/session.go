@@ -14,14 +14,6 @@ import (
 	"github.com/keyshare/keyshare/internal/keys"
 )
 
-// Assignment is what a member owns at one etcd revision: its ranges (active
-// or revoking) with the ledger state stored for them.
-type Assignment struct {
-	Generation int64
-	Rev        int64
-	Ranges     []RangeState
-}
-
 // Session is one member's membership in a group for the life of one etcd
 // session (lease). Everything only an owner or the leader may do derives from
 // Ctx(), which ends the moment the session is lost; the member must then drop

@@ -41,39 +41,11 @@ import (
 // mismatch Kafka does not confirm is a damaged record: it is logged once
 // and rewritten with Kafka's id, and the group's state is kept.
 
-// Topic record states.
-const (
-	TopicActive    = "active"
-	TopicResetting = "resetting"
-)
-
 // resetSettle is how long after deleting a recreated topic's state the
 // leader resets its Kafka offsets again before assigning it afresh: longer
 // than a commit round that read the group before the reset can take (its
 // etcd requests are bounded by the consumer's EtcdTimeout, 2 s by default).
 const resetSettle = 5 * time.Second
-
-// TopicRecord is the value of topics/<topic>: the Kafka topic id that the
-// group's state of the topic belongs to.
-type TopicRecord struct {
-	V     int       `json:"v"`
-	Topic string    `json:"topic"`
-	ID    string    `json:"id"`
-	State string    `json:"state"`
-	At    time.Time `json:"at"`
-}
-
-// DecodeTopic reads a topic record.
-func DecodeTopic(key string, data []byte) (TopicRecord, error) {
-	var r TopicRecord
-	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
-		return TopicRecord{}, err
-	}
-	if r.ID == "" || (r.State != TopicActive && r.State != TopicResetting) {
-		return TopicRecord{}, &BadValueError{Key: key, Problem: "want a topic id and state active or resetting"}
-	}
-	return r, nil
-}
 
 // topicWatch is the leader's memory of topic ids and resets during one
 // term.

@@ -1,18 +1,20 @@
-package coord
+package state
 
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/strictjson"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
 )
 
-// recordVersion is the version of every JSON value coord writes.
-const recordVersion = 1
+// RecordVersion is the version of every JSON value coord writes.
+const RecordVersion = 1
 
 // Bounds on the numbers read from etcd. A value that decodes cleanly but
 // holds an absurd number is damaged: arithmetic on it would overflow (a
@@ -21,11 +23,11 @@ const recordVersion = 1
 const (
 	// maxGeneration leaves room for 2^62 more assignments.
 	maxGeneration = 1 << 62
-	// maxDrain bounds a drain budget (Config.DrainTimeout and every stored
+	// MaxDrain bounds a drain budget (Config.DrainTimeout and every stored
 	// drain_ms): an hour, far below where milliseconds overflow as
 	// nanoseconds.
-	maxDrain   = time.Hour
-	maxDrainMs = int64(maxDrain / time.Millisecond)
+	MaxDrain   = time.Hour
+	maxDrainMs = int64(MaxDrain / time.Millisecond)
 )
 
 // checkEpoch refuses a reset epoch above rev, the revision its value was
@@ -104,7 +106,7 @@ type SubscriptionRecord struct {
 	Topics []string `json:"topics"`
 }
 
-func decodeSubscription(key string, data []byte) (SubscriptionRecord, error) {
+func DecodeSubscription(key string, data []byte) (SubscriptionRecord, error) {
 	var r SubscriptionRecord
 	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
 		return SubscriptionRecord{}, err
@@ -112,7 +114,7 @@ func decodeSubscription(key string, data []byte) (SubscriptionRecord, error) {
 	if len(r.Topics) == 0 {
 		return SubscriptionRecord{}, &BadValueError{Key: key, Problem: "no topics"}
 	}
-	r.Topics = topicSet(r.Topics)
+	r.Topics = slices.Compact(slices.Sorted(slices.Values(r.Topics)))
 	return r, nil
 }
 
@@ -129,7 +131,7 @@ type LeaveRecord struct {
 	DrainMs int64 `json:"drain_ms"`
 }
 
-func decodeLeave(key string, data []byte) (LeaveRecord, error) {
+func DecodeLeave(key string, data []byte) (LeaveRecord, error) {
 	var l LeaveRecord
 	if err := decodeStrict(key, data, &l, func() int { return l.V }); err != nil {
 		return LeaveRecord{}, err
@@ -243,7 +245,7 @@ func (e *BadValueError) Error() string {
 	return fmt.Sprintf("coord: bad value at %s: %s", textsafe.Quote(e.Key), textsafe.Escape(e.Problem))
 }
 
-func mustJSON(v any) string {
+func Encode(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(fmt.Sprintf("coord: encode %T: %v", v, err))
@@ -257,8 +259,8 @@ func decodeStrict(key string, data []byte, v any, version func() int) error {
 	if err := strictjson.Decode(data, v); err != nil {
 		return &BadValueError{Key: key, Problem: err.Error()}
 	}
-	if got := version(); got != recordVersion {
-		return &BadValueError{Key: key, Problem: fmt.Sprintf("format version %d, this build reads version %d", got, recordVersion)}
+	if got := version(); got != RecordVersion {
+		return &BadValueError{Key: key, Problem: fmt.Sprintf("format version %d, this build reads version %d", got, RecordVersion)}
 	}
 	return nil
 }
@@ -326,8 +328,8 @@ func decodeMember(s keys.Schema, key string, data []byte) (MemberInfo, error) {
 	if m.Weight <= 0 {
 		return MemberInfo{}, &BadValueError{Key: key, Problem: fmt.Sprintf("weight %d must be positive", m.Weight)}
 	}
-	if m.Weight > MaxWeight {
-		return MemberInfo{}, &BadValueError{Key: key, Problem: fmt.Sprintf("weight %d is above the limit %d", m.Weight, MaxWeight)}
+	if m.Weight > assign.MaxWeight {
+		return MemberInfo{}, &BadValueError{Key: key, Problem: fmt.Sprintf("weight %d is above the limit %d", m.Weight, assign.MaxWeight)}
 	}
 	return m, nil
 }
