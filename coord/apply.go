@@ -26,34 +26,34 @@ const maxTxnBytes = 1 << 20
 // opBytes is roughly the request size of an op: its key and value.
 func opBytes(op clientv3.Op) int { return len(op.KeyBytes()) + len(op.ValueBytes()) + 16 }
 
-func (c change) bytes() int {
+func changeBytes(c change) int {
 	n := 0
-	for _, w := range c.writes {
-		n += len(w.key) + len(w.value) + 16 // as opBytes counts the op
+	for _, w := range c.Writes {
+		n += len(w.Key) + len(w.Value) + 16 // as opBytes counts the op
 	}
-	return n + 32*len(c.guards)
+	return n + 32*len(c.Guards)
 }
 
-// txn turns the planner's guards and writes into etcd's compares and ops:
+// txnOf turns the planner's guards and writes into etcd's compares and ops:
 // the one place the plan becomes etcd requests.
-func (c change) txn() ([]clientv3.Cmp, []clientv3.Op) {
-	cmps := make([]clientv3.Cmp, 0, len(c.guards))
-	for _, g := range c.guards {
-		target := clientv3.ModRevision(g.key)
-		if g.created {
-			target = clientv3.CreateRevision(g.key)
+func txnOf(c change) ([]clientv3.Cmp, []clientv3.Op) {
+	cmps := make([]clientv3.Cmp, 0, len(c.Guards))
+	for _, g := range c.Guards {
+		target := clientv3.ModRevision(g.Key)
+		if g.Created {
+			target = clientv3.CreateRevision(g.Key)
 		}
-		cmps = append(cmps, clientv3.Compare(target, "=", g.rev))
+		cmps = append(cmps, clientv3.Compare(target, "=", g.Rev))
 	}
-	ops := make([]clientv3.Op, 0, len(c.writes))
-	for _, w := range c.writes {
+	ops := make([]clientv3.Op, 0, len(c.Writes))
+	for _, w := range c.Writes {
 		switch {
-		case w.del:
-			ops = append(ops, clientv3.OpDelete(w.key))
-		case w.lease != 0:
-			ops = append(ops, clientv3.OpPut(w.key, w.value, clientv3.WithLease(clientv3.LeaseID(w.lease))))
+		case w.Delete:
+			ops = append(ops, clientv3.OpDelete(w.Key))
+		case w.Lease != 0:
+			ops = append(ops, clientv3.OpPut(w.Key, w.Value, clientv3.WithLease(clientv3.LeaseID(w.Lease))))
 		default:
-			ops = append(ops, clientv3.OpPut(w.key, w.value))
+			ops = append(ops, clientv3.OpPut(w.Key, w.Value))
 		}
 	}
 	return cmps, ops
@@ -94,14 +94,14 @@ func (s *Session) txnBatches(genOp clientv3.Op, changes []change) [][]change {
 		n, cmps, ops, size := 0, 1, 1, opBytes(genOp)
 		for n < len(changes) {
 			c := changes[n]
-			b := c.bytes()
-			if n > 0 && (cmps+len(c.guards) > limit || ops+len(c.writes) > limit || size+b > maxTxnBytes) {
+			b := changeBytes(c)
+			if n > 0 && (cmps+len(c.Guards) > limit || ops+len(c.Writes) > limit || size+b > maxTxnBytes) {
 				break
 			}
 			if n == 0 && size+b > maxTxnBytes {
-				s.log.Error("an assignment change is larger than etcd's default request limit (1.5 MiB); writing it alone, etcd refuses it unless its --max-request-bytes is raised", "bytes", size+b, "change", c.what)
+				s.log.Error("an assignment change is larger than etcd's default request limit (1.5 MiB); writing it alone, etcd refuses it unless its --max-request-bytes is raised", "bytes", size+b, "change", c.What)
 			}
-			cmps, ops, size = cmps+len(c.guards), ops+len(c.writes), size+b
+			cmps, ops, size = cmps+len(c.Guards), ops+len(c.Writes), size+b
 			n++
 		}
 		out = append(out, changes[:n])
@@ -165,7 +165,7 @@ func (s *Session) applyHalves(ctx context.Context, l *Leader, genOp clientv3.Op,
 // whats describes a batch of changes for a log line: the first few, and how
 // many more.
 func whats(batch []change) string {
-	return textsafe.FirstFew(batch, "; ", func(c change) string { return c.what })
+	return textsafe.FirstFew(batch, "; ", func(c change) string { return c.What })
 }
 
 // applyBatch writes changes in one transaction. It returns false if a compare
@@ -176,7 +176,7 @@ func whats(batch []change) string {
 func (s *Session) applyBatch(ctx context.Context, l *Leader, genOp clientv3.Op, gen int64, batch []change) (bool, int64, error) {
 	cmps, ops := []clientv3.Cmp{l.guard()}, []clientv3.Op{genOp}
 	for _, c := range batch {
-		cc, co := c.txn()
+		cc, co := txnOf(c)
 		cmps, ops = append(cmps, cc...), append(ops, co...)
 	}
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
@@ -186,7 +186,7 @@ func (s *Session) applyBatch(ctx context.Context, l *Leader, genOp clientv3.Op, 
 	if resp.Succeeded {
 		if len(batch) <= 8 {
 			for _, c := range batch {
-				s.log.Info("assignment", "generation", gen, "change", c.what)
+				s.log.Info("assignment", "generation", gen, "change", c.What)
 			}
 		} else {
 			s.log.Info("assignment", "generation", gen, "changes", len(batch), "first", whats(batch))

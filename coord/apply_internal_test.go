@@ -7,6 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -33,9 +34,9 @@ func TestApplyConflictCostsLogN(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		changes = append(changes, change{what: key,
-			guards: []keyGuard{guardRev(key, resp.Header.Revision)},
-			writes: []keyWrite{put(key, "new")}})
+		changes = append(changes, change{What: key,
+			Guards: []plan.Guard{{Key: key, Rev: resp.Header.Revision}},
+			Writes: []plan.Write{{Key: key, Value: "new"}}})
 	}
 	conflict := fmt.Sprintf("%sx/%02d", s.schema.Root(), 37)
 	if _, err := cli.Put(t.Context(), conflict, "an owner's write"); err != nil {

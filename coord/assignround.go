@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/internal/plan"
 )
 
 // assignRound is what the leader's assignment rounds remember between
@@ -143,12 +144,12 @@ func (r *assignRound) step(snap *Snapshot, clock time.Time, assignRev int64, jud
 			return st
 		}
 	}
-	changes := plan(planInput{
-		schema: r.schema, snap: snap, parts: assignable, now: clock.UTC(),
-		drainTimeout: r.cfg.DrainTimeout, gen: snap.Generation.Generation + 1,
-		maxTxnOps: r.cfg.MaxTxnOps,
-		clock:     clock, seen: r.seen, grace: drainGrace(r.cfg.SessionTTL), held: held,
-		defrag: defrag, target: target,
+	changes := plan.Plan(plan.Input{
+		Schema: r.schema, Snap: snap, Parts: assignable, Now: clock.UTC(),
+		DrainTimeout: r.cfg.DrainTimeout, Gen: snap.Generation.Generation + 1,
+		MaxTxnOps: r.cfg.MaxTxnOps,
+		Clock:     clock, Seen: r.seen, Grace: drainGrace(r.cfg.SessionTTL), Held: held,
+		Defrag: defrag, Target: target,
 	})
 	r.settle.moved(changes, clock)
 	r.balance.rested(snap, len(changes), clock)

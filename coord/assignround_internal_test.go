@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/keyshare/keyshare/internal/statetest"
 )
 
 // testAssignRound is a round with a session TTL of 1 s (so the group must
@@ -78,7 +80,7 @@ func TestAssignRoundQuiet(t *testing.T) {
 	r := testAssignRound()
 	c0 := time.Now()
 	r.takeRead(readOf(c0))
-	snap := evenSnapshot(2)
+	snap := statetest.Even(planSchema, 2)
 
 	st := r.step(snap, c0, 7, false, r.quiet(7))
 	if len(st.changes) != 0 || !slices.Equal(st.wake, []time.Duration{time.Second}) {
@@ -119,11 +121,11 @@ func TestAssignRoundFailoverGrace(t *testing.T) {
 	r := testAssignRound()
 	c0 := time.Now()
 	r.takeRead(readOf(c0))
-	snap := evenSnapshot(2)
+	snap := statetest.Even(planSchema, 2)
 	r.step(snap, c0, 7, false, false)
 	r.step(snap, c0.Add(time.Second), 7, false, false) // still: quiet
 
-	gone := evenSnapshot(2)
+	gone := statetest.Even(planSchema, 2)
 	delete(gone.Members, "m01")
 	st := r.step(gone, c0.Add(2*time.Second), 8, false, false)
 	if len(st.changes) != 0 || !slices.Contains(st.wake, 3*time.Second) {
@@ -150,7 +152,7 @@ func TestAssignRoundRevokingNotQuiet(t *testing.T) {
 	r := testAssignRound()
 	c0 := time.Now()
 	r.takeRead(readOf(c0))
-	snap := evenSnapshot(2)
+	snap := statetest.Even(planSchema, 2)
 	m := snap.Members["m01"]
 	m.Leaving = true // so m00 is the range's wanted owner
 	snap.Members["m01"] = m
@@ -160,7 +162,7 @@ func TestAssignRoundRevokingNotQuiet(t *testing.T) {
 	r.step(snap, c0, 7, false, false) // the group still from here, the revoke seen
 	st := r.step(snap, c0.Add(time.Second), 7, false, false)
 	if len(st.changes) != 0 {
-		t.Fatalf("%d changes while the range drains, want none: %s", len(st.changes), st.changes[0].what)
+		t.Fatalf("%d changes while the range drains, want none: %s", len(st.changes), st.changes[0].What)
 	}
 	if len(r.seen) != 1 || r.quiet(7) {
 		t.Fatalf("revoking ranges seen %d, quiet %v; want 1 and not quiet", len(r.seen), r.quiet(7))
@@ -182,7 +184,7 @@ func TestAssignRoundSettle(t *testing.T) {
 	c0 := time.Now()
 	r.takeRead(readOf(c0))
 	// m00 owns two adjacent ranges: merging them is defragmentation.
-	snap := evenSnapshot(3)
+	snap := statetest.Even(planSchema, 3)
 	snap.Ranges[1].Record.Owner = "m00"
 	delete(snap.Members, "m01")
 	delete(snap.Members, "m02")
@@ -193,7 +195,7 @@ func TestAssignRoundSettle(t *testing.T) {
 		wake   time.Duration
 	}{{0, false, time.Second}, {500 * time.Millisecond, false, 500 * time.Millisecond}, {time.Second, true, 0}} {
 		st := r.step(snap, c0.Add(step.at), 7, false, false)
-		merged := slices.ContainsFunc(st.changes, func(c change) bool { return c.defrag })
+		merged := slices.ContainsFunc(st.changes, func(c change) bool { return c.Defrag })
 		if merged != step.merges || step.wake > 0 && !slices.Contains(st.wake, step.wake) || step.wake == 0 && len(st.wake) > 0 {
 			t.Fatalf("step %d at +%s: merges %v, wake %v; want merges %v, wake %v", i, step.at, merged, st.wake, step.merges, step.wake)
 		}
@@ -205,7 +207,7 @@ func TestAssignRoundSettle(t *testing.T) {
 func TestAssignRoundJudgeQuiet(t *testing.T) {
 	r := testAssignRound()
 	r.takeRead(readOf(time.Now()))
-	snap := evenSnapshot(2)
+	snap := statetest.Even(planSchema, 2)
 	snap.Ranges = nil // a plan would assign the partition
 	if st := r.step(snap, time.Now(), 7, true, true); len(st.changes) != 0 {
 		t.Fatalf("quiet round judging load: %d changes, want none", len(st.changes))
@@ -225,7 +227,7 @@ func TestAssignRoundLargePlan(t *testing.T) {
 		parts[i] = PartitionWeight{TopicPartition: TopicPartition{Topic: "t", Partition: int32(i)}}
 	}
 	r.takeRead(topicRead{at: time.Now(), parts: parts})
-	snap := evenSnapshot(2)
+	snap := statetest.Even(planSchema, 2)
 	snap.Ranges = nil
 	st := r.step(snap, time.Now(), 7, false, false)
 	if !st.more || len(st.changes) != maxChangesPerRound || st.planned <= maxChangesPerRound {
@@ -242,7 +244,7 @@ func TestAssignRoundLargePlan(t *testing.T) {
 func TestAssignRoundProblems(t *testing.T) {
 	r := testAssignRound()
 	r.takeRead(readOf(time.Now()))
-	snap := evenSnapshot(2)
+	snap := statetest.Even(planSchema, 2)
 	snap.Problems = []error{errors.New("a"), errors.New("b")}
 	for i, want := range []string{"a; b", ""} {
 		if st := r.step(snap, time.Now(), 7, false, false); st.problems != want {

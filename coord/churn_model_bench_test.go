@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -99,14 +100,14 @@ func (g *churnModel) owners(b *testing.B) {
 func (g *churnModel) round(b *testing.B) int {
 	snap := g.store.snapshot()
 	observe(g.seen, snap, g.clock)
-	changes := plan(planInput{
-		schema: planSchema, snap: snap, parts: g.parts, now: g.clock, drainTimeout: modelDrain,
-		gen: snap.Generation.Generation + 1, maxTxnOps: modelMaxOps, clock: g.clock, seen: g.seen, grace: modelGrace,
-		defrag: g.still,
+	changes := plan.Plan(plan.Input{
+		Schema: planSchema, Snap: snap, Parts: g.parts, Now: g.clock, DrainTimeout: modelDrain,
+		Gen: snap.Generation.Generation + 1, MaxTxnOps: modelMaxOps, Clock: g.clock, Seen: g.seen, Grace: modelGrace,
+		Defrag: g.still,
 	})
 	for _, c := range changes {
 		if _, err := g.store.apply(c, modelMaxOps); err != nil {
-			b.Fatalf("change refused: %v: %s", err, c.what)
+			b.Fatalf("change refused: %v: %s", err, c.What)
 		}
 	}
 	g.clock = g.clock.Add(time.Second)

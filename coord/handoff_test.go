@@ -1,9 +1,6 @@
 package coord
 
 import (
-	"math"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,162 +12,13 @@ import (
 // handoffChanges plans snap with the leaving member's drain budget set and
 // returns the plans written, by leaving member, with the changes that are
 // not plans.
-func handoffChanges(t *testing.T, snap *Snapshot, parts []PartitionWeight) (plans map[string]HandoffPlan, others []change) {
-	t.Helper()
-	in := planInput{schema: planSchema, snap: snap, parts: parts, now: time.Now(), clock: time.Now(), seen: map[rangeObs]time.Time{},
-		drainTimeout: 10 * time.Second, grace: time.Second, gen: 7, maxTxnOps: 128}
-	plans = make(map[string]HandoffPlan)
-	for _, c := range plan(in) {
-		if !strings.HasPrefix(c.what, "plan the handoff") {
-			others = append(others, c)
-			continue
-		}
-		if len(c.writes) != 1 {
-			t.Fatalf("a plan change of %d writes, want one", len(c.writes))
-		}
-		id := strings.TrimPrefix(c.writes[0].key, planSchema.Handoffs())
-		from := snap.Members[id]
-		wantGuards := []keyGuard{{key: planSchema.Member(id), rev: from.CreateRev, created: true}, guardRev(planSchema.Handoff(id), from.Handoff.Rev)}
-		if c.writes[0].del || c.writes[0].lease != from.Lease || !slices.Equal(c.guards, wantGuards) {
-			t.Fatalf("a plan change of writes %+v guarded by %+v, want one put under %s's lease %d guarded by %+v (its registration and the plan's revision)", c.writes, c.guards, id, from.Lease, wantGuards)
-		}
-		key := c.writes[0].key
-		h, err := state.DecodeHandoff(key, []byte(c.writes[0].value), math.MaxInt64) // not written yet: any revision the plan names was read before
-		if err != nil {
-			t.Fatal(err)
-		}
-		plans[strings.TrimPrefix(key, planSchema.Handoffs())] = h.Plan
-	}
-	return plans, others
-}
-
 // leaving marks member id of snap as leaving with a drain budget and a lease.
-func leaving(snap *Snapshot, id string) {
-	m := snap.Members[id]
-	m.Leaving, m.DrainMs, m.Lease = true, 10_000, 42
-	snap.Members[id] = m
-}
-
 // TestHandoffPlans: for a member leaving with a drain budget, the leader
 // plans the next owner of each range that moves whole, and writes nothing
 // else for it (the leaver gives its ranges up unasked); the plan is not
 // written again while the stored one covers the leaver's ranges; it is when
 // a member it names has gone; and a range cut between members, or a member
 // leaving without a drain budget, gets no plan.
-func TestHandoffPlans(t *testing.T) {
-	t.Parallel()
-	var parts []PartitionWeight
-	for p := range int32(4) {
-		parts = append(parts, PartitionWeight{TopicPartition: TopicPartition{Topic: "t", Partition: p}})
-	}
-	// Four partitions, one range each: a and b own two each.
-	snap := func() *Snapshot {
-		s := &Snapshot{Members: make(map[string]Member), BadRanges: map[string]int64{}, Rev: 20}
-		for i, id := range []string{"a", "b", "c"} {
-			s.Members[id] = Member{MemberInfo: MemberInfo{V: 1, ID: id, Weight: 1}, CreateRev: int64(i + 1), Lease: int64(i + 1)}
-		}
-		for p := range int32(4) {
-			owner := []string{"a", "a", "b", "b"}[p]
-			s.Ranges = append(s.Ranges, RangeState{
-				Key:       planSchema.Range("t", p, 0),
-				Record:    RangeRecord{V: 1, Topic: "t", Partition: p, Lo: 0, Hi: ledger.HashSpace, Owner: owner, State: StateActive, Gen: 1},
-				Rev:       int64(10 + p),
-				LedgerKey: planSchema.LedgerEntry("t", p, 0),
-				Entry:     ledger.Entry{Segments: []ledger.Segment{{Lo: 0, Hi: ledger.HashSpace, Next: 5}}},
-				EntryRev:  int64(10 + p),
-			})
-		}
-		return s
-	}
-
-	t.Run("a leaving member's ranges are planned, nothing else is written", func(t *testing.T) {
-		s := snap()
-		delete(s.Members, "c")
-		leaving(s, "a")
-		plans, others := handoffChanges(t, s, parts)
-		if len(others) != 0 {
-			t.Fatalf("changes besides the plan: %v", whats(others))
-		}
-		p, ok := plans["a"]
-		if !ok || len(plans) != 1 {
-			t.Fatalf("plans %v, want one for a", plans)
-		}
-		if p.Gen != 7 || len(p.Ranges) != 2 || p.Members["b"] != 2 {
-			t.Fatalf("plan %+v: want generation 7, a's two ranges, b at its registration", p)
-		}
-		for _, r := range p.Ranges {
-			rs := s.Ranges[0]
-			if r.Key == s.Ranges[1].Key {
-				rs = s.Ranges[1]
-			}
-			if r.Key != rs.Key || r.Rev != rs.Rev || r.To != "b" {
-				t.Errorf("planned %+v, want %s at revision %d to b", r, rs.Key, rs.Rev)
-			}
-		}
-
-		// Stored, it is not written again, also once a range has moved.
-		m := s.Members["a"]
-		m.Handoff = storedHandoff{Rev: 30, Plan: p, ByKey: map[string]PlannedHandoff{p.Ranges[0].Key: p.Ranges[0], p.Ranges[1].Key: p.Ranges[1]}}
-		s.Members["a"] = m
-		if plans, _ := handoffChanges(t, s, parts); len(plans) != 0 {
-			t.Fatalf("the stored plan was written again: %v", plans)
-		}
-		s.Ranges[0].Record.Owner, s.Ranges[0].Rev = "b", 31
-		if plans, _ := handoffChanges(t, s, parts); len(plans) != 0 {
-			t.Fatalf("the stored plan was written again after a handoff: %v", plans)
-		}
-
-		// b went, c came: a's range goes to c, in a new plan.
-		delete(s.Members, "b")
-		s.Members["c"] = Member{MemberInfo: MemberInfo{V: 1, ID: "c", Weight: 1}, CreateRev: 9, Lease: 9}
-		plans, _ = handoffChanges(t, s, parts)
-		if p := plans["a"]; len(p.Ranges) != 1 || p.Ranges[0].To != "c" || p.Members["c"] != 9 {
-			t.Fatalf("after b went: plans %+v, want a's remaining range to c", plans)
-		}
-	})
-
-	t.Run("a range cut between members is not planned", func(t *testing.T) {
-		s := snap()
-		leaving(s, "a")
-		// One partition, a's: b and c share it, so a's range is cut.
-		s.Ranges = s.Ranges[:1]
-		plans, _ := handoffChanges(t, s, parts[:1])
-		if len(plans["a"].Ranges) != 0 {
-			t.Fatalf("plan %+v for ranges cut between b and c", plans["a"])
-		}
-	})
-
-	t.Run("a planned range now cut between members leaves the plan", func(t *testing.T) {
-		s := snap()
-		leaving(s, "a")
-		s.Ranges = s.Ranges[:1]
-		// The plan sent a's range whole to d, which crashed; b and c now
-		// share the partition.
-		stale := PlannedHandoff{Key: s.Ranges[0].Key, Rev: s.Ranges[0].Rev, To: "d"}
-		m := s.Members["a"]
-		m.Handoff = storedHandoff{Rev: 30, Plan: HandoffPlan{V: 1, Gen: 6, Members: map[string]int64{"d": 8}, Ranges: []PlannedHandoff{stale}},
-			ByKey: map[string]PlannedHandoff{stale.Key: stale}}
-		s.Members["a"] = m
-		plans, _ := handoffChanges(t, s, parts[:1])
-		p, ok := plans["a"]
-		if !ok || len(p.Ranges) != 0 {
-			t.Fatalf("plans %+v: want a's plan written again without the range sent to the crashed d", plans)
-		}
-	})
-
-	t.Run("a member leaving without a drain budget is revoked, not planned", func(t *testing.T) {
-		s := snap()
-		delete(s.Members, "c")
-		m := s.Members["a"]
-		m.Leaving = true
-		s.Members["a"] = m
-		plans, others := handoffChanges(t, s, parts)
-		if len(plans) != 0 || len(others) != 2 {
-			t.Fatalf("plans %v and changes %v, want a's two ranges revoked", plans, whats(others))
-		}
-	})
-}
-
 // TestDecodeHandoff: a plan that names a member outside its members, or a
 // revision that cannot be a record's, is damaged; the stored plan keeps its
 // revision (so the leader can replace it) and no range.

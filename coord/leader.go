@@ -247,7 +247,7 @@ func observe(seen map[rangeObs]time.Time, snap *Snapshot, now time.Time) {
 	current := make(map[rangeObs]bool)
 	for _, r := range snap.Ranges {
 		if m, _ := snap.OwnerOf(r); r.Record.State == StateRevoking || r.Record.State == StateActive && m.ReleasesUnasked() {
-			o := rangeObs{r.Key, r.Rev}
+			o := rangeObs{Key: r.Key, Rev: r.Rev}
 			current[o] = true
 			if _, ok := seen[o]; !ok {
 				seen[o] = now

@@ -13,6 +13,7 @@ import (
 
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -150,7 +151,7 @@ func (b *loadBalancer) wanted(snap *Snapshot, parts []PartitionWeight, eligible 
 	if b.cfg.Balance != BalanceLoad {
 		return nil
 	}
-	shape := groupShape(snap, parts)
+	shape := plan.GroupShape(snap, parts)
 	if !b.adoptTried {
 		b.adoptTried = true
 		if t := adoptable(snap, parts, eligible); t != nil {
@@ -280,7 +281,7 @@ func (b *loadBalancer) judge(snap *Snapshot, parts []PartitionWeight, eligible [
 	default:
 		b.log.Info("moving split points by load", "busiest_before", fmt.Sprintf("%.3f", p.Before), "busiest_after", fmt.Sprintf("%.3f", p.After), "hash_space_moved", fmt.Sprintf("%.4f", p.Moved))
 	}
-	b.target, b.targetShape, b.lastMove = p.Want, groupShape(snap, parts), clock
+	b.target, b.targetShape, b.lastMove = p.Want, plan.GroupShape(snap, parts), clock
 	b.counts.mu.Lock()
 	b.counts.m.Moves++
 	b.counts.m.HashSpaceMoved += p.Moved

@@ -15,6 +15,7 @@ import (
 
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -340,17 +341,17 @@ func TestPlanHoldsLoadTarget(t *testing.T) {
 	eighth := ledger.HashSpace / 8
 	layout := []Slice{sl("t", 0, 0, eighth, "a"), sl("t", 0, eighth, ledger.HashSpace, "b")}
 	snap := groupOf(layout, 10, "a", "b")
-	in := planInput{schema: keys.New("/keyshare", "g"), snap: snap, parts: parts, now: time.Now(), drainTimeout: time.Second, gen: 2, clock: time.Now(), defrag: true}
-	if changes := plan(in); len(changes) == 0 {
+	in := plan.Input{Schema: keys.New("/keyshare", "g"), Snap: snap, Parts: parts, Now: time.Now(), DrainTimeout: time.Second, Gen: 2, Clock: time.Now(), Defrag: true}
+	if changes := plan.Plan(in); len(changes) == 0 {
 		t.Fatal("width planning leaves a load layout alone: the target would not be needed")
 	}
-	in.target = layout
-	if changes := plan(in); len(changes) != 0 {
+	in.Target = layout
+	if changes := plan.Plan(in); len(changes) != 0 {
 		t.Fatalf("the plan moves the load layout it holds to: %v", whats(changes))
 	}
-	in.target = []Slice{sl("t", 0, 0, 2*eighth, "a"), sl("t", 0, 2*eighth, ledger.HashSpace, "b")}
-	changes := plan(in)
-	if len(changes) != 1 || !strings.HasPrefix(changes[0].what, "revoke") {
+	in.Target = []Slice{sl("t", 0, 0, 2*eighth, "a"), sl("t", 0, 2*eighth, ledger.HashSpace, "b")}
+	changes := plan.Plan(in)
+	if len(changes) != 1 || !strings.HasPrefix(changes[0].What, "revoke") {
 		t.Fatalf("moving to a new target: %v, want one revoke", whats(changes))
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -53,19 +54,19 @@ func (g *rig) round() []string {
 	g.t.Helper()
 	snap := g.store.snapshot()
 	observe(g.seen, snap, g.clock)
-	changes := plan(planInput{
-		schema: planSchema, snap: snap, parts: g.parts, now: g.clock, drainTimeout: modelDrain,
-		gen: snap.Generation.Generation + 1, maxTxnOps: modelMaxOps, clock: g.clock, seen: g.seen, grace: modelGrace,
-		defrag: !g.moving,
+	changes := plan.Plan(plan.Input{
+		Schema: planSchema, Snap: snap, Parts: g.parts, Now: g.clock, DrainTimeout: modelDrain,
+		Gen: snap.Generation.Generation + 1, MaxTxnOps: modelMaxOps, Clock: g.clock, Seen: g.seen, Grace: modelGrace,
+		Defrag: !g.moving,
 	})
 	var whats []string
 	for _, c := range changes {
 		ok, err := g.store.apply(c, modelMaxOps)
 		if err != nil {
-			g.t.Fatalf("change refused: %v: %s", err, c.what)
+			g.t.Fatalf("change refused: %v: %s", err, c.What)
 		}
 		if ok {
-			whats = append(whats, c.what)
+			whats = append(whats, c.What)
 		}
 	}
 	return whats

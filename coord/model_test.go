@@ -28,6 +28,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"pgregory.net/rapid"
 
+	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -111,7 +113,7 @@ func (m *modelStore) txn(cmps []clientv3.Cmp, ops []clientv3.Op, maxOps int) (bo
 // apply applies one planned change as one transaction, through apply's
 // adapter (change.txn), as the leader does.
 func (m *modelStore) apply(c change, maxOps int) (bool, error) {
-	cmps, ops := c.txn()
+	cmps, ops := txnOf(c)
 	return m.txn(cmps, ops, maxOps)
 }
 
@@ -221,25 +223,25 @@ func (g *modelGroup) release(all bool) {
 func (g *modelGroup) round() int {
 	snap := g.store.snapshot()
 	observe(g.seen, snap, g.clock)
-	changes := plan(planInput{
-		schema: planSchema, snap: snap, parts: g.parts, now: g.wall, drainTimeout: modelDrain,
-		gen: snap.Generation.Generation + 1, maxTxnOps: modelMaxOps, clock: g.clock, seen: g.seen, grace: modelGrace,
-		defrag: g.defrag,
+	changes := plan.Plan(plan.Input{
+		Schema: planSchema, Snap: snap, Parts: g.parts, Now: g.wall, DrainTimeout: modelDrain,
+		Gen: snap.Generation.Generation + 1, MaxTxnOps: modelMaxOps, Clock: g.clock, Seen: g.seen, Grace: modelGrace,
+		Defrag: g.defrag,
 	})
 	for i, c := range changes {
 		// apply adds the leadership guard and the generation write.
-		cmps, ops := c.txn()
+		cmps, ops := txnOf(c)
 		ok, err := g.store.txn(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision("/nonexistent"), "=", 0)}, cmps...),
 			append([]clientv3.Op{clientv3.OpPut(planSchema.Generation(), mustJSON(GenerationRecord{V: recordVersion, Generation: snap.Generation.Generation + 1}))}, ops...),
 			modelMaxOps)
 		if err != nil {
-			g.t.Fatalf("change refused: %v: %.200s", err, c.what)
+			g.t.Fatalf("change refused: %v: %.200s", err, c.What)
 		}
 		// Every state between transactions is one members may see.
 		// Decoding the whole store is the model's cost: in rounds of
 		// many changes, check every 32nd state (and the last).
 		if ok && (len(changes) <= 16 || i%32 == 0) {
-			g.check(c.what)
+			g.check(c.What)
 		}
 	}
 	g.checkOwners("round", true)
@@ -501,3 +503,5 @@ func TestModelSettlesFragments(t *testing.T) {
 		}
 	})
 }
+
+var planSchema = keys.New("/keyshare", "g")

@@ -7,6 +7,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/state"
 )
@@ -111,11 +112,11 @@ func BenchmarkScalePlan(b *testing.B) {
 	for _, c := range scaleCases {
 		parts, members := scaleParts(c.p), scaleMembers(c.m)
 		snap := scaleSnapshot(parts, members)
-		in := planInput{schema: planSchema, snap: snap, parts: parts, now: time.Now(), drainTimeout: time.Second, gen: 2, maxTxnOps: 128, clock: time.Now(), seen: map[rangeObs]time.Time{}, grace: time.Second}
+		in := plan.Input{Schema: planSchema, Snap: snap, Parts: parts, Now: time.Now(), DrainTimeout: time.Second, Gen: 2, MaxTxnOps: 128, Clock: time.Now(), Seen: map[rangeObs]time.Time{}, Grace: time.Second}
 		b.Run(c.name+"/steady", func(b *testing.B) {
 			var n int
 			for b.Loop() {
-				ch := plan(in)
+				ch := plan.Plan(in)
 				n = len(ch)
 			}
 			b.ReportMetric(float64(n), "changes")
@@ -129,10 +130,10 @@ func BenchmarkScalePlan(b *testing.B) {
 		}
 		b.Run(c.name+"/one-crashed", func(b *testing.B) {
 			in := in
-			in.snap = &gone
+			in.Snap = &gone
 			var n int
 			for b.Loop() {
-				ch := plan(in)
+				ch := plan.Plan(in)
 				n = len(ch)
 			}
 			b.ReportMetric(float64(n), "changes")

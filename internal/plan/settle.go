@@ -1,13 +1,16 @@
-package coord
+package plan
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/keyshare/keyshare/assign"
+	"github.com/keyshare/keyshare/state"
 )
 
-// settleTracker is the leader's side of defragmentation (merge.go,
+// SettleTracker is the leader's side of defragmentation (merge.go,
 // assign/layout.go): it allows merges and the contiguous layout to start only once
 // the group has been still for a while, on the leader's own monotonic
 // clock. Still means: the same members (with the same weights and leaving
@@ -15,20 +18,20 @@ import (
 // rolling restart or a burst of joins the leader makes the least moves;
 // the fragments are tidied once, after it. A new leader starts counting
 // afresh.
-type settleTracker struct {
+type SettleTracker struct {
 	shape string    // the members and partitions last seen
 	since time.Time // when the group was last seen changing
 }
 
-// settleDelay is how long the group must be still before it is
+// SettleDelay is how long the group must be still before it is
 // defragmented: one session TTL (at least 1 s), the time the group takes
 // to notice a crash, so that a crash followed by a restart is one change.
-func settleDelay(ttl time.Duration) time.Duration { return max(time.Second, ttl) }
+func SettleDelay(ttl time.Duration) time.Duration { return max(time.Second, ttl) }
 
-// ready reports whether defragmentation may start now, and otherwise how long
+// Ready reports whether defragmentation may start now, and otherwise how long
 // until it may (if nothing changes meanwhile).
-func (s *settleTracker) ready(snap *Snapshot, parts []PartitionWeight, now time.Time, delay time.Duration) (bool, time.Duration) {
-	shape := groupShape(snap, parts)
+func (s *SettleTracker) Ready(snap *state.Snapshot, parts []assign.PartitionWeight, now time.Time, delay time.Duration) (bool, time.Duration) {
+	shape := GroupShape(snap, parts)
 	if shape != s.shape || s.since.IsZero() {
 		s.shape, s.since = shape, now
 	}
@@ -38,18 +41,20 @@ func (s *settleTracker) ready(snap *Snapshot, parts []PartitionWeight, now time.
 	return true, 0
 }
 
-// moved notes a round that moved hash space (any change other than
+// Moved notes a round that moved hash space (any change other than
 // defragmentation's own).
-func (s *settleTracker) moved(changes []change, now time.Time) {
+func (s *SettleTracker) Moved(changes []Change, now time.Time) {
 	for _, c := range changes {
-		if !c.defrag {
+		if !c.Defrag {
 			s.since = now
 			return
 		}
 	}
 }
 
-func groupShape(snap *Snapshot, parts []PartitionWeight) string {
+// GroupShape names the members (with their weights and leaving flags) and
+// the partition count of snap: while it stays the same, the group is still.
+func GroupShape(snap *state.Snapshot, parts []assign.PartitionWeight) string {
 	ids := make([]string, 0, len(snap.Members))
 	for id, m := range snap.Members {
 		ids = append(ids, fmt.Sprintf("%s/%d/%v", id, m.Weight, m.Leaving))

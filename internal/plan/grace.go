@@ -1,12 +1,16 @@
-package coord
+package plan
 
-import "time"
+import (
+	"time"
 
-// goneTracker is the leader's side of the failover grace: it remembers, on
+	"github.com/keyshare/keyshare/state"
+)
+
+// GoneTracker is the leader's side of the failover grace: it remembers, on
 // the leader's own monotonic clock, when it first saw each range whose
-// owner's registration is gone (Snapshot.OwnerOf), and keeps the range
+// owner's registration is gone (state.Snapshot.OwnerOf), and keeps the range
 // where it is until FailoverGrace has passed. Together with the member's
-// conservative deadline (deadline.go) it separates the old owner's last
+// conservative deadline (coord/deadline.go) it separates the old owner's last
 // record start from the new owner's first by at least DeadlineMargin +
 // FailoverGrace. A new leader starts with an empty tracker, so it waits the
 // full grace from when it takes over: later, never earlier.
@@ -16,23 +20,23 @@ import "time"
 // that registers again under the same id, perhaps before the leader sees
 // the gap, has a new registration, and the ranges of the old one still
 // wait the grace meant for the handlers it may still run.
-type goneTracker struct {
-	first map[rangeObs]time.Time
+type GoneTracker struct {
+	first map[RangeObs]time.Time
 }
 
-// held returns the ranges that must wait (their registration gone for less
+// Held returns the ranges that must wait (their registration gone for less
 // than grace), and how long until the first of them may move (0 if none).
-func (g *goneTracker) held(snap *Snapshot, now time.Time, grace time.Duration) (map[rangeObs]bool, time.Duration) {
+func (g *GoneTracker) Held(snap *state.Snapshot, now time.Time, grace time.Duration) (map[RangeObs]bool, time.Duration) {
 	if g.first == nil {
-		g.first = map[rangeObs]time.Time{}
+		g.first = map[RangeObs]time.Time{}
 	}
-	gone := map[rangeObs]bool{}
+	gone := map[RangeObs]bool{}
 	for _, r := range snap.Ranges {
-		if _, live := snap.OwnerOf(r); !live && r.Record.State != StateReleased {
-			gone[rangeObs{r.Key, r.Rev}] = true
+		if _, live := snap.OwnerOf(r); !live && r.Record.State != state.StateReleased {
+			gone[RangeObs{r.Key, r.Rev}] = true
 		}
 	}
-	held, wait := map[rangeObs]bool{}, time.Duration(0)
+	held, wait := map[RangeObs]bool{}, time.Duration(0)
 	for o := range g.first {
 		if !gone[o] {
 			delete(g.first, o) // failed over, or deleted

@@ -1,4 +1,4 @@
-package coord
+package plan
 
 import (
 	"cmp"
@@ -7,84 +7,85 @@ import (
 	"slices"
 	"time"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
-// change is one atomic step of a new assignment: the writes that replace
+// Change is one atomic step of a new assignment: the writes that replace
 // one range record (and its ledger entry) or fill one gap, with guards that
-// hold only if what the leader read is still current. It is plain data: apply
-// (apply.go) turns it into one etcd transaction's compares and ops, and
-// tests assert on the guards, which are the safety argument.
-type change struct {
-	what   string
-	guards []keyGuard
-	writes []keyWrite
-	// defrag marks a step of a merge or of the contiguous layout: it does
+// hold only if what the leader read is still current. It is plain data:
+// coord turns it into one etcd transaction's compares and ops, and tests
+// assert on the guards, which are the safety argument.
+type Change struct {
+	What   string // what the change does, for the leader's log
+	Guards []Guard
+	Writes []Write
+	// Defrag marks a step of a merge or of the contiguous layout: it does
 	// not count as the group moving (settle.go).
-	defrag bool
+	Defrag bool
 }
 
-// keyGuard holds while key is as the leader read it: its ModRevision is
-// still rev, and rev 0 means the key must not exist. With created, it is the
-// key's CreateRevision that must be rev: the same registration, whatever has
-// been written to it since.
-type keyGuard struct {
-	key     string
-	rev     int64
-	created bool
+// Guard holds while Key is as the leader read it: its ModRevision is
+// still Rev, and Rev 0 means the key must not exist. With Created, it is
+// the key's CreateRevision that must be Rev: the same registration,
+// whatever has been written to it since.
+type Guard struct {
+	Key     string
+	Rev     int64
+	Created bool
 }
 
-// keyWrite puts value at key (under lease, unless 0), or deletes key.
-type keyWrite struct {
-	key   string
-	value string
-	del   bool
-	lease int64
+// Write puts Value at Key (under Lease, unless 0), or deletes Key.
+type Write struct {
+	Key    string
+	Value  string
+	Delete bool
+	Lease  int64
 }
 
-func guardRev(key string, rev int64) keyGuard { return keyGuard{key: key, rev: rev} }
+func guardRev(key string, rev int64) Guard { return Guard{Key: key, Rev: rev} }
 
-func put(key, value string) keyWrite { return keyWrite{key: key, value: value} }
+func put(key, value string) Write { return Write{Key: key, Value: value} }
 
-func del(key string) keyWrite { return keyWrite{key: key, del: true} }
+func del(key string) Write { return Write{Key: key, Delete: true} }
 
-// planInput is everything the planner needs; planning itself does no I/O.
-type planInput struct {
-	schema       keys.Schema
-	snap         *Snapshot
-	parts        []PartitionWeight
-	now          time.Time
-	drainTimeout time.Duration
-	gen          int64 // generation of the changes
-	maxTxnOps    int   // the etcd server's --max-txn-ops; 0 means 128
+// Input is everything the planner needs; planning itself does no I/O.
+type Input struct {
+	Schema       keys.Schema
+	Snap         *state.Snapshot
+	Parts        []assign.PartitionWeight
+	Now          time.Time // the wall-clock time records are written with
+	DrainTimeout time.Duration
+	Gen          int64 // generation of the changes
+	MaxTxnOps    int   // the etcd server's --max-txn-ops; 0 means 128
 
-	// clock is the leader's monotonic now, and seen when it first observed
+	// Clock is the leader's monotonic now, and Seen when it first observed
 	// each revoking record (time.Now values of this process, never a
 	// stored time). A revoking range is handed on once its drain budget
-	// plus grace has passed since then; a record not in seen counts as
+	// plus Grace has passed since then; a record not in Seen counts as
 	// observed now. See drainOver.
-	clock time.Time
-	seen  map[rangeObs]time.Time
-	grace time.Duration
-	// held are ranges whose owner's registration has been gone for less
-	// than FailoverGrace: they wait (grace.go).
-	held map[rangeObs]bool
-	// defrag allows new merges and the contiguous layout: the group has
+	Clock time.Time
+	Seen  map[RangeObs]time.Time
+	Grace time.Duration
+	// Held are ranges whose owner's registration has been gone for less
+	// than the failover grace: they wait (grace.go).
+	Held map[RangeObs]bool
+	// Defrag allows new merges and the contiguous layout: the group has
 	// been still for a while (settle.go). Merges already under way go on
 	// without it.
-	defrag bool
-	// target, when set, is the layout balanced by load the leader holds
-	// to (loadbalancer.go): it replaces Assign's answer and the contiguous
-	// layout.
-	target []Slice
+	Defrag bool
+	// Target, when set, is the layout balanced by load the leader holds
+	// to: it replaces Assign's answer and the contiguous layout.
+	Target []assign.Slice
 }
 
-// rangeObs names one version of a range record: a rewrite of the record
+// RangeObs names one version of a range record: a rewrite of the record
 // (new ModRevision) is a new revoke, observed afresh.
-type rangeObs struct {
-	key string
-	rev int64
+type RangeObs struct {
+	Key string
+	Rev int64
 }
 
 // drainOver reports whether the owner of revoking range r has had its whole
@@ -101,25 +102,25 @@ type rangeObs struct {
 // same count applies, from when this leader first saw the owner leaving
 // (after that write), with the grace covering the member's delay in
 // starting, as it covers a revoke's delivery.
-func (in planInput) drainOver(r RangeState) bool {
-	budget := in.drainTimeout
+func (in Input) drainOver(r state.RangeState) bool {
+	budget := in.DrainTimeout
 	if r.Record.DrainMs > 0 {
 		budget = time.Duration(r.Record.DrainMs) * time.Millisecond
 	}
-	if m, _ := in.snap.OwnerOf(r); r.Record.State == StateActive && m.ReleasesUnasked() {
+	if m, _ := in.Snap.OwnerOf(r); r.Record.State == state.StateActive && m.ReleasesUnasked() {
 		budget = time.Duration(m.DrainMs) * time.Millisecond
 	}
-	at, ok := in.seen[rangeObs{r.Key, r.Rev}]
+	at, ok := in.Seen[RangeObs{r.Key, r.Rev}]
 	if !ok {
 		return false
 	}
-	return in.clock.Sub(at) >= budget+in.grace
+	return in.Clock.Sub(at) >= budget+in.Grace
 }
 
 // budget is how many compares, and how many ops, one change may hold: apply
 // adds the leadership guard and the generation write to every transaction.
-func (in planInput) budget() int {
-	n := in.maxTxnOps
+func (in Input) budget() int {
+	n := in.MaxTxnOps
 	if n <= 0 {
 		n = 128
 	}
@@ -138,7 +139,7 @@ type next struct {
 	state, target string
 }
 
-// plan computes the changes that move the group from the snapshot toward
+// Plan computes the changes that move the group from the snapshot toward
 // the assignment the assignor wants, following the two-phase handoff:
 //
 //   - a range whose owner is alive and must give some of it up is split; the
@@ -151,39 +152,39 @@ type next struct {
 //   - adjacent ranges of one owner are merged (merge.go).
 //
 // Ranges that keep their owner are not touched, except to merge them.
-func plan(in planInput) []change {
-	var changes []change
-	for _, k := range slices.Sorted(maps.Keys(in.snap.BadMembers)) {
-		changes = append(changes, change{
-			what:   fmt.Sprintf("delete member key %s written without a lease", k),
-			guards: []keyGuard{guardRev(k, in.snap.BadMembers[k])},
-			writes: []keyWrite{del(k)},
+func Plan(in Input) []Change {
+	var changes []Change
+	for _, k := range slices.Sorted(maps.Keys(in.Snap.BadMembers)) {
+		changes = append(changes, Change{
+			What:   fmt.Sprintf("delete member key %s written without a lease", k),
+			Guards: []Guard{guardRev(k, in.Snap.BadMembers[k])},
+			Writes: []Write{del(k)},
 		})
 	}
-	var eligible []MemberWeight
-	for _, m := range in.snap.Members {
+	var eligible []assign.MemberWeight
+	for _, m := range in.Snap.Members {
 		if !m.Leaving {
-			eligible = append(eligible, MemberWeight{ID: m.ID, Weight: m.Weight})
+			eligible = append(eligible, assign.MemberWeight{ID: m.ID, Weight: m.Weight})
 		}
 	}
-	prev := in.snap.Slices()
-	desired, contiguous := in.target, false
+	prev := in.Snap.Slices()
+	desired, contiguous := in.Target, false
 	if desired == nil {
-		desired = Assign(in.parts, eligible, prev)
-		contiguous = in.defrag && useContiguous(in.snap, len(in.parts), len(eligible), desired)
+		desired = assign.Assign(in.Parts, eligible, prev)
+		contiguous = in.Defrag && useContiguous(in.Snap, len(in.Parts), len(eligible), desired)
 		if contiguous {
-			desired = AssignContiguous(in.parts, eligible, prev)
+			desired = assign.AssignContiguous(in.Parts, eligible, prev)
 		}
 	}
 	if len(desired) == 0 {
 		return changes
 	}
-	want := make(map[TopicPartition][]Slice)
+	want := make(map[assign.TopicPartition][]assign.Slice)
 	for _, s := range desired {
 		want[s.TopicPartition] = append(want[s.TopicPartition], s)
 	}
-	have := in.snap.Partitions()
-	for _, p := range in.parts {
+	have := in.Snap.Partitions()
+	for _, p := range in.Parts {
 		tp := p.TopicPartition
 		at := uint64(0)
 		merges, merging := in.merges(tp, have[tp], want[tp])
@@ -195,7 +196,7 @@ func plan(in planInput) []change {
 			if merging[r.Key] {
 				// merge.go deals with it this round.
 			} else if c, ok := in.rangeChange(r, want[tp]); ok {
-				c.defrag = contiguous
+				c.Defrag = contiguous
 				changes = append(changes, c)
 			}
 			at = r.Record.Hi
@@ -209,7 +210,7 @@ func plan(in planInput) []change {
 }
 
 // split cuts r along the desired slices of its partition.
-func split(r ledger.HashRange, want []Slice) []piece {
+func split(r ledger.HashRange, want []assign.Slice) []piece {
 	var out []piece
 	for _, s := range want {
 		c := s.Range.Intersect(r)
@@ -233,7 +234,7 @@ func split(r ledger.HashRange, want []Slice) []piece {
 // round fills (every state between is a valid assignment: the rest of the gap
 // had no owner before either). Deletes that do not fit with the pieces
 // they lie in go into changes of their own.
-func (in planInput) fill(tp TopicPartition, gap ledger.HashRange, want []Slice) []change {
+func (in Input) fill(tp assign.TopicPartition, gap ledger.HashRange, want []assign.Slice) []Change {
 	pieces := split(gap, want)
 	budget := in.budget()
 	// Keys inside the gap that no new range replaces, in hash order: damaged
@@ -242,69 +243,69 @@ func (in planInput) fill(tp TopicPartition, gap ledger.HashRange, want []Slice) 
 	// partition's hash space.)
 	type doomed struct {
 		lo    uint64
-		guard *keyGuard
+		guard *Guard
 		key   string
 	}
 	var dels []doomed
-	for k, rev := range in.snap.BadRanges {
-		topic, part, lo, err := keys.ParseRangeKey(in.schema.Ranges(), k)
+	for k, rev := range in.Snap.BadRanges {
+		topic, part, lo, err := keys.ParseRangeKey(in.Schema.Ranges(), k)
 		if err == nil && topic == tp.Topic && part == tp.Partition && gap.Contains(uint32(lo)) && !startsPiece(pieces, lo) {
 			g := guardRev(k, rev)
 			dels = append(dels, doomed{lo, &g, k})
 		}
 	}
-	for _, k := range in.snap.Orphans {
-		topic, part, lo, err := keys.ParseRangeKey(in.schema.Ledger(), k)
+	for _, k := range in.Snap.Orphans {
+		topic, part, lo, err := keys.ParseRangeKey(in.Schema.Ledger(), k)
 		if err == nil && topic == tp.Topic && part == tp.Partition && gap.Contains(uint32(lo)) && !startsPiece(pieces, lo) {
 			dels = append(dels, doomed{lo, nil, k})
 		}
 	}
 	slices.SortStableFunc(dels, func(a, b doomed) int { return cmp.Compare(a.lo, b.lo) })
 
-	c := change{}
-	var spill []change
+	c := Change{}
+	var spill []Change
 	add := func(d doomed) {
 		target := &c
-		if len(c.writes)+1 > budget || len(c.guards)+1 > budget {
-			if len(spill) == 0 || len(spill[len(spill)-1].writes)+1 > budget || len(spill[len(spill)-1].guards)+1 > budget {
-				spill = append(spill, change{what: fmt.Sprintf("delete damaged and orphaned keys in %s/%d %s", tp.Topic, tp.Partition, gap)})
+		if len(c.Writes)+1 > budget || len(c.Guards)+1 > budget {
+			if len(spill) == 0 || len(spill[len(spill)-1].Writes)+1 > budget || len(spill[len(spill)-1].Guards)+1 > budget {
+				spill = append(spill, Change{What: fmt.Sprintf("delete damaged and orphaned keys in %s/%d %s", tp.Topic, tp.Partition, gap)})
 			}
 			target = &spill[len(spill)-1]
 		}
 		if d.guard != nil {
-			target.guards = append(target.guards, *d.guard)
+			target.Guards = append(target.Guards, *d.guard)
 		}
-		target.writes = append(target.writes, del(d.key))
+		target.Writes = append(target.Writes, del(d.key))
 	}
 	filled := ledger.HashRange{Lo: gap.Lo, Hi: gap.Lo}
 	for i, p := range pieces {
-		if i > 0 && (len(c.writes)+2 > budget || len(c.guards)+1 > budget) {
+		if i > 0 && (len(c.Writes)+2 > budget || len(c.Guards)+1 > budget) {
 			break
 		}
-		key := in.schema.Range(tp.Topic, tp.Partition, p.r.Lo)
+		key := in.Schema.Range(tp.Topic, tp.Partition, p.r.Lo)
 		// The key is free, or holds a damaged record being replaced.
-		c.guards = append(c.guards, guardRev(key, in.snap.BadRanges[key]))
-		c.writes = append(c.writes,
-			put(key, mustJSON(in.record(tp, p, StateActive, ""))),
-			put(in.schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(ledger.Entry{}))))
+		c.Guards = append(c.Guards, guardRev(key, in.Snap.BadRanges[key]))
+		c.Writes = append(c.Writes,
+			put(key, state.Encode(in.record(tp, p, state.StateActive, ""))),
+			put(in.Schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(ledger.Entry{}))))
 		filled.Hi = p.r.Hi
 		for len(dels) > 0 && p.r.Contains(uint32(dels[0].lo)) {
 			add(dels[0])
 			dels = dels[1:]
 		}
 	}
-	c.what = fmt.Sprintf("new ranges for %s/%d %s", tp.Topic, tp.Partition, filled)
+	c.What = fmt.Sprintf("new ranges for %s/%d %s", tp.Topic, tp.Partition, filled)
 	if filled != gap {
-		c.what += fmt.Sprintf(" (part of the gap %s; the rest is filled next round)", gap)
+		c.What += fmt.Sprintf(" (part of the gap %s; the rest is filled next round)", gap)
 	}
-	return append([]change{c}, spill...)
+	return append([]Change{c}, spill...)
 }
 
 // clean deletes damaged range records (an overlapping one, say) and orphaned
 // ledger keys that lie inside a range of tp, each only if unchanged since the
 // snapshot. (fill deletes those in gaps.) A key where a range of this round's
 // plan starts is left alone: that range's write replaces it.
-func (in planInput) clean(tp TopicPartition, have []RangeState, want []Slice) []change {
+func (in Input) clean(tp assign.TopicPartition, have []state.RangeState, want []assign.Slice) []Change {
 	type doomed struct{ key, what string }
 	var dels []doomed
 	find := func(prefix string, k string) {
@@ -312,32 +313,32 @@ func (in planInput) clean(tp TopicPartition, have []RangeState, want []Slice) []
 		if err != nil || topic != tp.Topic || part != tp.Partition {
 			return
 		}
-		i, _ := slices.BinarySearchFunc(have, lo, func(r RangeState, lo uint64) int { return cmp.Compare(r.Record.Hi, lo+1) })
+		i, _ := slices.BinarySearchFunc(have, lo, func(r state.RangeState, lo uint64) int { return cmp.Compare(r.Record.Hi, lo+1) })
 		if i == len(have) || !have[i].Record.Range().Contains(uint32(lo)) || startsPiece(split(have[i].Record.Range(), want), lo) {
 			return
 		}
 		dels = append(dels, doomed{k, have[i].Record.Range().String()})
 	}
-	for k := range in.snap.BadRanges {
-		find(in.schema.Ranges(), k)
+	for k := range in.Snap.BadRanges {
+		find(in.Schema.Ranges(), k)
 	}
-	for _, k := range in.snap.Orphans {
-		find(in.schema.Ledger(), k)
+	for _, k := range in.Snap.Orphans {
+		find(in.Schema.Ledger(), k)
 	}
 	slices.SortFunc(dels, func(a, b doomed) int { return cmp.Compare(a.key, b.key) })
-	var out []change
+	var out []Change
 	for _, d := range dels {
-		if n := len(out); n == 0 || len(out[n-1].writes) >= in.budget() {
-			out = append(out, change{what: fmt.Sprintf("delete damaged or orphaned keys inside ranges of %s/%d", tp.Topic, tp.Partition)})
+		if n := len(out); n == 0 || len(out[n-1].Writes) >= in.budget() {
+			out = append(out, Change{What: fmt.Sprintf("delete damaged or orphaned keys inside ranges of %s/%d", tp.Topic, tp.Partition)})
 		}
 		c := &out[len(out)-1]
-		rev, bad := in.snap.BadRanges[d.key]
+		rev, bad := in.Snap.BadRanges[d.key]
 		if !bad {
-			rev = in.snap.OrphanRevs[d.key]
+			rev = in.Snap.OrphanRevs[d.key]
 		}
-		c.guards = append(c.guards, guardRev(d.key, rev))
-		c.writes = append(c.writes, del(d.key))
-		c.what += fmt.Sprintf(" %s (in %s)", d.key, d.what)
+		c.Guards = append(c.Guards, guardRev(d.key, rev))
+		c.Writes = append(c.Writes, del(d.key))
+		c.What += fmt.Sprintf(" %s (in %s)", d.key, d.what)
 	}
 	return out
 }
@@ -351,28 +352,28 @@ func startsPiece(pieces []piece, lo uint64) bool {
 	return false
 }
 
-func (in planInput) record(tp TopicPartition, p piece, state, target string) RangeRecord {
-	rec := RangeRecord{
-		V: recordVersion, Topic: tp.Topic, Partition: tp.Partition, Lo: p.r.Lo, Hi: p.r.Hi,
-		Owner: p.owner, State: state, Target: target, Gen: in.gen, Since: in.now,
+func (in Input) record(tp assign.TopicPartition, p piece, st, target string) state.RangeRecord {
+	rec := state.RangeRecord{
+		V: state.RecordVersion, Topic: tp.Topic, Partition: tp.Partition, Lo: p.r.Lo, Hi: p.r.Hi,
+		Owner: p.owner, State: st, Target: target, Gen: in.Gen, Since: in.Now,
 	}
-	if state == StateRevoking {
-		rec.DrainMs = in.drainTimeout.Milliseconds()
+	if st == state.StateRevoking {
+		rec.DrainMs = in.DrainTimeout.Milliseconds()
 	}
 	return rec
 }
 
 // rangeChange decides what happens to one existing range.
-func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
+func (in Input) rangeChange(r state.RangeState, want []assign.Slice) (Change, bool) {
 	rec := r.Record
 	pieces := split(rec.Range(), want)
 	// alive: the registration the record was written for is live. A
 	// range of an earlier registration under the owner's id is failed
 	// over, even to the same id: rewritten, it is the new registration's.
-	owner, alive := in.snap.OwnerOf(r)
+	owner, alive := in.Snap.OwnerOf(r)
 	stays := len(pieces) == 1 && pieces[0].owner == rec.Owner && alive
-	if !alive && in.held[rangeObs{r.Key, r.Rev}] && rec.State != StateReleased {
-		return change{}, false // the old owner may still be finishing (grace.go)
+	if !alive && in.Held[RangeObs{r.Key, r.Rev}] && rec.State != state.StateReleased {
+		return Change{}, false // the old owner may still be finishing (grace.go)
 	}
 	var out []next
 	switch {
@@ -380,42 +381,42 @@ func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 		// A damaged ledger entry: restart the range from the committed
 		// offset (which is at or below anything the entry could have
 		// said), keeping the owner until the next round.
-		return in.replace(r, []next{{piece{rec.Range(), rec.Owner}, StateActive, ""}}, true, "reset damaged ledger entry of"), true
-	case rec.State == StateActive && stays:
-		return change{}, false
-	case rec.State == StateActive && alive && owner.ReleasesUnasked() && !in.drainOver(r):
+		return in.replace(r, []next{{piece{rec.Range(), rec.Owner}, state.StateActive, ""}}, true, "reset damaged ledger entry of"), true
+	case rec.State == state.StateActive && stays:
+		return Change{}, false
+	case rec.State == state.StateActive && alive && owner.ReleasesUnasked() && !in.drainOver(r):
 		// A leaving owner drains and releases the range unasked
 		// (Session.Leave): no revoke to write, one round saved.
-		return change{}, false
-	case rec.State == StateActive && alive && !owner.ReleasesUnasked():
+		return Change{}, false
+	case rec.State == state.StateActive && alive && !owner.ReleasesUnasked():
 		// Phase one: the parts that move are revoked from the owner.
 		for _, p := range pieces {
 			if p.owner == rec.Owner {
-				out = append(out, next{p, StateActive, ""})
+				out = append(out, next{p, state.StateActive, ""})
 			} else {
-				out = append(out, next{piece{p.r, rec.Owner}, StateRevoking, p.owner})
+				out = append(out, next{piece{p.r, rec.Owner}, state.StateRevoking, p.owner})
 			}
 		}
 		return in.replace(r, out, false, "revoke"), true
-	case rec.State == StateRevoking && alive && stays:
+	case rec.State == state.StateRevoking && alive && stays:
 		// The assignment changed back while draining: keep it.
-		out = append(out, next{pieces[0], StateActive, ""})
+		out = append(out, next{pieces[0], state.StateActive, ""})
 		return in.replace(r, out, false, "keep"), true
-	case rec.State == StateRevoking && alive && !in.drainOver(r):
-		return change{}, false // still draining
+	case rec.State == state.StateRevoking && alive && !in.drainOver(r):
+		return Change{}, false // still draining
 	}
 	// Phase two (released, drain timed out, or owner gone), or an active
 	// range whose owner is gone: hand each part to its next owner.
 	for _, p := range pieces {
-		out = append(out, next{p, StateActive, ""})
+		out = append(out, next{p, state.StateActive, ""})
 	}
 	what := "hand off"
 	switch {
-	case !alive && rec.State != StateReleased:
+	case !alive && rec.State != state.StateReleased:
 		what = "fail over"
-	case rec.State == StateRevoking:
+	case rec.State == state.StateRevoking:
 		what = "hand off after drain timeout"
-	case rec.State == StateActive:
+	case rec.State == state.StateActive:
 		what = "hand off after the leaving owner's drain timeout"
 	}
 	return in.replace(r, out, false, what), true
@@ -436,39 +437,39 @@ func (in planInput) rangeChange(r RangeState, want []Slice) (change, bool) {
 // entry clipped to it, for the next round to continue. Every state between
 // is a valid assignment: no hash gains a second owner and none is left
 // without a range.
-func (in planInput) replace(r RangeState, parts []next, reset bool, what string) change {
+func (in Input) replace(r state.RangeState, parts []next, reset bool, what string) Change {
 	tp := r.TP()
-	c := change{
-		what:   fmt.Sprintf("%s %s/%d %s (owner %s, %s)", what, tp.Topic, tp.Partition, r.Record.Range(), r.Record.Owner, r.Record.State),
-		guards: []keyGuard{guardRev(r.Key, r.Rev)},
+	c := Change{
+		What:   fmt.Sprintf("%s %s/%d %s (owner %s, %s)", what, tp.Topic, tp.Partition, r.Record.Range(), r.Record.Owner, r.Record.State),
+		Guards: []Guard{guardRev(r.Key, r.Rev)},
 	}
 	if reset || len(parts) > 1 || r.EntryRev == 0 {
 		// The entry is written, from the snapshot's.
-		c.guards = append(c.guards, guardRev(r.LedgerKey, r.EntryRev))
+		c.Guards = append(c.Guards, guardRev(r.LedgerKey, r.EntryRev))
 	}
 	if 2*len(parts) > in.budget() {
 		k := max(1, (in.budget()-2)/2) // two writes are left for the rest
 		rest := r.Record
-		rest.Lo, rest.Gen = parts[k].r.Lo, in.gen
+		rest.Lo, rest.Gen = parts[k].r.Lo, in.Gen
 		entry := ledger.Entry{}
 		if !reset {
 			entry = r.Entry.Clip(rest.Range())
 		}
-		c.what += fmt.Sprintf(" (first %d of %d parts; %s stays as it is until the next round)", k, len(parts), rest.Range())
+		c.What += fmt.Sprintf(" (first %d of %d parts; %s stays as it is until the next round)", k, len(parts), rest.Range())
 		parts = parts[:k]
-		c.writes = append(c.writes,
-			put(in.schema.Range(tp.Topic, tp.Partition, rest.Lo), mustJSON(rest)),
-			put(in.schema.LedgerEntry(tp.Topic, tp.Partition, rest.Lo), string(ledger.Encode(entry))))
+		c.Writes = append(c.Writes,
+			put(in.Schema.Range(tp.Topic, tp.Partition, rest.Lo), state.Encode(rest)),
+			put(in.Schema.LedgerEntry(tp.Topic, tp.Partition, rest.Lo), string(ledger.Encode(entry))))
 		// The parts written now are cut from r: each needs its own entry.
 		for _, p := range parts {
 			rec := in.record(tp, p.piece, p.state, p.target)
 			rec.Reset = r.Record.Reset // an owner that has not read a reset yet must see it in the parts
-			c.writes = append(c.writes, put(in.schema.Range(tp.Topic, tp.Partition, p.r.Lo), mustJSON(rec)))
+			c.Writes = append(c.Writes, put(in.Schema.Range(tp.Topic, tp.Partition, p.r.Lo), state.Encode(rec)))
 			e := ledger.Entry{}
 			if !reset {
 				e = r.Entry.Clip(p.r)
 			}
-			c.writes = append(c.writes, put(in.schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(e))))
+			c.Writes = append(c.Writes, put(in.Schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(e))))
 		}
 		return c
 	}
@@ -481,7 +482,7 @@ func (in planInput) replace(r RangeState, parts []next, reset bool, what string)
 		if p.state == r.Record.State && p.owner == r.Record.Owner && p.r == r.Record.Range() {
 			rec.Since = r.Record.Since
 		}
-		c.writes = append(c.writes, put(in.schema.Range(tp.Topic, tp.Partition, p.r.Lo), mustJSON(rec)))
+		c.Writes = append(c.Writes, put(in.Schema.Range(tp.Topic, tp.Partition, p.r.Lo), state.Encode(rec)))
 		// The ledger entry only needs writing when the range is cut or
 		// reset; otherwise it stays as its owner left it.
 		if reset || len(parts) > 1 || r.EntryRev == 0 {
@@ -489,23 +490,23 @@ func (in planInput) replace(r RangeState, parts []next, reset bool, what string)
 			if !reset {
 				e = r.Entry.Clip(p.r)
 			}
-			c.writes = append(c.writes, put(in.schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(e))))
+			c.Writes = append(c.Writes, put(in.Schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(e))))
 		}
 	}
 	return c
 }
 
 // useContiguous decides whether the leader settles the group on the
-// contiguous layout instead of Assign's answer want: only in line mode, only
+// contiguous layout instead of assign.Assign's answer want: only in line mode, only
 // when no range is being handed to another member (a burst of joins moves
 // little while it lasts, and the layout moves once after it), and only when
 // want has more slices than any contiguous layout can (P + M − 1).
-func useContiguous(snap *Snapshot, parts, members int, want []Slice) bool {
+func useContiguous(snap *state.Snapshot, parts, members int, want []assign.Slice) bool {
 	if members <= parts || len(want) <= parts+members-1 {
 		return false
 	}
 	for _, r := range snap.Ranges {
-		if r.Record.State != StateActive && r.Record.Target != r.Record.Owner {
+		if r.Record.State != state.StateActive && r.Record.Target != r.Record.Owner {
 			return false
 		}
 	}

@@ -1,8 +1,11 @@
-package coord
+package plan
 
 import (
 	"testing"
 	"time"
+
+	"github.com/keyshare/keyshare/assign"
+	"github.com/keyshare/keyshare/state"
 )
 
 // TestSettleTracker: defragmentation waits until the members and partitions
@@ -12,11 +15,11 @@ func TestSettleTracker(t *testing.T) {
 	const delay = 2 * time.Second
 	t0 := time.Now()
 	snap := evenSnapshot(2)
-	parts := []PartitionWeight{{TopicPartition: TopicPartition{Topic: "t"}}}
-	var s settleTracker
+	parts := []assign.PartitionWeight{{TopicPartition: assign.TopicPartition{Topic: "t"}}}
+	var s SettleTracker
 	step := func(at time.Duration, wantReady bool, wantWait time.Duration) {
 		t.Helper()
-		ready, wait := s.ready(snap, parts, t0.Add(at), delay)
+		ready, wait := s.Ready(snap, parts, t0.Add(at), delay)
 		if ready != wantReady || wait != wantWait {
 			t.Fatalf("at %s: ready %v wait %s, want %v %s", at, ready, wait, wantReady, wantWait)
 		}
@@ -25,7 +28,7 @@ func TestSettleTracker(t *testing.T) {
 	step(time.Second, false, time.Second)
 	step(delay, true, 0)
 	// A member joins: wait again.
-	snap.Members["new"] = Member{MemberInfo: MemberInfo{V: 1, ID: "new", Weight: 1}}
+	snap.Members["new"] = state.Member{MemberInfo: state.MemberInfo{V: 1, ID: "new", Weight: 1}}
 	step(3*time.Second, false, delay)
 	step(5*time.Second, true, 0)
 	// A leaving flag is a change too.
@@ -35,9 +38,9 @@ func TestSettleTracker(t *testing.T) {
 	step(6*time.Second, false, delay)
 	// A round that moved hash space restarts the wait; one that only
 	// merged does not.
-	s.moved([]change{{defrag: true}}, t0.Add(8*time.Second))
+	s.Moved([]Change{{Defrag: true}}, t0.Add(8*time.Second))
 	step(8*time.Second, true, 0)
-	s.moved([]change{{defrag: true}, {what: "hand off"}}, t0.Add(9*time.Second))
+	s.Moved([]Change{{Defrag: true}, {What: "hand off"}}, t0.Add(9*time.Second))
 	step(10*time.Second, false, time.Second)
 	step(11*time.Second, true, 0)
 }

@@ -1,12 +1,14 @@
-package coord
+package plan
 
 import (
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // TestFailoverGrace: a range whose owner is gone stays put until
@@ -17,15 +19,15 @@ import (
 // registration.
 func TestFailoverGrace(t *testing.T) {
 	schema := keys.New("/keyshare", "g")
-	tp := TopicPartition{Topic: "t", Partition: 0}
-	r := RangeState{Key: schema.Range("t", 0, 0), Rev: 5, LedgerKey: schema.LedgerEntry("t", 0, 0), EntryRev: 6,
-		Record: RangeRecord{Topic: "t", Partition: 0, Lo: 0, Hi: ledger.HashSpace, Owner: "a", State: StateActive}}
-	obs := rangeObs{r.Key, r.Rev}
-	snap := &Snapshot{Members: map[string]Member{"b": {}}, Ranges: []RangeState{r}}
-	want := []Slice{{TopicPartition: tp, Range: ledger.HashRange{Lo: 0, Hi: ledger.HashSpace}, Owner: "b"}}
+	tp := assign.TopicPartition{Topic: "t", Partition: 0}
+	r := state.RangeState{Key: schema.Range("t", 0, 0), Rev: 5, LedgerKey: schema.LedgerEntry("t", 0, 0), EntryRev: 6,
+		Record: state.RangeRecord{Topic: "t", Partition: 0, Lo: 0, Hi: ledger.HashSpace, Owner: "a", State: state.StateActive}}
+	obs := RangeObs{r.Key, r.Rev}
+	snap := &state.Snapshot{Members: map[string]state.Member{"b": {}}, Ranges: []state.RangeState{r}}
+	want := []assign.Slice{{TopicPartition: tp, Range: ledger.HashRange{Lo: 0, Hi: ledger.HashSpace}, Owner: "b"}}
 	grace := time.Second
 	t0 := time.Now()
-	var g goneTracker
+	var g GoneTracker
 	for _, c := range []struct {
 		after    time.Duration
 		held     bool
@@ -36,42 +38,42 @@ func TestFailoverGrace(t *testing.T) {
 		{600 * time.Millisecond, true, 400 * time.Millisecond, false},
 		{grace, false, 0, true},
 	} {
-		held, wait := g.held(snap, t0.Add(c.after), grace)
+		held, wait := g.Held(snap, t0.Add(c.after), grace)
 		if held[obs] != c.held || wait != c.wait {
 			t.Errorf("after %s: held %v wait %s, want %v %s", c.after, held, wait, c.held, c.wait)
 		}
-		in := planInput{schema: schema, snap: snap, now: t0, drainTimeout: time.Minute, gen: 2, held: held}
+		in := Input{Schema: schema, Snap: snap, Now: t0, DrainTimeout: time.Minute, Gen: 2, Held: held}
 		ch, ok := in.rangeChange(r, want)
 		if ok != c.failOver {
-			t.Errorf("after %s: change %v (%q), want %v", c.after, ok, ch.what, c.failOver)
+			t.Errorf("after %s: change %v (%q), want %v", c.after, ok, ch.What, c.failOver)
 		}
 	}
 	// With no grace the range fails over at once.
-	if held, _ := (&goneTracker{}).held(snap, t0, 0); held[obs] {
+	if held, _ := (&GoneTracker{}).Held(snap, t0, 0); held[obs] {
 		t.Error("held with FailoverGrace 0")
 	}
 	// The owner comes back: forgotten, and a later loss waits a full grace.
-	snap.Members["a"] = Member{CreateRev: 1}
-	g.held(snap, t0.Add(2*grace), grace)
+	snap.Members["a"] = state.Member{CreateRev: 1}
+	g.Held(snap, t0.Add(2*grace), grace)
 	delete(snap.Members, "a")
-	if held, wait := g.held(snap, t0.Add(3*grace), grace); !held[obs] || wait != grace {
+	if held, wait := g.Held(snap, t0.Add(3*grace), grace); !held[obs] || wait != grace {
 		t.Errorf("owner lost again: held %v wait %s, want a full grace", held, wait)
 	}
 	// a registers again (revision 9, after the record's 5) before the
 	// grace is over: the range still belongs to the registration that
 	// went. It waits out the grace counted from the loss, then fails
 	// over, to a again if the assignor keeps it there.
-	snap.Members["a"] = Member{CreateRev: 9}
-	if held, wait := g.held(snap, t0.Add(3*grace+300*time.Millisecond), grace); !held[obs] || wait != 700*time.Millisecond {
+	snap.Members["a"] = state.Member{CreateRev: 9}
+	if held, wait := g.Held(snap, t0.Add(3*grace+300*time.Millisecond), grace); !held[obs] || wait != 700*time.Millisecond {
 		t.Errorf("after a registered again: held %v wait %s, want the range held 700ms more", held, wait)
 	}
 	if owned := snap.Owned("a"); len(owned) != 0 {
 		t.Errorf("a's new registration owns %d ranges of the old one", len(owned))
 	}
-	keep := []Slice{{TopicPartition: tp, Range: ledger.HashRange{Lo: 0, Hi: ledger.HashSpace}, Owner: "a"}}
-	held, _ := g.held(snap, t0.Add(4*grace), grace)
-	in := planInput{schema: schema, snap: snap, now: t0, drainTimeout: time.Minute, gen: 2, held: held}
-	if ch, ok := in.rangeChange(r, keep); !ok || !strings.HasPrefix(ch.what, "fail over") {
-		t.Errorf("the old registration's range after the grace: change %v (%q), want a fail over to a's new registration", ok, ch.what)
+	keep := []assign.Slice{{TopicPartition: tp, Range: ledger.HashRange{Lo: 0, Hi: ledger.HashSpace}, Owner: "a"}}
+	held, _ := g.Held(snap, t0.Add(4*grace), grace)
+	in := Input{Schema: schema, Snap: snap, Now: t0, DrainTimeout: time.Minute, Gen: 2, Held: held}
+	if ch, ok := in.rangeChange(r, keep); !ok || !strings.HasPrefix(ch.What, "fail over") {
+		t.Errorf("the old registration's range after the grace: change %v (%q), want a fail over to a's new registration", ok, ch.What)
 	}
 }
