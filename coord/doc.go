@@ -1,11 +1,14 @@
 // Package coord is keyshare's coordination in etcd: member sessions and
-// registration, leader election, the leader's planner (a pure function of a
-// Snapshot, which calls package assign's assignor) and the rounds that apply
-// its plan, a member's view of its assignment, the two-phase handoff of
+// registration, leader election, the leader's rounds (the planner is
+// internal/plan's, a pure function of a Snapshot returning guards and
+// writes as data; apply.go alone turns them into etcd transactions), a
+// member's view of its assignment, the two-phase handoff of
 // revoked ranges, and every fenced write a member or the leader makes. It is
 // the only package that talks to etcd: callers say what they want (flush
 // these ranges, release this range, record this commit) and coord builds the
-// guarded transactions. The key schema is written down in docs/etcd-keys.md.
+// guarded transactions. What a group stores, its strict decoding and the
+// Snapshot are package state's (coord names them through aliases). The key
+// schema is written down in docs/etcd-keys.md.
 //
 // A member joins with an etcd client and a Config, follows its assignment,
 // writes the ledger of what it owns, and releases what the leader revokes:
