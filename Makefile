@@ -47,8 +47,8 @@ bench: build
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./ledger/
 	$(GO) test -run '^$$' -fuzz '^FuzzOperations$$' -fuzztime $(FUZZTIME) ./ledger/
-	for f in $$($(GO) test -list '^FuzzDecode' ./coord/ | grep '^Fuzz'); do \
-		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./coord/ || exit 1; \
+	for f in $$($(GO) test -list '^FuzzDecode' ./state/ | grep '^Fuzz'); do \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./state/ || exit 1; \
 	done
 
 # The long form of the fault matrix; writes docs/reliability.md.

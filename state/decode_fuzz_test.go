@@ -1,11 +1,9 @@
-package coord
+package state
 
 import (
 	"encoding/json"
 	"errors"
 	"testing"
-
-	"github.com/keyshare/keyshare/state"
 )
 
 // Fuzz targets for the decoders of every value keyshare stores in etcd,
@@ -60,12 +58,12 @@ func checkRoundTrip[T any](t *testing.T, key string, data []byte, decode func([]
 
 // decodeHandoffPlan is decodeHandoff for a plan written at fuzzRev.
 func decodeHandoffPlan(key string, b []byte) (HandoffPlan, error) {
-	h, err := state.DecodeHandoff(key, b, fuzzRev)
+	h, err := DecodeHandoff(key, b, fuzzRev)
 	return h.Plan, err
 }
 
 var decoders = map[string]decoderCase{
-	"subscription": decoderFor(recSchema.Subscription("m1"), func(key string, b []byte) (SubscriptionRecord, error) { return state.DecodeSubscription(key, b) },
+	"subscription": decoderFor(recSchema.Subscription("m1"), func(key string, b []byte) (SubscriptionRecord, error) { return DecodeSubscription(key, b) },
 		[]string{`{"v":1,"topics":["orders"]}`, `{"v":1,"topics":["payments","orders","orders"]}`},
 		[]string{`{"v":1,"topics":[]}`}),
 	"range": decoderFor(recSchema.Range("orders", 3, 100), func(key string, b []byte) (RangeRecord, error) { return decodeRange(recSchema, key, b, fuzzRev) },
@@ -92,7 +90,7 @@ var decoders = map[string]decoderCase{
 	"handoff": decoderFor(recSchema.Handoff("a"), func(key string, b []byte) (HandoffPlan, error) { return decodeHandoffPlan(key, b) },
 		[]string{`{"v":1,"gen":3,"members":{"b":2},"ranges":[{"key":"k","rev":5,"to":"b"}]}`, `{"v":1,"gen":3,"members":{"b":2,"c":9},"ranges":[{"key":"k","rev":5,"to":"b"},{"key":"k2","rev":6,"to":"c"}]}`},
 		[]string{`{"v":1,"gen":3,"members":{"b":2},"ranges":[{"key":"k","rev":5000,"to":"b"}]}`}),
-	"leave": decoderFor(recSchema.Leaving("m1"), func(key string, b []byte) (LeaveRecord, error) { return state.DecodeLeave(key, b) },
+	"leave": decoderFor(recSchema.Leaving("m1"), func(key string, b []byte) (LeaveRecord, error) { return DecodeLeave(key, b) },
 		[]string{`{"v":1,"drain_ms":30000}`},
 		[]string{`{"v":1,"drain_ms":0}`, `{"v":1,"drain_ms":9223372036854775807}`}),
 	"stuck": decoderFor(recSchema.StuckRange("orders", 3, 100), func(key string, b []byte) (StuckRecord, error) { return DecodeStuck(key, b) },

@@ -1,4 +1,4 @@
-package coord
+package state
 
 import (
 	"errors"
@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/state"
 )
 
 var recSchema = keys.New("/keyshare", "g")
@@ -40,7 +40,7 @@ func TestRecordDecodeRange(t *testing.T) {
 	good := RangeRecord{V: 1, Topic: "orders", Partition: 3, Lo: 100, Hi: 200, Owner: "m1", State: StateRevoking, Target: "m2", Gen: 4, Since: since, Reset: 17}
 
 	t.Run("round trip", func(t *testing.T) {
-		got, err := DecodeRange(recGroup, key, []byte(mustJSON(good)), 0)
+		got, err := DecodeRange(recGroup, key, []byte(Encode(good)), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestRecordDecodeRange(t *testing.T) {
 		t.Run("state "+state, func(t *testing.T) {
 			r := good
 			r.State = state
-			if _, err := DecodeRange(recGroup, key, []byte(mustJSON(r)), 0); err != nil {
+			if _, err := DecodeRange(recGroup, key, []byte(Encode(r)), 0); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -60,7 +60,7 @@ func TestRecordDecodeRange(t *testing.T) {
 	t.Run("whole hash space", func(t *testing.T) {
 		r := good
 		r.Lo, r.Hi = 0, 1<<32
-		if _, err := DecodeRange(recGroup, recSchema.Range("orders", 3, 0), []byte(mustJSON(r)), 0); err != nil {
+		if _, err := DecodeRange(recGroup, recSchema.Range("orders", 3, 0), []byte(Encode(r)), 0); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -68,9 +68,9 @@ func TestRecordDecodeRange(t *testing.T) {
 	with := func(f func(r *RangeRecord)) string {
 		r := good
 		f(&r)
-		return mustJSON(r)
+		return Encode(r)
 	}
-	base := mustJSON(good)
+	base := Encode(good)
 	tests := []struct {
 		name, key, value, want string
 	}{
@@ -120,7 +120,7 @@ func TestRecordDecodeMember(t *testing.T) {
 	key := recSchema.Member("m1")
 	good := MemberInfo{V: 1, ID: "m1", Host: "h", PID: 7, Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Weight: 2}
 	t.Run("round trip", func(t *testing.T) {
-		got, err := DecodeMember(recGroup, key, []byte(mustJSON(good)))
+		got, err := DecodeMember(recGroup, key, []byte(Encode(good)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,9 +131,9 @@ func TestRecordDecodeMember(t *testing.T) {
 	with := func(f func(m *MemberInfo)) string {
 		m := good
 		f(&m)
-		return mustJSON(m)
+		return Encode(m)
 	}
-	base := mustJSON(good)
+	base := Encode(good)
 	tests := []struct {
 		name, key, value, want string
 	}{
@@ -146,7 +146,7 @@ func TestRecordDecodeMember(t *testing.T) {
 		{"key of another group", keys.New("/keyshare", "h").Member("m1"), base, `value names member "m1"`},
 		{"zero weight", key, with(func(m *MemberInfo) { m.Weight = 0 }), "weight 0 must be positive"},
 		{"negative weight", key, with(func(m *MemberInfo) { m.Weight = -2 }), "weight -2 must be positive"},
-		{"weight above the limit", key, with(func(m *MemberInfo) { m.Weight = MaxWeight + 1 }), "weight 1000001 is above the limit 1000000"},
+		{"weight above the limit", key, with(func(m *MemberInfo) { m.Weight = assign.MaxWeight + 1 }), "weight 1000001 is above the limit 1000000"},
 		{"absurd weight", key, with(func(m *MemberInfo) { m.Weight = math.MaxInt64 }), "weight 9223372036854775807 is above the limit 1000000"},
 	}
 	for _, tt := range tests {
@@ -162,7 +162,7 @@ func TestRecordDecodeGeneration(t *testing.T) {
 	key := recSchema.Generation()
 	good := GenerationRecord{V: 1, Generation: 9, Leader: "m1", At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	t.Run("round trip", func(t *testing.T) {
-		got, err := DecodeGeneration(key, []byte(mustJSON(good)))
+		got, err := DecodeGeneration(key, []byte(Encode(good)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestRecordDecodeGeneration(t *testing.T) {
 			t.Fatalf("got %+v, want %+v", got, good)
 		}
 	})
-	base := mustJSON(good)
+	base := Encode(good)
 	tests := []struct{ name, value, want string }{
 		{"garbage", "gen 9", "invalid character"},
 		{"unknown field", strings.Replace(base, `{`, `{"term":1,`, 1), `unknown field "term"`},
@@ -191,7 +191,7 @@ func TestRecordDecodeCommit(t *testing.T) {
 	key := recSchema.Commit("orders", 3)
 	good := CommitRecord{V: 1, Offset: 42, Leader: "m1", At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	t.Run("round trip", func(t *testing.T) {
-		got, err := DecodeCommit(key, []byte(mustJSON(good)), 0)
+		got, err := DecodeCommit(key, []byte(Encode(good)), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,11 +202,11 @@ func TestRecordDecodeCommit(t *testing.T) {
 	t.Run("offset zero", func(t *testing.T) {
 		c := good
 		c.Offset = 0
-		if _, err := DecodeCommit(key, []byte(mustJSON(c)), 0); err != nil {
+		if _, err := DecodeCommit(key, []byte(Encode(c)), 0); err != nil {
 			t.Fatal(err)
 		}
 	})
-	base := mustJSON(good)
+	base := Encode(good)
 	tests := []struct{ name, value, want string }{
 		{"garbage", "\x00", "invalid character"},
 		{"unknown field", strings.Replace(base, `{`, `{"epoch":1,`, 1), `unknown field "epoch"`},
@@ -234,11 +234,11 @@ func TestRecordNumbersBounded(t *testing.T) {
 	with := func(f func(r *RangeRecord)) []byte {
 		r := rng
 		f(&r)
-		return []byte(mustJSON(r))
+		return []byte(Encode(r))
 	}
 	ckey := recSchema.Commit("orders", 3)
 	commit := func(reset int64) []byte {
-		return []byte(mustJSON(CommitRecord{V: 1, Offset: 5, Leader: "m1", Reset: reset}))
+		return []byte(Encode(CommitRecord{V: 1, Offset: 5, Leader: "m1", Reset: reset}))
 	}
 	gkey := recSchema.Generation()
 	tests := []struct {
@@ -260,11 +260,11 @@ func TestRecordNumbersBounded(t *testing.T) {
 		}, "reset epoch 9223372036854775807 is above the revision 50"},
 		{"commit reset epoch above its revision", ckey, func() error { _, err := DecodeCommit(ckey, commit(maxInt64), 50); return err }, "reset epoch 9223372036854775807 is above the revision 50"},
 		{"generation MaxInt64", gkey, func() error {
-			_, err := DecodeGeneration(gkey, []byte(mustJSON(GenerationRecord{V: 1, Generation: maxInt64, Leader: "m1"})))
+			_, err := DecodeGeneration(gkey, []byte(Encode(GenerationRecord{V: 1, Generation: maxInt64, Leader: "m1"})))
 			return err
 		}, "generation 9223372036854775807 is outside"},
 		{"leave drain past an hour", "leaving/m1", func() error {
-			_, err := state.DecodeLeave("leaving/m1", []byte(`{"v":1,"drain_ms":9223372036854775807}`))
+			_, err := DecodeLeave("leaving/m1", []byte(`{"v":1,"drain_ms":9223372036854775807}`))
 			return err
 		}, "drain budget 9223372036854775807ms must be positive and at most 3600000ms"},
 	}
@@ -275,7 +275,7 @@ func TestRecordNumbersBounded(t *testing.T) {
 	}
 	// The largest values that are not absurd still decode.
 	if _, err := DecodeRange(recGroup, rkey, with(func(r *RangeRecord) {
-		r.Gen, r.DrainMs, r.Reset = 1<<62, 3_600_000, 50 /* the largest generation, an hour */
+		r.Gen, r.DrainMs, r.Reset = maxGeneration, maxDrainMs, 50
 	}), 50); err != nil {
 		t.Errorf("range at the bounds: %v", err)
 	}
@@ -287,7 +287,7 @@ func TestRecordNumbersBounded(t *testing.T) {
 func TestRecordDecodeSubscription(t *testing.T) {
 	t.Parallel()
 	key := recSchema.Subscription("m1")
-	got, err := state.DecodeSubscription(key, []byte(`{"v":1,"topics":["payments","orders","orders"]}`))
+	got, err := DecodeSubscription(key, []byte(`{"v":1,"topics":["payments","orders","orders"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestRecordDecodeSubscription(t *testing.T) {
 		`{"v":2,"topics":["orders"]}`:          "format version 2",
 		`{"v":1,"topics":["orders"],"x":true}`: "unknown field",
 	} {
-		_, err := state.DecodeSubscription(key, []byte(value))
+		_, err := DecodeSubscription(key, []byte(value))
 		checkBadValue(t, err, key, want)
 	}
 }
