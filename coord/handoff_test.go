@@ -19,32 +19,6 @@ import (
 // written again while the stored one covers the leaver's ranges; it is when
 // a member it names has gone; and a range cut between members, or a member
 // leaving without a drain budget, gets no plan.
-// TestDecodeHandoff: a plan that names a member outside its members, or a
-// revision that cannot be a record's, is damaged; the stored plan keeps its
-// revision (so the leader can replace it) and no range.
-func TestDecodeHandoff(t *testing.T) {
-	t.Parallel()
-	key := planSchema.Handoff("a")
-	for _, v := range []string{
-		`{"v":1,"gen":3,"members":{"b":2},"ranges":[{"key":"k","rev":5,"to":"c"}]}`,
-		`{"v":1,"gen":3,"members":{"b":2},"ranges":[{"key":"k","rev":0,"to":"b"}]}`,
-		`{"v":1,"gen":3,"members":{"b":2},"ranges":[],"extra":1}`,
-		`{"v":1,"gen":3,"members":{"b":2},"ranges":[{"key":"k","rev":13,"to":"b"}]}`,                  // planned after it was written
-		`{"v":1,"gen":3,"members":{"b":9223372036854775807},"ranges":[{"key":"k","rev":5,"to":"b"}]}`, // registered after it
-		`{"v":1,"gen":3,"members":{"b/c":2},"ranges":[{"key":"k","rev":5,"to":"b/c"}]}`,               // no member id
-		`{"v":1,"gen":9223372036854775807,"members":{"b":2},"ranges":[{"key":"k","rev":5,"to":"b"}]}`,
-	} {
-		h, err := state.DecodeHandoff(key, []byte(v), 12)
-		if err == nil || h.Rev != 12 || len(h.ByKey) != 0 {
-			t.Errorf("%s: stored %+v, error %v; want an error, revision 12 and no range", v, h, err)
-		}
-	}
-	h, err := state.DecodeHandoff(key, []byte(`{"v":1,"gen":3,"members":{"b":2},"ranges":[{"key":"k","rev":5,"to":"b"}]}`), 12)
-	if err != nil || h.ByKey["k"] != (PlannedHandoff{Key: "k", Rev: 5, To: "b"}) {
-		t.Fatalf("stored %+v, error %v", h, err)
-	}
-}
-
 // TestHandOffOrRelease: a leaving member with the leader's plan writes each
 // planned range active for its next owner, with its final entry, in the
 // transaction that would have released it; a range the plan names at
