@@ -23,15 +23,17 @@ type PlannedHandoff struct {
 	To  string `json:"to"`
 }
 
-// StoredHandoff is a plan as read from etcd: rev is the key's ModRevision
-// (0: none), byKey its ranges. A damaged value has a rev and no ranges, so
-// the leader writes it again.
+// StoredHandoff is a plan as read from etcd: Rev is the key's ModRevision
+// (0: none), ByKey its ranges by range key. A damaged value has a Rev and no
+// ranges, so the leader writes it again.
 type StoredHandoff struct {
 	Rev   int64
 	Plan  HandoffPlan
 	ByKey map[string]PlannedHandoff
 }
 
+// DecodeHandoff reads a handoff plan written at revision rev, refusing one
+// that names a revision or a registration from after it.
 func DecodeHandoff(key string, data []byte, rev int64) (StoredHandoff, error) {
 	h := StoredHandoff{Rev: rev}
 	var p HandoffPlan

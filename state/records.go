@@ -106,6 +106,7 @@ type SubscriptionRecord struct {
 	Topics []string `json:"topics"`
 }
 
+// DecodeSubscription reads a member's topic list, sorted and each once.
 func DecodeSubscription(key string, data []byte) (SubscriptionRecord, error) {
 	var r SubscriptionRecord
 	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
@@ -131,6 +132,7 @@ type LeaveRecord struct {
 	DrainMs int64 `json:"drain_ms"`
 }
 
+// DecodeLeave reads a leaving member's drain budget.
 func DecodeLeave(key string, data []byte) (LeaveRecord, error) {
 	var l LeaveRecord
 	if err := decodeStrict(key, data, &l, func() int { return l.V }); err != nil {
@@ -245,6 +247,8 @@ func (e *BadValueError) Error() string {
 	return fmt.Sprintf("coord: bad value at %s: %s", textsafe.Quote(e.Key), textsafe.Escape(e.Problem))
 }
 
+// Encode is v's stored form: its JSON. It panics if v does not encode,
+// which no record of this package can.
 func Encode(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
