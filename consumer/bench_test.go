@@ -10,8 +10,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/keyshare/keyshare/consumer/internal/schedule"
-	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // benchPipeline builds a pipeline that owns the given ranges of partition 0
@@ -36,7 +36,7 @@ func benchPipeline(b *testing.B, ranges []ledger.HashRange, handler Handler) *pi
 		if err != nil {
 			b.Fatal(err)
 		}
-		w := &owned{st: st, rs: coord.RangeState{Key: fmt.Sprint(i), Record: coord.RangeRecord{Topic: "t", Lo: r.Lo, Hi: r.Hi, State: coord.StateActive}}}
+		w := &owned{st: st, rs: state.RangeState{Key: fmt.Sprint(i), Record: state.RangeRecord{Topic: "t", Lo: r.Lo, Hi: r.Hi, State: state.StateActive}}}
 		p.mu.ranges[w.rs.Key] = w
 		p.mu.byTP[t] = append(p.mu.byTP[t], w)
 	}

@@ -27,8 +27,8 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/keyshare/keyshare/consumer/internal/schedule"
-	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // logFetcher delivers one partition's log from a position that seeks move.
@@ -139,7 +139,7 @@ func newBlockedModel(t *rapid.T) *blockedModel {
 	}
 	t0 := tp{Topic: "t"}
 	for i := range len(cuts) - 1 {
-		rs := rangeOf(0, cuts[i], cuts[i+1], coord.StateActive, 1, 0)
+		rs := rangeOf(0, cuts[i], cuts[i+1], state.StateActive, 1, 0)
 		st, err := ledger.NewState(rs.Record.Range(), rs.Entry, 0)
 		if err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -53,8 +53,8 @@ func (t *hookedTxn) Commit() (*clientv3.TxnResponse, error) {
 // releases reports whether ops mark a range released.
 func releases(ops []clientv3.Op) bool {
 	for _, op := range ops {
-		var rec coord.RangeRecord
-		if op.IsPut() && json.Unmarshal(op.ValueBytes(), &rec) == nil && rec.State == coord.StateReleased {
+		var rec state.RangeRecord
+		if op.IsPut() && json.Unmarshal(op.ValueBytes(), &rec) == nil && rec.State == state.StateReleased {
 			return true
 		}
 	}
@@ -117,14 +117,14 @@ func TestDrainCancelsBeforeRelease(t *testing.T) {
 					c.Retry.MaxAttempts, c.Retry.Backoff, c.Retry.MaxBackoff = 1000, 100*time.Millisecond, 100*time.Millisecond
 				},
 			})
-			r.put(r.full(coord.StateActive), initialized(0))
+			r.put(r.full(state.StateActive), initialized(0))
 			testutil.Produce(t, r.k.Brokers, rigTopic, testutil.KeyedRecords(1, 1))
 			wait(t, "the record's first attempt", started)
 
-			rev := r.full(coord.StateRevoking)
+			rev := r.full(state.StateRevoking)
 			rev.Target, rev.DrainMs = "other", 300
 			r.put(rev, nil)
-			testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == coord.StateReleased })
+			testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == state.StateReleased })
 			testutil.WaitFor(t, "the record's worker done", 10*time.Second, func() bool {
 				return r.p.sched.Idle()
 			})

@@ -6,7 +6,7 @@ type holds struct {
 	// paused: the fetch loop paused the partitions in librdkafka, at an
 	// in-flight bound or held (backpressure.go).
 	paused bool
-	// held: an operator paused the group (coord.PauseRecord), or the
+	// held: an operator paused the group (state.PauseRecord), or the
 	// pause state is not read yet; the member takes no records.
 	held      bool
 	heldKnown bool // the pause state has been read once

@@ -6,13 +6,14 @@ import (
 	"slices"
 	"time"
 
-	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // Load accounting: what the records of each owned range cost, measured on
 // the data path and written to etcd every Config.LoadReportInterval
-// (coord.LoadReport) for the leader to place split points by load rather
+// (state.LoadReport) for the leader to place split points by load rather
 // than by hash width.
 //
 // Busy time is how long a record held a worker: from the moment a worker
@@ -24,10 +25,10 @@ import (
 // after their range was dropped are not counted anywhere.
 
 // hotCapacity is how many keys a range's space-saving summary tracks: a
-// few times coord.MaxHotKeys, so that the reported keys' lower bounds are
+// few times assign.MaxHotKeys, so that the reported keys' lower bounds are
 // tight when a few keys carry the load, while each record still costs a
 // scan of one small array.
-const hotCapacity = 4 * coord.MaxHotKeys
+const hotCapacity = 4 * assign.MaxHotKeys
 
 // hotEntry is a key tracked by a space-saving summary: weight
 // overestimates its busy time by at most err (the weight of the key it
@@ -95,7 +96,7 @@ type rangeLoad struct {
 	since   time.Time // the window's start
 	records int64     // records done
 	busy    time.Duration
-	buckets [coord.LoadBuckets]time.Duration
+	buckets [assign.LoadBuckets]time.Duration
 	hot     topKeys
 }
 
@@ -103,15 +104,15 @@ func newRangeLoad(r ledger.HashRange, since time.Time) *rangeLoad {
 	return &rangeLoad{r: r, since: since}
 }
 
-// bucket is the part of the range h falls in: coord.LoadBuckets parts of
+// bucket is the part of the range h falls in: assign.LoadBuckets parts of
 // equal width, the last taking the remainder (all of a range narrower than
 // LoadBuckets hashes).
 func (l *rangeLoad) bucket(h uint32) int {
-	width := l.r.Len() / coord.LoadBuckets
+	width := l.r.Len() / assign.LoadBuckets
 	if width == 0 {
-		return coord.LoadBuckets - 1
+		return assign.LoadBuckets - 1
 	}
-	return int(min((uint64(h)-l.r.Lo)/width, coord.LoadBuckets-1))
+	return int(min((uint64(h)-l.r.Lo)/width, assign.LoadBuckets-1))
 }
 
 // add counts a record of hash h that held a worker for busy; done says it
@@ -130,8 +131,8 @@ func (l *rangeLoad) add(h uint32, busy time.Duration, done bool) {
 
 // rates is the range's load over its window ending at now, with backlog
 // records fetched and not handled.
-func (l *rangeLoad) rates(t tp, now time.Time, backlog int64) coord.RangeLoad {
-	rl := coord.RangeLoad{Topic: t.Topic, Partition: t.Partition, Lo: l.r.Lo, Hi: l.r.Hi, Backlog: backlog}
+func (l *rangeLoad) rates(t tp, now time.Time, backlog int64) assign.RangeLoad {
+	rl := assign.RangeLoad{Topic: t.Topic, Partition: t.Partition, Lo: l.r.Lo, Hi: l.r.Hi, Backlog: backlog}
 	secs := now.Sub(l.since).Seconds()
 	if secs <= 0 {
 		return rl
@@ -139,13 +140,13 @@ func (l *rangeLoad) rates(t tp, now time.Time, backlog int64) coord.RangeLoad {
 	rl.RecordsPerSec = float64(l.records) / secs
 	rl.BusyPerSec = l.busy.Seconds() / secs
 	if l.busy > 0 {
-		rl.Buckets = make([]float64, coord.LoadBuckets)
+		rl.Buckets = make([]float64, assign.LoadBuckets)
 		for i, b := range l.buckets {
 			rl.Buckets[i] = b.Seconds() / secs
 		}
 	}
-	for _, e := range l.hot.top(coord.MaxHotKeys) {
-		rl.Hot = append(rl.Hot, coord.HotKey{Hash: uint64(e.hash), BusyPerSec: e.weight.Seconds() / secs})
+	for _, e := range l.hot.top(assign.MaxHotKeys) {
+		rl.Hot = append(rl.Hot, assign.HotKey{Hash: uint64(e.hash), BusyPerSec: e.weight.Seconds() / secs})
 	}
 	return rl
 }
@@ -188,9 +189,9 @@ func (lt *loadTable) add(w *owned, h uint32, busy time.Duration, done bool, sinc
 // measured for less than half of the last window keeps its window open, so
 // that its next rates are over a useful span rather than a few records.
 // Ranges no longer given are forgotten.
-func (lt *loadTable) report(now time.Time, ranges []*owned, backlog func(*owned) int64) coord.LoadReport {
+func (lt *loadTable) report(now time.Time, ranges []*owned, backlog func(*owned) int64) state.LoadReport {
 	window := now.Sub(lt.last)
-	r := coord.LoadReport{At: now, Window: max(window, time.Millisecond).Seconds(), Ranges: make([]coord.RangeLoad, 0, len(ranges))}
+	r := state.LoadReport{At: now, Window: max(window, time.Millisecond).Seconds(), Ranges: make([]assign.RangeLoad, 0, len(ranges))}
 	next := make(map[*owned]*rangeLoad, len(ranges))
 	for _, w := range ranges {
 		l := lt.byRange[w]
@@ -203,7 +204,7 @@ func (lt *loadTable) report(now time.Time, ranges []*owned, backlog func(*owned)
 		}
 		next[w] = l
 	}
-	slices.SortFunc(r.Ranges, func(a, b coord.RangeLoad) int {
+	slices.SortFunc(r.Ranges, func(a, b assign.RangeLoad) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Lo, b.Lo))
 	})
 	lt.byRange, lt.last = next, now
@@ -212,7 +213,7 @@ func (lt *loadTable) report(now time.Time, ranges []*owned, backlog func(*owned)
 
 // loadReport is the load of the ranges the member works on (not those it is
 // handing over), ending a window.
-func (p *pipeline) loadReport(now time.Time) coord.LoadReport {
+func (p *pipeline) loadReport(now time.Time) state.LoadReport {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ranges []*owned

@@ -11,10 +11,11 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/consumer"
-	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -78,7 +79,7 @@ func testLoadReportNamesSlowKey(t *testing.T, batch bool) {
 			if !ok {
 				continue
 			}
-			i := slices.IndexFunc(r.Ranges, func(rl coord.RangeLoad) bool {
+			i := slices.IndexFunc(r.Ranges, func(rl assign.RangeLoad) bool {
 				return rl.Topic == "orders" && rl.Lo <= slowHash && slowHash < rl.Hi
 			})
 			if i < 0 {
@@ -116,15 +117,15 @@ func handle(ctx context.Context, m *kafka.Message) {
 	}
 }
 
-func readLoad(t *testing.T, cli *clientv3.Client, key string) (coord.LoadReport, bool) {
+func readLoad(t *testing.T, cli *clientv3.Client, key string) (state.LoadReport, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	resp, err := cli.Get(ctx, key)
 	if err != nil || len(resp.Kvs) == 0 {
-		return coord.LoadReport{}, false
+		return state.LoadReport{}, false
 	}
-	r, err := coord.DecodeLoad(key, resp.Kvs[0].Value)
+	r, err := state.DecodeLoad(key, resp.Kvs[0].Value)
 	if err != nil {
 		t.Fatalf("load report %s: %v", key, err)
 	}
@@ -134,14 +135,14 @@ func readLoad(t *testing.T, cli *clientv3.Client, key string) (coord.LoadReport,
 func activeRanges(s consumer.Status) []consumer.RangeStatus {
 	var out []consumer.RangeStatus
 	for _, r := range s.Ranges {
-		if r.State != coord.StateRevoking {
+		if r.State != state.StateRevoking {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-func sameRanges(rl []coord.RangeLoad, rs []consumer.RangeStatus) bool {
+func sameRanges(rl []assign.RangeLoad, rs []consumer.RangeStatus) bool {
 	if len(rl) != len(rs) {
 		return false
 	}

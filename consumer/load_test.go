@@ -11,8 +11,10 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // TestTopKeysFindsHotKeyAmongMany: one key with a tenth of the busy time
@@ -34,7 +36,7 @@ func TestTopKeysFindsHotKeyAmongMany(t *testing.T) {
 		total += w
 		k.add(h, w)
 	}
-	top := k.top(coord.MaxHotKeys)
+	top := k.top(assign.MaxHotKeys)
 	if len(top) == 0 || top[0].hash != hot {
 		t.Fatalf("top keys %v: want %#x first", top, hot)
 	}
@@ -60,7 +62,7 @@ func TestTopKeysUniformLooksCold(t *testing.T) {
 		k.add(uint32(rng.IntN(10_000)), time.Millisecond)
 		total += time.Millisecond
 	}
-	for _, e := range k.top(coord.MaxHotKeys) {
+	for _, e := range k.top(assign.MaxHotKeys) {
 		if e.weight > total/100 {
 			t.Errorf("uniform key %d reported with %v of %v: want under 1%%", e.hash, e.weight, total)
 		}
@@ -96,14 +98,14 @@ func TestRangeLoadBucket(t *testing.T) {
 		{ledger.Full, 0, 0},
 		{ledger.Full, 1<<28 - 1, 0},
 		{ledger.Full, 1 << 28, 1},
-		{ledger.Full, math.MaxUint32, coord.LoadBuckets - 1},
+		{ledger.Full, math.MaxUint32, assign.LoadBuckets - 1},
 		// 100 hashes: parts of 6, the last holding 10.
 		{ledger.HashRange{Lo: 1000, Hi: 1100}, 1000, 0},
 		{ledger.HashRange{Lo: 1000, Hi: 1100}, 1089, 14},
 		{ledger.HashRange{Lo: 1000, Hi: 1100}, 1090, 15},
 		{ledger.HashRange{Lo: 1000, Hi: 1100}, 1099, 15},
 		// Narrower than LoadBuckets: all in the last part.
-		{ledger.HashRange{Lo: 5, Hi: 6}, 5, coord.LoadBuckets - 1},
+		{ledger.HashRange{Lo: 5, Hi: 6}, 5, assign.LoadBuckets - 1},
 	} {
 		l := newRangeLoad(tc.r, time.Time{})
 		if got := l.bucket(tc.h); got != tc.want {
@@ -119,7 +121,7 @@ func testOwned(t *testing.T, topic string, partition int32, r ledger.HashRange) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &owned{st: st, rs: coord.RangeState{Record: coord.RangeRecord{Topic: topic, Partition: partition, Lo: r.Lo, Hi: r.Hi, State: coord.StateActive}}}
+	return &owned{st: st, rs: state.RangeState{Record: state.RangeRecord{Topic: topic, Partition: partition, Lo: r.Lo, Hi: r.Hi, State: state.StateActive}}}
 }
 
 // TestLoadTableReport: rates are over each range's own window, buckets and
@@ -158,7 +160,7 @@ func TestLoadTableReport(t *testing.T) {
 	if !near(ra.RecordsPerSec, 3) || !near(ra.BusyPerSec, 0.35) || ra.Backlog != 7 || ra.Lo != 0 || ra.Hi != half {
 		t.Errorf("range a %+v: want 3 records/s, 0.35 busy/s, backlog 7, [0, 2^31)", ra)
 	}
-	if len(ra.Buckets) != coord.LoadBuckets || !near(ra.Buckets[0], 0.3) || !near(ra.Buckets[coord.LoadBuckets-1], 0.05) {
+	if len(ra.Buckets) != assign.LoadBuckets || !near(ra.Buckets[0], 0.3) || !near(ra.Buckets[assign.LoadBuckets-1], 0.05) {
 		t.Errorf("range a buckets %v: want 0.3 in the first part, 0.05 in the last", ra.Buckets)
 	}
 	if len(ra.Hot) != 2 || ra.Hot[0].Hash != uint64(hot) || !near(ra.Hot[0].BusyPerSec, 0.3) {

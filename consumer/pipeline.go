@@ -7,11 +7,13 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/consumer/internal/schedule"
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/state"
 )
 
-type tp = coord.TopicPartition
+type tp = assign.TopicPartition
 
 // pipeline is a member's data path for one etcd session: fetch, filter,
 // dispatch, complete, flush. When the session ends the whole pipeline is
@@ -42,7 +44,7 @@ type pipeline struct {
 
 	// Answers of the reads that the fetch loop leaves to goroutines, so
 	// that no I/O holds back an assignment (reconcile.go).
-	reread    chan coord.Assignment // the assignment read again (rereadLoop)
+	reread    chan state.Assignment // the assignment read again (rereadLoop)
 	startsCh  chan startsAnswer     // start offsets of new ranges (readStarts)
 	logBounds chan logBounds        // log starts and ends (retention.go)
 
@@ -52,7 +54,7 @@ type pipeline struct {
 	// below it).
 	boundSince time.Time
 	// latest is the assignment applied last.
-	latest coord.Assignment
+	latest state.Assignment
 	// readingStarts: a start-offset read runs; queryingLog: a log-offset
 	// query runs, and queryAgain asks for another once it ends.
 	readingStarts, queryingLog, queryAgain bool
@@ -95,7 +97,7 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 		space:   make(chan struct{}, 1),
 
 		retentionCh: make(chan struct{}, 1),
-		reread:      make(chan coord.Assignment),
+		reread:      make(chan state.Assignment),
 		startsCh:    make(chan startsAnswer, 1),
 		logBounds:   make(chan logBounds, 1),
 	}

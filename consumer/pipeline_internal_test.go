@@ -14,6 +14,7 @@ import (
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -30,7 +31,7 @@ type rig struct {
 	sess   *coord.Session
 	p      *pipeline
 	schema keys.Schema
-	group  coord.Group
+	group  state.Group
 	gen    int64
 }
 
@@ -102,19 +103,19 @@ func newRigWith(t *testing.T, h Handler, fetch bool, opts rigOptions) *rig {
 		p.wg.Wait()
 		_ = sess.Close()
 	})
-	return &rig{t: t, cli: cli, k: k, c: c, sess: sess, p: p, schema: keys.New(cfg.Prefix, cfg.Group), group: coord.Group{Prefix: cfg.Prefix, Name: cfg.Group}}
+	return &rig{t: t, cli: cli, k: k, c: c, sess: sess, p: p, schema: keys.New(cfg.Prefix, cfg.Group), group: state.Group{Prefix: cfg.Prefix, Name: cfg.Group}}
 }
 
 // full is the whole hash space of partition 0, owned by m.
-func (r *rig) full(state string) coord.RangeRecord {
-	return coord.RangeRecord{V: 1, Topic: rigTopic, Lo: 0, Hi: ledger.HashSpace, Owner: "m", State: state, Since: time.Now().UTC()}
+func (r *rig) full(st string) state.RangeRecord {
+	return state.RangeRecord{V: 1, Topic: rigTopic, Lo: 0, Hi: ledger.HashSpace, Owner: "m", State: st, Since: time.Now().UTC()}
 }
 
 func (r *rig) rangeKey() string { return r.schema.Range(rigTopic, 0, 0) }
 
 // put writes a range record (and its ledger entry, if e is not nil) with a
 // new generation, as the leader's plan does, and returns its revision.
-func (r *rig) put(rec coord.RangeRecord, e *ledger.Entry) int64 {
+func (r *rig) put(rec state.RangeRecord, e *ledger.Entry) int64 {
 	r.t.Helper()
 	r.gen++
 	rec.Gen = r.gen
@@ -122,7 +123,7 @@ func (r *rig) put(rec coord.RangeRecord, e *ledger.Entry) int64 {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	g, _ := json.Marshal(coord.GenerationRecord{V: 1, Generation: r.gen, Leader: "test", At: time.Now().UTC()})
+	g, _ := json.Marshal(state.GenerationRecord{V: 1, Generation: r.gen, Leader: "test", At: time.Now().UTC()})
 	ops := []clientv3.Op{clientv3.OpPut(r.schema.Range(rec.Topic, rec.Partition, rec.Lo), string(b)), clientv3.OpPut(r.schema.Generation(), string(g))}
 	if e != nil {
 		ops = append(ops, clientv3.OpPut(r.schema.LedgerEntry(rec.Topic, rec.Partition, rec.Lo), string(ledger.Encode(*e))))
@@ -135,7 +136,7 @@ func (r *rig) put(rec coord.RangeRecord, e *ledger.Entry) int64 {
 }
 
 // stored reads the range record and ledger entry of the full range.
-func (r *rig) stored() coord.RangeState {
+func (r *rig) stored() state.RangeState {
 	r.t.Helper()
 	snap, err := coord.ReadSnapshot(r.t.Context(), r.cli, r.group)
 	if err != nil {
@@ -147,7 +148,7 @@ func (r *rig) stored() coord.RangeState {
 		}
 	}
 	r.t.Fatalf("no range record at %s", r.rangeKey())
-	return coord.RangeState{}
+	return state.RangeState{}
 }
 
 // owned reports what the member holds of the full range (nil if nothing),
@@ -253,24 +254,24 @@ func TestFinishIgnoresAbandonedJob(t *testing.T) {
 				return nil
 			}, false, nil)
 			p := r.p
-			rec := r.full(coord.StateActive)
-			rs := coord.RangeState{Key: r.rangeKey(), Record: rec, Rev: 1, LedgerKey: r.schema.LedgerEntry(rigTopic, 0, 0),
+			rec := r.full(state.StateActive)
+			rs := state.RangeState{Key: r.rangeKey(), Record: rec, Rev: 1, LedgerKey: r.schema.LedgerEntry(rigTopic, 0, 0),
 				Entry: ledger.Entry{Segments: []ledger.Segment{{Lo: 0, Hi: ledger.HashSpace, Next: 5}}}}
 			topic := rigTopic
 			msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0, Offset: 5}, Key: []byte("k")}
 			t0 := tp{Topic: rigTopic}
 
-			if err := p.reconcile(coord.Assignment{Generation: 1, Rev: 10, Ranges: []coord.RangeState{rs}}); err != nil {
+			if err := p.reconcile(state.Assignment{Generation: 1, Rev: 10, Ranges: []state.RangeState{rs}}); err != nil {
 				t.Fatal(err)
 			}
 			p.handle(msg)
 			wait(t, "the first run", startedA)
 			// The range goes (its job is cancelled and forgotten), comes
 			// back from the same ledger state, and offset 5 runs again.
-			if err := p.reconcile(coord.Assignment{Generation: 2, Rev: 11}); err != nil {
+			if err := p.reconcile(state.Assignment{Generation: 2, Rev: 11}); err != nil {
 				t.Fatal(err)
 			}
-			if err := p.reconcile(coord.Assignment{Generation: 3, Rev: 12, Ranges: []coord.RangeState{rs}}); err != nil {
+			if err := p.reconcile(state.Assignment{Generation: 3, Rev: 12, Ranges: []state.RangeState{rs}}); err != nil {
 				t.Fatal(err)
 			}
 			p.handle(msg)
@@ -308,16 +309,16 @@ func TestFinishIgnoresAbandonedJob(t *testing.T) {
 // newer one: a range handed to another member stays dropped.
 func TestOlderAssignmentIgnored(t *testing.T) {
 	r := newRig(t, func(context.Context, *kafka.Message) error { return nil }, false, nil)
-	read := func() coord.Assignment {
+	read := func() state.Assignment {
 		snap, err := coord.ReadSnapshot(t.Context(), r.cli, r.group)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return snap.AssignmentOf("m")
 	}
-	r.put(r.full(coord.StateActive), &ledger.Entry{})
+	r.put(r.full(state.StateActive), &ledger.Entry{})
 	older := read()
-	moved := r.full(coord.StateActive)
+	moved := r.full(state.StateActive)
 	moved.Owner = "other"
 	r.put(moved, nil)
 	newer := read()
@@ -377,18 +378,18 @@ func TestCancelledRevokeKeepsTheRange(t *testing.T) {
 	rn := newRuns()
 	started, release := make(chan struct{}), make(chan struct{})
 	r := newRig(t, slowFirst(rn, started, release), true, nil)
-	r.put(r.full(coord.StateActive), &ledger.Entry{})
+	r.put(r.full(state.StateActive), &ledger.Entry{})
 	produceSlowFirst(t, r, 21)
 	wait(t, "the slow record", started)
 	testutil.WaitFor(t, "the other records handled", 30*time.Second, func() bool { return rn.doneCount() == 20 })
 
-	rev := r.full(coord.StateRevoking)
+	rev := r.full(state.StateRevoking)
 	rev.Target, rev.DrainMs = "other", 20000
 	r.put(rev, nil)
 	testutil.WaitFor(t, "the member draining", 10*time.Second, func() bool {
 		return r.owned(func(w *owned) bool { return w != nil && w.revoking && w.draining })
 	})
-	keepRev := r.put(r.full(coord.StateActive), nil) // the leader takes the revoke back
+	keepRev := r.put(r.full(state.StateActive), nil) // the leader takes the revoke back
 	testutil.WaitFor(t, "the member keeping the range", 10*time.Second, func() bool {
 		return r.owned(func(w *owned) bool { return w != nil && w.rs.Rev == keepRev && !w.revoking })
 	})
@@ -400,14 +401,14 @@ func TestCancelledRevokeKeepsTheRange(t *testing.T) {
 	})
 	produceSlowFirst(t, r, 10) // slow:0 again at offset 21: nothing holds it now
 	testutil.WaitFor(t, "records produced after the revoke was taken back", 20*time.Second, func() bool { return rn.doneCount() == 31 })
-	if st := r.stored(); st.Rev != keepRev || st.Record.State != coord.StateActive {
+	if st := r.stored(); st.Rev != keepRev || st.Record.State != state.StateActive {
 		t.Fatalf("range record %s at rev %d after the leader kept the range at rev %d: the member released a range it keeps", st.Record.State, st.Rev, keepRev)
 	}
 	rn.twice(t)
 
 	// A later revoke drains and releases again.
 	r.put(rev, nil)
-	testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == coord.StateReleased })
+	testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == state.StateReleased })
 	if w, _ := r.stored().Entry.Watermark(); w != 31 {
 		t.Fatalf("released at watermark %d, want 31", w)
 	}
@@ -436,12 +437,12 @@ func TestDrainBudgetFromReceipt(t *testing.T) {
 			rn := newRuns()
 			started, release := make(chan struct{}), make(chan struct{})
 			r := newRig(t, slowFirst(rn, started, release), true, func(c *Config) { c.DrainTimeout = tc.ownDrain })
-			r.put(r.full(coord.StateActive), &ledger.Entry{})
+			r.put(r.full(state.StateActive), &ledger.Entry{})
 			produceSlowFirst(t, r, 21)
 			wait(t, "the slow record", started)
 			testutil.WaitFor(t, "the other records handled", 30*time.Second, func() bool { return rn.doneCount() == 20 })
 
-			rev := r.full(coord.StateRevoking)
+			rev := r.full(state.StateRevoking)
 			rev.Since = time.Now().Add(tc.since).UTC()
 			rev.Target, rev.DrainMs = "other", tc.drainMs
 			r.put(rev, nil)
@@ -449,12 +450,12 @@ func TestDrainBudgetFromReceipt(t *testing.T) {
 				testutil.WaitFor(t, "the member draining", 10*time.Second, func() bool {
 					return r.owned(func(w *owned) bool { return w == nil || w.revoking && w.draining })
 				})
-				if st := r.stored(); st.Record.State != coord.StateRevoking {
+				if st := r.stored(); st.Record.State != state.StateRevoking {
 					t.Fatalf("range %s while its slow record is in flight and the budget not spent", st.Record.State)
 				}
 				close(release)
 			}
-			testutil.WaitFor(t, "the range released", 30*time.Second, func() bool { return r.stored().Record.State == coord.StateReleased })
+			testutil.WaitFor(t, "the range released", 30*time.Second, func() bool { return r.stored().Record.State == state.StateReleased })
 			st := r.stored()
 			wm, _ := st.Entry.Watermark()
 			if tc.finish && wm != 21 {
@@ -467,7 +468,7 @@ func TestDrainBudgetFromReceipt(t *testing.T) {
 			if !tc.finish {
 				close(release)
 			}
-			r.put(r.full(coord.StateActive), nil)
+			r.put(r.full(state.StateActive), nil)
 			testutil.WaitFor(t, "everything handled", 20*time.Second, func() bool { return rn.doneCount() == 21 })
 			if tc.finish {
 				rn.twice(t)
@@ -490,7 +491,7 @@ func TestFirstWatermarkMoveFlushedAtOnce(t *testing.T) {
 	rn := newRuns()
 	started, release := make(chan struct{}), make(chan struct{})
 	r := newRig(t, slowFirst(rn, started, release), true, func(c *Config) { c.FlushInterval = time.Hour })
-	r.put(r.full(coord.StateActive), &ledger.Entry{})
+	r.put(r.full(state.StateActive), &ledger.Entry{})
 	produceSlowFirst(t, r, 5)
 	wait(t, "the slow record", started)
 	testutil.WaitFor(t, "the other records handled", 30*time.Second, func() bool { return rn.doneCount() == 4 })

@@ -3,7 +3,7 @@ package consumer
 import (
 	"time"
 
-	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/state"
 )
 
 // Moving to a new assignment.
@@ -38,7 +38,7 @@ type startsAnswer struct {
 // An assignment read at an older etcd revision than the one applied last is
 // ignored: the watch's update and a reread can arrive in either order, and
 // the older one would undo what the newer one applied.
-func (p *pipeline) reconcile(a coord.Assignment) error {
+func (p *pipeline) reconcile(a state.Assignment) error {
 	need, err := p.apply(a, nil)
 	if err != nil {
 		return err
@@ -52,7 +52,7 @@ func (p *pipeline) reconcile(a coord.Assignment) error {
 // no I/O but the fetcher's (librdkafka's local assign and seek), and
 // returns the partitions of the new ranges left out for want of a start
 // offset.
-func (p *pipeline) apply(a coord.Assignment, starts map[tp]int64) ([]tp, error) {
+func (p *pipeline) apply(a state.Assignment, starts map[tp]int64) ([]tp, error) {
 	p.mu.Lock()
 	if a.Rev < p.mu.rev {
 		applied := p.mu.rev

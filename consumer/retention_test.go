@@ -13,6 +13,7 @@ import (
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -72,7 +73,7 @@ func TestRecordsLostToRetention(t *testing.T) {
 		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == int64(len(produced))
 	})
 
-	snap, err := coord.ReadSnapshot(t.Context(), cli, coord.Group{Prefix: "/keyshare", Name: "g"})
+	snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Prefix: "/keyshare", Name: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/assign"
 )
 
 // Status is a snapshot of a member's state.
@@ -36,7 +36,7 @@ type Status struct {
 	RetentionLosses int64
 	// Halted lists the partitions held because Kafka deleted records not
 	// yet handled (RetentionLoss "halt").
-	Halted []coord.TopicPartition
+	Halted []assign.TopicPartition
 	// AboveLogEnd lists the assigned partitions whose position is above
 	// the log end (the log was truncated, or the topic recreated): they are
 	// not fetched until an operator acts. See docs/consumer.md.
@@ -101,7 +101,7 @@ func (c *Consumer) Status() Status {
 	for t := range p.mu.halted {
 		s.Halted = append(s.Halted, t)
 	}
-	slices.SortFunc(s.Halted, func(a, b coord.TopicPartition) int {
+	slices.SortFunc(s.Halted, func(a, b assign.TopicPartition) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	for t, a := range p.mu.aboveEnd {

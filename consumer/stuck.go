@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
+	"github.com/keyshare/keyshare/state"
 )
 
 // watchStuck reports ranges whose watermark has not moved for StuckTimeout
@@ -17,7 +17,7 @@ func (p *pipeline) watchStuck() {
 	every := min(time.Second, p.c.cfg.StuckTimeout/4)
 	t := time.NewTicker(every)
 	defer t.Stop()
-	reported := make(map[string]coord.RangeState) // by range key
+	reported := make(map[string]state.RangeState) // by range key
 	for {
 		select {
 		case <-p.ctx.Done():
@@ -25,8 +25,8 @@ func (p *pipeline) watchStuck() {
 		case <-t.C:
 		}
 		type report struct {
-			rs    coord.RangeState
-			rec   coord.StuckRecord
+			rs    state.RangeState
+			rec   state.StuckRecord
 			clear bool
 		}
 		var reports []report
@@ -49,7 +49,7 @@ func (p *pipeline) watchStuck() {
 				continue
 			}
 			w.stuck = true
-			rec := coord.StuckRecord{Offset: oldest, Since: w.wmSince}
+			rec := state.StuckRecord{Offset: oldest, Since: w.wmSince}
 			if j := p.mu.jobs[w.tp()][oldest]; j != nil {
 				// Key and error are cut short (textsafe): the report must
 				// fit in an etcd request whatever the record holds.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // The range table: the ranges a member works on, with their in-memory
@@ -16,12 +17,12 @@ import (
 
 // owned is a range this member works on, with its in-memory ledger state.
 type owned struct {
-	rs       coord.RangeState // the range record as last read (its Rev is the guard)
+	rs       state.RangeState // the range record as last read (its Rev is the guard)
 	st       *ledger.State
 	flushed  uint64 // st.Version() last written to etcd
 	dirty    bool   // never written since acquired
 	revoking bool
-	// reset is the reset epoch (coord.RangeRecord.Reset) st was loaded at,
+	// reset is the reset epoch (state.RangeRecord.Reset) st was loaded at,
 	// or inherited from the range it was cut from: a record whose epoch is
 	// above it means an operator reset the range, and st is stale.
 	reset    int64
@@ -100,7 +101,7 @@ func ownsHash(byTP map[tp][]*owned, t tp, h uint32) bool {
 // drainBudget is how long the owner of revoking range rec may drain it: the
 // leader's budget written in the record, else the member's own DrainTimeout
 // (a record from a leader that does not write one).
-func drainBudget(rec coord.RangeRecord, own time.Duration) time.Duration {
+func drainBudget(rec state.RangeRecord, own time.Duration) time.Duration {
 	if rec.DrainMs > 0 {
 		return time.Duration(rec.DrainMs) * time.Millisecond
 	}
@@ -217,7 +218,7 @@ type reconciled struct {
 //
 // The owned values of t are updated in place and t's maps replaced; the
 // caller holds the lock that guards them.
-func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a coord.Assignment, starts map[tp]int64, drainTimeout time.Duration, log hclog.Logger) reconciled {
+func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a state.Assignment, starts map[tp]int64, drainTimeout time.Duration, log hclog.Logger) reconciled {
 	var res reconciled
 	old, oldByTP := t.ranges, t.byTP
 	next := make(map[string]*owned, len(a.Ranges))
@@ -271,7 +272,7 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a coord.Assignmen
 		}
 		wasRevoking := w.revoking
 		w.rs = r
-		w.revoking = r.Record.State == coord.StateRevoking
+		w.revoking = r.Record.State == state.StateRevoking
 		if wasRevoking && !w.revoking {
 			seek[pt] = true // it observed nothing while revoking: fetch again from its watermark
 			if w.draining {
