@@ -11,8 +11,10 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/kafkaoffsets"
+	"github.com/keyshare/keyshare/state"
 )
 
 // Errors a caller branches on.
@@ -29,7 +31,7 @@ var (
 // Group administers one keyshare group.
 type Group struct {
 	cli   *clientv3.Client
-	group coord.Group
+	group state.Group
 	name  string
 	kcfg  kafka.ConfigMap
 	kc    *kafka.Consumer // never subscribes: metadata, offsets, commits
@@ -43,7 +45,7 @@ func Open(cli *clientv3.Client, kafkaCfg kafka.ConfigMap, prefix, group string) 
 	if err := coord.CheckName("group", group); err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
-	g := &Group{cli: cli, group: coord.Group{Prefix: prefix, Name: group}, name: group, kcfg: kafkaCfg}
+	g := &Group{cli: cli, group: state.Group{Prefix: prefix, Name: group}, name: group, kcfg: kafkaCfg}
 	if kafkaCfg != nil {
 		cm := kafka.ConfigMap{}
 		for k, v := range kafkaCfg {
@@ -151,7 +153,7 @@ func (g *Group) Pause(ctx context.Context, by, reason string) error {
 	if err := g.known(ctx); err != nil {
 		return err
 	}
-	return coord.WritePause(ctx, g.cli, g.group, coord.PauseRecord{By: by, Reason: reason})
+	return coord.WritePause(ctx, g.cli, g.group, state.PauseRecord{By: by, Reason: reason})
 }
 
 // Resume lets the members take records again; it reports whether the group
@@ -276,9 +278,9 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 	// The committed offsets and the log bounds, each in requests of
 	// kafkaoffsets.Chunk partitions sent at once: one synchronous call per
 	// partition was a round trip each.
-	parts := make([]coord.TopicPartition, len(tps))
+	parts := make([]assign.TopicPartition, len(tps))
 	for i, tp := range tps {
-		parts[i] = coord.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
+		parts[i] = assign.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
 	}
 	committed, refused, err := kafkaoffsets.Committed(g.kc, parts, kafkaTimeoutMs)
 	if err == nil {
@@ -389,7 +391,7 @@ const resetWriter = "keyshare group reset-offsets"
 func (g *Group) ApplyReset(ctx context.Context, plan []PlanRow) error {
 	resets := make([]coord.OffsetReset, 0, len(plan))
 	for _, row := range plan {
-		resets = append(resets, coord.OffsetReset{TopicPartition: coord.TopicPartition{Topic: row.Topic, Partition: row.Partition}, Offset: row.New})
+		resets = append(resets, coord.OffsetReset{TopicPartition: assign.TopicPartition{Topic: row.Topic, Partition: row.Partition}, Offset: row.New})
 	}
 	var err error
 	for range resetAttempts {
@@ -397,7 +399,7 @@ func (g *Group) ApplyReset(ctx context.Context, plan []PlanRow) error {
 		if rg, err = g.checkReset(ctx); err != nil {
 			return err
 		}
-		var snap *coord.Snapshot
+		var snap *state.Snapshot
 		if snap, err = coord.ReadSnapshot(ctx, g.cli, g.group); err != nil {
 			return fmt.Errorf("admin: %w", err)
 		}

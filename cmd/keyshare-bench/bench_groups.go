@@ -15,9 +15,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/devcluster"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
 )
 
 // largeGroups measures large groups on a 3-member embedded etcd:
@@ -144,11 +146,11 @@ func topicsFor(prefix string, p int) map[string]int32 {
 
 // settledFor reports whether every partition of topics is covered by active
 // ranges of live, non-leaving members (not in gone).
-func settledFor(snap *coord.Snapshot, topics map[string]int32, gone string) bool {
-	cover := make(map[coord.TopicPartition]uint64)
+func settledFor(snap *state.Snapshot, topics map[string]int32, gone string) bool {
+	cover := make(map[assign.TopicPartition]uint64)
 	for _, r := range snap.Ranges {
 		m, live := snap.Members[r.Record.Owner]
-		if r.Record.State != coord.StateActive || !live || m.Leaving || r.Record.Owner == gone {
+		if r.Record.State != state.StateActive || !live || m.Leaving || r.Record.Owner == gone {
 			return false
 		}
 		cover[r.TP()] += r.Record.Hi - r.Record.Lo
@@ -289,7 +291,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 				case a := <-s.Updates():
 					var rels []coord.RangeRelease
 					for _, r := range a.Ranges {
-						if r.Record.State == coord.StateRevoking {
+						if r.Record.State == state.StateRevoking {
 							rels = append(rels, coord.RangeRelease{Range: r, Final: r.Entry, Written: r.EntryRev > 0})
 						}
 					}
@@ -469,12 +471,12 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 		}
 		ms = append(ms, bm)
 	}
-	snapNow := func() *coord.Snapshot {
+	snapNow := func() *state.Snapshot {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		snap, err := coord.ReadSnapshot(rctx, cli, groupOf(schema))
 		if err != nil {
-			return &coord.Snapshot{}
+			return &state.Snapshot{}
 		}
 		return snap
 	}
@@ -566,8 +568,8 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 	// holds its ranges.
 	stopOne := func(i int, sig syscall.Signal) (leaveTimes, error) {
 		id := fmt.Sprintf("m%03d", i)
-		var moved []coord.TopicPartition
-		seen := make(map[coord.TopicPartition]bool)
+		var moved []assign.TopicPartition
+		seen := make(map[assign.TopicPartition]bool)
 		for _, r := range obs.snapshot().Owned(id) {
 			if !seen[r.TP()] {
 				seen[r.TP()] = true

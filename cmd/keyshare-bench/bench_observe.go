@@ -8,8 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
 )
 
 // rangeObserver follows a group's registrations and range records with one
@@ -22,15 +22,15 @@ type rangeObserver struct {
 	g keys.Schema
 
 	mu      sync.Mutex
-	members map[string]coord.Member
-	ranges  map[string]coord.RangeState
+	members map[string]state.Member
+	ranges  map[string]state.RangeState
 	err     error // the watch failed: the checks see it
 }
 
 // observeRanges starts a rangeObserver that follows the group until ctx
 // ends.
 func observeRanges(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*rangeObserver, error) {
-	o := &rangeObserver{g: s, members: make(map[string]coord.Member), ranges: make(map[string]coord.RangeState)}
+	o := &rangeObserver{g: s, members: make(map[string]state.Member), ranges: make(map[string]state.RangeState)}
 	resp, err := cli.Txn(ctx).Then(
 		clientv3.OpGet(s.Members(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.Ranges(), clientv3.WithPrefix()),
@@ -76,24 +76,24 @@ func (o *rangeObserver) put(key string, value []byte, lease, created, modified i
 	defer o.mu.Unlock()
 	if strings.HasPrefix(key, o.g.Members()) {
 		delete(o.members, strings.TrimPrefix(key, o.g.Members()))
-		if m, err := coord.DecodeMember(g, key, value); err == nil && lease != 0 {
-			o.members[m.ID] = coord.Member{MemberInfo: m, CreateRev: created}
+		if m, err := state.DecodeMember(g, key, value); err == nil && lease != 0 {
+			o.members[m.ID] = state.Member{MemberInfo: m, CreateRev: created}
 		}
 		return
 	}
 	delete(o.ranges, key)
-	if rec, err := coord.DecodeRange(g, key, value, modified); err == nil {
-		o.ranges[key] = coord.RangeState{Key: key, Record: rec, Rev: modified}
+	if rec, err := state.DecodeRange(g, key, value, modified); err == nil {
+		o.ranges[key] = state.RangeState{Key: key, Record: rec, Rev: modified}
 	}
 }
 
 // snapshot is the registrations and range records as last seen (a
 // Snapshot with those only, in no particular order), or an empty one once
 // the watch has failed, so that no check passes on stale state.
-func (o *rangeObserver) snapshot() *coord.Snapshot {
+func (o *rangeObserver) snapshot() *state.Snapshot {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	snap := &coord.Snapshot{Members: make(map[string]coord.Member, len(o.members))}
+	snap := &state.Snapshot{Members: make(map[string]state.Member, len(o.members))}
 	if o.err != nil {
 		return snap
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/assign"
 )
 
 // plainGroupLeave times, for comparison, the leave the member-process rows
@@ -107,9 +107,9 @@ func (c *benchCommand) plainGroupLeave(ctx context.Context, p, m int) (leaveTime
 	if err != nil {
 		return none, err
 	}
-	moved := make([]coord.TopicPartition, 0, len(held))
+	moved := make([]assign.TopicPartition, 0, len(held))
 	for _, tp := range held {
-		moved = append(moved, coord.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition})
+		moved = append(moved, assign.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition})
 	}
 	start := time.Now()
 	cs = cs[:len(cs)-1]

@@ -18,11 +18,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // The skew benchmark: throughput of 4 members × 16 workers on
@@ -346,7 +348,7 @@ func (c *benchCommand) sampleSkew(ctx context.Context, group string) (*skewSampl
 	go func() {
 		defer close(smp.done)
 		defer cli.Close()
-		var prev []coord.RangeState
+		var prev []state.RangeState
 		var prevGen int64
 		seen := map[string]int64{} // load key → ModRevision last counted
 		for first := true; sctx.Err() == nil; first = false {
@@ -396,20 +398,20 @@ func (smp *skewSampler) stop() skewRun {
 // ownerChange is the hash space, in partitions' worth, whose owner differs
 // between two samples of a group's ranges (space owned in only one of them
 // counts as well: it changed hands through the leader).
-func ownerChange(before, after []coord.RangeState) float64 {
+func ownerChange(before, after []state.RangeState) float64 {
 	type seg struct {
 		lo, hi uint64
 		owner  string
 	}
-	byTP := func(rs []coord.RangeState) map[coord.TopicPartition][]seg {
-		out := map[coord.TopicPartition][]seg{}
+	byTP := func(rs []state.RangeState) map[assign.TopicPartition][]seg {
+		out := map[assign.TopicPartition][]seg{}
 		for _, r := range rs {
 			out[r.TP()] = append(out[r.TP()], seg{r.Record.Lo, r.Record.Hi, r.Record.Owner})
 		}
 		return out
 	}
 	b, a := byTP(before), byTP(after)
-	tps := map[coord.TopicPartition]bool{}
+	tps := map[assign.TopicPartition]bool{}
 	for t := range b {
 		tps[t] = true
 	}

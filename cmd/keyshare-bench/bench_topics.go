@@ -10,7 +10,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 )
 
@@ -20,7 +20,7 @@ type benchTopics struct {
 	admin    *kafka.AdminClient
 	prod     *kafka.Producer
 	topics   map[string]int32
-	ends     map[coord.TopicPartition]int64
+	ends     map[assign.TopicPartition]int64
 	produced int
 }
 
@@ -37,7 +37,7 @@ func newBenchTopics(ctx context.Context, brokers string, topics map[string]int32
 		admin.Close()
 		return nil, err
 	}
-	bt := &benchTopics{admin: admin, topics: topics, ends: make(map[coord.TopicPartition]int64)}
+	bt := &benchTopics{admin: admin, topics: topics, ends: make(map[assign.TopicPartition]int64)}
 	bt.prod, err = kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": brokers, "linger.ms": 5, "log_level": 3, "go.delivery.reports": false})
 	if err != nil {
 		bt.close()
@@ -56,7 +56,7 @@ func (bt *benchTopics) produceEach(per int) {
 					time.Sleep(time.Millisecond)
 				}
 				bt.produced++
-				bt.ends[coord.TopicPartition{Topic: t, Partition: part}]++
+				bt.ends[assign.TopicPartition{Topic: t, Partition: part}]++
 			}
 		}
 	}
@@ -92,15 +92,15 @@ func (bt *benchTopics) close() {
 // one request, took CPU from the leave being timed.
 type endChecker struct {
 	kc    *kafka.Consumer
-	ends  map[coord.TopicPartition]int64
-	atEnd map[coord.TopicPartition]int64 // the end each was last seen committed at
+	ends  map[assign.TopicPartition]int64
+	atEnd map[assign.TopicPartition]int64 // the end each was last seen committed at
 }
 
 func (e *endChecker) reached() bool {
 	if e.atEnd == nil {
-		e.atEnd = make(map[coord.TopicPartition]int64)
+		e.atEnd = make(map[assign.TopicPartition]int64)
 	}
-	var ask []coord.TopicPartition
+	var ask []assign.TopicPartition
 	for tp, end := range e.ends {
 		if e.atEnd[tp] != end {
 			ask = append(ask, tp)
@@ -118,7 +118,7 @@ func (e *endChecker) reached() bool {
 			e.atEnd[tp] = o
 		}
 	}
-	return len(got) == len(ask) && !slices.ContainsFunc(ask, func(tp coord.TopicPartition) bool { return e.atEnd[tp] != e.ends[tp] })
+	return len(got) == len(ask) && !slices.ContainsFunc(ask, func(tp assign.TopicPartition) bool { return e.atEnd[tp] != e.ends[tp] })
 }
 
 // leaveTimes is how long one leave (or kill) took to be made good: until
@@ -134,8 +134,8 @@ type leaveTimes struct{ moved, all time.Duration }
 // bench's end offsets after the records produced at the signal; moved the
 // partitions the leaving member held; held tells whether every partition
 // is held by a remaining member.
-func timeLeave(ctx context.Context, start time.Time, kc *kafka.Consumer, ends map[coord.TopicPartition]int64, moved []coord.TopicPartition, held func() bool) (leaveTimes, error) {
-	movedEnds := make(map[coord.TopicPartition]int64, len(moved))
+func timeLeave(ctx context.Context, start time.Time, kc *kafka.Consumer, ends map[assign.TopicPartition]int64, moved []assign.TopicPartition, held func() bool) (leaveTimes, error) {
+	movedEnds := make(map[assign.TopicPartition]int64, len(moved))
 	for _, tp := range moved {
 		movedEnds[tp] = ends[tp]
 	}

@@ -20,10 +20,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/devcluster"
 	"github.com/keyshare/keyshare/internal/loadgen"
+	"github.com/keyshare/keyshare/state"
 )
 
 type demoCommand struct {
@@ -163,7 +163,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 				return err
 			}
 		}
-		st, err := readStatus(ctx, cli, kc, coord.Group{Prefix: "/keyshare", Name: demoGroup})
+		st, err := readStatus(ctx, cli, kc, state.Group{Prefix: "/keyshare", Name: demoGroup})
 		if err != nil {
 			view.event("status: %v", err)
 			continue
@@ -197,7 +197,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		_ = p.Wait()
 		delete(procs, id)
 	}
-	st, err := readStatus(ctx, cli, kc, coord.Group{Prefix: "/keyshare", Name: demoGroup})
+	st, err := readStatus(ctx, cli, kc, state.Group{Prefix: "/keyshare", Name: demoGroup})
 	if err != nil {
 		return err
 	}

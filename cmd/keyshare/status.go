@@ -15,12 +15,14 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 type statusCommand struct {
@@ -35,11 +37,11 @@ type groupStatus struct {
 	Group      string              `json:"group"`
 	Leader     string              `json:"leader"`
 	Generation int64               `json:"generation"`
-	Paused     *coord.PauseRecord  `json:"paused,omitempty"`
-	Members    []coord.Member      `json:"members"`
+	Paused     *state.PauseRecord  `json:"paused,omitempty"`
+	Members    []state.Member      `json:"members"`
 	Partitions []partitionStatus   `json:"partitions"`
-	Stuck      []coord.StuckRecord `json:"stuck,omitempty"`
-	Losses     []coord.LossRecord  `json:"lost_to_retention,omitempty"`
+	Stuck      []state.StuckRecord `json:"stuck,omitempty"`
+	Losses     []state.LossRecord  `json:"lost_to_retention,omitempty"`
 	Problems   []string            `json:"problems,omitempty"`
 }
 
@@ -110,7 +112,7 @@ func (c *statusCommand) show(ctx context.Context) error {
 		defer kc.Close()
 	}
 	for {
-		st, err := readStatus(ctx, cli, kc, coord.Group{Prefix: c.prefix, Name: c.group})
+		st, err := readStatus(ctx, cli, kc, state.Group{Prefix: c.prefix, Name: c.group})
 		if err != nil {
 			return err
 		}
@@ -156,7 +158,7 @@ func statusConsumer(ks *kafkaSettings, group string) (*kafka.Consumer, error) {
 // readStatus reads the group in one etcd transaction and, with a Kafka
 // client, its committed and end offsets (kafkaOffsetsOf): the cost does not
 // grow in round trips with the number of partitions.
-func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g coord.Group) (*groupStatus, error) {
+func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g state.Group) (*groupStatus, error) {
 	group := g.Name
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -169,7 +171,7 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g
 	for _, m := range snap.Members {
 		st.Members = append(st.Members, m)
 	}
-	slices.SortFunc(st.Members, func(a, b coord.Member) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(st.Members, func(a, b state.Member) int { return strings.Compare(a.ID, b.ID) })
 	for _, p := range snap.Problems {
 		st.Problems = append(st.Problems, p.Error())
 	}
@@ -183,17 +185,17 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g
 	}
 	marks := snap.Watermarks()
 	byTP := snap.Partitions()
-	var tps []coord.TopicPartition
+	var tps []assign.TopicPartition
 	for tp := range byTP {
 		tps = append(tps, tp)
 	}
-	slices.SortFunc(tps, func(a, b coord.TopicPartition) int {
+	slices.SortFunc(tps, func(a, b assign.TopicPartition) int {
 		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
 			return c
 		}
 		return int(a.Partition - b.Partition)
 	})
-	var committed, ends map[coord.TopicPartition]int64
+	var committed, ends map[assign.TopicPartition]int64
 	if kc != nil && len(tps) > 0 {
 		committed, ends = kafkaOffsetsOf(rctx, kc, tps)
 	}
@@ -237,9 +239,9 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g
 // kafkaOffsetsOf reads the group's committed offsets of tps and their end
 // offsets, each in requests of kafkaoffsets.Chunk partitions sent at once.
 // What cannot be read is left out (status shows it as unknown).
-func kafkaOffsetsOf(ctx context.Context, kc *kafka.Consumer, tps []coord.TopicPartition) (committed, ends map[coord.TopicPartition]int64) {
+func kafkaOffsetsOf(ctx context.Context, kc *kafka.Consumer, tps []assign.TopicPartition) (committed, ends map[assign.TopicPartition]int64) {
 	committed, _, _ = kafkaoffsets.Committed(kc, tps, 5000)
-	ends = make(map[coord.TopicPartition]int64, len(tps))
+	ends = make(map[assign.TopicPartition]int64, len(tps))
 	a, err := kafka.NewAdminClientFromConsumer(kc)
 	if err != nil {
 		return committed, ends
@@ -297,7 +299,7 @@ func (st *groupStatus) clipped() *groupStatus {
 		cp.By, cp.Reason = n(p.By), txt(p.Reason)
 		c.Paused = &cp
 	}
-	c.Members = make([]coord.Member, len(st.Members))
+	c.Members = make([]state.Member, len(st.Members))
 	for i, m := range st.Members {
 		m.ID, m.Host = n(m.ID), n(m.Host)
 		c.Members[i] = m
@@ -312,14 +314,14 @@ func (st *groupStatus) clipped() *groupStatus {
 		}
 		c.Partitions[i] = p
 	}
-	c.Stuck = make([]coord.StuckRecord, len(st.Stuck))
+	c.Stuck = make([]state.StuckRecord, len(st.Stuck))
 	for i, s := range st.Stuck {
 		// Key and error are written cut (textsafe.Bytes, Escape) by
 		// the member that reports them: cut again only if larger.
 		s.Member, s.Topic, s.Key, s.Error = n(s.Member), n(s.Topic), txt(s.Key), txt(s.Error)
 		c.Stuck[i] = s
 	}
-	c.Losses = make([]coord.LossRecord, len(st.Losses))
+	c.Losses = make([]state.LossRecord, len(st.Losses))
 	for i, l := range st.Losses {
 		l.Member, l.Topic = n(l.Member), n(l.Topic)
 		c.Losses[i] = l
