@@ -10,8 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
 )
 
 // TestFencingCheck: the history check behind the "stale writes accepted"
@@ -41,8 +41,8 @@ func TestFencingCheck(t *testing.T) {
 		}
 		return resp.Header.Revision
 	}
-	rangeRec := func(owner, state string) string {
-		b, _ := json.Marshal(coord.RangeRecord{V: 1, Topic: topic, Partition: 0, Lo: 0, Hi: 1 << 32, Owner: owner, State: state, Gen: 1})
+	rangeRec := func(owner, st string) string {
+		b, _ := json.Marshal(state.RangeRecord{V: 1, Topic: topic, Partition: 0, Lo: 0, Hi: 1 << 32, Owner: owner, State: st, Gen: 1})
 		return string(b)
 	}
 	rk, lk := s.Range(topic, 0, 0), s.LedgerEntry(topic, 0, 0)
@@ -51,14 +51,14 @@ func TestFencingCheck(t *testing.T) {
 	put("", s.Member("m1"), "{}", s.Member("m2"), "{}")
 	put("", s.Election()+"/1", "m1")
 	put("", s.Election()+"/2", "m2")                                         // m1 leads: its key is older
-	put("m1", s.Generation(), gen(1), rk, rangeRec("m1", coord.StateActive)) // ok: the leader assigns
+	put("m1", s.Generation(), gen(1), rk, rangeRec("m1", state.StateActive)) // ok: the leader assigns
 	put("m1", lk, "{}")                                                      // ok: the owner flushes
 	badLedger := put("m2", lk, "{}")                                         // stale: m2 does not own the range
 	put("m2", s.Generation(), gen(2))                                        // stale: m2 does not lead
 	if _, err := e.cli.Delete(ctx, s.Election()+"/1"); err != nil {
 		t.Fatal(err)
 	}
-	put("m2", s.Generation(), gen(3), rk, rangeRec("m2", coord.StateActive)) // ok: m2 leads now
+	put("m2", s.Generation(), gen(3), rk, rangeRec("m2", state.StateActive)) // ok: m2 leads now
 	put("m1", s.Commits()+topic+"/00000", "{}")                              // stale: a deposed leader's commit
 	put("m1", lk, "{}")                                                      // stale: m1 lost the range
 	if _, err := e.cli.Delete(ctx, s.Member("m2")); err != nil {

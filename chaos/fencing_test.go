@@ -14,8 +14,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
 )
 
 // auditLine is one line of a member's --audit log: a write etcd accepted.
@@ -63,10 +63,10 @@ func (e *env) staleWrites(ctx context.Context) []string {
 
 	s := keys.New("/keyshare", group)
 	history := e.history(ctx, s.Root())
-	state := map[string]*mvccpb.KeyValue{}
+	current := map[string]*mvccpb.KeyValue{}
 	leader := func() string {
 		var best *mvccpb.KeyValue
-		for k, kv := range state {
+		for k, kv := range current {
 			if strings.HasPrefix(k, s.Election()+"/") && (best == nil || kv.CreateRevision < best.CreateRevision) {
 				best = kv
 			}
@@ -77,18 +77,18 @@ func (e *env) staleWrites(ctx context.Context) []string {
 		return string(best.Value)
 	}
 	owns := func(member, rangeKey string) string {
-		kv := state[rangeKey]
+		kv := current[rangeKey]
 		if kv == nil {
 			return "the range record does not exist"
 		}
-		rec, err := coord.DecodeRange(coord.Group{Name: group}, rangeKey, kv.Value, kv.ModRevision)
+		rec, err := state.DecodeRange(state.Group{Name: group}, rangeKey, kv.Value, kv.ModRevision)
 		if err != nil {
 			return "the range record is damaged"
 		}
-		if rec.Owner != member || (rec.State != coord.StateActive && rec.State != coord.StateRevoking) {
+		if rec.Owner != member || (rec.State != state.StateActive && rec.State != state.StateRevoking) {
 			return fmt.Sprintf("the range is %s by %s", rec.State, rec.Owner)
 		}
-		if state[s.Member(member)] == nil {
+		if current[s.Member(member)] == nil {
 			return "the member is not registered"
 		}
 		return ""
@@ -135,9 +135,9 @@ func (e *env) staleWrites(ctx context.Context) []string {
 		for ; i < len(history) && history[i].Kv.ModRevision == rev; i++ {
 			ev := history[i]
 			if ev.Type == clientv3.EventTypeDelete {
-				delete(state, string(ev.Kv.Key))
+				delete(current, string(ev.Kv.Key))
 			} else {
-				state[string(ev.Kv.Key)] = ev.Kv
+				current[string(ev.Kv.Key)] = ev.Kv
 			}
 		}
 	}

@@ -26,11 +26,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/devcluster"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/netns"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -84,7 +84,7 @@ type env struct {
 	commits []commitObs
 	faults  []time.Time
 	deleted map[int32]int64    // partition → log start after DeleteRecords
-	losses  []coord.LossRecord // loss reports found in etcd by check
+	losses  []state.LossRecord // loss reports found in etcd by check
 	grants  []grant            // range records seen in etcd (overlap_test.go)
 	plans   []planSeen         // handoff plans seen in etcd
 
@@ -297,15 +297,15 @@ func (e *env) deleteRecords() {
 }
 
 // readLosses reads the loss reports the members wrote to etcd.
-func (e *env) readLosses() []coord.LossRecord {
+func (e *env) readLosses() []state.LossRecord {
 	s := keys.New("/keyshare", group)
 	resp, err := e.cli.Get(e.t.Context(), s.Lost(), clientv3.WithPrefix())
 	if err != nil {
 		e.t.Fatalf("read loss reports: %v", err)
 	}
-	var out []coord.LossRecord
+	var out []state.LossRecord
 	for _, kv := range resp.Kvs {
-		l, err := coord.DecodeLoss(coord.Group{Name: group}, string(kv.Key), kv.Value)
+		l, err := state.DecodeLoss(state.Group{Name: group}, string(kv.Key), kv.Value)
 		if err != nil {
 			e.t.Errorf("loss report: %v", err)
 			continue

@@ -10,8 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // grant is a range record as the test saw it appear in etcd, with the time
@@ -19,7 +19,7 @@ import (
 // the watch's delivery: handlings are matched to grants with grantSlack.
 type grant struct {
 	at  time.Time
-	rec coord.RangeRecord
+	rec state.RangeRecord
 	key string
 	rev int64 // the record's revision
 	// prevOwner and prevRev are the record this one replaced (prevRev 0:
@@ -33,7 +33,7 @@ type grant struct {
 type planSeen struct {
 	leaver string
 	rev    int64
-	byKey  map[string]coord.PlannedHandoff // nil: the plan was deleted
+	byKey  map[string]state.PlannedHandoff // nil: the plan was deleted
 }
 
 // grantSlack: a handling that starts this little before the test saw its
@@ -49,9 +49,9 @@ func (e *env) watchRanges(ctx context.Context) {
 		for wr := range e.cli.Watch(ctx, root+"handoffs/", clientv3.WithPrefix(), clientv3.WithRev(1)) {
 			for _, ev := range wr.Events {
 				p := planSeen{leaver: strings.TrimPrefix(string(ev.Kv.Key), root+"handoffs/"), rev: ev.Kv.ModRevision}
-				var plan coord.HandoffPlan
+				var plan state.HandoffPlan
 				if ev.Type == clientv3.EventTypePut && json.Unmarshal(ev.Kv.Value, &plan) == nil {
-					p.byKey = make(map[string]coord.PlannedHandoff)
+					p.byKey = make(map[string]state.PlannedHandoff)
 					for _, r := range plan.Ranges {
 						p.byKey[r.Key] = r
 					}
@@ -69,12 +69,12 @@ func (e *env) watchRanges(ctx context.Context) {
 			if ev.Type != clientv3.EventTypePut {
 				continue // a deleted record's space is covered by the puts of the same txn
 			}
-			var r coord.RangeRecord
+			var r state.RangeRecord
 			if json.Unmarshal(ev.Kv.Value, &r) != nil || r.Topic != topic {
 				continue // damaged on purpose (row 14)
 			}
 			g := grant{at: now, rec: r, key: string(ev.Kv.Key), rev: ev.Kv.ModRevision}
-			var prev coord.RangeRecord
+			var prev state.RangeRecord
 			if ev.PrevKv != nil && json.Unmarshal(ev.PrevKv.Value, &prev) == nil {
 				g.prevOwner, g.prevRev = prev.Owner, ev.PrevKv.ModRevision
 			}
@@ -211,7 +211,7 @@ func overlap(grants []grant, plans []planSeen, lines []handledLine) overlapResul
 				r.Worst = fmt.Sprintf("%s, %s → %s at %s", keysOf[k], prev.owner, next.owner, next.first.Format("15:04:05.000"))
 			}
 			r.Moves++
-			if prev.state != coord.StateReleased && !next.handedOver {
+			if prev.state != state.StateReleased && !next.handedOver {
 				if r.Failovers == 0 || gap < r.FailoverMin {
 					r.FailoverMin = gap
 				}
