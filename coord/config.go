@@ -13,18 +13,6 @@ import (
 	"github.com/keyshare/keyshare/internal/keys"
 )
 
-// Errors a caller can branch on.
-var (
-	// ErrMemberExists: another live member registered the same id.
-	ErrMemberExists = errors.New("coord: member id already registered by a live member")
-	// ErrNotLeader: a leader write was refused because the writer is no
-	// longer the leader.
-	ErrNotLeader = errors.New("coord: not leader")
-	// ErrSessionLost: the member's etcd session ended; everything it owned
-	// must stop.
-	ErrSessionLost = errors.New("coord: session lost")
-)
-
 // PartitionSource returns the partition count of each topic. The leader calls
 // it to learn the partitions to assign (the consumer package reads them from
 // Kafka). A topic it cannot count (unknown, or not authorised) is left out of

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,28 +20,6 @@ import (
 // DefaultMaxTxnOps is etcd's default limit on the operations (and on the
 // compares) of one transaction (the server's --max-txn-ops).
 const DefaultMaxTxnOps = 128
-
-// ErrFenced is matched (errors.Is) by a *FencedError.
-var ErrFenced = errors.New("coord: fenced")
-
-// FencedError names the ranges (their range keys, RangeState.Key) whose
-// ownership guard failed: the writer no longer owns them and must stop
-// working on them. Ranges not named here were written.
-type FencedError struct {
-	Keys []string
-	// Session is true when the common guard failed (the writer's session or
-	// membership is gone): every write was refused.
-	Session bool
-}
-
-func (e *FencedError) Error() string {
-	if e.Session {
-		return fmt.Sprintf("coord: fenced: the writer's session guard failed; %d range(s) not written", len(e.Keys))
-	}
-	return "coord: fenced on " + strings.Join(e.Keys, ", ")
-}
-
-func (e *FencedError) Is(target error) bool { return target == ErrFenced }
 
 // LossReport says that a range lost the records in Loss (Kafka deleted them
 // before the range handled them), noticed at At. It is written with the
@@ -239,27 +216,6 @@ func (r *recorder) record(ctx context.Context, common []clientv3.Cmp, writes []w
 		errs = append(errs, &tooLarge)
 	}
 	return errors.Join(errs...)
-}
-
-// TooLargeError names the ranges whose write etcd refused as larger than
-// its request limit (--max-request-bytes, 1.5 MiB by default). The other
-// ranges of the call were written (or are named in a *FencedError joined
-// to this one).
-type TooLargeError struct {
-	Keys  []string
-	Bytes []int // the size of each write (keys and values)
-}
-
-func (e *TooLargeError) Error() string {
-	var b strings.Builder
-	for i, k := range e.Keys {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s (%d bytes)", k, e.Bytes[i])
-	}
-	return "coord: etcd refused ledger writes larger than its request limit: " + b.String() +
-		"; raise etcd's --max-request-bytes, or keep entries smaller (fewer records in flight per range)"
 }
 
 // requestTooLarge reports whether etcd (or gRPC, before it) refused a

@@ -2,7 +2,6 @@ package coord
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -17,11 +16,6 @@ import (
 // meanwhile makes the write fail rather than run beside it; an offset reset
 // may instead be guarded by the group's pause (ResetGuard), beside members
 // that hold their ranges but take no records.
-
-// ErrGroupChanged: an administrator's write was refused because a member
-// registered, or the state it was planned on changed, since it was read.
-// Nothing of the refused transaction was applied.
-var ErrGroupChanged = errors.New("coord: the group changed while it was written")
 
 // maxResetOps keeps each reset transaction under etcd's default limit of
 // 128 operations.

@@ -2,17 +2,10 @@ package coord
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// ErrNotGroupRoot: a prefix/group pair names a tree that is not one
-// group's alone, because the root lies inside another group's tree or
-// holds keys that are not keyshare's (for example other groups below it).
-// An administrator's write there could destroy another group's state.
-var ErrNotGroupRoot = errors.New("coord: not a group's root")
 
 // CheckRoot refuses, with ErrNotGroupRoot, a group whose root lies inside
 // another group's tree or holds keys outside keyshare's schema. It reads

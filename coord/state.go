@@ -31,7 +31,6 @@ type (
 	ReceivedLoad       = state.ReceivedLoad
 	PauseRecord        = state.PauseRecord
 	TopicRecord        = state.TopicRecord
-	BadValueError      = state.BadValueError
 )
 
 // DefaultPrefix is the etcd prefix under which groups live unless

@@ -19,22 +19,6 @@ import (
 // those of any live member. Changing a group's topics means stopping all
 // its members first (or starting a new group).
 
-// TopicsDifferError is Join's refusal of a member whose topics differ from
-// those of a live member of the group. Nothing was written.
-type TopicsDifferError struct {
-	Group        string
-	Topics       []string // the joining member's, sorted
-	Member       string   // a live member whose topics differ
-	MemberTopics []string // its topics, sorted
-}
-
-func (e *TopicsDifferError) Error() string {
-	return fmt.Sprintf("coord: this member's topics %v differ from the topics %v of group %q (live member %q consumes %v); "+
-		"every member of a group consumes the same topics: set Config.Topics (keyshare member --topic) to %v, "+
-		"or stop every member of the group before changing its topics",
-		e.Topics, e.MemberTopics, e.Group, e.Member, e.MemberTopics, e.MemberTopics)
-}
-
 // topicSet is topics sorted, each once: the form members compare.
 func topicSet(topics []string) []string {
 	return slices.Compact(slices.Sorted(slices.Values(topics)))
