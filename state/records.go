@@ -9,7 +9,6 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/strictjson"
-	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -232,19 +231,6 @@ func decodeLoss(s keys.Schema, key string, data []byte) (LossRecord, error) {
 		return LossRecord{}, &BadValueError{Key: key, Problem: err.Error()}
 	}
 	return r, nil
-}
-
-// BadValueError says which stored value could not be read and why.
-type BadValueError struct {
-	Key     string
-	Problem string
-}
-
-// Error quotes the key and escapes the problem, each cut (textsafe):
-// anyone with the group's role can write a megabyte key, and a problem may
-// quote the value it found.
-func (e *BadValueError) Error() string {
-	return fmt.Sprintf("coord: bad value at %s: %s", textsafe.Quote(e.Key), textsafe.Escape(e.Problem))
 }
 
 // Encode is v's stored form: its JSON. It panics if v does not encode,
