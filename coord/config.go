@@ -22,8 +22,8 @@ type PartitionSource func(ctx context.Context, topics []string) (map[string]int3
 
 // TopicIDSource tells the leader which incarnation of each topic Kafka holds,
 // so that it can tell a topic deleted and created again under the same name
-// (see Session's topic checks in topics.go). The consumer package implements
-// it with Kafka's admin API.
+// and start that topic afresh, with no ledger or commit state of the old
+// one. The consumer package implements it with Kafka's admin API.
 type TopicIDSource interface {
 	// IDs returns each topic's id (Kafka's topic UUID), leaving out the
 	// topics it cannot read.
@@ -72,7 +72,7 @@ type Config struct {
 	OnLeader func(ctx context.Context, l *Leader)
 	// Offsets, if set, is the group's offsets in Kafka: while this member
 	// leads, it commits the safe offsets there every CommitInterval
-	// (default 1 s; commits.go) and gives each round's result to
+	// (default 1 s) and gives each round's result to
 	// OnCommitRound, if set (the consumer's metrics).
 	Offsets        Offsets
 	CommitInterval time.Duration

@@ -1,7 +1,7 @@
 // Package coord is keyshare's coordination in etcd: member sessions and
 // registration, leader election, the leader's rounds (the planner is
 // internal/plan's, a pure function of a Snapshot returning guards and
-// writes as data; apply.go alone turns them into etcd transactions), a
+// writes as data, which coord alone turns into etcd transactions), a
 // member's view of its assignment, the two-phase handoff of
 // revoked ranges, and every fenced write a member or the leader makes. It is
 // the only package that talks to etcd: callers say what they want (flush

@@ -90,4 +90,6 @@ func (e *TopicsDifferError) Error() string {
 		e.Topics, e.MemberTopics, e.Group, e.Member, e.MemberTopics, e.MemberTopics)
 }
 
+// BadValueError is state.BadValueError: a stored value that could not be
+// read, its key and what was wrong.
 type BadValueError = state.BadValueError

@@ -293,8 +293,8 @@ func (s *Session) publish(a Assignment) {
 // leader resigns). From then on Updates shows every range the member owns
 // as revoking, with that budget: the member drains its ranges without
 // waiting for the leader to revoke them, and its releases write each range
-// the leader's handoff plan names straight to its next owner (handoff.go;
-// one write per range); the leader hands on the rest as they are released.
+// the leader's handoff plan names straight to its next owner (one write
+// per range); the leader hands on the rest as they are released.
 // The caller keeps serving Updates — draining and releasing revoked ranges
 // — until WaitReleased returns, then calls Close.
 func (s *Session) Leave(ctx context.Context) error {
