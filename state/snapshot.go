@@ -41,8 +41,9 @@ type Snapshot struct {
 	// Loads are the load reports of registered members that read as
 	// measurements, by member id (only in the leader's snapshot, not in
 	// ReadSnapshot's). BadLoads are the others, by the id in their key:
-	// malformed, absurd, or from a member that is not registered. The leader
-	// moves nothing on either by itself (coord/loadbalancer.go).
+	// malformed, absurd, or from a member that is not registered. No report
+	// moves a range by itself: the leader judges the trusted loads on its own
+	// timer, once the group is still.
 	Loads    map[string]ReceivedLoad
 	BadLoads map[string]error
 	// Problems lists every value that could not be read. The leader
@@ -350,8 +351,8 @@ func (s *Snapshot) Watermarks() map[assign.TopicPartition]int64 {
 // registration was created. A record older than its owner's registration
 // was written for an earlier one under the same id (a process that
 // registered again after its session ended), which is gone: the leader
-// fails the range over once FailoverGrace has passed (internal/plan/grace.go), and until
-// then the new registration does not own it.
+// fails the range over once FailoverGrace has passed, and until then the
+// new registration does not own it.
 func (s *Snapshot) OwnerOf(r RangeState) (Member, bool) {
 	m, ok := s.Members[r.Record.Owner]
 	if !ok || r.Rev < m.CreateRev {
