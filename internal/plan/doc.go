@@ -2,15 +2,16 @@
 // (package state), the partitions and the layout the assignor wants, it
 // computes the changes that move the group there by the two-phase handoff
 // (revoke, drain, hand on), filling gaps, repairing damaged keys, merging
-// a member's adjacent ranges (merge.go) once the group has been still
-// (settle.go), holding a gone owner's ranges for the failover grace
-// (grace.go), and planning a leaving member's handoffs (handoff.go).
+// a member's adjacent ranges once the group has been still
+// (SettleTracker), holding a gone owner's ranges for the failover grace
+// (GoneTracker), and planning where a leaving member's ranges go, so that
+// it writes each straight to its next owner.
 //
 // A Change is plain data: Guards ("this key still at the revision read",
 // or "this key absent") and Writes (a put or a delete). The guards are
 // the safety argument, and tests assert on them as data
-// (TestPlanGuards); coord's apply.go is the one adapter that turns changes
-// into etcd transactions. The package does no I/O and imports no etcd and
+// (TestPlanGuards); coord is the one adapter that turns changes into etcd
+// transactions. The package does no I/O and imports no etcd and
 // no Kafka client (TestImportsArePure).
 //
 //	changes := plan.Plan(plan.Input{

@@ -10,7 +10,8 @@ import (
 // the leader's own monotonic clock, when it first saw each range whose
 // owner's registration is gone (state.Snapshot.OwnerOf), and keeps the range
 // where it is until FailoverGrace has passed. Together with the member's
-// conservative deadline (coord/deadline.go) it separates the old owner's last
+// conservative lease deadline (a member starts no record from DeadlineMargin
+// before its lease may expire) it separates the old owner's last
 // record start from the new owner's first by at least DeadlineMargin +
 // FailoverGrace. A new leader starts with an empty tracker, so it waits the
 // full grace from when it takes over: later, never earlier.

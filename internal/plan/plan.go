@@ -23,7 +23,7 @@ type Change struct {
 	Guards []Guard
 	Writes []Write
 	// Defrag marks a step of a merge or of the contiguous layout: it does
-	// not count as the group moving (settle.go).
+	// not count as the group moving (SettleTracker).
 	Defrag bool
 }
 
@@ -70,10 +70,10 @@ type Input struct {
 	Seen  map[RangeObs]time.Time
 	Grace time.Duration
 	// Held are ranges whose owner's registration has been gone for less
-	// than the failover grace: they wait (grace.go).
+	// than the failover grace: they wait (GoneTracker).
 	Held map[RangeObs]bool
 	// Defrag allows new merges and the contiguous layout: the group has
-	// been still for a while (settle.go). Merges already under way go on
+	// been still for a while (SettleTracker). Merges already under way go on
 	// without it.
 	Defrag bool
 	// Target, when set, is the layout balanced by load the leader holds
@@ -149,7 +149,8 @@ type next struct {
 //   - hash space no range covers (a new partition, or a damaged record) gets
 //     new ranges with no ledger state (they start at the committed offset);
 //   - a damaged ledger entry is replaced by one with no state;
-//   - adjacent ranges of one owner are merged (merge.go).
+//   - adjacent ranges of one owner are merged (new merges only with
+//     Input.Defrag).
 //
 // Ranges that keep their owner are not touched, except to merge them.
 func Plan(in Input) []Change {

@@ -10,8 +10,9 @@ import (
 	"github.com/keyshare/keyshare/state"
 )
 
-// SettleTracker is the leader's side of defragmentation (merge.go,
-// assign/layout.go): it allows merges and the contiguous layout to start only once
+// SettleTracker is the leader's side of defragmentation (merging a member's
+// adjacent ranges, and the assignor's contiguous layout): it allows merges
+// and the contiguous layout to start only once
 // the group has been still for a while, on the leader's own monotonic
 // clock. Still means: the same members (with the same weights and leaving
 // flags) and partitions, and no round that moved hash space. During a
