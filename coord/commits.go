@@ -31,7 +31,7 @@ type CommitRound struct {
 	Recorded   int // commit records written to etcd
 	Conflicts  int // commit records whose key changed since read (retried next round)
 	Committed  int // partitions committed to Kafka
-	Repairs    int // of those, repairs: Kafka held another offset than etcd's record (repair.go)
+	Repairs    int // of those, repairs: Kafka held another offset than etcd's record, so etcd's was committed again
 	Failed     int // partitions Kafka refused
 	Took       time.Duration
 }

@@ -18,8 +18,8 @@ import (
 //
 // The Leader holds the leader's work in one place: the election result, the
 // assignment rounds (assignLoop) and, with Config.Offsets, the commit
-// rounds (runCommits, in commits.go). Both read the group from one
-// watch-fed cache (cache.go), so a round costs no etcd read.
+// rounds (runCommits). Both read the group from one watch-fed cache of
+// etcd, so a round costs no etcd read.
 type Leader struct {
 	s     *Session
 	key   string
