@@ -26,6 +26,10 @@ type EtcdOptions struct {
 	Logger *zap.Logger
 	// StartTimeout bounds the wait for the server to be ready. Default 30 s.
 	StartTimeout time.Duration
+	// BcryptCost is the bcrypt cost of the users' password hashes when
+	// authentication is on (4 to 31). Every authentication computes one.
+	// Default etcd's, 10.
+	BcryptCost uint
 }
 
 // Etcd is a running embedded etcd server.
@@ -108,6 +112,9 @@ func StartEtcd(o EtcdOptions) (*Etcd, error) {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*purl}, []url.URL{*purl}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(o.Logger)
+	if o.BcryptCost != 0 {
+		cfg.BcryptCost = o.BcryptCost
+	}
 	cs := &clientServer{}
 	cs.capture(cfg)
 	e, err := embed.StartEtcd(cfg)
