@@ -127,6 +127,12 @@ func TestStartWaitsForBroker(t *testing.T) {
 	}
 	t.Cleanup(start().Close)
 	waitAllHandled(t, h, produced, members...)
+	// The members leave while the broker still serves: the cleanups run
+	// last registered first, so the broker would close before them and
+	// each would wait out its drain budget with no broker to drain to.
+	for _, m := range members {
+		m.stop(t)
+	}
 }
 
 // waitRunError waits for m's Run to return and returns its error.
