@@ -19,6 +19,7 @@ import (
 // pauses its partition, holding no more than the bound plus one record,
 // which keyshare_in_flight_bytes shows. Released, every record finishes.
 func TestBackpressureBoundsInFlightBytes(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	const bound, size, n = 1 << 20, 200_000, 40
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	cl.mutate = func(c *consumer.Config) {

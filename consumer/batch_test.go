@@ -149,6 +149,7 @@ func (cl *cluster) startBatch(id string, bh consumer.BatchHandler) *member {
 // per-key order holds inside and across batches and members, no key is in
 // two batches at once, and graceful handoffs mid-batch run nothing twice.
 func TestBatchScaleOutAndIn(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 2})
 	cl.mutate = batchConfig(50, 5*time.Millisecond)
 	h := newHistory(t)
@@ -186,6 +187,7 @@ func TestBatchScaleOutAndIn(t *testing.T) {
 // the middle of slow batches (400 ms per call); the revoked range drains
 // its running batch and hands over: no record runs twice, no key overlaps.
 func TestBatchHandoffMidBatch(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	batchOpts := batchConfig(100, 20*time.Millisecond)
 	cl.mutate = func(c *consumer.Config) {
@@ -242,6 +244,7 @@ func TestBatchHandoffMidBatch(t *testing.T) {
 // record is lost; duplicates stay within the bound (flush interval × rate
 // + in-flight bound).
 func TestBatchCrashFailover(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	cl.mutate = batchConfig(50, 5*time.Millisecond)
 	h := newHistory(t)
@@ -277,6 +280,7 @@ func TestBatchCrashFailover(t *testing.T) {
 // after 3 attempts with its headers. Every other record is handled once,
 // in per-key order, and the commit reaches the end.
 func TestBatchPartialFailureAndDeadLetter(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1, "orders.dlq": 1})
 	cl.topics = []string{"orders"}
 	batchOpts := batchConfig(20, 10*time.Millisecond)
@@ -370,6 +374,7 @@ func TestBatchPartialFailureAndDeadLetter(t *testing.T) {
 // of the revoked range on the new owner, the others here, not counted as
 // attempts): every record is handled once, in per-key order.
 func TestBatchDrainTimeoutCancelsBatch(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	batchOpts := batchConfig(100, 20*time.Millisecond)
 	cl.mutate = func(c *consumer.Config) {
@@ -427,6 +432,7 @@ func TestBatchDrainTimeoutCancelsBatch(t *testing.T) {
 // member stops at MaxInFlight and pauses the partition; the records in
 // running batches and the queued ones together never pass the bound.
 func TestBatchBackpressure(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	batchOpts := batchConfig(20, 5*time.Millisecond)
 	cl.mutate = func(c *consumer.Config) {

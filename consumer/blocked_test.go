@@ -23,6 +23,7 @@ import (
 // blocked record. Released, the key's records are fetched again and each
 // runs once, in order; the commit reaches the end.
 func TestBlockedKeyLeavesMemory(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	cl.mutate = func(c *consumer.Config) { c.MaxInFlight = 50 } // MaxQueuedPerKey: the default, 12
 	h := newHistory(t)
@@ -58,6 +59,7 @@ func TestBlockedKeyLeavesMemory(t *testing.T) {
 // two; whichever member owns key-7 afterwards runs its records, each once,
 // in order, once the key is released.
 func TestBlockedKeyShelvedThenHandedOver(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	cl.mutate = func(c *consumer.Config) { c.MaxInFlight, c.DrainTimeout = 50, 2*time.Second }
 	h := newHistory(t)
@@ -103,6 +105,7 @@ func blockKey7(release <-chan struct{}, at *atomic.Int64, inner consumer.Handler
 // fetched for the first time only then, must not run before a's shelved
 // record: a runs 0 1 2 3 4, in order, and every record runs once.
 func TestShelvedRecordsRunBeforeNewerOnes(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	cl.mutate = func(c *consumer.Config) { c.MaxQueuedPerKey = 2 }
 	h := newHistory(t)
@@ -131,6 +134,7 @@ func TestShelvedRecordsRunBeforeNewerOnes(t *testing.T) {
 // order, while b stays poisoned, and the committed offset stays at b's
 // record.
 func TestPoisonKeyHoldsOnlyItsOwnRecords(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	cl.mutate = func(c *consumer.Config) {
 		c.MaxQueuedPerKey = 2
@@ -146,6 +150,7 @@ func TestPoisonKeyHoldsOnlyItsOwnRecords(t *testing.T) {
 // TestPoisonKeyHoldsOnlyItsOwnRecordsBatch is
 // TestPoisonKeyHoldsOnlyItsOwnRecords with a BatchHandler.
 func TestPoisonKeyHoldsOnlyItsOwnRecordsBatch(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	cl.mutate = func(c *consumer.Config) {
 		batchConfig(10, 5*time.Millisecond)(c)

@@ -19,6 +19,7 @@ import (
 // both when it rereads Kafka's offsets, commit etcd's offsets again and
 // count the repairs.
 func TestZombieCommitRepaired(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 2})
 	h := newHistory(t)
 	m := cl.start("m", h.handler("m", 0))

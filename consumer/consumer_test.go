@@ -11,6 +11,7 @@ import (
 )
 
 func TestFourMembersShareOnePartition(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	_, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
 	cl := &cluster{t: t, endpoints: e.Endpoints, brokers: k.Brokers, group: "g", topics: []string{"orders"}}
@@ -35,6 +36,7 @@ func TestFourMembersShareOnePartition(t *testing.T) {
 // (the member leaves and its records are handed over), waits for it, and is
 // idempotent; Run refuses to start after Close.
 func TestCloseStopsRun(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(200, 10))
 	h := newHistory(t)

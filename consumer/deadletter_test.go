@@ -80,6 +80,7 @@ func headerValues(m *kafka.Message, name string) []string {
 // topic without its value, with a header saying so; the commit reaches the
 // end.
 func TestOversizedDeadLetter(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1, "orders.dlq": 1})
 	cl.topics = []string{"orders"}
 	setTopicConfig(t, k.Brokers, "orders.dlq", "max.message.bytes", "50000")
@@ -158,6 +159,7 @@ func TestOversizedDeadLetter(t *testing.T) {
 // under another name on its dead letter: a reader that takes the first
 // header of each name reads keyshare's values.
 func TestDeadLetterHeadersNotForged(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1, "orders.dlq": 1})
 	cl.topics = []string{"orders"}
 	cl.mutate = func(c *consumer.Config) {

@@ -67,6 +67,7 @@ func releases(ops []clientv3.Op) bool {
 // so the record's context must be cancelled before the release is sent,
 // and no attempt may start after that.
 func TestDrainCancelsBeforeRelease(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	for _, tc := range []struct {
 		name string
 		fail bool // the handler fails at once (the record waits to retry); else it runs until cancelled

@@ -79,6 +79,7 @@ func TestLargeEntryFlushedEarly(t *testing.T) {
 // that a moved range's records can be committed by the leader's next
 // commit round.
 func TestFirstProgressFlushedAtOnce(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"moved": 1})
 	cl.mutate = func(cfg *consumer.Config) { cfg.FlushInterval = time.Hour }
 	m := cl.start("m1", func(context.Context, *kafka.Message) error { return nil })

@@ -154,6 +154,7 @@ func (h *history) checkOffsets(t *testing.T, topic string, want, unwanted []int6
 // transaction markers and, when the log ends in one, past an aborted
 // transaction.
 func TestTransactionsAbortedEveryOther(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	for _, c := range []struct {
 		name string
 		txns int
@@ -193,6 +194,7 @@ func TestTransactionsAbortedEveryOther(t *testing.T) {
 // changes), no aborted one, and the committed offset reaches the log end:
 // nothing was skipped that had a record.
 func TestTransactionsWhileMembersChange(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	const topic = "txn-members-change"
 	cl, k := newCluster(t, map[string]int32{topic: 1})
 	tp := newTxnProducer(t, k.Brokers, topic)
@@ -258,6 +260,7 @@ func TestTransactionsWhileMembersChange(t *testing.T) {
 // the records after it are not readable yet under read_committed — and
 // moves to the log end once it commits.
 func TestOpenTransactionHoldsCommit(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	const topic = "txn-open"
 	cl, k := newCluster(t, map[string]int32{topic: 1})
 	tp := newTxnProducer(t, k.Brokers, topic)
@@ -302,6 +305,7 @@ func TestOpenTransactionHoldsCommit(t *testing.T) {
 // commits, and those before it are not. Starting at the log end (the
 // high watermark) would skip the transaction.
 func TestLatestStartsAtOpenTransaction(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	const topic = "txn-latest"
 	cl, k := newCluster(t, map[string]int32{topic: 1})
 	cl.mutate = func(c *consumer.Config) { c.AutoOffsetReset = "latest" }
@@ -331,6 +335,7 @@ func TestLatestStartsAtOpenTransaction(t *testing.T) {
 // read_uncommitted asks for every record written, aborted ones included;
 // they are handled, and the committed offset still reaches the log end.
 func TestReadUncommittedHandlesAborted(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	const topic = "txn-read-uncommitted"
 	cl, k := newCluster(t, map[string]int32{topic: 1})
 	committed, aborted := writeTxns(t, newTxnProducer(t, k.Brokers, topic), 6, 50)
@@ -359,6 +364,7 @@ func TestReadUncommittedHandlesAborted(t *testing.T) {
 // broker the cleaner runs on its own schedule, so the test is kfake-only
 // for now.
 func TestCompactedPendingRecord(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	const topic = "compacted"
 	cl, k := newCluster(t, map[string]int32{topic: 1})
 	if k.Cluster == nil {

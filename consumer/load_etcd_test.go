@@ -26,6 +26,7 @@ import (
 // the ranges the member works on. Runs with both handler kinds: in batch
 // mode a batch's time is split over its records.
 func TestLoadReportNamesSlowKey(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	for _, batch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) { testLoadReportNamesSlowKey(t, batch) })
 	}

@@ -18,6 +18,7 @@ import (
 // Nothing is lost, nothing runs twice, per-key order holds, and the
 // partition ends with one range per owner.
 func TestMergeRunsNothingTwice(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	cli := testutil.NewEtcdClient(t, cl.endpoints)
 	h := newHistory(t)

@@ -61,6 +61,7 @@ func get(t *testing.T, url string) (int, string) {
 // dead-lettered, one key stuck (reported in etcd, then cleared when it
 // finishes), and the health endpoints.
 func TestMetricsHealthAndStuckKeys(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1, "orders.dlq": 1})
 	cl.topics = []string{"orders"}
 	cl.mutate = func(c *consumer.Config) {

@@ -230,6 +230,7 @@ func wait(t *testing.T, what string, ch <-chan struct{}) {
 // failure, must not touch the new job: the new one stays in flight until it
 // finishes itself, and then completes the offset.
 func TestFinishIgnoresAbandonedJob(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	for _, tc := range []struct {
 		name string
 		old  func(ctx context.Context) error // what the abandoned run returns
@@ -375,6 +376,7 @@ func produceSlowFirst(t *testing.T, r *rig, n int) {
 // and everything after it run once, and a later revoke drains and releases
 // again.
 func TestCancelledRevokeKeepsTheRange(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	rn := newRuns()
 	started, release := make(chan struct{}), make(chan struct{})
 	r := newRig(t, slowFirst(rn, started, release), true, nil)
@@ -420,6 +422,7 @@ func TestCancelledRevokeKeepsTheRange(t *testing.T) {
 // clock) says. The next owner (here m again, as the leader's handoff) runs
 // nothing twice that the drain finished.
 func TestDrainBudgetFromReceipt(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	for _, tc := range []struct {
 		name     string
 		since    time.Duration // Since relative to now

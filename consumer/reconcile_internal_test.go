@@ -94,6 +94,7 @@ func waitFetched(t *testing.T, r *rig, end int64) {
 // new owner may run the key by then), and the release must not wait for
 // the read. Y starts once the read is answered.
 func TestRevokeNotHeldByStartOffsetRead(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	var st starts
 	h := func(ctx context.Context, m *kafka.Message) error {
 		st.add(m.TopicPartition.Partition)
@@ -160,6 +161,7 @@ func TestRevokeNotHeldByStartOffsetRead(t *testing.T) {
 // applied at once: the range is drained and released while the queries
 // are unanswered.
 func TestRevokeNotHeldByRetention(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	h := func(ctx context.Context, m *kafka.Message) error {
 		select {
 		case <-time.After(50 * time.Millisecond):

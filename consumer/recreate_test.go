@@ -28,6 +28,7 @@ import (
 // them), the group's offsets of the old partitions 1 and 2 are deleted, or
 // partitions added later would start at them.
 func TestRecreatedTopicStartsAfresh(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 3})
 	seen := &handlings{n: make(map[string]int)}
 	cl.start("m1", seen.handle)
@@ -239,6 +240,7 @@ func (ko *keptOffsets) deletedPartitions() []int32 {
 // again): it logs one error, rewrites the record with Kafka's id and keeps
 // the group's state.
 func TestForgedTopicIDKeepsState(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 2})
 	seen := &handlings{n: make(map[string]int)}
 	cl.start("m1", seen.handle)

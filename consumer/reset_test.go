@@ -51,6 +51,7 @@ func (ph *phases) handler(id string, before func(*kafka.Message)) consumer.Handl
 // Then, paused again with new records waiting, a reset to the latest
 // offset skips them: after resume only records produced later are handled.
 func TestResetWhilePaused(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cli, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
 	cl := &cluster{t: t, endpoints: e.Endpoints, brokers: k.Brokers, group: "g", topics: []string{"orders"}}
@@ -234,6 +235,7 @@ func quiet(t *testing.T, h *history, want int, d time.Duration) {
 // committed offset and log bounds. Partition i holds i % 3 records, all
 // handled and committed by a member that has left since.
 func TestResetPlanManyPartitions(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	const n = 600
 	cli, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"wide": n})

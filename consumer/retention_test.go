@@ -24,6 +24,7 @@ import (
 // everything still in the log, and the committed offset reaches the end. No
 // record is skipped without a report.
 func TestRecordsLostToRetention(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	cl.mutate = func(c *consumer.Config) { c.DrainTimeout = time.Second }
 	h := newHistory(t)

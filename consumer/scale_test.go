@@ -15,6 +15,7 @@ import (
 // take its ranges: the records produced after are handled, committed to the
 // end, with no record run twice and no committed offset going back.
 func TestScale256Partitions(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	const parts = 256
 	cl, k := newCluster(t, map[string]int32{"orders": parts})
 	h := newHistory(t)

@@ -47,6 +47,7 @@ func produceInBatches(t *testing.T, brokers, topic string, recs []testutil.Recor
 // TestScaleOutAndIn: members join one by one (1→4) and leave one by one
 // (4→1) while records flow; graceful changes run nothing twice.
 func TestScaleOutAndIn(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	h := newHistory(t)
 	ids := []string{"m1", "m2", "m3", "m4"}
@@ -77,6 +78,7 @@ func TestScaleOutAndIn(t *testing.T) {
 // state. No record is lost; duplicates stay within the design bound
 // (flush interval × rate + in-flight bound).
 func TestCrashFailover(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	h := newHistory(t)
 	a := cl.start("a", h.handler("a", 2*time.Millisecond))
@@ -109,6 +111,7 @@ func TestCrashFailover(t *testing.T) {
 // TestBlockedKeyHoldsOnlyItself: one key's handler blocks; the other keys
 // keep completing and the committed offset stays below the blocked record.
 func TestBlockedKeyHoldsOnlyItself(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	h := newHistory(t)
 	release := make(chan struct{})
@@ -149,6 +152,7 @@ func TestBlockedKeyHoldsOnlyItself(t *testing.T) {
 // written to the dead-letter topic with its headers, and the watermark moves
 // past it.
 func TestPoisonRecordDeadLettered(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1, "orders.dlq": 1})
 	cl.topics = []string{"orders"}
 	cl.mutate = func(c *consumer.Config) {
@@ -199,6 +203,7 @@ func TestPoisonRecordDeadLettered(t *testing.T) {
 // TestMigrationFromPlainGroup: a plain consumer group handles the first half
 // and commits; keyshare members take over from its committed offset.
 func TestMigrationFromPlainGroup(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 2})
 	recs := testutil.KeyedRecords(1000, 50)
 	for i := range recs {
@@ -249,6 +254,7 @@ func TestMigrationFromPlainGroup(t *testing.T) {
 
 // TestSeveralTopicsAndPartitions: P > M and P < M.
 func TestSeveralTopicsAndPartitions(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	for _, tc := range []struct {
 		name    string
 		members int
@@ -328,6 +334,7 @@ func TestBadConfigRefusedBeforeJoining(t *testing.T) {
 // everything finish. (MaxQueuedPerKey at the in-flight bound lets the key
 // fill it: TestBlockedKeyLeavesMemory shows the default.)
 func TestBackpressureBoundsInFlight(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	cl.mutate = func(c *consumer.Config) { c.MaxInFlight, c.MaxQueuedPerKey = 50, 50 }
 	h := newHistory(t)
@@ -364,6 +371,7 @@ func TestBackpressureBoundsInFlight(t *testing.T) {
 // once the plain member leaves, keyshare starts and takes over from its
 // committed offset.
 func TestRefusedWhilePlainGroupIsLive(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(100, 10))
 	plain, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": k.Brokers, "group.id": cl.group, "client.id": "legacy-app", "enable.auto.commit": false, "auto.offset.reset": "earliest", "log_level": 3})

@@ -19,6 +19,7 @@ import (
 // would skip the records after the committed offset. Its start is
 // retried, and once the offset can be read the range starts there.
 func TestStartOffsetUnreadableIsNotReset(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	const topic = "start-refused"
 	cl, k := newCluster(t, map[string]int32{topic: 1})
 	fake := k.Fake(t)

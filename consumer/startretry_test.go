@@ -54,6 +54,7 @@ func waitAllHandled(t *testing.T, h *history, produced []kafka.TopicPartition, m
 // the log offsets and the topics' metadata. Members started now retry
 // until the broker answers, all join, and every record is handled.
 func TestStartRetriesBrokerErrors(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	testutil.RequireKfake(t, "kfake faults answer the requests with a starting broker's errors")
 	const topic = "fresh"
 	cl, k := newCluster(t, map[string]int32{topic: 2})
@@ -155,6 +156,7 @@ func waitRunError(t *testing.T, m *member) error {
 // The member's attempts may take a minute each (StartTimeout), so a
 // refusal reported only when an attempt times out would come too late.
 func TestRefusalEndsRun(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	testutil.RequireKfake(t, "kfake faults and SASL users")
 	patient := func(c *consumer.Config) { c.StartTimeout = time.Minute }
 	t.Run("group authorization at start", func(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 // with the key cut short, and no log line about it is longer than a few
 // kilobytes.
 func TestHugeKeyStuckReport(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	logger, logs := captureLog(t)
 	cl.mutate = func(c *consumer.Config) {

@@ -92,6 +92,19 @@ func (k *Kafka) Fake(t testing.TB) *kfake.Cluster {
 	return k.Cluster
 }
 
+// ParallelOnKfake runs t in parallel with the other parallel tests of its
+// binary (t.Parallel) on the kfake backend, where StartKafka gives every
+// test a broker of its own. On the Apache backend the tests share one
+// broker, which StartKafka empties for each, so there they run one at a
+// time. For tests that mostly wait (sessions, intervals, drains) and share
+// nothing else: their etcd servers, ports and directories are their own.
+func ParallelOnKfake(t *testing.T) {
+	t.Helper()
+	if KafkaBackend() == BackendKfake {
+		t.Parallel()
+	}
+}
+
 // RequireKfake skips the test unless the backend is kfake, saying why.
 func RequireKfake(t testing.TB, why string) {
 	t.Helper()
