@@ -69,6 +69,7 @@ func TestCloseStopsRun(t *testing.T) {
 // ends in the outage rejoins with a new session once etcd is back, and
 // consumes again.
 func TestEtcdOutage(t *testing.T) {
+	testutil.RequireKfake(t, "an etcd outage: the broker plays no part in it; the kfake run covers it")
 	dir := t.TempDir()
 	e, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: dir})
 	if err != nil {

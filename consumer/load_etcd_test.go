@@ -26,6 +26,7 @@ import (
 // the ranges the member works on. Runs with both handler kinds: in batch
 // mode a batch's time is split over its records.
 func TestLoadReportNamesSlowKey(t *testing.T) {
+	testutil.RequireKfake(t, "the load report a member writes to etcd, from its handlers' times; the kfake run covers it")
 	testutil.ParallelOnKfake(t)
 	for _, batch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) { testLoadReportNamesSlowKey(t, batch) })
