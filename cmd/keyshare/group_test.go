@@ -21,6 +21,7 @@ import (
 // etcd and Kafka together, so the next member handles every record again;
 // delete --kafka-offsets removes both.
 func TestGroupResetAndDelete(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cli, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 2})
 	if out, code := run(t, time.Minute, "produce", "--brokers", k.Brokers, "--topic", "orders", "--count", "100", "--keys", "10", "--quiet"); code != 0 {
@@ -159,6 +160,7 @@ func maxInt(a, b int64) int64 {
 // (its record log holds each offset twice) and the committed offset comes
 // back to the end; describe shows the reset while paused.
 func TestGroupResetWhilePaused(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	_, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
 	conn := []string{"--etcd", e.Endpoints[0], "--brokers", k.Brokers}
@@ -235,6 +237,7 @@ func TestGroupResetWhilePaused(t *testing.T) {
 // member runs, and not after the member restarts — while status says so;
 // resume lets every record through once.
 func TestGroupPauseResume(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	_, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
 	conn := []string{"--etcd", e.Endpoints[0], "--brokers", k.Brokers}

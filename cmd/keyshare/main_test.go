@@ -69,6 +69,7 @@ func TestDemoVerifiesGuarantees(t *testing.T) {
 }
 
 func TestProduceMemberStatusEndToEnd(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	_, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 2})
 	out, code := run(t, time.Minute, "produce", "--brokers", k.Brokers, "--topic", "orders", "--count", "500", "--keys", "20", "--quiet")
@@ -246,6 +247,7 @@ func TestStatusExplainsStuckKey(t *testing.T) {
 // status prints it (table and JSON) and the committed offset reaches the
 // end.
 func TestStatusReportsRetentionLoss(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	_, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
 	if out, code := run(t, time.Minute, "produce", "--brokers", k.Brokers, "--topic", "orders", "--count", "300", "--keys", "20", "--quiet"); code != 0 {

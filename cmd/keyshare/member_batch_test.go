@@ -64,6 +64,7 @@ func TestMemberBatchFlagsRefused(t *testing.T) {
 // handles every record once, each key in order, with 10% of attempts
 // failing (retried, the key's later records waiting for them).
 func TestMemberBatchEndToEnd(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	_, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 2})
 	if out, code := run(t, time.Minute, "produce", "--brokers", k.Brokers, "--topic", "orders", "--count", "1000", "--keys", "20", "--quiet"); code != 0 {

@@ -40,6 +40,7 @@ func (l *lockedBuffer) String() string {
 // member owns every range. A member started meanwhile with other topics is
 // refused, naming both lists.
 func TestMemberLeavesWithClosedLogPipe(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	cli, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 2, "events": 1})
 	member := func(id, topic string, stderr io.Writer) *exec.Cmd {

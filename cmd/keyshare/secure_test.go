@@ -57,6 +57,7 @@ func keyCount(t *testing.T, cli *clientv3.Client, prefix string) int64 {
 // CA each fail fast with one error naming what failed, and nothing is
 // written to etcd.
 func TestEtcdTLS(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	e := testutil.StartEtcdTLS(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
 	other := testutil.NewCA(t, "other-ca")
@@ -114,6 +115,7 @@ func startAuthEtcd(t *testing.T) (root *clientv3.Client, endpoint string) {
 // prefix; a wrong password and a missing one are refused by name; nothing is
 // written outside /keyshare/a/.
 func TestEtcdAuthLeastPrivilege(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	root, ep := startAuthEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 2})
 	if out, code := run(t, time.Minute, "produce", "--brokers", k.Brokers, "--topic", "orders", "--count", "200", "--keys", "10", "--quiet"); code != 0 {
@@ -302,6 +304,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 // TestKafkaConfigErrors: an unknown librdkafka property is refused naming
 // the file and line or the flag; a malformed line names its line only.
 func TestKafkaConfigErrors(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
 	f := writeFile(t, "k.properties", "# comment\n\nclient.id=me\nno.such.property=1\n")
 	badLine := writeFile(t, "bad.properties", "client.id=me\nsasl.password\n")
@@ -331,6 +334,7 @@ func TestKafkaConfigErrors(t *testing.T) {
 // it. The member's logs, the stuck/ report and keyshare status show the
 // key Go-quoted, and no ESC byte reaches the operator's terminal.
 func TestControlSequencesEscaped(t *testing.T) {
+	testutil.ParallelOnKfake(t)
 	_, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
 	const evil = "\x1b[2J"
