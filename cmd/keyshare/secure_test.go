@@ -57,6 +57,7 @@ func keyCount(t *testing.T, cli *clientv3.Client, prefix string) int64 {
 // CA each fail fast with one error naming what failed, and nothing is
 // written to etcd.
 func TestEtcdTLS(t *testing.T) {
+	testutil.RequireKfake(t, "etcd's TLS and client certificates: the broker plays no part in them; the kfake run covers it")
 	testutil.ParallelOnKfake(t)
 	e := testutil.StartEtcdTLS(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
@@ -115,6 +116,7 @@ func startAuthEtcd(t *testing.T) (root *clientv3.Client, endpoint string) {
 // prefix; a wrong password and a missing one are refused by name; nothing is
 // written outside /keyshare/a/.
 func TestEtcdAuthLeastPrivilege(t *testing.T) {
+	testutil.RequireKfake(t, "etcd's users and roles: the broker plays no part in them; the kfake run covers it")
 	testutil.ParallelOnKfake(t)
 	root, ep := startAuthEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 2})

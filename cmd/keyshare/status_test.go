@@ -18,6 +18,7 @@ import (
 // and status --json print each name escaped and cut with its true size:
 // the output stays small and carries no raw control or bidi character.
 func TestStatusBoundsHostileValues(t *testing.T) {
+	testutil.RequireKfake(t, "status reads etcd only, no broker; the kfake run covers it")
 	testutil.ParallelOnKfake(t)
 	cli, e := testutil.StartEtcd(t)
 	ctx := t.Context()
