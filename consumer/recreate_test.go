@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/internal/devcluster"
 	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
@@ -30,6 +31,9 @@ import (
 func TestRecreatedTopicStartsAfresh(t *testing.T) {
 	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 3})
+	// The leader reads topic ids with the partition counts: every second
+	// here, not every PartitionRefresh's default 10 s.
+	cl.mutate = func(c *consumer.Config) { c.PartitionRefresh = time.Second }
 	seen := &handlings{n: make(map[string]int)}
 	cl.start("m1", seen.handle)
 	count := func(prefix string) (distinct, total int) {
@@ -242,6 +246,9 @@ func (ko *keptOffsets) deletedPartitions() []int32 {
 func TestForgedTopicIDKeepsState(t *testing.T) {
 	testutil.ParallelOnKfake(t)
 	cl, k := newCluster(t, map[string]int32{"orders": 2})
+	// The leader reads topic ids with the partition counts: every second
+	// here, not every PartitionRefresh's default 10 s.
+	cl.mutate = func(c *consumer.Config) { c.PartitionRefresh = time.Second }
 	seen := &handlings{n: make(map[string]int)}
 	cl.start("m1", seen.handle)
 	testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(100, 10))
