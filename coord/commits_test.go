@@ -27,7 +27,6 @@ type commitRig struct {
 	t      *testing.T
 	cli    *clientv3.Client
 	schema keys.Schema
-	leader *coord.Leader
 	k      *fakeoffsets.Offsets
 	gate   *gatedOffsets
 	rounds chan coord.CommitRound
@@ -39,7 +38,6 @@ type commitRig struct {
 func newCommitRig(t *testing.T, n int32, maxTxnOps int, log hclog.Logger) *commitRig {
 	cli, e := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": n}
-	leaders := make(chan *coord.Leader, 4)
 	r := &commitRig{t: t, cli: cli, schema: keys.New("/keyshare", "g"), k: fakeoffsets.New(), rounds: make(chan coord.CommitRound, 1000), n: n}
 	r.gate = &gatedOffsets{Offsets: r.k, open: make(chan struct{})}
 	cfg := testConfig(t, "a", counts)
@@ -47,7 +45,6 @@ func newCommitRig(t *testing.T, n int32, maxTxnOps int, log hclog.Logger) *commi
 	if log != nil {
 		cfg.Logger = log
 	}
-	cfg.OnLeader = func(ctx context.Context, l *coord.Leader) { leaders <- l; <-ctx.Done() }
 	cfg.Offsets, cfg.CommitInterval = r.gate, 50*time.Millisecond
 	cfg.OnCommitRound = func(cr coord.CommitRound) {
 		if !r.gate.opened() {
@@ -59,7 +56,6 @@ func newCommitRig(t *testing.T, n int32, maxTxnOps int, log hclog.Logger) *commi
 		}
 	}
 	join(t, e.Endpoints, cfg)
-	r.leader = <-leaders
 	waitFor(t, "every partition assigned", 60*time.Second, func() bool {
 		snap := snapshot(t, cli)
 		return len(snap.Ranges) == int(n) && settled(snap)
@@ -404,47 +400,6 @@ func TestCommitSlowBroker(t *testing.T) {
 	}
 	r.k.SetCommitDelay(0)
 	until(t, "both committed", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 2, 10) })
-}
-
-// TestRecordCommitsConflict: a write whose key changed since it was read
-// fails alone; the others in its transaction are recorded.
-func TestRecordCommitsConflict(t *testing.T) {
-	r := newCommitRig(t, 1, 8, nil)
-	var writes []coord.CommitWrite
-	for p := range int32(20) {
-		writes = append(writes, coord.CommitWrite{TopicPartition: tpOf(p), Offset: 5})
-	}
-	if _, err := r.cli.Put(t.Context(), r.schema.Commit("t", 13), `{"v":1,"offset":1,"leader":"x","at":"2026-01-01T00:00:00Z"}`); err != nil {
-		t.Fatal(err)
-	}
-	written, conflicts, err := r.leader.RecordCommits(t.Context(), writes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(written) != 19 || len(conflicts) != 1 || conflicts[0] != tpOf(13) {
-		t.Fatalf("written %d, conflicts %v; want 19 and [t/13]", len(written), conflicts)
-	}
-}
-
-// TestRecordCommitsDeposed: a leader that no longer leads records nothing.
-func TestRecordCommitsDeposed(t *testing.T) {
-	cli, e := testutil.StartEtcd(t)
-	counts := map[string]int32{"t": 1}
-	leaders := make(chan *coord.Leader, 4)
-	cfg := testConfig(t, "a", counts)
-	cfg.OnLeader = func(ctx context.Context, l *coord.Leader) { leaders <- l; <-ctx.Done() }
-	a, _ := join(t, e.Endpoints, cfg)
-	old := <-leaders
-	join(t, e.Endpoints, testConfig(t, "b", counts))
-	_ = a.Close()
-	_, _, err := old.RecordCommits(t.Context(), []coord.CommitWrite{{TopicPartition: tpOf(0), Offset: 5}})
-	if !errors.Is(err, coord.ErrNotLeader) {
-		t.Fatalf("deposed leader's RecordCommits: %v, want ErrNotLeader", err)
-	}
-	resp, _ := cli.Get(t.Context(), "/keyshare/g/commits/t/00000")
-	if len(resp.Kvs) != 0 {
-		t.Fatalf("commit written: %s", resp.Kvs[0].Value)
-	}
 }
 
 // TestCommitRecordAboveLogEnd: a commit record that decodes cleanly but

@@ -67,9 +67,6 @@ type Config struct {
 	// StartTimeout bounds the first contact with etcd when joining.
 	// Default 10 s.
 	StartTimeout time.Duration
-	// OnLeader, if set, runs in its own goroutine while this member is the
-	// leader; its context ends when leadership does.
-	OnLeader func(ctx context.Context, l *Leader)
 	// Offsets, if set, is the group's offsets in Kafka: while this member
 	// leads, it commits the safe offsets there every CommitInterval
 	// (default 1 s) and gives each round's result to

@@ -257,37 +257,6 @@ func TestEtcdUnreachableFailsInBoundedTime(t *testing.T) {
 	}
 }
 
-func TestDeposedLeaderCannotWrite(t *testing.T) {
-	cli, e := testutil.StartEtcd(t)
-	counts := map[string]int32{"t": 1}
-	leaders := make(chan *coord.Leader, 4)
-	cfg := testConfig(t, "a", counts)
-	cfg.OnLeader = func(ctx context.Context, l *coord.Leader) { leaders <- l; <-ctx.Done() }
-	a, _ := join(t, e.Endpoints, cfg)
-	old := <-leaders
-	tp := coord.TopicPartition{Topic: "t"}
-	if _, _, err := old.RecordCommits(t.Context(), []coord.CommitWrite{{TopicPartition: tp, Offset: 5}}); err != nil {
-		t.Fatalf("leader's commit: %v", err)
-	}
-	// A stale read of the stored commit is a conflict, not lost leadership.
-	written, conflicts, err := old.RecordCommits(t.Context(), []coord.CommitWrite{{TopicPartition: tp, Offset: 6}})
-	if err != nil || len(written) != 0 || len(conflicts) != 1 || conflicts[0] != tp {
-		t.Fatalf("commit over a stale read: written %v, conflicts %v, err %v; want only a conflict on %v", written, conflicts, err, tp)
-	}
-	join(t, e.Endpoints, testConfig(t, "b", counts))
-	_ = a.Close()
-	// a's Leader value outlives its leadership: every write must fail.
-	resp, _ := cli.Get(t.Context(), "/keyshare/g/commits/t/00000")
-	_, _, err = old.RecordCommits(t.Context(), []coord.CommitWrite{{TopicPartition: tp, PrevRev: resp.Kvs[0].ModRevision, Offset: 3}})
-	if !errors.Is(err, coord.ErrNotLeader) {
-		t.Fatalf("deposed leader's commit: %v, want ErrNotLeader", err)
-	}
-	resp, _ = cli.Get(t.Context(), "/keyshare/g/commits/t/00000")
-	if !strings.Contains(string(resp.Kvs[0].Value), `"offset":5`) {
-		t.Fatalf("commit changed: %s", resp.Kvs[0].Value)
-	}
-}
-
 // owner simulates a member's data side: it releases revoked ranges after a
 // delay and logs when it gained and released each hash.
 type owner struct {

@@ -113,9 +113,6 @@ func (s *Session) lead(ctx context.Context, l *Leader) {
 	defer func() { <-cacheDone }()
 
 	var wg sync.WaitGroup
-	if s.cfg.OnLeader != nil {
-		wg.Go(func() { s.cfg.OnLeader(lctx, l) })
-	}
 	if s.cfg.Offsets != nil {
 		wg.Go(func() { l.runCommits(lctx) })
 	}
