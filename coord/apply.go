@@ -66,7 +66,7 @@ func txnOf(c change) ([]clientv3.Cmp, []clientv3.Op) {
 // 2,048 ranges in 17 transactions. A change whose compares fail (an owner
 // wrote meanwhile) is left for the next round: retry says so. rev is the
 // revision of the last write.
-func (s *Session) apply(ctx context.Context, l *Leader, gen int64, changes []change) (retry bool, rev int64, err error) {
+func (s *Session) apply(ctx context.Context, l *leader, gen int64, changes []change) (retry bool, rev int64, err error) {
 	genOp := clientv3.OpPut(s.schema.Generation(), mustJSON(GenerationRecord{V: recordVersion, Generation: gen, Leader: s.ID(), At: time.Now().UTC()}))
 	var mu sync.Mutex
 	eachInFlight(s.txnBatches(genOp, changes), func() bool {
@@ -115,7 +115,7 @@ func (s *Session) txnBatches(genOp clientv3.Op, changes []change) [][]change {
 // next round (retry). An error other than ErrNotLeader (etcd unreachable,
 // or a transaction it refused: a change over its limits would be refused
 // every round) is logged and left for the next round too.
-func (s *Session) applyOne(ctx context.Context, l *Leader, genOp clientv3.Op, gen int64, batch []change) (retry bool, rev int64, err error) {
+func (s *Session) applyOne(ctx context.Context, l *leader, genOp clientv3.Op, gen int64, batch []change) (retry bool, rev int64, err error) {
 	ok, rev, err := s.applyBatch(ctx, l, genOp, gen, batch)
 	switch {
 	case errors.Is(err, ErrNotLeader):
@@ -137,7 +137,7 @@ func (s *Session) applyOne(ctx context.Context, l *Leader, genOp clientv3.Op, ge
 // compares: each half is tried, and a half that fails is split again, so k
 // conflicting changes among n cost about 3·k·log2(n) transactions, not n
 // (a leave of thousands of ranges meets a few owners' flushes).
-func (s *Session) applyHalves(ctx context.Context, l *Leader, genOp clientv3.Op, gen int64, batch []change) (rev int64, err error) {
+func (s *Session) applyHalves(ctx context.Context, l *leader, genOp clientv3.Op, gen int64, batch []change) (rev int64, err error) {
 	if len(batch) <= 1 {
 		return 0, nil // the conflicting change: the next round plans it again
 	}
@@ -173,7 +173,7 @@ func whats(batch []change) string {
 //
 // A large batch is logged as one line (its first changes and a count), not
 // one line per change: a group of thousands of partitions would flood.
-func (s *Session) applyBatch(ctx context.Context, l *Leader, genOp clientv3.Op, gen int64, batch []change) (bool, int64, error) {
+func (s *Session) applyBatch(ctx context.Context, l *leader, genOp clientv3.Op, gen int64, batch []change) (bool, int64, error) {
 	cmps, ops := []clientv3.Cmp{l.guard()}, []clientv3.Op{genOp}
 	for _, c := range batch {
 		cc, co := txnOf(c)

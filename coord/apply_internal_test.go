@@ -24,7 +24,7 @@ func TestApplyConflictCostsLogN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &Leader{s: s, key: lkey, rev: lresp.Header.Revision}
+	l := &leader{s: s, key: lkey, rev: lresp.Header.Revision}
 
 	const n = 64
 	var changes []change

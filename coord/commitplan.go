@@ -81,7 +81,7 @@ type commitPlan struct {
 	before map[TopicPartition]int64
 	prior  map[TopicPartition]int64
 
-	writes  []CommitWrite   // commit records to write in etcd
+	writes  []commitWrite   // commit records to write in etcd
 	damaged []damagedRecord // records newly found past the log end
 }
 
@@ -117,7 +117,7 @@ func (m *commitMemory) plan(in commitInput) *commitPlan {
 				p.damaged = append(p.damaged, damagedRecord{tp: tp, recorded: rec, end: m.ends[tp], safe: marks[tp]})
 			}
 			if !p.pastEnd(tp, marks[tp]) {
-				p.writes = append(p.writes, CommitWrite{TopicPartition: tp, PrevRev: rev, Offset: marks[tp]})
+				p.writes = append(p.writes, commitWrite{TopicPartition: tp, PrevRev: rev, Offset: marks[tp]})
 			}
 			continue
 		}
@@ -126,7 +126,7 @@ func (m *commitMemory) plan(in commitInput) *commitPlan {
 			floor, p.prior[tp] = rec, rec
 		}
 		if marks[tp] > floor {
-			p.writes = append(p.writes, CommitWrite{TopicPartition: tp, PrevRev: rev, Offset: marks[tp]})
+			p.writes = append(p.writes, commitWrite{TopicPartition: tp, PrevRev: rev, Offset: marks[tp]})
 		}
 	}
 	return p
@@ -160,7 +160,7 @@ func (p *commitPlan) isDamaged(tp TopicPartition, rec int64) bool {
 	return rec > p.in.marks[tp] && p.pastEnd(tp, rec)
 }
 
-// recorded notes the commit records etcd stored (RecordCommits' answer)
+// recorded notes the commit records etcd stored (recordCommits' answer)
 // and returns how many.
 func (p *commitPlan) recorded(revs map[TopicPartition]int64) int {
 	n := 0

@@ -36,15 +36,15 @@ type CommitRound struct {
 	Took       time.Duration
 }
 
-// CommitWrite is one partition's commit record to write: Offset, if the
+// commitWrite is one partition's commit record to write: Offset, if the
 // commit key's ModRevision is still PrevRev (0: the key must not exist).
-type CommitWrite struct {
+type commitWrite struct {
 	TopicPartition
 	PrevRev int64
 	Offset  int64
 }
 
-// RecordCommits stores many partitions' committed offsets in
+// recordCommits stores many partitions' committed offsets in
 // ⌈len(writes) ÷ (MaxTxnOps−1)⌉ transactions, up to four at once, each
 // guarded by leadership and by each commit key's ModRevision (so a stored
 // offset never goes backwards). A write whose key changed since the caller
@@ -52,17 +52,17 @@ type CommitWrite struct {
 // written, and the caller retries it with a fresh read. It returns the
 // revision each written partition was stored at, and ErrNotLeader once this
 // member no longer leads; when ctx ends first, what was written so far.
-func (l *Leader) RecordCommits(ctx context.Context, writes []CommitWrite) (written map[TopicPartition]int64, conflicts []TopicPartition, err error) {
+func (l *leader) recordCommits(ctx context.Context, writes []commitWrite) (written map[TopicPartition]int64, conflicts []TopicPartition, err error) {
 	per := max(1, l.s.cfg.MaxTxnOps-1)
 	written = make(map[TopicPartition]int64, len(writes))
-	var batches [][]CommitWrite
+	var batches [][]commitWrite
 	for len(writes) > 0 {
 		batch := writes[:min(per, len(writes))]
 		writes = writes[len(batch):]
 		batches = append(batches, batch)
 	}
 	var mu sync.Mutex
-	eachInFlight(batches, nil, func(_ int, batch []CommitWrite) {
+	eachInFlight(batches, nil, func(_ int, batch []commitWrite) {
 		rev, wrote, lost, berr := l.recordCommitBatch(ctx, batch)
 		mu.Lock()
 		defer mu.Unlock()
@@ -81,7 +81,7 @@ func (l *Leader) RecordCommits(ctx context.Context, writes []CommitWrite) (writt
 // leaving out those whose key changed since read (the conflicts) until the
 // rest is written. Each failed attempt removes at least one conflict, so
 // this ends; in practice it takes one or two.
-func (l *Leader) recordCommitBatch(ctx context.Context, batch []CommitWrite) (rev int64, wrote []CommitWrite, conflicts []TopicPartition, err error) {
+func (l *leader) recordCommitBatch(ctx context.Context, batch []commitWrite) (rev int64, wrote []commitWrite, conflicts []TopicPartition, err error) {
 	for len(batch) > 0 {
 		cmps := []clientv3.Cmp{l.guard()}
 		then := make([]clientv3.Op, 0, len(batch))
@@ -125,7 +125,7 @@ func (l *Leader) recordCommitBatch(ctx context.Context, batch []CommitWrite) (re
 	return 0, nil, conflicts, nil
 }
 
-func tpsOf(ws []CommitWrite) []TopicPartition {
+func tpsOf(ws []commitWrite) []TopicPartition {
 	out := make([]TopicPartition, len(ws))
 	for i, w := range ws {
 		out[i] = w.TopicPartition
@@ -155,7 +155,7 @@ func tpsOf(ws []CommitWrite) []TopicPartition {
 // commits etcd's again (a repair) and says which writer it most likely
 // was. Only where keyshare has never recorded a commit is Kafka's offset a
 // floor: a group migrating from a plain consumer group starts there.
-func (l *Leader) runCommits(ctx context.Context) {
+func (l *leader) runCommits(ctx context.Context) {
 	cfg := l.s.cfg
 	cm := newCommitter(l)
 	t := time.NewTicker(cfg.CommitInterval)
@@ -185,14 +185,14 @@ func (l *Leader) runCommits(ctx context.Context) {
 // committer runs the commit rounds: the I/O around the decisions of
 // commitplan.go, whose memory it keeps between rounds.
 type committer struct {
-	l        *Leader
+	l        *leader
 	offsets  Offsets
 	interval time.Duration
 	log      hclog.Logger
 	mem      *commitMemory
 }
 
-func newCommitter(l *Leader) *committer {
+func newCommitter(l *leader) *committer {
 	return &committer{l: l, offsets: l.s.cfg.Offsets, interval: l.s.cfg.CommitInterval, log: l.s.log.Named("commit"), mem: newCommitMemory()}
 }
 
@@ -234,7 +234,7 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 		// handoff, recording 1,795 partitions once took the whole round
 		// and none was committed to Kafka until the next.
 		rctx, rcancel := context.WithDeadline(ctx, start.Add(budget*3/4))
-		revs, conflicts, err := c.l.RecordCommits(rctx, p.writes)
+		revs, conflicts, err := c.l.recordCommits(rctx, p.writes)
 		rcancel()
 		out.Recorded = p.recorded(revs)
 		if errors.Is(err, ErrNotLeader) {

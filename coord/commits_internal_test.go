@@ -33,7 +33,7 @@ func joinMember(t *testing.T, endpoints []string, id string) *Session {
 // joinLeading joins member id (joinMember) and returns its session and,
 // once it leads, its leadership as campaign built it: its election key
 // and that key's create revision.
-func joinLeading(t *testing.T, endpoints []string, id string) (*Session, *Leader) {
+func joinLeading(t *testing.T, endpoints []string, id string) (*Session, *leader) {
 	t.Helper()
 	s := joinMember(t, endpoints, id)
 	testutil.WaitFor(t, id+" leading", 30*time.Second, s.IsLeader)
@@ -43,7 +43,7 @@ func joinLeading(t *testing.T, endpoints []string, id string) (*Session, *Leader
 	}
 	for _, kv := range resp.Kvs {
 		if string(kv.Value) == id {
-			return s, &Leader{s: s, key: string(kv.Key), rev: kv.CreateRevision}
+			return s, &leader{s: s, key: string(kv.Key), rev: kv.CreateRevision}
 		}
 	}
 	t.Fatalf("no election key of %s", id)
@@ -61,15 +61,15 @@ func TestRecordCommitsConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &Leader{s: s, key: lkey, rev: lresp.Header.Revision}
-	var writes []CommitWrite
+	l := &leader{s: s, key: lkey, rev: lresp.Header.Revision}
+	var writes []commitWrite
 	for p := range int32(20) {
-		writes = append(writes, CommitWrite{TopicPartition: ctp(p), Offset: 5})
+		writes = append(writes, commitWrite{TopicPartition: ctp(p), Offset: 5})
 	}
 	if _, err := cli.Put(t.Context(), s.schema.Commit("t", 13), `{"v":1,"offset":1,"leader":"x","at":"2026-01-01T00:00:00Z"}`); err != nil {
 		t.Fatal(err)
 	}
-	written, conflicts, err := l.RecordCommits(t.Context(), writes)
+	written, conflicts, err := l.recordCommits(t.Context(), writes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,9 +84,9 @@ func TestRecordCommitsDeposed(t *testing.T) {
 	a, old := joinLeading(t, e.Endpoints, "a")
 	joinMember(t, e.Endpoints, "b")
 	_ = a.Close()
-	_, _, err := old.RecordCommits(t.Context(), []CommitWrite{{TopicPartition: ctp(0), Offset: 5}})
+	_, _, err := old.recordCommits(t.Context(), []commitWrite{{TopicPartition: ctp(0), Offset: 5}})
 	if !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("deposed leader's RecordCommits: %v, want ErrNotLeader", err)
+		t.Fatalf("deposed leader's recordCommits: %v, want ErrNotLeader", err)
 	}
 	resp, _ := cli.Get(t.Context(), "/keyshare/g/commits/t/00000")
 	if len(resp.Kvs) != 0 {
@@ -101,11 +101,11 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 	cli, e := testutil.StartEtcd(t)
 	a, old := joinLeading(t, e.Endpoints, "a")
 	tp := TopicPartition{Topic: "t"}
-	if _, _, err := old.RecordCommits(t.Context(), []CommitWrite{{TopicPartition: tp, Offset: 5}}); err != nil {
+	if _, _, err := old.recordCommits(t.Context(), []commitWrite{{TopicPartition: tp, Offset: 5}}); err != nil {
 		t.Fatalf("leader's commit: %v", err)
 	}
 	// A stale read of the stored commit is a conflict, not lost leadership.
-	written, conflicts, err := old.RecordCommits(t.Context(), []CommitWrite{{TopicPartition: tp, Offset: 6}})
+	written, conflicts, err := old.recordCommits(t.Context(), []commitWrite{{TopicPartition: tp, Offset: 6}})
 	if err != nil || len(written) != 0 || len(conflicts) != 1 || conflicts[0] != tp {
 		t.Fatalf("commit over a stale read: written %v, conflicts %v, err %v; want only a conflict on %v", written, conflicts, err, tp)
 	}
@@ -113,7 +113,7 @@ func TestDeposedLeaderCannotWrite(t *testing.T) {
 	_ = a.Close()
 	// a's leadership value outlives its leadership: every write must fail.
 	resp, _ := cli.Get(t.Context(), "/keyshare/g/commits/t/00000")
-	_, _, err = old.RecordCommits(t.Context(), []CommitWrite{{TopicPartition: tp, PrevRev: resp.Kvs[0].ModRevision, Offset: 3}})
+	_, _, err = old.recordCommits(t.Context(), []commitWrite{{TopicPartition: tp, PrevRev: resp.Kvs[0].ModRevision, Offset: 3}})
 	if !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("deposed leader's commit: %v, want ErrNotLeader", err)
 	}

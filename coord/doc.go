@@ -41,12 +41,11 @@
 // Every write of a member carries two compares in the same transaction:
 // its registration still exists (its session is alive), and the range
 // record is unchanged since it was assigned (nobody moved it). A leader's
-// writes compare its election key (Leader.Guard). A writer that has lost
-// either is fenced: its write changes nothing.
+// writes compare the create revision of its election key. A writer that
+// has lost either is fenced: its write changes nothing.
 //
 // Tools outside a member read a group with ReadSnapshot (one transaction),
 // naming it with a Group; ReadPause, WritePause and DeletePause pause and
 // resume it. With Config.Offsets (the group's offsets in Kafka), the
-// member that leads commits the safe offsets there every CommitInterval;
-// Config.OnLeader runs while it leads, with its Leader.
+// member that leads commits the safe offsets there every CommitInterval.
 package coord

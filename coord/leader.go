@@ -11,16 +11,16 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Leader is this member's leadership, valid while the context given with it
+// leader is this member's leadership, valid while the context given with it
 // lasts. Every write it makes is guarded by the election key's create
 // revision, so a deposed leader cannot write (the guard etcd's
 // Election.Proclaim uses).
 //
-// The Leader holds the leader's work in one place: the election result, the
+// A leader holds the leader's work in one place: the election result, the
 // assignment rounds (assignLoop) and, with Config.Offsets, the commit
 // rounds (runCommits). Both read the group from one watch-fed cache of
 // etcd, so a round costs no etcd read.
-type Leader struct {
+type leader struct {
 	s     *Session
 	key   string
 	rev   int64
@@ -28,16 +28,8 @@ type Leader struct {
 }
 
 // guard holds only while this member leads.
-func (l *Leader) guard() clientv3.Cmp {
+func (l *leader) guard() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", l.rev)
-}
-
-// Snapshot is the group's state as the leader's watch-fed cache holds it
-// (without lost/: read those with ReadSnapshot). It costs no etcd request
-// once the cache has read the group; it waits for that first read. The
-// snapshot is shared: do not change it.
-func (l *Leader) Snapshot(ctx context.Context) (*Snapshot, error) {
-	return l.cache.snapshot(ctx)
 }
 
 // campaign runs for the session's life: campaign, lead until deposed,
@@ -69,7 +61,7 @@ func (s *Session) campaign() {
 			s.log.Warn("won an election whose key is gone; campaigning again", "key", e.Key(), "error", err)
 			continue
 		}
-		l := &Leader{s: s, key: e.Key(), rev: e.Rev(), cache: newGroupCache(s.cli, s.schema, s.log.Named("cache"))}
+		l := &leader{s: s, key: e.Key(), rev: e.Rev(), cache: newGroupCache(s.cli, s.schema, s.log.Named("cache"))}
 		s.lead(ctx, l)
 		rctx, rcancel := context.WithTimeout(s.ctx, 2*time.Second)
 		if err := e.Resign(rctx); err != nil && s.ctx.Err() == nil {
@@ -80,7 +72,7 @@ func (s *Session) campaign() {
 }
 
 // lead runs the leader's work until ctx ends or leadership is lost.
-func (s *Session) lead(ctx context.Context, l *Leader) {
+func (s *Session) lead(ctx context.Context, l *leader) {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.setLeader(true)
@@ -136,7 +128,7 @@ func (s *Session) setLeader(v bool) {
 // round reads the group from the cache (no etcd request) and writes only
 // the changes the plan finds; the cache pokes it when a member or range key
 // changes (ledger flushes do not).
-func (l *Leader) assignLoop(ctx context.Context) error {
+func (l *leader) assignLoop(ctx context.Context) error {
 	s := l.s
 	trigger := l.cache.assign
 	poke := l.cache.pokeAssign

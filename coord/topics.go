@@ -100,7 +100,7 @@ func (s *Session) recreated(ctx context.Context, tw *topicWatch, topic, recorded
 // nil if it has none) with the group's and starts recreated topics afresh
 // (see above). It updates tw.held. Errors are logged; what did not happen
 // is tried again next call.
-func (s *Session) checkTopics(ctx context.Context, l *Leader, tw *topicWatch, ids map[string]string, readAt time.Time) {
+func (s *Session) checkTopics(ctx context.Context, l *leader, tw *topicWatch, ids map[string]string, readAt time.Time) {
 	if ids == nil {
 		return
 	}
