@@ -26,8 +26,8 @@ type assignRound struct {
 	seen map[rangeObs]time.Time
 	// topics is the topics deleted and created again (topics.go).
 	topics *topicWatch
-	gone   goneTracker   // FailoverGrace (grace.go)
-	settle settleTracker // defragmentation waits for a still group (settle.go)
+	gone   plan.GoneTracker   // FailoverGrace (grace.go)
+	settle plan.SettleTracker // defragmentation waits for a still group (settle.go)
 	// quietRev and quietPartsAt are the assignment revision and partition
 	// read of the last round that planned nothing with no range revoking:
 	// until either changes, a round would plan nothing again, so it is
@@ -121,12 +121,12 @@ func (r *assignRound) step(snap *Snapshot, clock time.Time, assignRev int64, jud
 		r.problems = p
 	}
 	observe(r.seen, snap, clock)
-	held, wait := r.gone.held(snap, clock, r.cfg.FailoverGrace)
+	held, wait := r.gone.Held(snap, clock, r.cfg.FailoverGrace)
 	if wait > 0 {
 		st.wake = append(st.wake, wait)
 	}
 	assignable := r.topics.assignable(r.parts)
-	defrag, still := r.settle.ready(snap, assignable, clock, settleDelay(r.cfg.SessionTTL))
+	defrag, still := r.settle.Ready(snap, assignable, clock, plan.SettleDelay(r.cfg.SessionTTL))
 	if still > 0 {
 		st.wake = append(st.wake, still)
 	}
@@ -151,7 +151,7 @@ func (r *assignRound) step(snap *Snapshot, clock time.Time, assignRev int64, jud
 		Clock:     clock, Seen: r.seen, Grace: drainGrace(r.cfg.SessionTTL), Held: held,
 		Defrag: defrag, Target: target,
 	})
-	r.settle.moved(changes, clock)
+	r.settle.Moved(changes, clock)
 	r.balance.rested(snap, len(changes), clock)
 	r.topics.changed = false
 	if len(changes) == 0 {
