@@ -120,7 +120,7 @@ func (r *assignRound) step(snap *Snapshot, clock time.Time, assignRev int64, jud
 		st.problems = p
 		r.problems = p
 	}
-	observe(r.seen, snap, clock)
+	plan.Observe(r.seen, snap, clock)
 	held, wait := r.gone.Held(snap, clock, r.cfg.FailoverGrace)
 	if wait > 0 {
 		st.wake = append(st.wake, wait)

@@ -99,7 +99,7 @@ func (g *churnModel) owners(b *testing.B) {
 // changes were planned.
 func (g *churnModel) round(b *testing.B) int {
 	snap := g.store.snapshot()
-	observe(g.seen, snap, g.clock)
+	plan.Observe(g.seen, snap, g.clock)
 	changes := plan.Plan(plan.Input{
 		Schema: planSchema, Snap: snap, Parts: g.parts, Now: g.clock, DrainTimeout: modelDrain,
 		Gen: snap.Generation.Generation + 1, MaxTxnOps: modelMaxOps, Clock: g.clock, Seen: g.seen, Grace: modelGrace,

@@ -229,27 +229,6 @@ func (l *leader) assignLoop(ctx context.Context) error {
 	}
 }
 
-// observe notes the first time each draining record of snap is seen —
-// revoking, or active with a leaving owner (which drains it unasked,
-// Session.Leave) — and forgets records that changed or are gone.
-func observe(seen map[rangeObs]time.Time, snap *Snapshot, now time.Time) {
-	current := make(map[rangeObs]bool)
-	for _, r := range snap.Ranges {
-		if m, _ := snap.OwnerOf(r); r.Record.State == StateRevoking || r.Record.State == StateActive && m.ReleasesUnasked() {
-			o := rangeObs{Key: r.Key, Rev: r.Rev}
-			current[o] = true
-			if _, ok := seen[o]; !ok {
-				seen[o] = now
-			}
-		}
-	}
-	for o := range seen {
-		if !current[o] {
-			delete(seen, o)
-		}
-	}
-}
-
 // drainGrace is how long past a revoking range's drain budget the leader
 // waits before handing it on: time for the revoke to reach the owner, which
 // starts its own drain clock when it sees it. A member that cannot hear

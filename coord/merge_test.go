@@ -53,7 +53,7 @@ func (g *rig) rangeAt(p int32, lo, hi uint64, owner string, next int64, pending 
 func (g *rig) round() []string {
 	g.t.Helper()
 	snap := g.store.snapshot()
-	observe(g.seen, snap, g.clock)
+	plan.Observe(g.seen, snap, g.clock)
 	changes := plan.Plan(plan.Input{
 		Schema: planSchema, Snap: snap, Parts: g.parts, Now: g.clock, DrainTimeout: modelDrain,
 		Gen: snap.Generation.Generation + 1, MaxTxnOps: modelMaxOps, Clock: g.clock, Seen: g.seen, Grace: modelGrace,

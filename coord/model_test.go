@@ -222,7 +222,7 @@ func (g *modelGroup) release(all bool) {
 // round is one leader round: observe, plan, apply each change alone.
 func (g *modelGroup) round() int {
 	snap := g.store.snapshot()
-	observe(g.seen, snap, g.clock)
+	plan.Observe(g.seen, snap, g.clock)
 	changes := plan.Plan(plan.Input{
 		Schema: planSchema, Snap: snap, Parts: g.parts, Now: g.wall, DrainTimeout: modelDrain,
 		Gen: snap.Generation.Generation + 1, MaxTxnOps: modelMaxOps, Clock: g.clock, Seen: g.seen, Grace: modelGrace,

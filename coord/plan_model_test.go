@@ -94,7 +94,7 @@ func TestPlanLeavingOwner(t *testing.T) {
 	}
 	planned := func(snap *state.Snapshot, after time.Duration, held map[rangeObs]bool) string {
 		seen := map[rangeObs]time.Time{}
-		observe(seen, snap, seenAt)
+		plan.Observe(seen, snap, seenAt)
 		changes := plan.Plan(plan.Input{
 			Schema: planSchema, Snap: snap, Parts: parts, Now: time.Now(), DrainTimeout: 30 * time.Second, Gen: 2, MaxTxnOps: 128,
 			Clock: seenAt.Add(after), Grace: grace, Seen: seen, Held: held,

@@ -1,0 +1,28 @@
+package plan
+
+import (
+	"time"
+
+	"github.com/keyshare/keyshare/state"
+)
+
+// Observe notes the first time each draining record of snap is seen —
+// revoking, or active with a leaving owner (which drains it unasked,
+// Session.Leave) — and forgets records that changed or are gone.
+func Observe(seen map[RangeObs]time.Time, snap *state.Snapshot, now time.Time) {
+	current := make(map[RangeObs]bool)
+	for _, r := range snap.Ranges {
+		if m, _ := snap.OwnerOf(r); r.Record.State == state.StateRevoking || r.Record.State == state.StateActive && m.ReleasesUnasked() {
+			o := RangeObs{Key: r.Key, Rev: r.Rev}
+			current[o] = true
+			if _, ok := seen[o]; !ok {
+				seen[o] = now
+			}
+		}
+	}
+	for o := range seen {
+		if !current[o] {
+			delete(seen, o)
+		}
+	}
+}
