@@ -6,9 +6,11 @@ import (
 	"github.com/keyshare/keyshare/state"
 )
 
-// Observe notes the first time each draining record of snap is seen —
-// revoking, or active with a leaving owner (which drains it unasked,
-// Session.Leave) — and forgets records that changed or are gone.
+// Observe notes, on the leader's own clock, the first time each draining
+// record of snap is seen — revoking, or active with a leaving owner (which
+// drains it unasked) — and forgets records that changed or are gone. seen
+// is the map the leader keeps across rounds and gives the plan as
+// Input.Seen.
 func Observe(seen map[RangeObs]time.Time, snap *state.Snapshot, now time.Time) {
 	current := make(map[RangeObs]bool)
 	for _, r := range snap.Ranges {
