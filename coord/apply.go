@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
@@ -26,7 +27,7 @@ const maxTxnBytes = 1 << 20
 // opBytes is roughly the request size of an op: its key and value.
 func opBytes(op clientv3.Op) int { return len(op.KeyBytes()) + len(op.ValueBytes()) + 16 }
 
-func changeBytes(c change) int {
+func changeBytes(c plan.Change) int {
 	n := 0
 	for _, w := range c.Writes {
 		n += len(w.Key) + len(w.Value) + 16 // as opBytes counts the op
@@ -36,7 +37,7 @@ func changeBytes(c change) int {
 
 // txnOf turns the planner's guards and writes into etcd's compares and ops:
 // the one place the plan becomes etcd requests.
-func txnOf(c change) ([]clientv3.Cmp, []clientv3.Op) {
+func txnOf(c plan.Change) ([]clientv3.Cmp, []clientv3.Op) {
 	cmps := make([]clientv3.Cmp, 0, len(c.Guards))
 	for _, g := range c.Guards {
 		target := clientv3.ModRevision(g.Key)
@@ -66,14 +67,14 @@ func txnOf(c change) ([]clientv3.Cmp, []clientv3.Op) {
 // 2,048 ranges in 17 transactions. A change whose compares fail (an owner
 // wrote meanwhile) is left for the next round: retry says so. rev is the
 // revision of the last write.
-func (s *Session) apply(ctx context.Context, l *leader, gen int64, changes []change) (retry bool, rev int64, err error) {
+func (s *Session) apply(ctx context.Context, l *leader, gen int64, changes []plan.Change) (retry bool, rev int64, err error) {
 	genOp := clientv3.OpPut(s.schema.Generation(), mustJSON(GenerationRecord{V: recordVersion, Generation: gen, Leader: s.ID(), At: time.Now().UTC()}))
 	var mu sync.Mutex
 	eachInFlight(s.txnBatches(genOp, changes), func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return err != nil
-	}, func(_ int, batch []change) {
+	}, func(_ int, batch []plan.Change) {
 		again, wrote, berr := s.applyOne(ctx, l, genOp, gen, batch)
 		mu.Lock()
 		defer mu.Unlock()
@@ -87,8 +88,8 @@ func (s *Session) apply(ctx context.Context, l *leader, gen int64, changes []cha
 
 // txnBatches cuts changes into transactions within etcd's limits, each
 // with room for the leadership guard and the generation write.
-func (s *Session) txnBatches(genOp clientv3.Op, changes []change) [][]change {
-	var out [][]change
+func (s *Session) txnBatches(genOp clientv3.Op, changes []plan.Change) [][]plan.Change {
+	var out [][]plan.Change
 	limit := s.cfg.MaxTxnOps
 	for len(changes) > 0 {
 		n, cmps, ops, size := 0, 1, 1, opBytes(genOp)
@@ -115,7 +116,7 @@ func (s *Session) txnBatches(genOp clientv3.Op, changes []change) [][]change {
 // next round (retry). An error other than ErrNotLeader (etcd unreachable,
 // or a transaction it refused: a change over its limits would be refused
 // every round) is logged and left for the next round too.
-func (s *Session) applyOne(ctx context.Context, l *leader, genOp clientv3.Op, gen int64, batch []change) (retry bool, rev int64, err error) {
+func (s *Session) applyOne(ctx context.Context, l *leader, genOp clientv3.Op, gen int64, batch []plan.Change) (retry bool, rev int64, err error) {
 	ok, rev, err := s.applyBatch(ctx, l, genOp, gen, batch)
 	switch {
 	case errors.Is(err, ErrNotLeader):
@@ -137,12 +138,12 @@ func (s *Session) applyOne(ctx context.Context, l *leader, genOp clientv3.Op, ge
 // compares: each half is tried, and a half that fails is split again, so k
 // conflicting changes among n cost about 3·k·log2(n) transactions, not n
 // (a leave of thousands of ranges meets a few owners' flushes).
-func (s *Session) applyHalves(ctx context.Context, l *leader, genOp clientv3.Op, gen int64, batch []change) (rev int64, err error) {
+func (s *Session) applyHalves(ctx context.Context, l *leader, genOp clientv3.Op, gen int64, batch []plan.Change) (rev int64, err error) {
 	if len(batch) <= 1 {
 		return 0, nil // the conflicting change: the next round plans it again
 	}
 	mid := len(batch) / 2
-	for _, half := range [][]change{batch[:mid], batch[mid:]} {
+	for _, half := range [][]plan.Change{batch[:mid], batch[mid:]} {
 		ok, wrote, err := s.applyBatch(ctx, l, genOp, gen, half)
 		switch {
 		case errors.Is(err, ErrNotLeader):
@@ -164,8 +165,8 @@ func (s *Session) applyHalves(ctx context.Context, l *leader, genOp clientv3.Op,
 
 // whats describes a batch of changes for a log line: the first few, and how
 // many more.
-func whats(batch []change) string {
-	return textsafe.FirstFew(batch, "; ", func(c change) string { return c.What })
+func whats(batch []plan.Change) string {
+	return textsafe.FirstFew(batch, "; ", func(c plan.Change) string { return c.What })
 }
 
 // applyBatch writes changes in one transaction. It returns false if a compare
@@ -173,7 +174,7 @@ func whats(batch []change) string {
 //
 // A large batch is logged as one line (its first changes and a count), not
 // one line per change: a group of thousands of partitions would flood.
-func (s *Session) applyBatch(ctx context.Context, l *leader, genOp clientv3.Op, gen int64, batch []change) (bool, int64, error) {
+func (s *Session) applyBatch(ctx context.Context, l *leader, genOp clientv3.Op, gen int64, batch []plan.Change) (bool, int64, error) {
 	cmps, ops := []clientv3.Cmp{l.guard()}, []clientv3.Op{genOp}
 	for _, c := range batch {
 		cc, co := txnOf(c)

@@ -27,14 +27,14 @@ func TestApplyConflictCostsLogN(t *testing.T) {
 	l := &leader{s: s, key: lkey, rev: lresp.Header.Revision}
 
 	const n = 64
-	var changes []change
+	var changes []plan.Change
 	for i := range n {
 		key := fmt.Sprintf("%sx/%02d", s.schema.Root(), i)
 		resp, err := cli.Put(t.Context(), key, "old")
 		if err != nil {
 			t.Fatal(err)
 		}
-		changes = append(changes, change{What: key,
+		changes = append(changes, plan.Change{What: key,
 			Guards: []plan.Guard{{Key: key, Rev: resp.Header.Revision}},
 			Writes: []plan.Write{{Key: key, Value: "new"}}})
 	}

@@ -23,7 +23,7 @@ type assignRound struct {
 	problems string    // the snapshot's damaged values last reported, joined
 	// seen is when this leader first saw each revoking record, on its
 	// own clock: a new leader starts counting drains again.
-	seen map[rangeObs]time.Time
+	seen map[plan.RangeObs]time.Time
 	// topics is the topics deleted and created again (topics.go).
 	topics *topicWatch
 	gone   plan.GoneTracker   // FailoverGrace (grace.go)
@@ -41,7 +41,7 @@ type assignRound struct {
 }
 
 func newAssignRound(cfg Config, schema keys.Schema, balance *loadBalancer) *assignRound {
-	return &assignRound{cfg: cfg, schema: schema, balance: balance, seen: make(map[rangeObs]time.Time), topics: newTopicWatch(), quietRev: -1, membersAt: -1}
+	return &assignRound{cfg: cfg, schema: schema, balance: balance, seen: make(map[plan.RangeObs]time.Time), topics: newTopicWatch(), quietRev: -1, membersAt: -1}
 }
 
 // debounce reports whether a trigger at member revision m waits
@@ -97,7 +97,7 @@ func (r *assignRound) quiet(assignRev int64) bool {
 
 // assignStep is one round's decisions.
 type assignStep struct {
-	changes []change // to write, at most maxChangesPerRound
+	changes []plan.Change // to write, at most maxChangesPerRound
 	// planned is how many changes the plan found; more, that they are
 	// more than one round writes: run the next round at once for the
 	// rest.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/internal/statetest"
 )
 
@@ -195,7 +196,7 @@ func TestAssignRoundSettle(t *testing.T) {
 		wake   time.Duration
 	}{{0, false, time.Second}, {500 * time.Millisecond, false, 500 * time.Millisecond}, {time.Second, true, 0}} {
 		st := r.step(snap, c0.Add(step.at), 7, false, false)
-		merged := slices.ContainsFunc(st.changes, func(c change) bool { return c.Defrag })
+		merged := slices.ContainsFunc(st.changes, func(c plan.Change) bool { return c.Defrag })
 		if merged != step.merges || step.wake > 0 && !slices.Contains(st.wake, step.wake) || step.wake == 0 && len(st.wake) > 0 {
 			t.Fatalf("step %d at +%s: merges %v, wake %v; want merges %v, wake %v", i, step.at, merged, st.wake, step.merges, step.wake)
 		}

@@ -31,12 +31,12 @@ type churnModel struct {
 	live  map[string]int64
 	next  int
 	clock time.Time
-	seen  map[rangeObs]time.Time
+	seen  map[plan.RangeObs]time.Time
 	still bool
 }
 
 func newChurnModel(p int) *churnModel {
-	g := &churnModel{store: newModelStore(), live: map[string]int64{}, clock: time.Now(), seen: map[rangeObs]time.Time{}}
+	g := &churnModel{store: newModelStore(), live: map[string]int64{}, clock: time.Now(), seen: map[plan.RangeObs]time.Time{}}
 	for i := range p {
 		g.parts = append(g.parts, PartitionWeight{TopicPartition: TopicPartition{Topic: "t", Partition: int32(i)}})
 	}

@@ -20,12 +20,12 @@ type rig struct {
 	store  *modelStore
 	parts  []PartitionWeight
 	clock  time.Time
-	seen   map[rangeObs]time.Time
+	seen   map[plan.RangeObs]time.Time
 	moving bool // the group is not still: no new defragmentation
 }
 
 func newRig(t *testing.T, partitions int32) *rig {
-	g := &rig{t: t, store: newModelStore(), clock: time.Now(), seen: map[rangeObs]time.Time{}}
+	g := &rig{t: t, store: newModelStore(), clock: time.Now(), seen: map[plan.RangeObs]time.Time{}}
 	for p := range partitions {
 		g.parts = append(g.parts, PartitionWeight{TopicPartition: TopicPartition{Topic: "t", Partition: p}})
 	}

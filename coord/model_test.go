@@ -112,7 +112,7 @@ func (m *modelStore) txn(cmps []clientv3.Cmp, ops []clientv3.Op, maxOps int) (bo
 
 // apply applies one planned change as one transaction, through apply's
 // adapter (change.txn), as the leader does.
-func (m *modelStore) apply(c change, maxOps int) (bool, error) {
+func (m *modelStore) apply(c plan.Change, maxOps int) (bool, error) {
 	cmps, ops := txnOf(c)
 	return m.txn(cmps, ops, maxOps)
 }
@@ -150,7 +150,7 @@ type modelGroup struct {
 	next    int
 	clock   time.Time // the leader's monotonic clock
 	wall    time.Time
-	seen    map[rangeObs]time.Time
+	seen    map[plan.RangeObs]time.Time
 	defrag  bool // the leader lets merges and the contiguous layout start
 }
 
@@ -369,7 +369,7 @@ func TestCoordModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		g := &modelGroup{
 			t: t, store: newModelStore(), live: map[string]int64{}, leaving: map[string]bool{},
-			clock: time.Now(), wall: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), seen: map[rangeObs]time.Time{},
+			clock: time.Now(), wall: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), seen: map[plan.RangeObs]time.Time{},
 		}
 		for p := range rapid.Int32Range(1, 2).Draw(t, "partitions") {
 			g.parts = append(g.parts, PartitionWeight{TopicPartition: TopicPartition{Topic: "t", Partition: p}})
@@ -441,7 +441,7 @@ func TestModelSettlesFragments(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		g := &modelGroup{
 			t: t, store: newModelStore(), live: map[string]int64{}, leaving: map[string]bool{},
-			clock: time.Now(), wall: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), seen: map[rangeObs]time.Time{},
+			clock: time.Now(), wall: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), seen: map[plan.RangeObs]time.Time{},
 		}
 		for p := range rapid.Int32Range(1, 4).Draw(t, "partitions") {
 			g.parts = append(g.parts, PartitionWeight{TopicPartition: TopicPartition{Topic: "t", Partition: p}})

@@ -36,7 +36,7 @@ func TestPlanRevokeIgnoresOwnerFlush(t *testing.T) {
 		}
 		now := time.Now()
 		changes := plan.Plan(plan.Input{Schema: planSchema, Snap: s.snapshot(), Parts: parts, Now: now, DrainTimeout: time.Second, Gen: 2, MaxTxnOps: 128,
-			Clock: now, Seen: map[rangeObs]time.Time{}, Grace: time.Second})
+			Clock: now, Seen: map[plan.RangeObs]time.Time{}, Grace: time.Second})
 		if len(changes) != 1 {
 			t.Fatalf("%d changes planned, want 1", len(changes))
 		}
@@ -92,8 +92,8 @@ func TestPlanLeavingOwner(t *testing.T) {
 		}}
 		return snap
 	}
-	planned := func(snap *state.Snapshot, after time.Duration, held map[rangeObs]bool) string {
-		seen := map[rangeObs]time.Time{}
+	planned := func(snap *state.Snapshot, after time.Duration, held map[plan.RangeObs]bool) string {
+		seen := map[plan.RangeObs]time.Time{}
 		plan.Observe(seen, snap, seenAt)
 		changes := plan.Plan(plan.Input{
 			Schema: planSchema, Snap: snap, Parts: parts, Now: time.Now(), DrainTimeout: 30 * time.Second, Gen: 2, MaxTxnOps: 128,
@@ -125,7 +125,7 @@ func TestPlanLeavingOwner(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			snap := snapWith(tt.state, tt.aAlive, tt.drainMs)
-			got := planned(snap, tt.after, map[rangeObs]bool{{Key: snap.Ranges[0].Key, Rev: snap.Ranges[0].Rev}: tt.held})
+			got := planned(snap, tt.after, map[plan.RangeObs]bool{{Key: snap.Ranges[0].Key, Rev: snap.Ranges[0].Rev}: tt.held})
 			if tt.want == "" && got != "" || !strings.HasPrefix(got, tt.want) || tt.want != "revoke" && strings.Contains(got, "revoke") {
 				t.Fatalf("planned %q, want %q", got, tt.want)
 			}

@@ -112,7 +112,7 @@ func BenchmarkScalePlan(b *testing.B) {
 	for _, c := range scaleCases {
 		parts, members := scaleParts(c.p), scaleMembers(c.m)
 		snap := scaleSnapshot(parts, members)
-		in := plan.Input{Schema: planSchema, Snap: snap, Parts: parts, Now: time.Now(), DrainTimeout: time.Second, Gen: 2, MaxTxnOps: 128, Clock: time.Now(), Seen: map[rangeObs]time.Time{}, Grace: time.Second}
+		in := plan.Input{Schema: planSchema, Snap: snap, Parts: parts, Now: time.Now(), DrainTimeout: time.Second, Gen: 2, MaxTxnOps: 128, Clock: time.Now(), Seen: map[plan.RangeObs]time.Time{}, Grace: time.Second}
 		b.Run(c.name+"/steady", func(b *testing.B) {
 			var n int
 			for b.Loop() {
