@@ -13,10 +13,10 @@ import (
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
-// MinRoundBudget is the least time a commit round may take before it is
+// minRoundBudget is the least time a commit round may take before it is
 // cut short: an interval shorter than a loaded machine's round trip would
 // otherwise never finish a round.
-const MinRoundBudget = 500 * time.Millisecond
+const minRoundBudget = 500 * time.Millisecond
 
 // PartitionOffsets is one partition as the leader saw it in a round.
 type PartitionOffsets struct {
@@ -197,11 +197,11 @@ func newCommitter(l *leader) *committer {
 }
 
 // round is one commit round, cut short at max(CommitInterval,
-// MinRoundBudget).
+// minRoundBudget).
 // What does not finish is done again next round.
 func (c *committer) round(ctx context.Context) (CommitRound, error) {
 	start := time.Now()
-	budget := max(c.interval, MinRoundBudget)
+	budget := max(c.interval, minRoundBudget)
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	out := CommitRound{Partitions: make(map[TopicPartition]PartitionOffsets)}
