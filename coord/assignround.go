@@ -4,8 +4,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/plan"
+	"github.com/keyshare/keyshare/state"
 )
 
 // assignRound is what the leader's assignment rounds remember between
@@ -17,7 +19,7 @@ type assignRound struct {
 	schema  keys.Schema
 	balance *loadBalancer
 
-	parts    []PartitionWeight
+	parts    []assign.PartitionWeight
 	partsAt  time.Time // when parts was read: a new read is a reason to plan
 	missing  string    // topics the last read could not count, joined
 	problems string    // the snapshot's damaged values last reported, joined
@@ -114,7 +116,7 @@ type assignStep struct {
 // step plans one round on snap at clock (the leader's monotonic now),
 // for the assignment revision assignRev; judgeLoad: the load timer fired,
 // and quiet is what quiet(assignRev) said.
-func (r *assignRound) step(snap *Snapshot, clock time.Time, assignRev int64, judgeLoad, quiet bool) assignStep {
+func (r *assignRound) step(snap *state.Snapshot, clock time.Time, assignRev int64, judgeLoad, quiet bool) assignStep {
 	var st assignStep
 	if p := joinErrors(snap.Problems); p != r.problems {
 		st.problems = p
@@ -130,10 +132,10 @@ func (r *assignRound) step(snap *Snapshot, clock time.Time, assignRev int64, jud
 	if still > 0 {
 		st.wake = append(st.wake, still)
 	}
-	var eligible []MemberWeight
+	var eligible []assign.MemberWeight
 	for _, m := range snap.Members {
 		if !m.Leaving {
-			eligible = append(eligible, MemberWeight{ID: m.ID, Weight: m.Weight})
+			eligible = append(eligible, assign.MemberWeight{ID: m.ID, Weight: m.Weight})
 		}
 	}
 	target := r.balance.wanted(snap, assignable, eligible)

@@ -9,8 +9,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/internal/statetest"
+	"github.com/keyshare/keyshare/state"
 )
 
 // testAssignRound is a round with a session TTL of 1 s (so the group must
@@ -23,7 +25,7 @@ func testAssignRound() *assignRound {
 	return newAssignRound(cfg, planSchema, newLoadBalancer(cfg, hclog.NewNullLogger(), &loadCounter{}))
 }
 
-var t0Parts = []PartitionWeight{{TopicPartition: TopicPartition{Topic: "t"}}}
+var t0Parts = []assign.PartitionWeight{{TopicPartition: assign.TopicPartition{Topic: "t"}}}
 
 // readOf is a partition read at at of t/0, missing the given topics.
 func readOf(at time.Time, missing ...string) topicRead {
@@ -157,7 +159,7 @@ func TestAssignRoundRevokingNotQuiet(t *testing.T) {
 	m := snap.Members["m01"]
 	m.Leaving = true // so m00 is the range's wanted owner
 	snap.Members["m01"] = m
-	snap.Ranges[1].Record.State = StateRevoking
+	snap.Ranges[1].Record.State = state.StateRevoking
 	snap.Ranges[1].Record.Target = "m00"
 	snap.Ranges[1].Record.DrainMs = 5000
 	r.step(snap, c0, 7, false, false) // the group still from here, the revoke seen
@@ -223,9 +225,9 @@ func TestAssignRoundJudgeQuiet(t *testing.T) {
 // maxChangesPerRound and asks for the next at once.
 func TestAssignRoundLargePlan(t *testing.T) {
 	r := testAssignRound()
-	parts := make([]PartitionWeight, maxChangesPerRound+100)
+	parts := make([]assign.PartitionWeight, maxChangesPerRound+100)
 	for i := range parts {
-		parts[i] = PartitionWeight{TopicPartition: TopicPartition{Topic: "t", Partition: int32(i)}}
+		parts[i] = assign.PartitionWeight{TopicPartition: assign.TopicPartition{Topic: "t", Partition: int32(i)}}
 	}
 	r.takeRead(topicRead{at: time.Now(), parts: parts})
 	snap := statetest.Even(planSchema, 2)

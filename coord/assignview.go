@@ -14,6 +14,7 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // assignmentView is a member's watch-fed view of what it owns, so that an
@@ -39,16 +40,16 @@ type assignmentView struct {
 	// change. It is called under mu, so that assignments go out in the
 	// order they were made (the watch loop and the member's releases both
 	// publish); it must not block.
-	publish func(Assignment)
+	publish func(state.Assignment)
 
 	mu struct {
 		sync.Mutex
-		records map[string]viewRecord                  // every readable range record, by key
-		byTP    map[TopicPartition]map[string]struct{} // range keys by partition
-		owned   map[string]RangeState                  // the member's, with ledger state
+		records map[string]viewRecord                         // every readable range record, by key
+		byTP    map[assign.TopicPartition]map[string]struct{} // range keys by partition
+		owned   map[string]state.RangeState                   // the member's, with ledger state
 		// ownedByTP holds the keys of owned by partition.
-		ownedByTP map[TopicPartition]map[string]struct{}
-		members   map[string]Member // live registrations, by member id
+		ownedByTP map[assign.TopicPartition]map[string]struct{}
+		members   map[string]state.Member // live registrations, by member id
 		// since is the create revision of the member's registration as
 		// the view first read it: a range record naming the member but
 		// older than that was written for an earlier registration under
@@ -60,7 +61,7 @@ type assignmentView struct {
 		// mineByTP counts the range records (any state) naming this
 		// member in each partition: a partition where none does (most of
 		// them, in a large group) is not looked at when it changes.
-		mineByTP map[TopicPartition]int
+		mineByTP map[assign.TopicPartition]int
 		// released maps the ranges this member has released to the
 		// revision of the record it released them from, until the watch
 		// brings the release: an assignment published in between must
@@ -70,7 +71,7 @@ type assignmentView struct {
 		// leaveDrain is set once the member leaves (Session.Leave): every
 		// range it owns is shown as revoking, with this budget.
 		leaveDrain time.Duration
-		gen        GenerationRecord
+		gen        state.GenerationRecord
 		rev        int64 // the member's ranges are known through rev
 		seen       int64 // range events are applied through seen (refresh moves rev there)
 		ready      bool
@@ -79,11 +80,11 @@ type assignmentView struct {
 }
 
 type viewRecord struct {
-	rec RangeRecord
+	rec state.RangeRecord
 	rev int64 // ModRevision of the range key
 }
 
-func newAssignmentView(cli *clientv3.Client, s keys.Schema, id string, maxOps int, log hclog.Logger, publish func(Assignment)) *assignmentView {
+func newAssignmentView(cli *clientv3.Client, s keys.Schema, id string, maxOps int, log hclog.Logger, publish func(state.Assignment)) *assignmentView {
 	if maxOps <= 0 {
 		maxOps = DefaultMaxTxnOps
 	}
@@ -96,7 +97,7 @@ func newAssignmentView(cli *clientv3.Client, s keys.Schema, id string, maxOps in
 // refresh recomputes the member's ranges in the touched partitions, reads
 // the ledger entries of those whose record changed, and publishes the
 // assignment if it changed. Its cost is in the touched partitions only.
-func (v *assignmentView) refresh(ctx context.Context, touched map[TopicPartition]bool) error {
+func (v *assignmentView) refresh(ctx context.Context, touched map[assign.TopicPartition]bool) error {
 	v.mu.Lock()
 	rev := v.mu.seen
 	want := make(map[string]viewRecord)
@@ -147,7 +148,7 @@ func (v *assignmentView) refresh(ctx context.Context, touched map[TopicPartition
 // revoking, and not released by it already) in partition tp. As in a
 // Snapshot, a record that overlaps an earlier-starting record of its
 // partition is damaged and left out, so no hash has two owners.
-func (v *assignmentView) ownedInLocked(records map[string]viewRecord, byTP map[TopicPartition]map[string]struct{}, tp TopicPartition) []string {
+func (v *assignmentView) ownedInLocked(records map[string]viewRecord, byTP map[assign.TopicPartition]map[string]struct{}, tp assign.TopicPartition) []string {
 	// Sorted by first hash, each record looked up once: with 200 members
 	// sharing 16 partitions a partition has hundreds of ranges, and every
 	// member sorts the partitions each leader round touches.
@@ -168,7 +169,7 @@ func (v *assignmentView) ownedInLocked(records map[string]viewRecord, byTP map[T
 			continue // overlaps the kept record before it
 		}
 		hi = rec.Hi
-		if rec.Owner == v.id && rec.State != StateReleased && v.mu.released[e.key] != e.r.rev && e.r.rev >= v.mu.since {
+		if rec.Owner == v.id && rec.State != state.StateReleased && v.mu.released[e.key] != e.r.rev && e.r.rev >= v.mu.since {
 			mine = append(mine, e.key)
 		}
 	}
@@ -179,13 +180,13 @@ func (v *assignmentView) ownedInLocked(records map[string]viewRecord, byTP map[T
 // transactions of at most maxOps reads, up to recordInFlight at once (a
 // member taking 2,048 ranges reads 16 transactions' worth), and returns the
 // ranges with them.
-func (v *assignmentView) readEntries(ctx context.Context, want map[string]viewRecord, rev int64) (map[string]RangeState, error) {
-	out := make(map[string]RangeState, len(want))
-	pending := make([]RangeState, 0, len(want))
+func (v *assignmentView) readEntries(ctx context.Context, want map[string]viewRecord, rev int64) (map[string]state.RangeState, error) {
+	out := make(map[string]state.RangeState, len(want))
+	pending := make([]state.RangeState, 0, len(want))
 	for k, r := range want {
-		pending = append(pending, RangeState{Key: k, Record: r.rec, Rev: r.rev, LedgerKey: v.schema.LedgerEntry(r.rec.Topic, r.rec.Partition, r.rec.Lo)})
+		pending = append(pending, state.RangeState{Key: k, Record: r.rec, Rev: r.rev, LedgerKey: v.schema.LedgerEntry(r.rec.Topic, r.rec.Partition, r.rec.Lo)})
 	}
-	var batches [][]RangeState
+	var batches [][]state.RangeState
 	for len(pending) > 0 {
 		batch := pending[:min(v.maxOps, len(pending))]
 		pending = pending[len(batch):]
@@ -195,7 +196,7 @@ func (v *assignmentView) readEntries(ctx context.Context, want map[string]viewRe
 		mu    sync.Mutex
 		first error
 	)
-	eachInFlight(batches, nil, func(_ int, batch []RangeState) {
+	eachInFlight(batches, nil, func(_ int, batch []state.RangeState) {
 		ops := make([]clientv3.Op, len(batch))
 		for i, rs := range batch {
 			ops[i] = clientv3.OpGet(rs.LedgerKey, clientv3.WithRev(rev))
@@ -231,7 +232,7 @@ func (v *assignmentView) readEntries(ctx context.Context, want map[string]viewRe
 // noteReleased takes ranges the member has just released out of its
 // assignment at once, rather than when the watch brings the release, and
 // publishes the assignment without them.
-func (v *assignmentView) noteReleased(ranges []RangeState) {
+func (v *assignmentView) noteReleased(ranges []state.RangeState) {
 	v.mu.Lock()
 	if !v.mu.ready {
 		v.mu.Unlock()
@@ -255,7 +256,7 @@ func (v *assignmentView) noteReleased(ranges []RangeState) {
 	v.mu.Unlock()
 }
 
-func (v *assignmentView) setOwnedLocked(rs RangeState) {
+func (v *assignmentView) setOwnedLocked(rs state.RangeState) {
 	v.mu.owned[rs.Key] = rs
 	addKey(v.mu.ownedByTP, rs.TP(), rs.Key)
 }
@@ -284,21 +285,21 @@ func (v *assignmentView) leave(drain time.Duration) {
 // partition and hash order, leaving out ranges whose ledger entry is
 // damaged (the leader resets those first), as Snapshot.AssignmentOf does.
 // Once the member leaves, its active ranges are shown as revoking (leave).
-func (v *assignmentView) assignmentLocked() Assignment {
-	a := Assignment{Generation: v.mu.gen.Generation, Rev: v.mu.rev}
+func (v *assignmentView) assignmentLocked() state.Assignment {
+	a := state.Assignment{Generation: v.mu.gen.Generation, Rev: v.mu.rev}
 	for _, rs := range v.mu.owned {
 		if rs.EntryErr != nil {
 			continue
 		}
-		if v.mu.leaveDrain > 0 && rs.Record.State == StateActive {
+		if v.mu.leaveDrain > 0 && rs.Record.State == state.StateActive {
 			// The record in etcd stays active: the release is guarded
 			// by its revision, which this copy keeps.
-			rs.Record.State, rs.Record.Target = StateRevoking, ""
+			rs.Record.State, rs.Record.Target = state.StateRevoking, ""
 			rs.Record.DrainMs = v.mu.leaveDrain.Milliseconds()
 		}
 		a.Ranges = append(a.Ranges, rs)
 	}
-	slices.SortFunc(a.Ranges, func(x, y RangeState) int {
+	slices.SortFunc(a.Ranges, func(x, y state.RangeState) int {
 		if c := assign.CompareTP(x.TP(), y.TP()); c != 0 {
 			return c
 		}
@@ -314,7 +315,7 @@ func (v *assignmentView) changedLocked() {
 
 // current returns the assignment once the view holds revision rev (or
 // ctx ends).
-func (v *assignmentView) current(ctx context.Context, rev int64) (Assignment, error) {
+func (v *assignmentView) current(ctx context.Context, rev int64) (state.Assignment, error) {
 	for {
 		v.mu.Lock()
 		if v.mu.ready && v.mu.rev >= rev {
@@ -326,7 +327,7 @@ func (v *assignmentView) current(ctx context.Context, rev int64) (Assignment, er
 		v.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return Assignment{}, ctx.Err()
+			return state.Assignment{}, ctx.Err()
 		case <-wake:
 		}
 	}
@@ -376,7 +377,7 @@ func (v *assignmentView) releasedLocked() bool {
 	return true
 }
 
-func addKey(m map[TopicPartition]map[string]struct{}, tp TopicPartition, key string) {
+func addKey(m map[assign.TopicPartition]map[string]struct{}, tp assign.TopicPartition, key string) {
 	if m[tp] == nil {
 		m[tp] = make(map[string]struct{})
 	}

@@ -10,7 +10,9 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
 )
 
 // How a member's assignment view follows etcd: one read of the range
@@ -37,28 +39,28 @@ func (v *assignmentView) load(ctx context.Context) (int64, error) {
 	}
 	rev := resp.Header.Revision
 	records := make(map[string]viewRecord)
-	byTP := make(map[TopicPartition]map[string]struct{})
+	byTP := make(map[assign.TopicPartition]map[string]struct{})
 	byOwner := make(map[string]int)
-	mineByTP := make(map[TopicPartition]int)
+	mineByTP := make(map[assign.TopicPartition]int)
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		if rec, err := decodeRange(s, string(kv.Key), kv.Value, kv.ModRevision); err == nil {
 			records[string(kv.Key)] = viewRecord{rec, kv.ModRevision}
-			addKey(byTP, TopicPartition{Topic: rec.Topic, Partition: rec.Partition}, string(kv.Key))
+			addKey(byTP, assign.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}, string(kv.Key))
 			byOwner[rec.Owner]++
 			if rec.Owner == v.id {
-				mineByTP[TopicPartition{Topic: rec.Topic, Partition: rec.Partition}]++
+				mineByTP[assign.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}]++
 			}
 		}
 	}
-	members := make(map[string]Member)
+	members := make(map[string]state.Member)
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		if m, ok := v.member(kv); ok {
 			members[m.ID] = m
 		}
 	}
-	var gen GenerationRecord
+	var gen state.GenerationRecord
 	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) == 1 {
-		gen, _ = DecodeGeneration(string(kvs[0].Key), kvs[0].Value)
+		gen, _ = state.DecodeGeneration(string(kvs[0].Key), kvs[0].Value)
 	}
 	want := make(map[string]viewRecord)
 	v.mu.Lock()
@@ -77,7 +79,7 @@ func (v *assignmentView) load(ctx context.Context) (int64, error) {
 	}
 	v.mu.Lock()
 	v.mu.records, v.mu.byTP, v.mu.members, v.mu.gen, v.mu.byOwner, v.mu.mineByTP = records, byTP, members, gen, byOwner, mineByTP
-	v.mu.owned, v.mu.ownedByTP = make(map[string]RangeState), make(map[TopicPartition]map[string]struct{})
+	v.mu.owned, v.mu.ownedByTP = make(map[string]state.RangeState), make(map[assign.TopicPartition]map[string]struct{})
 	for _, rs := range owned {
 		if v.mu.released[rs.Key] != rs.Rev {
 			v.setOwnedLocked(rs)
@@ -103,7 +105,7 @@ func (v *assignmentView) follow(ctx context.Context, rev int64) error {
 	ranges := v.cli.Watch(wctx, s.Ranges(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
 	members := v.cli.Watch(wctx, s.Members(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	gen := v.cli.Watch(wctx, s.Generation(), clientv3.WithRev(rev+1))
-	touched := make(map[TopicPartition]bool)
+	touched := make(map[assign.TopicPartition]bool)
 	var coalesce <-chan time.Time
 	for {
 		select {
@@ -150,14 +152,14 @@ func watchErr(wr clientv3.WatchResponse, ok bool) error {
 }
 
 // applyRanges records the range events of wr and the partitions they touch.
-func (v *assignmentView) applyRanges(wr clientv3.WatchResponse, touched map[TopicPartition]bool) {
+func (v *assignmentView) applyRanges(wr clientv3.WatchResponse, touched map[assign.TopicPartition]bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, ev := range wr.Events {
 		key := string(ev.Kv.Key)
 		delete(v.mu.released, key) // the record moved on from the release
 		if old, ok := v.mu.records[key]; ok {
-			tp := TopicPartition{Topic: old.rec.Topic, Partition: old.rec.Partition}
+			tp := assign.TopicPartition{Topic: old.rec.Topic, Partition: old.rec.Partition}
 			delete(v.mu.records, key)
 			delete(v.mu.byTP[tp], key)
 			v.mu.byOwner[old.rec.Owner]--
@@ -168,7 +170,7 @@ func (v *assignmentView) applyRanges(wr clientv3.WatchResponse, touched map[Topi
 		}
 		if ev.Type == clientv3.EventTypePut {
 			if rec, err := decodeRange(v.schema, key, ev.Kv.Value, ev.Kv.ModRevision); err == nil {
-				tp := TopicPartition{Topic: rec.Topic, Partition: rec.Partition}
+				tp := assign.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}
 				v.mu.records[key] = viewRecord{rec, ev.Kv.ModRevision}
 				addKey(v.mu.byTP, tp, key)
 				v.mu.byOwner[rec.Owner]++
@@ -198,9 +200,9 @@ func (v *assignmentView) applyRanges(wr clientv3.WatchResponse, touched map[Topi
 }
 
 // partitionOf parses the partition of a range key.
-func (v *assignmentView) partitionOf(key string) (TopicPartition, bool) {
+func (v *assignmentView) partitionOf(key string) (assign.TopicPartition, bool) {
 	topic, part, _, err := keys.ParseRangeKey(v.schema.Ranges(), key)
-	return TopicPartition{Topic: topic, Partition: part}, err == nil
+	return assign.TopicPartition{Topic: topic, Partition: part}, err == nil
 }
 
 func (v *assignmentView) applyMembers(wr clientv3.WatchResponse) {
@@ -222,7 +224,7 @@ func (v *assignmentView) applyGeneration(wr clientv3.WatchResponse) {
 	defer v.mu.Unlock()
 	for _, ev := range wr.Events {
 		if ev.Type == clientv3.EventTypePut {
-			if g, err := DecodeGeneration(string(ev.Kv.Key), ev.Kv.Value); err == nil {
+			if g, err := state.DecodeGeneration(string(ev.Kv.Key), ev.Kv.Value); err == nil {
 				grew := g.Generation > v.mu.gen.Generation
 				v.mu.gen = g
 				// Most generations change none of this member's ranges
@@ -239,13 +241,13 @@ func (v *assignmentView) applyGeneration(wr clientv3.WatchResponse) {
 
 // member decodes a registration; one without a lease is no member (see
 // Snapshot.BadMembers).
-func (v *assignmentView) member(kv *mvccpb.KeyValue) (Member, bool) {
+func (v *assignmentView) member(kv *mvccpb.KeyValue) (state.Member, bool) {
 	if kv.Lease == 0 {
-		return Member{}, false
+		return state.Member{}, false
 	}
 	m, err := decodeMember(v.schema, string(kv.Key), kv.Value)
 	if err != nil {
-		return Member{}, false
+		return state.Member{}, false
 	}
-	return Member{MemberInfo: m, CreateRev: kv.CreateRevision}, true
+	return state.Member{MemberInfo: m, CreateRev: kv.CreateRevision}, true
 }

@@ -44,7 +44,7 @@ type groupCache struct {
 		kvs   [len(groupKVs{}) - 1]map[string]*mvccpb.KeyValue // by groupKVs index; no lost/
 		rev   int64                                            // the revision the copy is at
 		ready bool
-		snap  *Snapshot // built at snapRev, reused while nothing changes
+		snap  *state.Snapshot // built at snapRev, reused while nothing changes
 		// snapRev is the revision snap was built at.
 		snapRev int64
 		// assignRev is the revision of the last change to a member or
@@ -280,7 +280,7 @@ func (c *groupCache) pokeAssign() {
 
 // snapshot returns the group's state as the cache holds it, waiting for the
 // first read. The snapshot is shared: callers must not change it.
-func (c *groupCache) snapshot(ctx context.Context) (*Snapshot, error) {
+func (c *groupCache) snapshot(ctx context.Context) (*state.Snapshot, error) {
 	for {
 		c.mu.Lock()
 		if c.mu.ready {
@@ -363,7 +363,7 @@ func (c *groupCache) setHandoffLocked(kv *mvccpb.KeyValue) {
 // its drain budget from leaving/<id> and its handoff plan. A damaged leave
 // record counts as none: the leader then revokes the member's ranges, as
 // for a member that wrote none.
-func (c *groupCache) addLeavesLocked(snap *Snapshot) {
+func (c *groupCache) addLeavesLocked(snap *state.Snapshot) {
 	for key, h := range c.mu.handoffs {
 		id := strings.TrimPrefix(key, c.schema.Handoffs())
 		if m, ok := snap.Members[id]; ok {

@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -28,7 +29,7 @@ func TestCacheMemberRevision(t *testing.T) {
 	}
 	register := func(leaving bool) int64 {
 		t.Helper()
-		v := mustJSON(MemberInfo{V: recordVersion, ID: "m1", Started: time.Now().UTC(), Weight: 1, Leaving: leaving})
+		v := mustJSON(state.MemberInfo{V: recordVersion, ID: "m1", Started: time.Now().UTC(), Weight: 1, Leaving: leaving})
 		resp, err := cli.Put(t.Context(), schema.Member("m1"), v, clientv3.WithLease(lease.ID))
 		if err != nil {
 			t.Fatal(err)

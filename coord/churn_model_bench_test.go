@@ -9,8 +9,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // Fragmentation after churn, on the planner alone (the model store of
@@ -27,7 +29,7 @@ import (
 // source instead of rapid.
 type churnModel struct {
 	store *modelStore
-	parts []PartitionWeight
+	parts []assign.PartitionWeight
 	live  map[string]int64
 	next  int
 	clock time.Time
@@ -38,7 +40,7 @@ type churnModel struct {
 func newChurnModel(p int) *churnModel {
 	g := &churnModel{store: newModelStore(), live: map[string]int64{}, clock: time.Now(), seen: map[plan.RangeObs]time.Time{}}
 	for i := range p {
-		g.parts = append(g.parts, PartitionWeight{TopicPartition: TopicPartition{Topic: "t", Partition: int32(i)}})
+		g.parts = append(g.parts, assign.PartitionWeight{TopicPartition: assign.TopicPartition{Topic: "t", Partition: int32(i)}})
 	}
 	return g
 }
@@ -48,11 +50,11 @@ func (g *churnModel) join() {
 	g.next++
 	g.store.lease++
 	g.live[id] = g.store.lease
-	g.store.put(planSchema.Member(id), mustJSON(MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: 1}), g.store.lease)
+	g.store.put(planSchema.Member(id), mustJSON(state.MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: 1}), g.store.lease)
 }
 
 func (g *churnModel) leave(id string) {
-	g.store.put(planSchema.Member(id), mustJSON(MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: 1, Leaving: true}), g.live[id])
+	g.store.put(planSchema.Member(id), mustJSON(state.MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: 1, Leaving: true}), g.live[id])
 }
 
 func (g *churnModel) crash(id string) {
@@ -71,9 +73,9 @@ func (g *churnModel) owners(b *testing.B) {
 		}
 		var ops []clientv3.Op
 		switch {
-		case r.Record.State == StateRevoking:
+		case r.Record.State == state.StateRevoking:
 			rec := r.Record
-			rec.State = StateReleased
+			rec.State = state.StateReleased
 			ops = append(ops, clientv3.OpPut(r.Key, mustJSON(rec)))
 			fallthrough
 		case !r.Entry.Initialized():

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -55,8 +57,8 @@ func TestRandomMembershipChurn(t *testing.T) {
 
 	// The poller: no overlap in any snapshot, ever.
 	var overlaps []string
-	stopPolling := pollSnapshots(t, cli, func(snap *coord.Snapshot) {
-		end := map[coord.TopicPartition]uint64{}
+	stopPolling := pollSnapshots(t, cli, func(snap *state.Snapshot) {
+		end := map[assign.TopicPartition]uint64{}
 		for _, r := range snap.Ranges {
 			if r.Record.Lo < end[r.TP()] {
 				overlaps = append(overlaps, fmt.Sprintf("rev %d: %s/%d %s overlaps the range before it", snap.Rev, r.Record.Topic, r.Record.Partition, r.Record.Range()))
@@ -143,7 +145,7 @@ func checkHandoffOrder(t *testing.T, all []event) {
 	t.Helper()
 	type span struct {
 		r     ledger.HashRange
-		tp    coord.TopicPartition
+		tp    assign.TopicPartition
 		owner string
 		freed bool
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/keyshare/keyshare/assign"
+	"github.com/keyshare/keyshare/state"
 )
 
 // The commit protocol's decisions, apart from its I/O (commits.go does
@@ -19,32 +20,32 @@ type commitMemory struct {
 	// kafkaAt is what Kafka holds, as last read or committed; kafkaBy
 	// who committed it, as last read (KafkaOffset.By; "" once this
 	// leader has committed over it).
-	kafkaAt map[TopicPartition]int64
-	kafkaBy map[TopicPartition]string
+	kafkaAt map[assign.TopicPartition]int64
+	kafkaBy map[assign.TopicPartition]string
 	// wrote is what this leader recorded, ahead of a cache that may not
 	// have seen it yet.
-	wrote map[TopicPartition]written
+	wrote map[assign.TopicPartition]written
 	// resets is, per partition, the operator's reset epoch
 	// (CommitRecord.Reset) whose offset this leader has committed.
-	resets map[TopicPartition]int64
+	resets map[assign.TopicPartition]int64
 	// ends is each partition's log end as last learned (Offsets.Ends).
-	ends map[TopicPartition]int64
+	ends map[assign.TopicPartition]int64
 	// damaged is, per partition, the commit record's offset this leader
 	// last reported as past the log end (reported once).
-	damaged map[TopicPartition]int64
+	damaged map[assign.TopicPartition]int64
 }
 
 type written struct{ rev, offset int64 }
 
 func newCommitMemory() *commitMemory {
-	return &commitMemory{kafkaAt: make(map[TopicPartition]int64), kafkaBy: make(map[TopicPartition]string), wrote: make(map[TopicPartition]written), resets: make(map[TopicPartition]int64),
-		ends: make(map[TopicPartition]int64), damaged: make(map[TopicPartition]int64)}
+	return &commitMemory{kafkaAt: make(map[assign.TopicPartition]int64), kafkaBy: make(map[assign.TopicPartition]string), wrote: make(map[assign.TopicPartition]written), resets: make(map[assign.TopicPartition]int64),
+		ends: make(map[assign.TopicPartition]int64), damaged: make(map[assign.TopicPartition]int64)}
 }
 
 // commitParts is the partitions a round looks at, sorted: those with a
 // safe watermark.
-func commitParts(marks map[TopicPartition]int64) []TopicPartition {
-	parts := make([]TopicPartition, 0, len(marks))
+func commitParts(marks map[assign.TopicPartition]int64) []assign.TopicPartition {
+	parts := make([]assign.TopicPartition, 0, len(marks))
 	for tp := range marks {
 		parts = append(parts, tp)
 	}
@@ -55,15 +56,15 @@ func commitParts(marks map[TopicPartition]int64) []TopicPartition {
 // commitInput is what a round learned: etcd's side from the leader's
 // cache, Kafka's from Offsets (either answer may leave partitions out).
 type commitInput struct {
-	snap  *Snapshot                      // Rev, Commits, CommitRevs
-	marks map[TopicPartition]int64       // snap.Watermarks()
-	kafka map[TopicPartition]KafkaOffset // Offsets.Committed's answer
-	ends  map[TopicPartition]int64       // Offsets.Ends' answer
+	snap  *state.Snapshot                       // Rev, Commits, CommitRevs
+	marks map[assign.TopicPartition]int64       // snap.Watermarks()
+	kafka map[assign.TopicPartition]KafkaOffset // Offsets.Committed's answer
+	ends  map[assign.TopicPartition]int64       // Offsets.Ends' answer
 }
 
 // damagedRecord is a commit record found past the log end, to report.
 type damagedRecord struct {
-	tp            TopicPartition
+	tp            assign.TopicPartition
 	recorded, end int64
 	safe          int64
 }
@@ -74,12 +75,12 @@ type damagedRecord struct {
 type commitPlan struct {
 	m     *commitMemory
 	in    commitInput
-	parts []TopicPartition
+	parts []assign.TopicPartition
 	// before is what Kafka held as this leader knew it before this
 	// round's read; prior is etcd's record before this round's writes,
 	// where keyshare has recorded one.
-	before map[TopicPartition]int64
-	prior  map[TopicPartition]int64
+	before map[assign.TopicPartition]int64
+	prior  map[assign.TopicPartition]int64
 
 	writes  []commitWrite   // commit records to write in etcd
 	damaged []damagedRecord // records newly found past the log end
@@ -88,7 +89,7 @@ type commitPlan struct {
 // plan takes a round's reads into memory and decides the commit records
 // to write: each partition's safe watermark where it is above the floor.
 func (m *commitMemory) plan(in commitInput) *commitPlan {
-	p := &commitPlan{m: m, in: in, parts: commitParts(in.marks), before: maps.Clone(m.kafkaAt), prior: make(map[TopicPartition]int64)}
+	p := &commitPlan{m: m, in: in, parts: commitParts(in.marks), before: maps.Clone(m.kafkaAt), prior: make(map[assign.TopicPartition]int64)}
 	for tp, o := range in.kafka {
 		m.kafkaAt[tp], m.kafkaBy[tp] = max(o.Offset, -1), o.By
 	}
@@ -134,7 +135,7 @@ func (m *commitMemory) plan(in commitInput) *commitPlan {
 
 // recordedAt is the offset etcd holds for a partition: the cache's, or
 // this leader's own write if the cache has not seen it yet.
-func (p *commitPlan) recordedAt(tp TopicPartition) (offset, rev int64, ok bool) {
+func (p *commitPlan) recordedAt(tp assign.TopicPartition) (offset, rev int64, ok bool) {
 	if w, mine := p.m.wrote[tp]; mine {
 		return w.offset, w.rev, true
 	}
@@ -144,7 +145,7 @@ func (p *commitPlan) recordedAt(tp TopicPartition) (offset, rev int64, ok bool) 
 
 // pastEnd reports an offset above the partition's log end as last
 // learned.
-func (p *commitPlan) pastEnd(tp TopicPartition, o int64) bool {
+func (p *commitPlan) pastEnd(tp assign.TopicPartition, o int64) bool {
 	end, known := p.m.ends[tp]
 	return known && o > end
 }
@@ -156,13 +157,13 @@ func (p *commitPlan) pastEnd(tp TopicPartition, o int64) bool {
 // past it; the ledger's watermark replaces it. Both conditions, because
 // the end as last learned may be a cached one, behind a record a member
 // has just fetched.
-func (p *commitPlan) isDamaged(tp TopicPartition, rec int64) bool {
+func (p *commitPlan) isDamaged(tp assign.TopicPartition, rec int64) bool {
 	return rec > p.in.marks[tp] && p.pastEnd(tp, rec)
 }
 
 // recorded notes the commit records etcd stored (recordCommits' answer)
 // and returns how many.
-func (p *commitPlan) recorded(revs map[TopicPartition]int64) int {
+func (p *commitPlan) recorded(revs map[assign.TopicPartition]int64) int {
 	n := 0
 	for _, w := range p.writes {
 		if rev, ok := revs[w.TopicPartition]; ok {
@@ -175,9 +176,9 @@ func (p *commitPlan) recorded(revs map[TopicPartition]int64) int {
 
 // kafkaCommits is what a round commits to Kafka.
 type kafkaCommits struct {
-	commit  map[TopicPartition]int64 // the offsets to commit
-	resets  map[TopicPartition]int64 // of those, an operator's reset: its epoch
-	repairs map[TopicPartition]int64 // of those, repairs: what Kafka held, changed behind this leader's back
+	commit  map[assign.TopicPartition]int64 // the offsets to commit
+	resets  map[assign.TopicPartition]int64 // of those, an operator's reset: its epoch
+	repairs map[assign.TopicPartition]int64 // of those, repairs: what Kafka held, changed behind this leader's back
 }
 
 // toKafka decides the offsets to commit. The offset to hold in Kafka is
@@ -190,7 +191,7 @@ type kafkaCommits struct {
 // after losing its etcd state, skip the records between.
 func (p *commitPlan) toKafka() kafkaCommits {
 	m, snap := p.m, p.in.snap
-	k := kafkaCommits{commit: make(map[TopicPartition]int64), resets: make(map[TopicPartition]int64), repairs: make(map[TopicPartition]int64)}
+	k := kafkaCommits{commit: make(map[assign.TopicPartition]int64), resets: make(map[assign.TopicPartition]int64), repairs: make(map[assign.TopicPartition]int64)}
 	for _, tp := range p.parts {
 		held, read := m.kafkaAt[tp]
 		if !read {
@@ -232,7 +233,7 @@ func (p *commitPlan) toKafka() kafkaCommits {
 // no longer holds at the revision this round read: a keyshare writer
 // records in etcd before it commits to Kafka, so the offset read from
 // Kafka may be the commit of a record this round's snapshot had not seen.
-func (p *commitPlan) unconfirmed(k kafkaCommits, fresh *Snapshot) {
+func (p *commitPlan) unconfirmed(k kafkaCommits, fresh *state.Snapshot) {
 	for tp := range k.repairs {
 		if _, rev, _ := p.recordedAt(tp); fresh.CommitRevs[tp] != rev {
 			delete(k.commit, tp)
@@ -258,13 +259,13 @@ type kafkaOutcome struct {
 }
 
 type committedReset struct {
-	tp            TopicPartition
+	tp            assign.TopicPartition
 	offset, epoch int64
 }
 
 // committed takes Kafka's answer to k's commit: the partitions it refused
 // (failed) keep what Kafka held; the others hold what was committed.
-func (p *commitPlan) committed(k kafkaCommits, failed map[TopicPartition]error) kafkaOutcome {
+func (p *commitPlan) committed(k kafkaCommits, failed map[assign.TopicPartition]error) kafkaOutcome {
 	m := p.m
 	var out kafkaOutcome
 	for _, tp := range slices.SortedFunc(maps.Keys(k.commit), assign.CompareTP) {
@@ -293,8 +294,8 @@ func (p *commitPlan) committed(k kafkaCommits, failed map[TopicPartition]error) 
 // partitions is the round's figures: each partition's end as this round
 // read it (-1 if not), safe watermark, and Kafka's offset as now known
 // (-1 if never read).
-func (p *commitPlan) partitions() map[TopicPartition]PartitionOffsets {
-	out := make(map[TopicPartition]PartitionOffsets, len(p.parts))
+func (p *commitPlan) partitions() map[assign.TopicPartition]PartitionOffsets {
+	out := make(map[assign.TopicPartition]PartitionOffsets, len(p.parts))
 	for _, tp := range p.parts {
 		end, ok := p.in.ends[tp]
 		if !ok {

@@ -5,31 +5,34 @@ import (
 	"maps"
 	"slices"
 	"testing"
+
+	"github.com/keyshare/keyshare/assign"
+	"github.com/keyshare/keyshare/state"
 )
 
-func ctp(p int32) TopicPartition { return TopicPartition{Topic: "t", Partition: p} }
+func ctp(p int32) assign.TopicPartition { return assign.TopicPartition{Topic: "t", Partition: p} }
 
 // commitSnap is a snapshot at revision 20 holding commit records: offset
 // and revision per partition (reset epoch 0).
-func commitSnap(recs map[int32][2]int64) *Snapshot {
-	s := &Snapshot{Rev: 20, Commits: make(map[TopicPartition]CommitRecord), CommitRevs: make(map[TopicPartition]int64)}
+func commitSnap(recs map[int32][2]int64) *state.Snapshot {
+	s := &state.Snapshot{Rev: 20, Commits: make(map[assign.TopicPartition]state.CommitRecord), CommitRevs: make(map[assign.TopicPartition]int64)}
 	for p, r := range recs {
-		s.Commits[ctp(p)] = CommitRecord{V: 1, Offset: r[0]}
+		s.Commits[ctp(p)] = state.CommitRecord{V: 1, Offset: r[0]}
 		s.CommitRevs[ctp(p)] = r[1]
 	}
 	return s
 }
 
-func tpMap(m map[int32]int64) map[TopicPartition]int64 {
-	out := make(map[TopicPartition]int64, len(m))
+func tpMap(m map[int32]int64) map[assign.TopicPartition]int64 {
+	out := make(map[assign.TopicPartition]int64, len(m))
 	for p, o := range m {
 		out[ctp(p)] = o
 	}
 	return out
 }
 
-func kafkaAt(m map[int32]int64, by string) map[TopicPartition]KafkaOffset {
-	out := make(map[TopicPartition]KafkaOffset, len(m))
+func kafkaAt(m map[int32]int64, by string) map[assign.TopicPartition]KafkaOffset {
+	out := make(map[assign.TopicPartition]KafkaOffset, len(m))
 	for p, o := range m {
 		out[ctp(p)] = KafkaOffset{Offset: o, By: by}
 	}
@@ -43,9 +46,9 @@ func TestCommitPlan(t *testing.T) {
 	cases := []struct {
 		name  string
 		mem   func(*commitMemory) // what earlier rounds left
-		snap  *Snapshot
+		snap  *state.Snapshot
 		marks map[int32]int64
-		kafka map[TopicPartition]KafkaOffset
+		kafka map[assign.TopicPartition]KafkaOffset
 		ends  map[int32]int64
 
 		writes  map[int32]int64 // records written: offset
@@ -126,7 +129,7 @@ func TestCommitPlan(t *testing.T) {
 		name:    "an offset above the record is repaired, whoever wrote it",
 		snap:    commitSnap(map[int32][2]int64{0: {10, 15}, 1: {10, 16}}),
 		marks:   map[int32]int64{0: 10, 1: 10},
-		kafka:   map[TopicPartition]KafkaOffset{ctp(0): {Offset: 80}, ctp(1): {Offset: 80, By: "old-leader"}},
+		kafka:   map[assign.TopicPartition]KafkaOffset{ctp(0): {Offset: 80}, ctp(1): {Offset: 80, By: "old-leader"}},
 		mem:     func(m *commitMemory) { m.kafkaAt[ctp(0)], m.kafkaAt[ctp(1)] = 10, 10 },
 		commit:  map[int32]int64{0: 10, 1: 10},
 		repairs: map[int32]int64{0: 80, 1: 80},
@@ -220,8 +223,8 @@ func TestCommitPlan(t *testing.T) {
 				c.mem(m)
 			}
 			p := m.plan(commitInput{snap: c.snap, marks: tpMap(c.marks), kafka: c.kafka, ends: tpMap(c.ends)})
-			gotWrites := make(map[TopicPartition]int64)
-			revs := make(map[TopicPartition]int64)
+			gotWrites := make(map[assign.TopicPartition]int64)
+			revs := make(map[assign.TopicPartition]int64)
 			for _, w := range p.writes {
 				if w.PrevRev != c.snap.CommitRevs[w.TopicPartition] {
 					t.Errorf("write %v guarded by revision %d, want the record's %d", w.TopicPartition, w.PrevRev, c.snap.CommitRevs[w.TopicPartition])
@@ -267,7 +270,7 @@ func TestCommitPlan(t *testing.T) {
 
 // resetSnap is partition 0's commit record as an operator's reset writes
 // it: offset, revision, reset epoch.
-func resetSnap(offset, rev, epoch int64) *Snapshot {
+func resetSnap(offset, rev, epoch int64) *state.Snapshot {
 	s := commitSnap(map[int32][2]int64{0: {offset, rev}})
 	rec := s.Commits[ctp(0)]
 	rec.Reset = epoch
@@ -275,7 +278,7 @@ func resetSnap(offset, rev, epoch int64) *Snapshot {
 	return s
 }
 
-func assertTPs(t *testing.T, what string, got, want map[TopicPartition]int64) {
+func assertTPs(t *testing.T, what string, got, want map[assign.TopicPartition]int64) {
 	t.Helper()
 	if len(got) == 0 && len(want) == 0 {
 		return
@@ -300,7 +303,7 @@ func TestCommitPlanRounds(t *testing.T) {
 		}
 		// The watermark moves on from the reset.
 		p = m.plan(commitInput{snap: snap, marks: tpMap(map[int32]int64{0: 8}), kafka: kafkaAt(map[int32]int64{0: 5}, "leader")})
-		p.recorded(map[TopicPartition]int64{ctp(0): 21})
+		p.recorded(map[assign.TopicPartition]int64{ctp(0): 21})
 		if k := p.toKafka(); !maps.Equal(k.commit, tpMap(map[int32]int64{0: 8})) || len(k.resets) != 0 || len(k.repairs) != 0 {
 			t.Fatalf("after the watermark moved: %+v, want 8 committed, no reset, no repair", k)
 		}
@@ -308,7 +311,7 @@ func TestCommitPlanRounds(t *testing.T) {
 	t.Run("a write etcd did not store is neither remembered nor committed", func(t *testing.T) {
 		m := newCommitMemory()
 		p := m.plan(commitInput{snap: commitSnap(map[int32][2]int64{0: {10, 15}, 1: {10, 16}}), marks: tpMap(map[int32]int64{0: 20, 1: 20}), kafka: kafkaAt(map[int32]int64{0: 10, 1: 10}, "leader")})
-		if n := p.recorded(map[TopicPartition]int64{ctp(0): 21}); n != 1 {
+		if n := p.recorded(map[assign.TopicPartition]int64{ctp(0): 21}); n != 1 {
 			t.Fatalf("recorded %d, want 1", n)
 		}
 		if k := p.toKafka(); !maps.Equal(k.commit, tpMap(map[int32]int64{0: 20})) {
@@ -323,7 +326,7 @@ func TestCommitPlanRounds(t *testing.T) {
 		snap := commitSnap(map[int32][2]int64{0: {10, 15}, 1: {10, 16}})
 		in := commitInput{snap: snap, marks: tpMap(map[int32]int64{0: 10, 1: 10}), kafka: kafkaAt(map[int32]int64{0: -1, 1: -1}, "")}
 		p := m.plan(in)
-		out := p.committed(p.toKafka(), map[TopicPartition]error{ctp(1): errors.New("refused")})
+		out := p.committed(p.toKafka(), map[assign.TopicPartition]error{ctp(1): errors.New("refused")})
 		if out.committed != 1 || out.failed != 1 || out.firstBad != "t/1: refused" {
 			t.Fatalf("outcome %+v, want 1 committed, 1 failed (t/1: refused)", out)
 		}
@@ -358,7 +361,7 @@ func TestCommitPlanRounds(t *testing.T) {
 		m := newCommitMemory()
 		m.ends[ctp(1)] = 90 // an earlier round's: not this round's figure
 		p := m.plan(commitInput{snap: commitSnap(nil), marks: tpMap(map[int32]int64{0: 10, 1: 20}), kafka: kafkaAt(map[int32]int64{0: 4}, ""), ends: tpMap(map[int32]int64{0: 100})})
-		want := map[TopicPartition]PartitionOffsets{ctp(0): {End: 100, Safe: 10, Committed: 4}, ctp(1): {End: -1, Safe: 20, Committed: -1}}
+		want := map[assign.TopicPartition]PartitionOffsets{ctp(0): {End: 100, Safe: 10, Committed: 4}, ctp(1): {End: -1, Safe: 20, Committed: -1}}
 		if got := p.partitions(); !maps.Equal(got, want) {
 			t.Fatalf("figures %v, want %v", got, want)
 		}

@@ -10,7 +10,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/textsafe"
+	"github.com/keyshare/keyshare/state"
 )
 
 // minRoundBudget is the least time a commit round may take before it is
@@ -27,7 +29,7 @@ type PartitionOffsets struct {
 
 // CommitRound is what one commit round did.
 type CommitRound struct {
-	Partitions map[TopicPartition]PartitionOffsets
+	Partitions map[assign.TopicPartition]PartitionOffsets
 	Recorded   int // commit records written to etcd
 	Conflicts  int // commit records whose key changed since read (retried next round)
 	Committed  int // partitions committed to Kafka
@@ -39,7 +41,7 @@ type CommitRound struct {
 // commitWrite is one partition's commit record to write: Offset, if the
 // commit key's ModRevision is still PrevRev (0: the key must not exist).
 type commitWrite struct {
-	TopicPartition
+	assign.TopicPartition
 	PrevRev int64
 	Offset  int64
 }
@@ -52,9 +54,9 @@ type commitWrite struct {
 // written, and the caller retries it with a fresh read. It returns the
 // revision each written partition was stored at, and ErrNotLeader once this
 // member no longer leads; when ctx ends first, what was written so far.
-func (l *leader) recordCommits(ctx context.Context, writes []commitWrite) (written map[TopicPartition]int64, conflicts []TopicPartition, err error) {
+func (l *leader) recordCommits(ctx context.Context, writes []commitWrite) (written map[assign.TopicPartition]int64, conflicts []assign.TopicPartition, err error) {
 	per := max(1, l.s.cfg.MaxTxnOps-1)
-	written = make(map[TopicPartition]int64, len(writes))
+	written = make(map[assign.TopicPartition]int64, len(writes))
 	var batches [][]commitWrite
 	for len(writes) > 0 {
 		batch := writes[:min(per, len(writes))]
@@ -81,14 +83,14 @@ func (l *leader) recordCommits(ctx context.Context, writes []commitWrite) (writt
 // leaving out those whose key changed since read (the conflicts) until the
 // rest is written. Each failed attempt removes at least one conflict, so
 // this ends; in practice it takes one or two.
-func (l *leader) recordCommitBatch(ctx context.Context, batch []commitWrite) (rev int64, wrote []commitWrite, conflicts []TopicPartition, err error) {
+func (l *leader) recordCommitBatch(ctx context.Context, batch []commitWrite) (rev int64, wrote []commitWrite, conflicts []assign.TopicPartition, err error) {
 	for len(batch) > 0 {
 		cmps := []clientv3.Cmp{l.guard()}
 		then := make([]clientv3.Op, 0, len(batch))
 		els := []clientv3.Op{clientv3.OpGet(l.key, clientv3.WithKeysOnly())}
 		for _, w := range batch {
 			key := l.s.schema.Commit(w.Topic, w.Partition)
-			rec := CommitRecord{V: recordVersion, Offset: w.Offset, Leader: l.s.ID(), At: time.Now().UTC()}
+			rec := state.CommitRecord{V: recordVersion, Offset: w.Offset, Leader: l.s.ID(), At: time.Now().UTC()}
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", w.PrevRev))
 			then = append(then, clientv3.OpPut(key, mustJSON(rec)))
 			els = append(els, clientv3.OpGet(key, clientv3.WithKeysOnly()))
@@ -125,8 +127,8 @@ func (l *leader) recordCommitBatch(ctx context.Context, batch []commitWrite) (re
 	return 0, nil, conflicts, nil
 }
 
-func tpsOf(ws []commitWrite) []TopicPartition {
-	out := make([]TopicPartition, len(ws))
+func tpsOf(ws []commitWrite) []assign.TopicPartition {
+	out := make([]assign.TopicPartition, len(ws))
 	for i, w := range ws {
 		out[i] = w.TopicPartition
 	}
@@ -204,7 +206,7 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 	budget := max(c.interval, minRoundBudget)
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	out := CommitRound{Partitions: make(map[TopicPartition]PartitionOffsets)}
+	out := CommitRound{Partitions: make(map[assign.TopicPartition]PartitionOffsets)}
 	snap, err := c.l.cache.snapshot(ctx)
 	if err != nil {
 		return out, fmt.Errorf("read group state: %w", err)
@@ -277,6 +279,6 @@ func (c *committer) round(ctx context.Context) (CommitRound, error) {
 }
 
 // joinTPs describes partitions for a log line: the first few and a count.
-func joinTPs(tps []TopicPartition) string {
-	return textsafe.FirstFew(tps, ", ", func(tp TopicPartition) string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) })
+func joinTPs(tps []assign.TopicPartition) string {
+	return textsafe.FirstFew(tps, ", ", func(tp assign.TopicPartition) string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) })
 }

@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -100,7 +101,7 @@ func TestRecordCommitsDeposed(t *testing.T) {
 func TestDeposedLeaderCannotWrite(t *testing.T) {
 	cli, e := testutil.StartEtcd(t)
 	a, old := joinLeading(t, e.Endpoints, "a")
-	tp := TopicPartition{Topic: "t"}
+	tp := assign.TopicPartition{Topic: "t"}
 	if _, _, err := old.recordCommits(t.Context(), []commitWrite{{TopicPartition: tp, Offset: 5}}); err != nil {
 		t.Fatalf("leader's commit: %v", err)
 	}

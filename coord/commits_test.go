@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/fakeoffsets"
 	"github.com/keyshare/keyshare/internal/keys"
@@ -79,28 +80,28 @@ func (g *gatedOffsets) opened() bool {
 	}
 }
 
-func (g *gatedOffsets) Committed(ctx context.Context, parts []coord.TopicPartition) (map[coord.TopicPartition]coord.KafkaOffset, error) {
+func (g *gatedOffsets) Committed(ctx context.Context, parts []assign.TopicPartition) (map[assign.TopicPartition]coord.KafkaOffset, error) {
 	if !g.opened() {
 		return nil, nil
 	}
 	return g.Offsets.Committed(ctx, parts)
 }
 
-func (g *gatedOffsets) Commit(ctx context.Context, offsets map[coord.TopicPartition]int64) (map[coord.TopicPartition]error, error) {
+func (g *gatedOffsets) Commit(ctx context.Context, offsets map[assign.TopicPartition]int64) (map[assign.TopicPartition]error, error) {
 	if !g.opened() {
 		return nil, errors.New("commit before the test opened the gate")
 	}
 	return g.Offsets.Commit(ctx, offsets)
 }
 
-func (g *gatedOffsets) Ends(ctx context.Context, parts []coord.TopicPartition) (map[coord.TopicPartition]int64, error) {
+func (g *gatedOffsets) Ends(ctx context.Context, parts []assign.TopicPartition) (map[assign.TopicPartition]int64, error) {
 	if !g.opened() {
 		return nil, nil
 	}
 	return g.Offsets.Ends(ctx, parts)
 }
 
-func tpOf(p int32) coord.TopicPartition { return coord.TopicPartition{Topic: "t", Partition: p} }
+func tpOf(p int32) assign.TopicPartition { return assign.TopicPartition{Topic: "t", Partition: p} }
 
 // setMarks writes each partition's ledger entry so that its watermark is
 // next(p), and sets its end offset there.
@@ -207,7 +208,7 @@ func TestCommitRoundsBatched(t *testing.T) {
 	// setMarks writes in several transactions, so a round may see part
 	// of them: the later commits hold the 150 odd partitions, each once.
 	calls = r.k.Calls()
-	again := make(map[coord.TopicPartition]int)
+	again := make(map[assign.TopicPartition]int)
 	for _, c := range calls.History[1:] {
 		for tp := range c {
 			again[tp]++

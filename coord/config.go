@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
 )
 
@@ -130,8 +131,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Weight <= 0:
 		return fmt.Errorf("coord: weight %d must be at least 1 (Config.Weight, default 1)", c.Weight)
-	case c.Weight > MaxWeight:
-		return fmt.Errorf("coord: weight %d is above the limit %d (Config.Weight, default 1): weights are relative, scale them down", c.Weight, MaxWeight)
+	case c.Weight > assign.MaxWeight:
+		return fmt.Errorf("coord: weight %d is above the limit %d (Config.Weight, default 1): weights are relative, scale them down", c.Weight, assign.MaxWeight)
 	case c.StartTimeout <= 0:
 		return fmt.Errorf("coord: start timeout %s must be positive (Config.StartTimeout, default 10s)", c.StartTimeout)
 	case c.Offsets != nil && c.CommitInterval <= 0:

@@ -15,8 +15,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -68,9 +70,9 @@ func join(t *testing.T, endpoints []string, cfg coord.Config) (*coord.Session, *
 // waitFor is testutil.WaitFor.
 var waitFor = testutil.WaitFor
 
-func snapshot(t *testing.T, cli *clientv3.Client) *coord.Snapshot {
+func snapshot(t *testing.T, cli *clientv3.Client) *state.Snapshot {
 	t.Helper()
-	snap, err := coord.ReadSnapshot(t.Context(), cli, coord.Group{Name: "g"})
+	snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func snapshot(t *testing.T, cli *clientv3.Client) *coord.Snapshot {
 // pollSnapshots reads group g's snapshot every 10 ms and hands it to look,
 // until the returned stop is called (stop returns once look has run its
 // last time, so what look gathered can be read then).
-func pollSnapshots(t *testing.T, cli *clientv3.Client, look func(*coord.Snapshot)) (stop func()) {
+func pollSnapshots(t *testing.T, cli *clientv3.Client, look func(*state.Snapshot)) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -90,7 +92,7 @@ func pollSnapshots(t *testing.T, cli *clientv3.Client, look func(*coord.Snapshot
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
-			if snap, err := coord.ReadSnapshot(t.Context(), cli, coord.Group{Name: "g"}); err == nil {
+			if snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"}); err == nil {
 				look(snap)
 			}
 		}
@@ -99,16 +101,16 @@ func pollSnapshots(t *testing.T, cli *clientv3.Client, look func(*coord.Snapshot
 }
 
 // checkCoverage fails unless every partition is covered exactly by ranges.
-func checkCoverage(t *testing.T, snap *coord.Snapshot, counts map[string]int32) {
+func checkCoverage(t *testing.T, snap *state.Snapshot, counts map[string]int32) {
 	t.Helper()
-	byTP := make(map[coord.TopicPartition][]coord.RangeState)
+	byTP := make(map[assign.TopicPartition][]state.RangeState)
 	for _, r := range snap.Ranges {
 		byTP[r.TP()] = append(byTP[r.TP()], r)
 	}
 	for topic, n := range counts {
 		for p := range n {
 			at := uint64(0)
-			for _, r := range byTP[coord.TopicPartition{Topic: topic, Partition: p}] {
+			for _, r := range byTP[assign.TopicPartition{Topic: topic, Partition: p}] {
 				if r.Record.Lo != at {
 					t.Fatalf("%s/%d: range %s starts at %d, want %d", topic, p, r.Record.Range(), r.Record.Lo, at)
 				}
@@ -123,12 +125,12 @@ func checkCoverage(t *testing.T, snap *coord.Snapshot, counts map[string]int32) 
 
 // settled reports whether every range is active and owned by a live member
 // and members own within one partition (or hash) of an even share.
-func settled(snap *coord.Snapshot) bool {
+func settled(snap *state.Snapshot) bool {
 	if len(snap.Ranges) == 0 {
 		return false
 	}
 	for _, r := range snap.Ranges {
-		if _, ok := snap.Members[r.Record.Owner]; !ok || r.Record.State != coord.StateActive {
+		if _, ok := snap.Members[r.Record.Owner]; !ok || r.Record.State != state.StateActive {
 			return false
 		}
 		if snap.Members[r.Record.Owner].Leaving {
@@ -216,7 +218,7 @@ func TestBadConfigRefusedBeforeWriting(t *testing.T) {
 		"slash in id":        func(c *coord.Config) { c.MemberID = "a/b" },
 		"weight zero":        func(c *coord.Config) { c.Weight = 0 },
 		"weight neg":         func(c *coord.Config) { c.Weight = -3 },
-		"weight huge":        func(c *coord.Config) { c.Weight = coord.MaxWeight + 1 },
+		"weight huge":        func(c *coord.Config) { c.Weight = assign.MaxWeight + 1 },
 		"no topics":          func(c *coord.Config) { c.Topics = nil },
 		"no source":          func(c *coord.Config) { c.Partitions = nil },
 		"drain zero":         func(c *coord.Config) { c.DrainTimeout = 0 },
@@ -268,7 +270,7 @@ type event struct {
 	at      time.Time
 	member  string
 	kind    string // "gain" or "release"
-	tp      coord.TopicPartition
+	tp      assign.TopicPartition
 	r       ledger.HashRange
 	genSeen int64
 }
@@ -283,14 +285,14 @@ func (o *owner) run(t *testing.T, all *[]event, allMu *sync.Mutex) {
 			for _, r := range a.Ranges {
 				id := fmt.Sprintf("%s@%d", r.Key, r.Rev)
 				switch r.Record.State {
-				case coord.StateActive:
+				case state.StateActive:
 					if !have[r.Key+r.Record.Range().String()] {
 						have[r.Key+r.Record.Range().String()] = true
 						allMu.Lock()
 						*all = append(*all, event{time.Now(), o.s.ID(), "gain", r.TP(), r.Record.Range(), a.Generation})
 						allMu.Unlock()
 					}
-				case coord.StateRevoking:
+				case state.StateRevoking:
 					if have[id] {
 						continue
 					}
@@ -399,7 +401,7 @@ func TestExpiredOwnerCannotWrite(t *testing.T) {
 	cli, e := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": 1}
 	a, acli := join(t, e.Endpoints, testConfig(t, "a", counts))
-	var asg coord.Assignment
+	var asg state.Assignment
 	waitFor(t, "a owns a range", 30*time.Second, func() bool {
 		select {
 		case asg = <-a.Updates():

@@ -12,7 +12,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -77,7 +79,7 @@ func TestMissingTopicDoesNotFreezeOthers(t *testing.T) {
 	})
 	hide.Store(true)
 	time.Sleep(200 * time.Millisecond) // the leader rereads the counts
-	var goneBefore []coord.RangeState
+	var goneBefore []state.RangeState
 	for _, r := range snapshot(t, cli).Ranges {
 		if r.Record.Topic == "gone" {
 			goneBefore = append(goneBefore, r)
@@ -86,19 +88,19 @@ func TestMissingTopicDoesNotFreezeOthers(t *testing.T) {
 	_ = b.Close() // b crashes (its lease is revoked; it does not leave)
 	waitFor(t, "b's ranges of topic ok to go to a", 30*time.Second, func() bool {
 		for _, r := range snapshot(t, cli).Ranges {
-			if r.Record.Topic == "ok" && (r.Record.Owner != "a" || r.Record.State != coord.StateActive) {
+			if r.Record.Topic == "ok" && (r.Record.Owner != "a" || r.Record.State != state.StateActive) {
 				return false
 			}
 		}
 		return true
 	})
-	var goneAfter []coord.RangeState
+	var goneAfter []state.RangeState
 	for _, r := range snapshot(t, cli).Ranges {
 		if r.Record.Topic == "gone" {
 			goneAfter = append(goneAfter, r)
 		}
 	}
-	if !slices.EqualFunc(goneBefore, goneAfter, func(x, y coord.RangeState) bool { return x.Key == y.Key && x.Rev == y.Rev }) {
+	if !slices.EqualFunc(goneBefore, goneAfter, func(x, y state.RangeState) bool { return x.Key == y.Key && x.Rev == y.Rev }) {
 		t.Fatalf("ranges of the missing topic changed:\n%v\n%v", goneBefore, goneAfter)
 	}
 	if n := strings.Count(logs.String(), "topics=[gone]"); n != 1 {
@@ -115,7 +117,7 @@ func TestOverlappingRangeRepaired(t *testing.T) {
 	counts := map[string]int32{"t": 2}
 	join(t, e.Endpoints, testConfig(t, "a", counts))
 	join(t, e.Endpoints, testConfig(t, "b", counts))
-	var whole coord.RangeState
+	var whole state.RangeState
 	waitFor(t, "a and b own a partition each", 30*time.Second, func() bool {
 		snap := snapshot(t, cli)
 		if !settled(snap) || len(snap.Owned("a")) != 1 || len(snap.Owned("b")) != 1 {
@@ -131,9 +133,9 @@ func TestOverlappingRangeRepaired(t *testing.T) {
 	if _, err := cli.Put(t.Context(), badKey, mustJSON(t, bad)); err != nil {
 		t.Fatal(err)
 	}
-	noOverlap := func(snap *coord.Snapshot) {
+	noOverlap := func(snap *state.Snapshot) {
 		t.Helper()
-		byTP := map[coord.TopicPartition][]coord.RangeState{}
+		byTP := map[assign.TopicPartition][]state.RangeState{}
 		for _, id := range []string{"a", "b"} {
 			for _, r := range snap.AssignmentOf(id).Ranges {
 				for _, o := range byTP[r.TP()] {

@@ -7,8 +7,9 @@
 // the only package that talks to etcd: callers say what they want (flush
 // these ranges, release this range, record this commit) and coord builds the
 // guarded transactions. What a group stores, its strict decoding and the
-// Snapshot are package state's (coord names them through aliases). The key
-// schema is written down in docs/etcd-keys.md.
+// Snapshot are package state's, and the assignor's types package assign's;
+// coord's functions take and return them. The key schema is written down in
+// docs/etcd-keys.md.
 //
 // A member joins with an etcd client and a Config, follows its assignment,
 // writes the ledger of what it owns, and releases what the leader revokes:
@@ -22,7 +23,7 @@
 //	for {
 //		select {
 //		case a := <-sess.Updates():
-//			// start, keep, drain (RangeState.Record.State is revoking)
+//			// start, keep, drain (state.RangeState.Record.State is revoking)
 //			// or drop each range of a.Ranges
 //		case <-sess.Ctx().Done():
 //			return // session lost: stop all owned work at once
@@ -45,7 +46,7 @@
 // has lost either is fenced: its write changes nothing.
 //
 // Tools outside a member read a group with ReadSnapshot (one transaction),
-// naming it with a Group; ReadPause, WritePause and DeletePause pause and
+// naming it with a state.Group; ReadPause, WritePause and DeletePause pause and
 // resume it. With Config.Offsets (the group's offsets in Kafka), the
 // member that leads commits the safe offsets there every CommitInterval.
 package coord

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/keyshare/keyshare/state"
 )
 
 // Errors a caller can branch on.
@@ -89,7 +87,3 @@ func (e *TopicsDifferError) Error() string {
 		"or stop every member of the group before changing its topics",
 		e.Topics, e.MemberTopics, e.Group, e.Member, e.MemberTopics, e.MemberTopics)
 }
-
-// BadValueError is state.BadValueError: a stored value that could not be
-// read, its key and what was wrong.
-type BadValueError = state.BadValueError

@@ -1,6 +1,9 @@
 package coord
 
-import "github.com/keyshare/keyshare/internal/keys"
+import (
+	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
+)
 
 // CheckName reports whether name can be a group name, a member id or a
 // topic: each is a path element of the group's etcd keys, so it must be
@@ -9,4 +12,4 @@ import "github.com/keyshare/keyshare/internal/keys"
 func CheckName(what, name string) error { return keys.CheckName(what, name) }
 
 // group is the Group the session belongs to.
-func (s *Session) group() Group { return Group{Prefix: s.cfg.Prefix, Name: s.cfg.Group} }
+func (s *Session) group() state.Group { return state.Group{Prefix: s.cfg.Prefix, Name: s.cfg.Group} }

@@ -124,7 +124,7 @@ func (s *Session) handOff(ctx context.Context, h storedHandoff, rels []RangeRele
 		// The view shows a leaving member's ranges as revoking; the record
 		// in etcd is active, and only who owns it changes.
 		rec := rl.Range.Record
-		rec.Owner, rec.State, rec.Target, rec.DrainMs, rec.Gen, rec.Since = p.To, StateActive, "", 0, h.Plan.Gen, now
+		rec.Owner, rec.State, rec.Target, rec.DrainMs, rec.Gen, rec.Since = p.To, state.StateActive, "", 0, h.Plan.Gen, now
 		writes = append(writes, s.releaseWrite(rl, rec))
 		direct = append(direct, rl)
 	}

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -59,12 +60,12 @@ func TestLeaveReleasesUnasked(t *testing.T) {
 		}
 		for _, ev := range wr.Events {
 			seen = max(seen, ev.Kv.ModRevision)
-			var rec, prev coord.RangeRecord
+			var rec, prev state.RangeRecord
 			if ev.Type != clientv3.EventTypePut || json.Unmarshal(ev.Kv.Value, &rec) != nil {
 				continue
 			}
-			if ev.PrevKv != nil && json.Unmarshal(ev.PrevKv.Value, &prev) == nil && prev.Owner == "b" && prev.State == coord.StateActive && rec.Owner != "b" {
-				if rec.State != coord.StateActive {
+			if ev.PrevKv != nil && json.Unmarshal(ev.PrevKv.Value, &prev) == nil && prev.Owner == "b" && prev.State == state.StateActive && rec.Owner != "b" {
+				if rec.State != state.StateActive {
 					t.Errorf("revision %d: %s/%d %s handed to %s as %s", ev.Kv.ModRevision, rec.Topic, rec.Partition, rec.Range(), rec.Owner, rec.State)
 				}
 				handed[string(ev.Kv.Key)]++
@@ -73,9 +74,9 @@ func TestLeaveReleasesUnasked(t *testing.T) {
 				continue
 			}
 			switch rec.State {
-			case coord.StateRevoking:
+			case state.StateRevoking:
 				t.Errorf("revision %d: the leader revoked %s/%d %s from the leaving member", ev.Kv.ModRevision, rec.Topic, rec.Partition, rec.Range())
-			case coord.StateReleased:
+			case state.StateReleased:
 				released++
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/state"
 )
 
 // Load reports: what each member measured of the ranges it owns.
@@ -32,7 +34,7 @@ const (
 
 // ReportLoad writes the member's load report under its lease, guarded by
 // its registration (a member that left cannot write one).
-func (s *Session) ReportLoad(ctx context.Context, r LoadReport) error {
+func (s *Session) ReportLoad(ctx context.Context, r state.LoadReport) error {
 	r.V, r.Member = recordVersion, s.ID()
 	if err := r.Check(); err != nil {
 		return err

@@ -10,8 +10,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -39,11 +41,11 @@ func loadConfig(t *testing.T, id string, counts map[string]int32, logger hclog.L
 	return cfg
 }
 
-func rangeLoadOf(r coord.RangeState) coord.RangeLoad {
+func rangeLoadOf(r state.RangeState) assign.RangeLoad {
 	lo, hi := r.Record.Lo, r.Record.Hi
-	rl := coord.RangeLoad{Topic: r.Record.Topic, Partition: r.Record.Partition, Lo: lo, Hi: hi, BusyPerSec: hotFront(lo, hi)}
+	rl := assign.RangeLoad{Topic: r.Record.Topic, Partition: r.Record.Partition, Lo: lo, Hi: hi, BusyPerSec: hotFront(lo, hi)}
 	rl.RecordsPerSec = 100 * rl.BusyPerSec
-	if n := uint64(coord.LoadBuckets); hi-lo >= n {
+	if n := uint64(assign.LoadBuckets); hi-lo >= n {
 		w := (hi - lo) / n
 		for i := range n {
 			b := lo + (i+1)*w
@@ -91,7 +93,7 @@ func TestLoadMovesSplitPoints(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close(); <-done })
 		sessions = append(sessions, s)
 	}
-	onePerOwnerIn := func(snap *coord.Snapshot) bool {
+	onePerOwnerIn := func(snap *state.Snapshot) bool {
 		if !settled(snap) {
 			return false
 		}
@@ -103,7 +105,7 @@ func TestLoadMovesSplitPoints(t *testing.T) {
 	}
 	onePerOwner := func() bool { return onePerOwnerIn(snapshot(t, cli)) }
 	waitFor(t, "four members share the partition by width", 60*time.Second, onePerOwner)
-	busiest := func(snap *coord.Snapshot) float64 {
+	busiest := func(snap *state.Snapshot) float64 {
 		load := map[string]float64{}
 		for _, r := range snap.Ranges {
 			load[r.Record.Owner] += hotFront(r.Record.Lo, r.Record.Hi)
@@ -133,13 +135,13 @@ func TestLoadMovesSplitPoints(t *testing.T) {
 					return
 				case <-time.After(150 * time.Millisecond):
 				}
-				snap, err := coord.ReadSnapshot(s.Ctx(), cli, coord.Group{Name: "g"})
+				snap, err := coord.ReadSnapshot(s.Ctx(), cli, state.Group{Name: "g"})
 				if err != nil {
 					continue
 				}
-				r := coord.LoadReport{At: time.Now(), Window: 0.15}
+				r := state.LoadReport{At: time.Now(), Window: 0.15}
 				for _, rs := range snap.Owned(s.ID()) {
-					if rs.Record.State == coord.StateActive {
+					if rs.Record.State == state.StateActive {
 						r.Ranges = append(r.Ranges, rangeLoadOf(rs))
 					}
 				}
@@ -160,7 +162,7 @@ func TestLoadMovesSplitPoints(t *testing.T) {
 	}
 	// Judged on one snapshot, taken after the move was counted: a second
 	// read could catch the move's revokes under way.
-	var snap *coord.Snapshot
+	var snap *state.Snapshot
 	waitFor(t, "the leader moves split points by load and the partition settles", 60*time.Second, func() bool {
 		if totalLoadMoves(sessions).Moves == 0 {
 			return false
@@ -243,7 +245,7 @@ func TestBadLoadReportsMoveNothing(t *testing.T) {
 	snap := snapshot(t, cli)
 	a, b := snap.Ranges[0], snap.Ranges[1]
 	// Skewed enough to move if it were believed: all of a's range busy.
-	raw := func(member string, r coord.RangeState, busy string) string {
+	raw := func(member string, r state.RangeState, busy string) string {
 		return `{"v":1,"member":"` + member + `","at":"2026-01-01T00:00:00Z","window":5,"ranges":[{"topic":"t","partition":0,"lo":` +
 			strconv.FormatUint(r.Record.Lo, 10) + `,"hi":` + strconv.FormatUint(r.Record.Hi, 10) + `,"records_per_sec":1000,"busy_per_sec":` + busy + `,"backlog":0}]}`
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // The leader's side of load balance: which reports it trusts, when it
@@ -54,15 +55,15 @@ type arrivedKV struct {
 // decodedLoad memoizes a load key's decoding by ModRevision.
 type decodedLoad struct {
 	rev    int64
-	report LoadReport
+	report state.LoadReport
 	err    error
 }
 
 // decodeLoads decodes the load keys the cache holds: the reports of
 // registered members, and the problems of the others by the member id in
 // their key. Keys whose revision did not change are not decoded again.
-func decodeLoads(s keys.Schema, kvs map[string]arrivedKV, members map[string]Member, memo map[string]decodedLoad) (map[string]ReceivedLoad, map[string]error, map[string]decodedLoad) {
-	loads := make(map[string]ReceivedLoad)
+func decodeLoads(s keys.Schema, kvs map[string]arrivedKV, members map[string]state.Member, memo map[string]decodedLoad) (map[string]state.ReceivedLoad, map[string]error, map[string]decodedLoad) {
+	loads := make(map[string]state.ReceivedLoad)
 	bad := make(map[string]error)
 	next := make(map[string]decodedLoad, len(kvs))
 	for key, a := range kvs {
@@ -70,9 +71,9 @@ func decodeLoads(s keys.Schema, kvs map[string]arrivedKV, members map[string]Mem
 		d, ok := memo[key]
 		if !ok || d.rev != a.kv.ModRevision {
 			d = decodedLoad{rev: a.kv.ModRevision}
-			d.report, d.err = DecodeLoad(key, a.kv.Value)
+			d.report, d.err = state.DecodeLoad(key, a.kv.Value)
 			if d.err == nil && d.report.Member != id {
-				d.err = &BadValueError{Key: key, Problem: fmt.Sprintf("report of member %q under the key of %q", d.report.Member, id)}
+				d.err = &state.BadValueError{Key: key, Problem: fmt.Sprintf("report of member %q under the key of %q", d.report.Member, id)}
 			}
 		}
 		next[key] = d
@@ -80,9 +81,9 @@ func decodeLoads(s keys.Schema, kvs map[string]arrivedKV, members map[string]Mem
 		case d.err != nil:
 			bad[id] = d.err
 		case !registered:
-			bad[id] = &BadValueError{Key: key, Problem: fmt.Sprintf("load report of %q, which is not a registered member", id)}
+			bad[id] = &state.BadValueError{Key: key, Problem: fmt.Sprintf("load report of %q, which is not a registered member", id)}
 		default:
-			loads[id] = ReceivedLoad{Report: d.report, Rev: a.kv.ModRevision, Arrived: a.at}
+			loads[id] = state.ReceivedLoad{Report: d.report, Rev: a.kv.ModRevision, Arrived: a.at}
 		}
 	}
 	return loads, bad, next
@@ -125,7 +126,7 @@ type loadBalancer struct {
 
 	// target is the layout of the last load-driven move (or the settled
 	// layout a new leader found), for the group shape it was made for.
-	target      []Slice
+	target      []assign.Slice
 	targetShape string
 	adoptTried  bool
 	// restSince is when the group was first seen at rest since it last
@@ -147,7 +148,7 @@ func newLoadBalancer(cfg Config, log hclog.Logger, counts *loadCounter) *loadBal
 // wanted returns the layout the plan must follow instead of Assign's
 // answer, if any: the target, while the group has the shape it was made
 // for.
-func (b *loadBalancer) wanted(snap *Snapshot, parts []PartitionWeight, eligible []MemberWeight) []Slice {
+func (b *loadBalancer) wanted(snap *state.Snapshot, parts []assign.PartitionWeight, eligible []assign.MemberWeight) []assign.Slice {
 	if b.cfg.Balance != BalanceLoad {
 		return nil
 	}
@@ -177,12 +178,12 @@ func (b *loadBalancer) wanted(snap *Snapshot, parts []PartitionWeight, eligible 
 // slicesOf is snap's current ownership (Snapshot.Slices) of parts only: a
 // topic left out of the assignment (its count could not be read, or it is
 // being reset) is neither balanced nor counted.
-func slicesOf(snap *Snapshot, parts []PartitionWeight) []Slice {
-	in := make(map[TopicPartition]bool, len(parts))
+func slicesOf(snap *state.Snapshot, parts []assign.PartitionWeight) []assign.Slice {
+	in := make(map[assign.TopicPartition]bool, len(parts))
 	for _, p := range parts {
 		in[p.TopicPartition] = true
 	}
-	var out []Slice
+	var out []assign.Slice
 	for _, s := range snap.Slices() {
 		if in[s.TopicPartition] {
 			out = append(out, s)
@@ -192,11 +193,11 @@ func slicesOf(snap *Snapshot, parts []PartitionWeight) []Slice {
 }
 
 // flatLoads indexes members' reported ranges by range.
-func flatLoads(loads map[string][]RangeLoad) map[assign.RangeKey]RangeLoad {
-	out := make(map[assign.RangeKey]RangeLoad)
+func flatLoads(loads map[string][]assign.RangeLoad) map[assign.RangeKey]assign.RangeLoad {
+	out := make(map[assign.RangeKey]assign.RangeLoad)
 	for _, rls := range loads {
 		for _, rl := range rls {
-			out[assign.RangeKey{TP: TopicPartition{Topic: rl.Topic, Partition: rl.Partition}, Lo: rl.Lo, Hi: rl.Hi}] = rl
+			out[assign.RangeKey{TP: assign.TopicPartition{Topic: rl.Topic, Partition: rl.Partition}, Lo: rl.Lo, Hi: rl.Hi}] = rl
 		}
 	}
 	return out
@@ -204,7 +205,7 @@ func flatLoads(loads map[string][]RangeLoad) map[assign.RangeKey]RangeLoad {
 
 // fragmented reports whether layout has more ranges (adjacent ranges of one
 // owner counting once) than a contiguous layout of members over parts.
-func fragmented(layout []Slice, parts, members int) bool {
+func fragmented(layout []assign.Slice, parts, members int) bool {
 	n := 0
 	for i, s := range layout {
 		if i == 0 || layout[i-1].TopicPartition != s.TopicPartition || layout[i-1].Owner != s.Owner || layout[i-1].Range.Hi != s.Range.Lo {
@@ -216,7 +217,7 @@ func fragmented(layout []Slice, parts, members int) bool {
 
 // rested notes the outcome of a round: the group is at rest when the plan
 // had nothing to do and no range is being handed off.
-func (b *loadBalancer) rested(snap *Snapshot, planned int, clock time.Time) {
+func (b *loadBalancer) rested(snap *state.Snapshot, planned int, clock time.Time) {
 	if planned > 0 || !allActive(snap) {
 		b.restSince = time.Time{}
 		return
@@ -226,9 +227,9 @@ func (b *loadBalancer) rested(snap *Snapshot, planned int, clock time.Time) {
 	}
 }
 
-func allActive(snap *Snapshot) bool {
+func allActive(snap *state.Snapshot) bool {
 	for _, r := range snap.Ranges {
-		if r.Record.State != StateActive {
+		if r.Record.State != state.StateActive {
 			return false
 		}
 	}
@@ -237,7 +238,7 @@ func allActive(snap *Snapshot) bool {
 
 // judge decides, on the load timer, whether to move by load; if so it sets
 // the target and returns it. still is settle.go's verdict.
-func (b *loadBalancer) judge(snap *Snapshot, parts []PartitionWeight, eligible []MemberWeight, still bool, clock time.Time) []Slice {
+func (b *loadBalancer) judge(snap *state.Snapshot, parts []assign.PartitionWeight, eligible []assign.MemberWeight, still bool, clock time.Time) []assign.Slice {
 	loads, fresh := b.trusted(snap)
 	if b.cfg.Balance != BalanceLoad || !still || b.restSince.IsZero() || !allActive(snap) {
 		return nil
@@ -295,7 +296,7 @@ func (b *loadBalancer) judge(snap *Snapshot, parts []PartitionWeight, eligible [
 // report arrived; it warns once per member and kind of problem about the
 // others. A report older than a change to one of its ranges is stale, not
 // bad: it is left out without a warning.
-func (b *loadBalancer) trusted(snap *Snapshot) (map[string][]RangeLoad, map[string]time.Time) {
+func (b *loadBalancer) trusted(snap *state.Snapshot) (map[string][]assign.RangeLoad, map[string]time.Time) {
 	seen := make(map[string]bool)
 	for id, err := range snap.BadLoads {
 		seen[id] = true
@@ -305,7 +306,7 @@ func (b *loadBalancer) trusted(snap *Snapshot) (map[string][]RangeLoad, map[stri
 		}
 		b.warn(id, kind, "ignoring a load report: no range moves on it", "error", err)
 	}
-	loads := make(map[string][]RangeLoad)
+	loads := make(map[string][]assign.RangeLoad)
 	fresh := make(map[string]time.Time)
 	parts := snap.Partitions()
 	for _, id := range slices.Sorted(maps.Keys(snap.Loads)) {
@@ -348,10 +349,10 @@ func (b *loadBalancer) warn(id, kind, msg string, args ...any) {
 // ownsReported checks each range of member id's report against the ranges
 // (by partition, in hash order): ok if id owns every one of them exactly
 // and active; stale if one of them changed after the report was written.
-func ownsReported(parts map[TopicPartition][]RangeState, id string, rl ReceivedLoad) (ok, stale bool, what string) {
+func ownsReported(parts map[assign.TopicPartition][]state.RangeState, id string, rl state.ReceivedLoad) (ok, stale bool, what string) {
 	ok = true
 	for _, r := range rl.Report.Ranges {
-		tp := TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		tp := assign.TopicPartition{Topic: r.Topic, Partition: r.Partition}
 		want := ledger.HashRange{Lo: r.Lo, Hi: r.Hi}
 		match := false
 		for _, have := range parts[tp] {
@@ -363,7 +364,7 @@ func ownsReported(parts map[TopicPartition][]RangeState, id string, rl ReceivedL
 				return false, true, ""
 			}
 			if hr == want && have.Record.Owner == id {
-				if have.Record.State != StateActive {
+				if have.Record.State != state.StateActive {
 					return false, true, "" // being handed off: about to change
 				}
 				match = true
@@ -382,7 +383,7 @@ func ownsReported(parts map[TopicPartition][]RangeState, id string, rl ReceivedL
 // and no more ranges (adjacent ones of one owner counting once) than the
 // contiguous layout would have (P + M − 1), so that nothing is left to
 // place or to tidy. Otherwise nil: the width assignor goes on as usual.
-func adoptable(snap *Snapshot, parts []PartitionWeight, eligible []MemberWeight) []Slice {
+func adoptable(snap *state.Snapshot, parts []assign.PartitionWeight, eligible []assign.MemberWeight) []assign.Slice {
 	if len(parts) == 0 || len(eligible) == 0 || !allActive(snap) {
 		return nil
 	}
@@ -392,7 +393,7 @@ func adoptable(snap *Snapshot, parts []PartitionWeight, eligible []MemberWeight)
 	}
 	have := snap.Partitions()
 	owning := make(map[string]bool)
-	var out []Slice
+	var out []assign.Slice
 	for _, p := range parts {
 		at := uint64(0)
 		for _, r := range have[p.TopicPartition] {
@@ -400,7 +401,7 @@ func adoptable(snap *Snapshot, parts []PartitionWeight, eligible []MemberWeight)
 				return nil
 			}
 			owning[r.Record.Owner] = true
-			out = assign.AppendJoined(out, Slice{TopicPartition: p.TopicPartition, Range: r.Record.Range(), Owner: r.Record.Owner})
+			out = assign.AppendJoined(out, assign.Slice{TopicPartition: p.TopicPartition, Range: r.Record.Range(), Owner: r.Record.Owner})
 			at = r.Record.Hi
 		}
 		if at != ledger.HashSpace {

@@ -12,18 +12,20 @@ import (
 // Helpers of the load balancer's tests: layouts, a cover check and a known
 // load to report. Package assign's tests have their own (unexported there).
 
-func tpOf(topic string, p int32) TopicPartition { return TopicPartition{Topic: topic, Partition: p} }
-
-func sl(topic string, p int32, lo, hi uint64, owner string) Slice {
-	return Slice{TopicPartition: tpOf(topic, p), Range: ledger.HashRange{Lo: lo, Hi: hi}, Owner: owner}
+func tpOf(topic string, p int32) assign.TopicPartition {
+	return assign.TopicPartition{Topic: topic, Partition: p}
 }
 
-func mw(id string, w int) MemberWeight { return MemberWeight{ID: id, Weight: w} }
+func sl(topic string, p int32, lo, hi uint64, owner string) assign.Slice {
+	return assign.Slice{TopicPartition: tpOf(topic, p), Range: ledger.HashRange{Lo: lo, Hi: hi}, Owner: owner}
+}
+
+func mw(id string, w int) assign.MemberWeight { return assign.MemberWeight{ID: id, Weight: w} }
 
 // checkCover reports the first way out fails to cover every partition's hash
 // space exactly once with owners from members.
-func checkCover(parts []PartitionWeight, members []MemberWeight, out []Slice) error {
-	isPart, isMember := make(map[TopicPartition]bool), make(map[string]bool)
+func checkCover(parts []assign.PartitionWeight, members []assign.MemberWeight, out []assign.Slice) error {
+	isPart, isMember := make(map[assign.TopicPartition]bool), make(map[string]bool)
 	for _, p := range parts {
 		isPart[p.TopicPartition] = true
 	}
@@ -36,7 +38,7 @@ func checkCover(parts []PartitionWeight, members []MemberWeight, out []Slice) er
 		}
 		return nil
 	}
-	g := make(map[TopicPartition][]Slice)
+	g := make(map[assign.TopicPartition][]assign.Slice)
 	for _, s := range out {
 		if !isPart[s.TopicPartition] {
 			return fmt.Errorf("slice of %v, which is not a partition", s.TopicPartition)
@@ -45,7 +47,7 @@ func checkCover(parts []PartitionWeight, members []MemberWeight, out []Slice) er
 	}
 	for tp := range isPart {
 		list := g[tp]
-		slices.SortFunc(list, func(a, b Slice) int { return cmp.Compare(a.Range.Lo, b.Range.Lo) })
+		slices.SortFunc(list, func(a, b assign.Slice) int { return cmp.Compare(a.Range.Lo, b.Range.Lo) })
 		at := uint64(0)
 		for _, s := range list {
 			switch {
@@ -70,13 +72,13 @@ func checkCover(parts []PartitionWeight, members []MemberWeight, out []Slice) er
 
 // skew is a known load: busy/s of each 64th of each partition's hash space.
 type skew struct {
-	parts map[TopicPartition][64]float64
+	parts map[assign.TopicPartition][64]float64
 }
 
 const skewParts = 64
 
 // busy is the true load of [lo, hi) of tp.
-func (s skew) busy(tp TopicPartition, lo, hi uint64) float64 {
+func (s skew) busy(tp assign.TopicPartition, lo, hi uint64) float64 {
 	w := ledger.HashSpace / skewParts
 	var sum float64
 	for i, b := range s.parts[tp] {
@@ -90,12 +92,12 @@ func (s skew) busy(tp TopicPartition, lo, hi uint64) float64 {
 
 // reportsOf is what the owners of layout would report: each range's busy
 // time, over LoadBuckets buckets.
-func (s skew) reportsOf(layout []Slice) map[assign.RangeKey]RangeLoad {
-	out := make(map[assign.RangeKey]RangeLoad)
+func (s skew) reportsOf(layout []assign.Slice) map[assign.RangeKey]assign.RangeLoad {
+	out := make(map[assign.RangeKey]assign.RangeLoad)
 	for _, sl := range layout {
 		lo, hi := sl.Range.Lo, sl.Range.Hi
-		rl := RangeLoad{Topic: sl.Topic, Partition: sl.Partition, Lo: lo, Hi: hi, BusyPerSec: s.busy(sl.TopicPartition, lo, hi)}
-		if n := uint64(LoadBuckets); hi-lo >= n {
+		rl := assign.RangeLoad{Topic: sl.Topic, Partition: sl.Partition, Lo: lo, Hi: hi, BusyPerSec: s.busy(sl.TopicPartition, lo, hi)}
+		if n := uint64(assign.LoadBuckets); hi-lo >= n {
 			w := (hi - lo) / n
 			for i := range n {
 				blo, bhi := lo+i*w, lo+(i+1)*w

@@ -17,20 +17,21 @@ import (
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // groupOf builds a snapshot of members (weight 1) owning layout, every range
 // active and written at revision rev.
-func groupOf(layout []Slice, rev int64, members ...string) *Snapshot {
+func groupOf(layout []assign.Slice, rev int64, members ...string) *state.Snapshot {
 	s := keys.New("/keyshare", "g")
-	snap := &Snapshot{Members: make(map[string]Member)}
+	snap := &state.Snapshot{Members: make(map[string]state.Member)}
 	for _, id := range members {
-		snap.Members[id] = Member{MemberInfo: MemberInfo{ID: id, Weight: 1}}
+		snap.Members[id] = state.Member{MemberInfo: state.MemberInfo{ID: id, Weight: 1}}
 	}
 	for _, sl := range layout {
-		snap.Ranges = append(snap.Ranges, RangeState{
+		snap.Ranges = append(snap.Ranges, state.RangeState{
 			Key:    s.Range(sl.Topic, sl.Partition, sl.Range.Lo),
-			Record: RangeRecord{Topic: sl.Topic, Partition: sl.Partition, Lo: sl.Range.Lo, Hi: sl.Range.Hi, Owner: sl.Owner, State: StateActive},
+			Record: state.RangeRecord{Topic: sl.Topic, Partition: sl.Partition, Lo: sl.Range.Lo, Hi: sl.Range.Hi, Owner: sl.Owner, State: state.StateActive},
 			Rev:    rev,
 		})
 	}
@@ -40,9 +41,9 @@ func groupOf(layout []Slice, rev int64, members ...string) *Snapshot {
 func TestDecodeLoads(t *testing.T) {
 	t.Parallel()
 	s := keys.New("/keyshare", "g")
-	good, _ := json.Marshal(LoadReport{V: 1, Member: "a", Window: 5, Ranges: []RangeLoad{{Topic: "t", Lo: 0, Hi: 10, BusyPerSec: 1}}})
-	wrongName, _ := json.Marshal(LoadReport{V: 1, Member: "a", Window: 5})
-	ghost, _ := json.Marshal(LoadReport{V: 1, Member: "ghost", Window: 5})
+	good, _ := json.Marshal(state.LoadReport{V: 1, Member: "a", Window: 5, Ranges: []assign.RangeLoad{{Topic: "t", Lo: 0, Hi: 10, BusyPerSec: 1}}})
+	wrongName, _ := json.Marshal(state.LoadReport{V: 1, Member: "a", Window: 5})
+	ghost, _ := json.Marshal(state.LoadReport{V: 1, Member: "ghost", Window: 5})
 	now := time.Now()
 	kvs := map[string]arrivedKV{
 		s.Load("a"):     {kv: &mvccpb.KeyValue{Key: []byte(s.Load("a")), Value: good, ModRevision: 7}, at: now},
@@ -50,7 +51,7 @@ func TestDecodeLoads(t *testing.T) {
 		s.Load("c"):     {kv: &mvccpb.KeyValue{Key: []byte(s.Load("c")), Value: wrongName, ModRevision: 9}, at: now},
 		s.Load("ghost"): {kv: &mvccpb.KeyValue{Key: []byte(s.Load("ghost")), Value: ghost, ModRevision: 10}, at: now},
 	}
-	members := map[string]Member{"a": {}, "b": {}, "c": {}}
+	members := map[string]state.Member{"a": {}, "b": {}, "c": {}}
 	loads, bad, memo := decodeLoads(s, kvs, members, nil)
 	if len(loads) != 1 || loads["a"].Rev != 7 || !loads["a"].Arrived.Equal(now) || loads["a"].Report.Ranges[0].BusyPerSec != 1 {
 		t.Fatalf("loads %+v: want a's report only, with its revision and arrival", loads)
@@ -77,9 +78,9 @@ func TestDecodeLoads(t *testing.T) {
 func TestOwnsReported(t *testing.T) {
 	t.Parallel()
 	half := ledger.HashSpace / 2
-	snap := groupOf([]Slice{sl("t", 0, 0, half, "a"), sl("t", 0, half, ledger.HashSpace, "b")}, 10, "a", "b")
-	report := func(rev int64, lo, hi uint64) ReceivedLoad {
-		return ReceivedLoad{Rev: rev, Report: LoadReport{Ranges: []RangeLoad{{Topic: "t", Lo: lo, Hi: hi}}}}
+	snap := groupOf([]assign.Slice{sl("t", 0, 0, half, "a"), sl("t", 0, half, ledger.HashSpace, "b")}, 10, "a", "b")
+	report := func(rev int64, lo, hi uint64) state.ReceivedLoad {
+		return state.ReceivedLoad{Rev: rev, Report: state.LoadReport{Ranges: []assign.RangeLoad{{Topic: "t", Lo: lo, Hi: hi}}}}
 	}
 	parts := snap.Partitions()
 	if ok, stale, _ := ownsReported(parts, "a", report(11, 0, half)); !ok || stale {
@@ -94,7 +95,7 @@ func TestOwnsReported(t *testing.T) {
 	if ok, stale, _ := ownsReported(parts, "a", report(11, 0, half/2)); ok || stale {
 		t.Fatal("a part of a's range: want bad")
 	}
-	snap.Ranges[0].Record.State, snap.Ranges[0].Record.Target = StateRevoking, "b"
+	snap.Ranges[0].Record.State, snap.Ranges[0].Record.Target = state.StateRevoking, "b"
 	if ok, stale, _ := ownsReported(snap.Partitions(), "a", report(11, 0, half)); ok || !stale {
 		t.Fatal("a range being handed off: want stale (not used, not warned)")
 	}
@@ -113,9 +114,9 @@ func TestLoadBalancerWarnsOnce(t *testing.T) {
 	t.Parallel()
 	b, logs := testBalancer(t)
 	half := ledger.HashSpace / 2
-	snap := groupOf([]Slice{sl("t", 0, 0, half, "a"), sl("t", 0, half, ledger.HashSpace, "b")}, 10, "a", "b")
-	snap.BadLoads = map[string]error{"a": &BadValueError{Key: "k", Problem: "NaN"}, "ghost": &BadValueError{Key: "g", Problem: "not registered"}}
-	snap.Loads = map[string]ReceivedLoad{"b": {Rev: 11, Report: LoadReport{Ranges: []RangeLoad{{Topic: "t", Lo: 0, Hi: half}}}}}
+	snap := groupOf([]assign.Slice{sl("t", 0, 0, half, "a"), sl("t", 0, half, ledger.HashSpace, "b")}, 10, "a", "b")
+	snap.BadLoads = map[string]error{"a": &state.BadValueError{Key: "k", Problem: "NaN"}, "ghost": &state.BadValueError{Key: "g", Problem: "not registered"}}
+	snap.Loads = map[string]state.ReceivedLoad{"b": {Rev: 11, Report: state.LoadReport{Ranges: []assign.RangeLoad{{Topic: "t", Lo: 0, Hi: half}}}}}
 	for range 5 {
 		loads, _ := b.trusted(snap)
 		if len(loads) != 0 {
@@ -129,7 +130,7 @@ func TestLoadBalancerWarnsOnce(t *testing.T) {
 	}
 	delete(snap.BadLoads, "a")
 	b.trusted(snap)
-	snap.BadLoads["a"] = &BadValueError{Key: "k", Problem: "NaN"}
+	snap.BadLoads["a"] = &state.BadValueError{Key: "k", Problem: "NaN"}
 	b.trusted(snap)
 	if n := strings.Count(logs.String(), "reporter=a "); n != 2 {
 		t.Fatalf("%d warnings about a after its bad report came back: want 2", n)
@@ -137,11 +138,11 @@ func TestLoadBalancerWarnsOnce(t *testing.T) {
 }
 
 // halvesOfOne is one partition t/0 split in halves between members a and b.
-func halvesOfOne() (TopicPartition, []PartitionWeight, []MemberWeight, []Slice) {
+func halvesOfOne() (assign.TopicPartition, []assign.PartitionWeight, []assign.MemberWeight, []assign.Slice) {
 	tp := tpOf("t", 0)
 	half := ledger.HashSpace / 2
-	return tp, []PartitionWeight{{TopicPartition: tp}}, []MemberWeight{mw("a", 1), mw("b", 1)},
-		[]Slice{sl("t", 0, 0, half, "a"), sl("t", 0, half, ledger.HashSpace, "b")}
+	return tp, []assign.PartitionWeight{{TopicPartition: tp}}, []assign.MemberWeight{mw("a", 1), mw("b", 1)},
+		[]assign.Slice{sl("t", 0, 0, half, "a"), sl("t", 0, half, ledger.HashSpace, "b")}
 }
 
 // TestLoadBalancerJudges: the leader moves by load only when the group is
@@ -150,14 +151,14 @@ func halvesOfOne() (TopicPartition, []PartitionWeight, []MemberWeight, []Slice) 
 func TestLoadBalancerJudges(t *testing.T) {
 	t.Parallel()
 	tp, parts, members, layout := halvesOfOne()
-	truth := skew{parts: map[TopicPartition][64]float64{tp: front(8, 0.9, 10)}}
+	truth := skew{parts: map[assign.TopicPartition][64]float64{tp: front(8, 0.9, 10)}}
 	reports := truth.reportsOf(layout)
 	snap := groupOf(layout, 10, "a", "b")
 	t0 := time.Now()
 	arrive := func(at time.Time) {
-		snap.Loads = map[string]ReceivedLoad{}
+		snap.Loads = map[string]state.ReceivedLoad{}
 		for _, s := range layout {
-			snap.Loads[s.Owner] = ReceivedLoad{Rev: 20, Arrived: at, Report: LoadReport{Member: s.Owner, Ranges: []RangeLoad{reports[assign.RangeKey{TP: tp, Lo: s.Range.Lo, Hi: s.Range.Hi}]}}}
+			snap.Loads[s.Owner] = state.ReceivedLoad{Rev: 20, Arrived: at, Report: state.LoadReport{Member: s.Owner, Ranges: []assign.RangeLoad{reports[assign.RangeKey{TP: tp, Lo: s.Range.Lo, Hi: s.Range.Hi}]}}}
 		}
 	}
 	b, logs := testBalancer(t)
@@ -176,7 +177,7 @@ func TestLoadBalancerJudges(t *testing.T) {
 	// One range unreported (b's report lists nothing): wait, whatever the
 	// time, rather than guess its load.
 	full := snap.Loads["b"]
-	snap.Loads["b"] = ReceivedLoad{Rev: full.Rev, Arrived: full.Arrived, Report: LoadReport{Member: "b"}}
+	snap.Loads["b"] = state.ReceivedLoad{Rev: full.Rev, Arrived: full.Arrived, Report: state.LoadReport{Member: "b"}}
 	if b.judge(snap, parts, members, true, t0.Add(time.Hour)) != nil {
 		t.Fatal("moved with a range nobody reported")
 	}
@@ -203,7 +204,7 @@ func TestLoadBalancerJudges(t *testing.T) {
 	// A member joins: the change is placed by load (assign.StickyByLoad), and
 	// that layout is held. The reports are gone (stale in a burst of
 	// handoffs): the load line of the last judgement places it.
-	snap.Members["c"] = Member{MemberInfo: MemberInfo{ID: "c", Weight: 1}}
+	snap.Members["c"] = state.Member{MemberInfo: state.MemberInfo{ID: "c", Weight: 1}}
 	snap.Loads = nil
 	three := append(slices.Clone(members), mw("c", 1))
 	joined := b.wanted(snap, parts, three)
@@ -236,13 +237,13 @@ func TestLoadBalancerJudges(t *testing.T) {
 func TestLoadBalancerLeavesIdleGroup(t *testing.T) {
 	t.Parallel()
 	tp, parts, members, layout := halvesOfOne()
-	reports := skew{parts: map[TopicPartition][64]float64{tp: front(8, 0.9, 0.5)}}.reportsOf(layout)
+	reports := skew{parts: map[assign.TopicPartition][64]float64{tp: front(8, 0.9, 0.5)}}.reportsOf(layout)
 	t0 := time.Now()
-	judged := func(minBusy float64) []Slice {
+	judged := func(minBusy float64) []assign.Slice {
 		snap := groupOf(layout, 10, "a", "b")
-		snap.Loads = map[string]ReceivedLoad{}
+		snap.Loads = map[string]state.ReceivedLoad{}
 		for _, s := range layout {
-			snap.Loads[s.Owner] = ReceivedLoad{Rev: 20, Arrived: t0.Add(time.Second), Report: LoadReport{Member: s.Owner, Ranges: []RangeLoad{reports[assign.RangeKey{TP: tp, Lo: s.Range.Lo, Hi: s.Range.Hi}]}}}
+			snap.Loads[s.Owner] = state.ReceivedLoad{Rev: 20, Arrived: t0.Add(time.Second), Report: state.LoadReport{Member: s.Owner, Ranges: []assign.RangeLoad{reports[assign.RangeKey{TP: tp, Lo: s.Range.Lo, Hi: s.Range.Hi}]}}}
 		}
 		b, _ := testBalancer(t)
 		b.cfg.LoadMinBusy = minBusy
@@ -257,7 +258,7 @@ func TestLoadBalancerLeavesIdleGroup(t *testing.T) {
 	}
 }
 
-func slicesEqual(a, b []Slice) bool {
+func slicesEqual(a, b []assign.Slice) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -271,19 +272,19 @@ func slicesEqual(a, b []Slice) bool {
 
 func TestAdoptable(t *testing.T) {
 	t.Parallel()
-	parts := []PartitionWeight{{TopicPartition: tpOf("t", 0)}}
-	members := []MemberWeight{mw("a", 1), mw("b", 1)}
+	parts := []assign.PartitionWeight{{TopicPartition: tpOf("t", 0)}}
+	members := []assign.MemberWeight{mw("a", 1), mw("b", 1)}
 	q := ledger.HashSpace / 4
 	cases := []struct {
 		name   string
-		layout []Slice
+		layout []assign.Slice
 		ok     bool
 	}{
-		{"two spans", []Slice{sl("t", 0, 0, 2*q, "a"), sl("t", 0, 2*q, ledger.HashSpace, "b")}, true},
-		{"adjacent ranges of one owner count once", []Slice{sl("t", 0, 0, q, "a"), sl("t", 0, q, 2*q, "a"), sl("t", 0, 2*q, ledger.HashSpace, "b")}, true},
-		{"a gap", []Slice{sl("t", 0, 0, q, "a"), sl("t", 0, 2*q, ledger.HashSpace, "b")}, false},
-		{"a member owns nothing", []Slice{sl("t", 0, 0, ledger.HashSpace, "a")}, false},
-		{"fragmented", []Slice{sl("t", 0, 0, q, "a"), sl("t", 0, q, 2*q, "b"), sl("t", 0, 2*q, 3*q, "a"), sl("t", 0, 3*q, ledger.HashSpace, "b")}, false},
+		{"two spans", []assign.Slice{sl("t", 0, 0, 2*q, "a"), sl("t", 0, 2*q, ledger.HashSpace, "b")}, true},
+		{"adjacent ranges of one owner count once", []assign.Slice{sl("t", 0, 0, q, "a"), sl("t", 0, q, 2*q, "a"), sl("t", 0, 2*q, ledger.HashSpace, "b")}, true},
+		{"a gap", []assign.Slice{sl("t", 0, 0, q, "a"), sl("t", 0, 2*q, ledger.HashSpace, "b")}, false},
+		{"a member owns nothing", []assign.Slice{sl("t", 0, 0, ledger.HashSpace, "a")}, false},
+		{"fragmented", []assign.Slice{sl("t", 0, 0, q, "a"), sl("t", 0, q, 2*q, "b"), sl("t", 0, 2*q, 3*q, "a"), sl("t", 0, 3*q, ledger.HashSpace, "b")}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -298,8 +299,8 @@ func TestAdoptable(t *testing.T) {
 			}
 		})
 	}
-	snap := groupOf([]Slice{sl("t", 0, 0, 2*q, "a"), sl("t", 0, 2*q, ledger.HashSpace, "b")}, 1, "a", "b")
-	snap.Ranges[1].Record.State = StateRevoking
+	snap := groupOf([]assign.Slice{sl("t", 0, 0, 2*q, "a"), sl("t", 0, 2*q, ledger.HashSpace, "b")}, 1, "a", "b")
+	snap.Ranges[1].Record.State = state.StateRevoking
 	if adoptable(snap, parts, members) != nil {
 		t.Fatal("adopted a layout with a handoff under way")
 	}
@@ -337,9 +338,9 @@ func TestLoadConfigValidate(t *testing.T) {
 // revokes (the first phase of the handoff).
 func TestPlanHoldsLoadTarget(t *testing.T) {
 	t.Parallel()
-	parts := []PartitionWeight{{TopicPartition: tpOf("t", 0)}}
+	parts := []assign.PartitionWeight{{TopicPartition: tpOf("t", 0)}}
 	eighth := ledger.HashSpace / 8
-	layout := []Slice{sl("t", 0, 0, eighth, "a"), sl("t", 0, eighth, ledger.HashSpace, "b")}
+	layout := []assign.Slice{sl("t", 0, 0, eighth, "a"), sl("t", 0, eighth, ledger.HashSpace, "b")}
 	snap := groupOf(layout, 10, "a", "b")
 	in := plan.Input{Schema: keys.New("/keyshare", "g"), Snap: snap, Parts: parts, Now: time.Now(), DrainTimeout: time.Second, Gen: 2, Clock: time.Now(), Defrag: true}
 	if changes := plan.Plan(in); len(changes) == 0 {
@@ -349,7 +350,7 @@ func TestPlanHoldsLoadTarget(t *testing.T) {
 	if changes := plan.Plan(in); len(changes) != 0 {
 		t.Fatalf("the plan moves the load layout it holds to: %v", whats(changes))
 	}
-	in.Target = []Slice{sl("t", 0, 0, 2*eighth, "a"), sl("t", 0, 2*eighth, ledger.HashSpace, "b")}
+	in.Target = []assign.Slice{sl("t", 0, 0, 2*eighth, "a"), sl("t", 0, 2*eighth, ledger.HashSpace, "b")}
 	changes := plan.Plan(in)
 	if len(changes) != 1 || !strings.HasPrefix(changes[0].What, "revoke") {
 		t.Fatalf("moving to a new target: %v, want one revoke", whats(changes))
@@ -362,10 +363,10 @@ func TestPlanHoldsLoadTarget(t *testing.T) {
 func TestLoadBalancerTidies(t *testing.T) {
 	t.Parallel()
 	tp := tpOf("t", 0)
-	parts := []PartitionWeight{{TopicPartition: tp}}
-	members := []MemberWeight{mw("a", 1), mw("b", 1), mw("c", 1)}
-	truth := skew{parts: map[TopicPartition][64]float64{tp: front(8, 0.8, 10)}}
-	two := Assign(parts, members[:2], nil)
+	parts := []assign.PartitionWeight{{TopicPartition: tp}}
+	members := []assign.MemberWeight{mw("a", 1), mw("b", 1), mw("c", 1)}
+	truth := skew{parts: map[assign.TopicPartition][64]float64{tp: front(8, 0.8, 10)}}
+	two := assign.Assign(parts, members[:2], nil)
 	balanced := assign.BalanceByLoad(parts, members[:2], two, truth.reportsOf(two), 1.25).Want
 	joined := assign.StickyByLoad(parts, members, balanced, truth.reportsOf(balanced), nil)
 	if !fragmented(joined, 1, 3) {
@@ -373,16 +374,16 @@ func TestLoadBalancerTidies(t *testing.T) {
 	}
 	snap := groupOf(joined, 10, "a", "b", "c")
 	reports := truth.reportsOf(joined)
-	snap.Loads = map[string]ReceivedLoad{}
+	snap.Loads = map[string]state.ReceivedLoad{}
 	t0 := time.Now()
 	for _, id := range []string{"a", "b", "c"} {
-		var rls []RangeLoad
+		var rls []assign.RangeLoad
 		for _, s := range joined {
 			if s.Owner == id {
 				rls = append(rls, reports[assign.RangeKey{TP: tp, Lo: s.Range.Lo, Hi: s.Range.Hi}])
 			}
 		}
-		snap.Loads[id] = ReceivedLoad{Rev: 20, Arrived: t0.Add(time.Second), Report: LoadReport{Member: id, Ranges: rls}}
+		snap.Loads[id] = state.ReceivedLoad{Rev: 20, Arrived: t0.Add(time.Second), Report: state.LoadReport{Member: id, Ranges: rls}}
 	}
 	b, logs := testBalancer(t)
 	b.cfg.LoadMinGain = 100 // no gain is enough: only tidying moves

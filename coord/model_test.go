@@ -28,9 +28,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"pgregory.net/rapid"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // modelStore is an in-memory etcd key space.
@@ -39,7 +41,7 @@ type modelStore struct {
 	kv    map[string]*mvccpb.KeyValue
 	lease int64 // last lease id handed out
 
-	snap *Snapshot // decoded at snap.Rev
+	snap *state.Snapshot // decoded at snap.Rev
 }
 
 func newModelStore() *modelStore { return &modelStore{rev: 1, kv: make(map[string]*mvccpb.KeyValue)} }
@@ -118,7 +120,7 @@ func (m *modelStore) apply(c plan.Change, maxOps int) (bool, error) {
 }
 
 // snapshot decodes the store the way ReadSnapshot decodes etcd.
-func (m *modelStore) snapshot() *Snapshot {
+func (m *modelStore) snapshot() *state.Snapshot {
 	if m.snap != nil && m.snap.Rev == m.rev {
 		return m.snap
 	}
@@ -144,7 +146,7 @@ func (m *modelStore) snapshot() *Snapshot {
 type modelGroup struct {
 	t       *rapid.T
 	store   *modelStore
-	parts   []PartitionWeight
+	parts   []assign.PartitionWeight
 	live    map[string]int64 // live member id → its lease
 	leaving map[string]bool
 	next    int
@@ -166,7 +168,7 @@ const (
 )
 
 func (g *modelGroup) member(id string, weight int, leaving bool) string {
-	return mustJSON(MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: weight, Leaving: leaving})
+	return mustJSON(state.MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: weight, Leaving: leaving})
 }
 
 func (g *modelGroup) join(weight int) {
@@ -191,7 +193,7 @@ func (g *modelGroup) ids() []string {
 func (g *modelGroup) release(all bool) {
 	snap := g.store.snapshot()
 	for _, r := range snap.Ranges {
-		if r.Record.State != StateRevoking {
+		if r.Record.State != state.StateRevoking {
 			continue
 		}
 		if _, ok := g.live[r.Record.Owner]; !ok {
@@ -201,7 +203,7 @@ func (g *modelGroup) release(all bool) {
 			continue
 		}
 		rec := r.Record
-		rec.State = StateReleased
+		rec.State = state.StateReleased
 		ok, err := g.store.txn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(r.Key), "=", r.Rev)},
 			[]clientv3.Op{clientv3.OpPut(r.Key, mustJSON(rec)), clientv3.OpPut(r.LedgerKey, string(ledger.Encode(r.Entry)))}, modelMaxOps)
 		if err != nil || !ok {
@@ -232,7 +234,7 @@ func (g *modelGroup) round() int {
 		// apply adds the leadership guard and the generation write.
 		cmps, ops := txnOf(c)
 		ok, err := g.store.txn(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision("/nonexistent"), "=", 0)}, cmps...),
-			append([]clientv3.Op{clientv3.OpPut(planSchema.Generation(), mustJSON(GenerationRecord{V: recordVersion, Generation: snap.Generation.Generation + 1}))}, ops...),
+			append([]clientv3.Op{clientv3.OpPut(planSchema.Generation(), mustJSON(state.GenerationRecord{V: recordVersion, Generation: snap.Generation.Generation + 1}))}, ops...),
 			modelMaxOps)
 		if err != nil {
 			g.t.Fatalf("change refused: %v: %.200s", err, c.What)
@@ -261,7 +263,7 @@ func (g *modelGroup) checkOwners(after string, full bool) {
 		r  ledger.HashRange
 		id string
 	}
-	byTP := map[TopicPartition][]owned{}
+	byTP := map[assign.TopicPartition][]owned{}
 	if full {
 		owners := map[string]bool{}
 		for id := range snap.Members {
@@ -277,7 +279,7 @@ func (g *modelGroup) checkOwners(after string, full bool) {
 		}
 	} else {
 		for _, r := range snap.Ranges {
-			if r.Record.State != StateReleased && r.EntryErr == nil {
+			if r.Record.State != state.StateReleased && r.EntryErr == nil {
 				byTP[r.TP()] = append(byTP[r.TP()], owned{r.Record.Range(), r.Record.Owner})
 			}
 		}
@@ -308,7 +310,7 @@ func (g *modelGroup) settled() string {
 			switch {
 			case r.Record.Lo != at:
 				return fmt.Sprintf("%s/%d: gap at %d", p.Topic, p.Partition, at)
-			case r.Record.State != StateActive || !ok || m.Leaving || r.EntryErr != nil:
+			case r.Record.State != state.StateActive || !ok || m.Leaving || r.EntryErr != nil:
 				return fmt.Sprintf("%s/%d %s: %s of %s (member %v, leaving %v)", p.Topic, p.Partition, r.Record.Range(), r.Record.State, r.Record.Owner, ok, m.Leaving)
 			}
 			at = r.Record.Hi
@@ -338,7 +340,7 @@ func (g *modelGroup) damage() {
 		if ids := g.ids(); len(ids) > 0 {
 			owner = rapid.SampledFrom(ids).Draw(g.t, "overlap owner")
 		}
-		rec := RangeRecord{V: recordVersion, Topic: r.Record.Topic, Partition: r.Record.Partition, Lo: lo, Hi: hi, Owner: owner, State: StateActive, Gen: 1, Since: g.wall}
+		rec := state.RangeRecord{V: recordVersion, Topic: r.Record.Topic, Partition: r.Record.Partition, Lo: lo, Hi: hi, Owner: owner, State: state.StateActive, Gen: 1, Since: g.wall}
 		g.store.put(planSchema.Range(rec.Topic, rec.Partition, lo), mustJSON(rec), 0)
 		if rapid.Bool().Draw(g.t, "overlap ledger") {
 			g.store.put(planSchema.LedgerEntry(rec.Topic, rec.Partition, lo), string(ledger.Encode(ledger.Entry{})), 0)
@@ -359,7 +361,7 @@ func (g *modelGroup) damage() {
 		id := fmt.Sprintf("heavy%d", g.next)
 		g.next++
 		g.store.lease++
-		g.store.put(planSchema.Member(id), g.member(id, rapid.SampledFrom([]int{math.MaxInt64, MaxWeight + 1}).Draw(g.t, "absurd weight"), false), g.store.lease)
+		g.store.put(planSchema.Member(id), g.member(id, rapid.SampledFrom([]int{math.MaxInt64, assign.MaxWeight + 1}).Draw(g.t, "absurd weight"), false), g.store.lease)
 	}
 	g.check("damage")
 }
@@ -372,7 +374,7 @@ func TestCoordModel(t *testing.T) {
 			clock: time.Now(), wall: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), seen: map[plan.RangeObs]time.Time{},
 		}
 		for p := range rapid.Int32Range(1, 2).Draw(t, "partitions") {
-			g.parts = append(g.parts, PartitionWeight{TopicPartition: TopicPartition{Topic: "t", Partition: p}})
+			g.parts = append(g.parts, assign.PartitionWeight{TopicPartition: assign.TopicPartition{Topic: "t", Partition: p}})
 		}
 		for range rapid.IntRange(1, modelMaxMembers).Draw(t, "first members") {
 			g.join(rapid.IntRange(1, 3).Draw(t, "weight"))
@@ -444,7 +446,7 @@ func TestModelSettlesFragments(t *testing.T) {
 			clock: time.Now(), wall: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), seen: map[plan.RangeObs]time.Time{},
 		}
 		for p := range rapid.Int32Range(1, 4).Draw(t, "partitions") {
-			g.parts = append(g.parts, PartitionWeight{TopicPartition: TopicPartition{Topic: "t", Partition: p}})
+			g.parts = append(g.parts, assign.PartitionWeight{TopicPartition: assign.TopicPartition{Topic: "t", Partition: p}})
 		}
 		for range rapid.IntRange(1, 20).Draw(t, "first members") {
 			g.join(1)

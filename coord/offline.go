@@ -8,7 +8,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // Writes an administrator makes (package admin). Each is guarded in the
@@ -22,7 +24,7 @@ import (
 const maxResetOps = 100
 
 // LiveMembers lists the ids of group g's registered members.
-func LiveMembers(ctx context.Context, cli *clientv3.Client, g Group) ([]string, error) {
+func LiveMembers(ctx context.Context, cli *clientv3.Client, g state.Group) ([]string, error) {
 	s := schemaOf(g)
 	resp, err := cli.Get(ctx, s.Members(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
@@ -36,7 +38,7 @@ func LiveMembers(ctx context.Context, cli *clientv3.Client, g Group) ([]string, 
 }
 
 // CountKeys counts the keys stored under group g's root.
-func CountKeys(ctx context.Context, cli *clientv3.Client, g Group) (int64, error) {
+func CountKeys(ctx context.Context, cli *clientv3.Client, g state.Group) (int64, error) {
 	resp, err := cli.Get(ctx, g.Root(), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return 0, fmt.Errorf("coord: read %s: %w", g.Root(), err)
@@ -45,13 +47,13 @@ func CountKeys(ctx context.Context, cli *clientv3.Client, g Group) (int64, error
 }
 
 // noMembers holds while group s has no registered member.
-func noMembers(g Group) clientv3.Cmp {
+func noMembers(g state.Group) clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(schemaOf(g).Members()), "=", 0).WithPrefix()
 }
 
 // DeleteGroup deletes every key of group g in one transaction, refused
 // (ErrGroupChanged) if a member is registered.
-func DeleteGroup(ctx context.Context, cli *clientv3.Client, g Group) error {
+func DeleteGroup(ctx context.Context, cli *clientv3.Client, g state.Group) error {
 	resp, err := cli.Txn(ctx).If(noMembers(g)).Then(clientv3.OpDelete(g.Root(), clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return fmt.Errorf("coord: delete %s: %w", g.Root(), err)
@@ -64,7 +66,7 @@ func DeleteGroup(ctx context.Context, cli *clientv3.Client, g Group) error {
 
 // OffsetReset moves one partition of the group to Offset.
 type OffsetReset struct {
-	TopicPartition
+	assign.TopicPartition
 	Offset int64
 }
 
@@ -79,7 +81,7 @@ type ResetGuard struct {
 	PausedRev int64
 }
 
-func (rg ResetGuard) cmp(g Group) clientv3.Cmp {
+func (rg ResetGuard) cmp(g state.Group) clientv3.Cmp {
 	if rg.PausedRev != 0 {
 		return clientv3.Compare(clientv3.ModRevision(schemaOf(g).Paused()), "=", rg.PausedRev)
 	}
@@ -104,7 +106,7 @@ func (rg ResetGuard) cmp(g Group) clientv3.Cmp {
 // range record and ledger entry it rewrites being as snap read them. A
 // failed guard is ErrGroupChanged, and the transactions before it stay
 // applied (read a new snapshot and apply the same resets again).
-func ResetOffsets(ctx context.Context, cli *clientv3.Client, g Group, snap *Snapshot, resets []OffsetReset, rg ResetGuard, by string, at time.Time) error {
+func ResetOffsets(ctx context.Context, cli *clientv3.Client, g state.Group, snap *state.Snapshot, resets []OffsetReset, rg ResetGuard, by string, at time.Time) error {
 	s := schemaOf(g)
 	byTP := snap.Partitions()
 	for _, r := range resets {
@@ -130,7 +132,7 @@ func ResetOffsets(ctx context.Context, cli *clientv3.Client, g Group, snap *Snap
 		return nil
 	}
 	for _, r := range resets {
-		rec := CommitRecord{V: recordVersion, Offset: r.Offset, Leader: by, At: at, Reset: snap.Rev}
+		rec := state.CommitRecord{V: recordVersion, Offset: r.Offset, Leader: by, At: at, Reset: snap.Rev}
 		add := []clientv3.Op{clientv3.OpPut(s.Commit(r.Topic, r.Partition), mustJSON(rec))}
 		var guard []clientv3.Cmp
 		for _, rs := range byTP[r.TopicPartition] {

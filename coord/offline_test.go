@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -20,9 +22,9 @@ import (
 // read, the reset is refused and nothing is written.
 func TestResetOffsetsBesidePausedOwner(t *testing.T) {
 	cli, e := testutil.StartEtcd(t)
-	g := coord.Group{Name: "g"}
+	g := state.Group{Name: "g"}
 	a, _ := join(t, e.Endpoints, testConfig(t, "a", map[string]int32{"t": 1}))
-	var asg coord.Assignment
+	var asg state.Assignment
 	waitFor(t, "a owns a range", 30*time.Second, func() bool {
 		select {
 		case asg = <-a.Updates():
@@ -39,7 +41,7 @@ func TestResetOffsetsBesidePausedOwner(t *testing.T) {
 	if err := flush(50); err != nil {
 		t.Fatalf("owner's flush before the reset: %v", err)
 	}
-	tp0 := coord.TopicPartition{Topic: "t", Partition: 0}
+	tp0 := assign.TopicPartition{Topic: "t", Partition: 0}
 	resets := []coord.OffsetReset{{TopicPartition: tp0, Offset: 7}}
 	at := time.Now().UTC()
 
@@ -52,7 +54,7 @@ func TestResetOffsetsBesidePausedOwner(t *testing.T) {
 		t.Fatalf("the refused reset wrote: revision %d → %d", before.Rev, got.Rev)
 	}
 
-	if err := coord.WritePause(t.Context(), cli, g, coord.PauseRecord{By: "test"}); err != nil {
+	if err := coord.WritePause(t.Context(), cli, g, state.PauseRecord{By: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	pause, _, err := coord.ReadPause(t.Context(), cli, g)
@@ -64,7 +66,7 @@ func TestResetOffsetsBesidePausedOwner(t *testing.T) {
 	if _, err := coord.DeletePause(t.Context(), cli, g); err != nil {
 		t.Fatal(err)
 	}
-	if err := coord.WritePause(t.Context(), cli, g, coord.PauseRecord{By: "test"}); err != nil {
+	if err := coord.WritePause(t.Context(), cli, g, state.PauseRecord{By: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	snap := snapshot(t, cli)
@@ -86,7 +88,7 @@ func TestResetOffsetsBesidePausedOwner(t *testing.T) {
 		t.Fatalf("%d ranges after the reset, want 1", len(after.Ranges))
 	}
 	r := after.Ranges[0]
-	if r.Record.Reset != snap.Rev || r.Record.Owner != "a" || r.Record.State != coord.StateActive || r.Record.Gen != held.Record.Gen {
+	if r.Record.Reset != snap.Rev || r.Record.Owner != "a" || r.Record.State != state.StateActive || r.Record.Gen != held.Record.Gen {
 		t.Fatalf("range record after the reset %+v: want owner a, active, generation %d as before, reset epoch %d", r.Record, held.Record.Gen, snap.Rev)
 	}
 	if wm, ok := r.Entry.Watermark(); !ok || wm != 7 {
@@ -121,20 +123,20 @@ func TestResetOffsetsBesidePausedOwner(t *testing.T) {
 // anything is written, naming the partition and the limit.
 func TestResetOffsetsPartitionTooLarge(t *testing.T) {
 	cli, _ := testutil.StartEtcd(t)
-	snap := &coord.Snapshot{Rev: 5}
+	snap := &state.Snapshot{Rev: 5}
 	step := ledger.HashSpace / 50
 	for i := range uint64(50) {
-		snap.Ranges = append(snap.Ranges, coord.RangeState{
+		snap.Ranges = append(snap.Ranges, state.RangeState{
 			Key:    "ranges/t/0/" + string(rune('a'+i)),
-			Record: coord.RangeRecord{V: 1, Topic: "t", Partition: 0, Lo: i * step, Hi: (i + 1) * step, Owner: "a", State: coord.StateActive},
+			Record: state.RangeRecord{V: 1, Topic: "t", Partition: 0, Lo: i * step, Hi: (i + 1) * step, Owner: "a", State: state.StateActive},
 		})
 	}
-	err := coord.ResetOffsets(t.Context(), cli, coord.Group{Name: "g"}, snap,
-		[]coord.OffsetReset{{TopicPartition: coord.TopicPartition{Topic: "t", Partition: 0}, Offset: 3}}, coord.ResetGuard{}, "test", time.Now())
+	err := coord.ResetOffsets(t.Context(), cli, state.Group{Name: "g"}, snap,
+		[]coord.OffsetReset{{TopicPartition: assign.TopicPartition{Topic: "t", Partition: 0}, Offset: 3}}, coord.ResetGuard{}, "test", time.Now())
 	if err == nil || !strings.Contains(err.Error(), "t/0 has 50 ranges") || !strings.Contains(err.Error(), "nothing was written") {
 		t.Fatalf("reset of a partition of 50 ranges: %v, want it refused naming t/0 and its 50 ranges", err)
 	}
-	if n, err := coord.CountKeys(t.Context(), cli, coord.Group{Name: "g"}); err != nil || n != 0 {
+	if n, err := coord.CountKeys(t.Context(), cli, state.Group{Name: "g"}); err != nil || n != 0 {
 		t.Fatalf("%d keys written (%v), want none", n, err)
 	}
 }

@@ -3,6 +3,8 @@ package coord
 import (
 	"context"
 	"strings"
+
+	"github.com/keyshare/keyshare/assign"
 )
 
 // Offsets is the group's offsets in Kafka, each call for many partitions at
@@ -14,15 +16,15 @@ type Offsets interface {
 	// (Offset -1 where the group has none) and who committed it. A
 	// partition left out of the answer could not be read; with an error,
 	// the answer holds what could.
-	Committed(ctx context.Context, parts []TopicPartition) (map[TopicPartition]KafkaOffset, error)
+	Committed(ctx context.Context, parts []assign.TopicPartition) (map[assign.TopicPartition]KafkaOffset, error)
 	// Commit commits the offsets for the group in one call (an adapter
 	// may send them as several requests at once), each with the
 	// committing member's CommitMark as its metadata. It returns the
 	// partitions Kafka refused, each with its error; an error means none
 	// is known to be committed.
-	Commit(ctx context.Context, offsets map[TopicPartition]int64) (map[TopicPartition]error, error)
+	Commit(ctx context.Context, offsets map[assign.TopicPartition]int64) (map[assign.TopicPartition]error, error)
 	// Ends returns the log end offset of each partition it could learn.
-	Ends(ctx context.Context, parts []TopicPartition) (map[TopicPartition]int64, error)
+	Ends(ctx context.Context, parts []assign.TopicPartition) (map[assign.TopicPartition]int64, error)
 }
 
 // KafkaOffset is a partition's committed offset in Kafka.

@@ -14,7 +14,7 @@ import (
 func TestPlanRevokeIgnoresOwnerFlush(t *testing.T) {
 	t.Parallel()
 	const half = ledger.HashSpace / 2
-	parts := []PartitionWeight{{TopicPartition: TopicPartition{Topic: "t"}}}
+	parts := []assign.PartitionWeight{{TopicPartition: assign.TopicPartition{Topic: "t"}}}
 	entry := func(lo, hi uint64, next int64) string {
 		return string(ledger.Encode(ledger.Entry{Segments: []ledger.Segment{{Lo: lo, Hi: hi, Next: next}}}))
 	}
@@ -24,14 +24,14 @@ func TestPlanRevokeIgnoresOwnerFlush(t *testing.T) {
 	flushThenApply := func(t *testing.T, bounds []uint64) (applied bool, what string) {
 		t.Helper()
 		s := newModelStore()
-		for _, m := range []MemberInfo{{ID: "a"}, {ID: "b"}} {
+		for _, m := range []state.MemberInfo{{ID: "a"}, {ID: "b"}} {
 			m.V, m.Host, m.PID, m.Weight = recordVersion, "h", 1, 1
 			s.lease++
 			s.put(planSchema.Member(m.ID), mustJSON(m), s.lease)
 		}
 		for i := range len(bounds) - 1 {
 			lo, hi := bounds[i], bounds[i+1]
-			s.put(planSchema.Range("t", 0, lo), mustJSON(RangeRecord{V: recordVersion, Topic: "t", Lo: lo, Hi: hi, Owner: "a", State: StateActive, Gen: 1}), 0)
+			s.put(planSchema.Range("t", 0, lo), mustJSON(state.RangeRecord{V: recordVersion, Topic: "t", Lo: lo, Hi: hi, Owner: "a", State: state.StateActive, Gen: 1}), 0)
 			s.put(planSchema.LedgerEntry("t", 0, lo), entry(lo, hi, 100), 0)
 		}
 		now := time.Now()

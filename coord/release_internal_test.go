@@ -16,6 +16,7 @@ import (
 
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -89,17 +90,17 @@ func bareSession(t *testing.T, cli *clientv3.Client, group string, maxTxnOps int
 
 // revokedRanges writes n range records of s's member, revoking to m2, one
 // per partition of topic t, and returns them as assigned.
-func revokedRanges(t *testing.T, s *Session, n int) []RangeState {
+func revokedRanges(t *testing.T, s *Session, n int) []state.RangeState {
 	t.Helper()
-	var out []RangeState
+	var out []state.RangeState
 	for i := range n {
-		rec := RangeRecord{V: recordVersion, Topic: "t", Partition: int32(i), Lo: 0, Hi: ledger.HashSpace, Owner: s.ID(), State: StateRevoking, Target: "m2"}
+		rec := state.RangeRecord{V: recordVersion, Topic: "t", Partition: int32(i), Lo: 0, Hi: ledger.HashSpace, Owner: s.ID(), State: state.StateRevoking, Target: "m2"}
 		key := s.schema.Range("t", int32(i), 0)
 		resp, err := s.cli.Put(t.Context(), key, mustJSON(rec))
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, RangeState{Key: key, Record: rec, Rev: resp.Header.Revision, LedgerKey: s.schema.LedgerEntry("t", int32(i), 0)})
+		out = append(out, state.RangeState{Key: key, Record: rec, Rev: resp.Header.Revision, LedgerKey: s.schema.LedgerEntry("t", int32(i), 0)})
 	}
 	return out
 }
@@ -163,7 +164,7 @@ func TestReleaseRangesBatches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rec.State != StateReleased {
+			if rec.State != state.StateReleased {
 				t.Fatalf("%s: state %s, want released", rl.Range.Key, rec.State)
 			}
 			e := entries[rl.Range.LedgerKey]
@@ -187,7 +188,7 @@ func TestReleaseRangesBatches(t *testing.T) {
 		// The leader took back the revoke of partition 7 (it rewrote the
 		// record): that range is no longer this member's to release.
 		taken := ranges[7].Record
-		taken.State, taken.Target = StateActive, ""
+		taken.State, taken.Target = state.StateActive, ""
 		if _, err := cli.Put(t.Context(), ranges[7].Key, mustJSON(taken)); err != nil {
 			t.Fatal(err)
 		}
@@ -241,12 +242,12 @@ func checkReleased(t *testing.T, s *Session, rels []RangeRelease, fenced map[str
 		}
 		e, written := entries[rl.Range.LedgerKey]
 		if fenced[rl.Range.Key] {
-			if written || rec.State == StateReleased {
+			if written || rec.State == state.StateReleased {
 				t.Fatalf("%s: fenced, but written (entry %v, state %s)", rl.Range.Key, written, rec.State)
 			}
 			continue
 		}
-		if rec.State != StateReleased || !written || e.rev != recs[rl.Range.Key].rev {
+		if rec.State != state.StateReleased || !written || e.rev != recs[rl.Range.Key].rev {
 			t.Fatalf("%s: state %s, entry written %v at revision %d, record at %d; want released with its entry in one transaction",
 				rl.Range.Key, rec.State, written, e.rev, recs[rl.Range.Key].rev)
 		}
@@ -261,7 +262,7 @@ func TestReleaseCallsShareTransactions(t *testing.T) {
 	s.goFunc(s.writeReleases)
 	ranges := revokedRanges(t, s, 300)
 	taken := ranges[42].Record
-	taken.State, taken.Target = StateActive, ""
+	taken.State, taken.Target = state.StateActive, ""
 	if _, err := cli.Put(t.Context(), ranges[42].Key, mustJSON(taken)); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/assign"
 )
 
 // Repairs: a commit round that finds in Kafka another offset than the one
@@ -46,7 +48,7 @@ func (c *committer) confirmRepairs(ctx context.Context, p *commitPlan, k kafkaCo
 
 // repair is one partition whose Kafka offset a round committed over.
 type repair struct {
-	tp   TopicPartition
+	tp   assign.TopicPartition
 	had  int64  // what Kafka held
 	by   string // who committed it (KafkaOffset.By)
 	etcd int64  // etcd's record, committed in its place
@@ -62,7 +64,7 @@ const maxRepairLines = 8
 func (c *committer) explain(repaired []repair) {
 	for i, r := range repaired {
 		if i == maxRepairLines {
-			rest := make([]TopicPartition, 0, len(repaired)-i)
+			rest := make([]assign.TopicPartition, 0, len(repaired)-i)
 			for _, r := range repaired[i:] {
 				rest = append(rest, r.tp)
 			}

@@ -7,6 +7,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/state"
@@ -18,35 +19,35 @@ import (
 //
 //	go test -run '^$' -bench 'Scale' -benchmem ./coord/
 
-func scaleParts(p int) []PartitionWeight {
-	out := make([]PartitionWeight, p)
+func scaleParts(p int) []assign.PartitionWeight {
+	out := make([]assign.PartitionWeight, p)
 	for i := range out {
-		out[i] = PartitionWeight{TopicPartition: TopicPartition{Topic: fmt.Sprintf("t%d", i%4), Partition: int32(i / 4)}}
+		out[i] = assign.PartitionWeight{TopicPartition: assign.TopicPartition{Topic: fmt.Sprintf("t%d", i%4), Partition: int32(i / 4)}}
 	}
 	return out
 }
 
-func scaleMembers(m int) []MemberWeight {
-	out := make([]MemberWeight, m)
+func scaleMembers(m int) []assign.MemberWeight {
+	out := make([]assign.MemberWeight, m)
 	for i := range out {
-		out[i] = MemberWeight{ID: fmt.Sprintf("m%03d", i), Weight: 1}
+		out[i] = assign.MemberWeight{ID: fmt.Sprintf("m%03d", i), Weight: 1}
 	}
 	return out
 }
 
 // scaleSnapshot is a settled group: the assignor's fresh cut, every range
 // active with ledger state.
-func scaleSnapshot(parts []PartitionWeight, members []MemberWeight) *Snapshot {
-	snap := &Snapshot{Members: make(map[string]Member), BadRanges: map[string]int64{}, BadMembers: map[string]int64{}, Commits: map[TopicPartition]CommitRecord{}, CommitRevs: map[TopicPartition]int64{}}
+func scaleSnapshot(parts []assign.PartitionWeight, members []assign.MemberWeight) *state.Snapshot {
+	snap := &state.Snapshot{Members: make(map[string]state.Member), BadRanges: map[string]int64{}, BadMembers: map[string]int64{}, Commits: map[assign.TopicPartition]state.CommitRecord{}, CommitRevs: map[assign.TopicPartition]int64{}}
 	for _, m := range members {
-		snap.Members[m.ID] = Member{MemberInfo: MemberInfo{V: 1, ID: m.ID, Weight: 1}, CreateRev: 1}
+		snap.Members[m.ID] = state.Member{MemberInfo: state.MemberInfo{V: 1, ID: m.ID, Weight: 1}, CreateRev: 1}
 	}
 	rev := int64(10)
-	for _, s := range Assign(parts, members, nil) {
+	for _, s := range assign.Assign(parts, members, nil) {
 		rev++
-		snap.Ranges = append(snap.Ranges, RangeState{
+		snap.Ranges = append(snap.Ranges, state.RangeState{
 			Key:       planSchema.Range(s.Topic, s.Partition, s.Range.Lo),
-			Record:    RangeRecord{V: 1, Topic: s.Topic, Partition: s.Partition, Lo: s.Range.Lo, Hi: s.Range.Hi, Owner: s.Owner, State: StateActive, Gen: 1},
+			Record:    state.RangeRecord{V: 1, Topic: s.Topic, Partition: s.Partition, Lo: s.Range.Lo, Hi: s.Range.Hi, Owner: s.Owner, State: state.StateActive, Gen: 1},
 			Rev:       rev,
 			LedgerKey: planSchema.LedgerEntry(s.Topic, s.Partition, s.Range.Lo),
 			Entry:     ledger.Entry{Segments: []ledger.Segment{{Lo: s.Range.Lo, Hi: s.Range.Hi, Next: 1000, Pending: []int64{990, 995}}}},
@@ -58,7 +59,7 @@ func scaleSnapshot(parts []PartitionWeight, members []MemberWeight) *Snapshot {
 }
 
 // kvsOf is snap as etcd would return it, for buildSnapshot.
-func kvsOf(snap *Snapshot) groupKVs {
+func kvsOf(snap *state.Snapshot) groupKVs {
 	var kvs groupKVs
 	for _, m := range snap.Members {
 		kvs[0] = append(kvs[0], &mvccpb.KeyValue{Key: []byte(planSchema.Member(m.ID)), Value: []byte(mustJSON(m.MemberInfo)), Lease: 1, CreateRevision: 1, ModRevision: 1})
@@ -86,23 +87,23 @@ func BenchmarkScaleAssign(b *testing.B) {
 		prev := scaleSnapshot(parts, members).Slices()
 		b.Run(c.name+"/fresh", func(b *testing.B) {
 			for b.Loop() {
-				Assign(parts, members, nil)
+				assign.Assign(parts, members, nil)
 			}
 		})
 		b.Run(c.name+"/steady", func(b *testing.B) {
 			for b.Loop() {
-				Assign(parts, members, prev)
+				assign.Assign(parts, members, prev)
 			}
 		})
 		b.Run(c.name+"/one-leaves", func(b *testing.B) {
 			for b.Loop() {
-				Assign(parts, members[1:], prev)
+				assign.Assign(parts, members[1:], prev)
 			}
 		})
 		b.Run(c.name+"/one-joins", func(b *testing.B) {
-			more := append(members[:len(members):len(members)], MemberWeight{ID: "zz-new", Weight: 1})
+			more := append(members[:len(members):len(members)], assign.MemberWeight{ID: "zz-new", Weight: 1})
 			for b.Loop() {
-				Assign(parts, more, prev)
+				assign.Assign(parts, more, prev)
 			}
 		})
 	}
@@ -122,7 +123,7 @@ func BenchmarkScalePlan(b *testing.B) {
 			b.ReportMetric(float64(n), "changes")
 		})
 		gone := *snap
-		gone.Members = make(map[string]Member)
+		gone.Members = make(map[string]state.Member)
 		for id, m := range snap.Members {
 			if id != members[0].ID {
 				gone.Members[id] = m

@@ -11,7 +11,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
 )
 
 // Session is one member's membership in a group for the life of one etcd
@@ -26,7 +28,7 @@ type Session struct {
 	es        *concurrency.Session
 	memberKey string
 	memberRev int64
-	info      MemberInfo
+	info      state.MemberInfo
 	rec       *recorder
 	view      *assignmentView // the member's assignment, watch-fed (assignview.go)
 	ttl       time.Duration   // granted by etcd
@@ -36,7 +38,7 @@ type Session struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	leaving chan struct{} // closed by Leave: stop campaigning
-	updates chan Assignment
+	updates chan state.Assignment
 	pauses  chan PauseState
 	// releases carries ReleaseRanges calls to writeReleases (release.go).
 	releases chan *releaseRequest
@@ -74,7 +76,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 		schema:   keys.New(cfg.Prefix, cfg.Group),
 		log:      cfg.Logger.Named("coord").With("member", cfg.MemberID),
 		leaving:  make(chan struct{}),
-		updates:  make(chan Assignment, 1),
+		updates:  make(chan state.Assignment, 1),
 		pauses:   make(chan PauseState, 1),
 		releases: make(chan *releaseRequest),
 		rec:      newRecorder(cli, cfg.MaxTxnOps),
@@ -101,7 +103,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 	}
 	s.es = es
 	host, _ := os.Hostname()
-	s.info = MemberInfo{V: recordVersion, ID: cfg.MemberID, Host: host, PID: os.Getpid(), Started: time.Now().UTC(), Weight: cfg.Weight}
+	s.info = state.MemberInfo{V: recordVersion, ID: cfg.MemberID, Host: host, PID: os.Getpid(), Started: time.Now().UTC(), Weight: cfg.Weight}
 	rev, err := s.register(sctx, lease.ID)
 	if err != nil {
 		s.closeSession()
@@ -141,7 +143,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 // compares again.
 func (s *Session) register(ctx context.Context, lease clientv3.LeaseID) (int64, error) {
 	topics := topicSet(s.cfg.Topics)
-	sub := SubscriptionRecord{V: recordVersion, Topics: topics}
+	sub := state.SubscriptionRecord{V: recordVersion, Topics: topics}
 	for {
 		readRev, err := s.checkSubscriptions(ctx, topics)
 		if err != nil {
@@ -195,12 +197,12 @@ func (s *Session) IsLeader() bool {
 
 // Updates delivers the member's assignment each time the ranges change. Only
 // the latest is kept: a slow reader skips to the newest.
-func (s *Session) Updates() <-chan Assignment { return s.updates }
+func (s *Session) Updates() <-chan state.Assignment { return s.updates }
 
 // SetStuck reports that range r is held by a stuck record (see
 // StuckRecord). The report lives under the member's lease, so it disappears
 // with the member.
-func (s *Session) SetStuck(ctx context.Context, r RangeState, rec StuckRecord) error {
+func (s *Session) SetStuck(ctx context.Context, r state.RangeState, rec state.StuckRecord) error {
 	rec.V, rec.Member = recordVersion, s.ID()
 	rec.Topic, rec.Partition, rec.Lo = r.Record.Topic, r.Record.Partition, r.Record.Lo
 	key := s.schema.StuckRange(rec.Topic, rec.Partition, rec.Lo)
@@ -209,7 +211,7 @@ func (s *Session) SetStuck(ctx context.Context, r RangeState, rec StuckRecord) e
 }
 
 // ClearStuck removes the stuck report of range r.
-func (s *Session) ClearStuck(ctx context.Context, r RangeState) error {
+func (s *Session) ClearStuck(ctx context.Context, r state.RangeState) error {
 	_, err := s.cli.Delete(ctx, s.schema.StuckRange(r.Record.Topic, r.Record.Partition, r.Record.Lo))
 	return err
 }
@@ -218,7 +220,7 @@ func (s *Session) ClearStuck(ctx context.Context, r RangeState) error {
 // delivers it on every change; this is for a member that must read it again
 // (after a fenced write, say). It costs one small read: the current
 // revision, which the watch-fed view then catches up to.
-func (s *Session) ReadAssignment(ctx context.Context) (Assignment, error) {
+func (s *Session) ReadAssignment(ctx context.Context) (state.Assignment, error) {
 	a, err := s.viewNow(ctx)
 	if err == nil || ctx.Err() != nil {
 		return a, err
@@ -226,17 +228,17 @@ func (s *Session) ReadAssignment(ctx context.Context) (Assignment, error) {
 	// The view is behind (a watch being restarted): read the group.
 	snap, err := ReadSnapshot(ctx, s.cli, s.group())
 	if err != nil {
-		return Assignment{}, err
+		return state.Assignment{}, err
 	}
 	return snap.AssignmentOf(s.ID()), nil
 }
 
 // viewNow returns the view's assignment once it holds etcd's current
 // revision, waiting at most 2 s for it.
-func (s *Session) viewNow(ctx context.Context) (Assignment, error) {
+func (s *Session) viewNow(ctx context.Context) (state.Assignment, error) {
 	resp, err := s.cli.Get(ctx, s.memberKey, clientv3.WithKeysOnly())
 	if err != nil {
-		return Assignment{}, fmt.Errorf("coord: read the current revision: %w", err)
+		return state.Assignment{}, fmt.Errorf("coord: read the current revision: %w", err)
 	}
 	// Ask etcd to tell the watches that they are current, so that the
 	// view reaches this revision even when no range changed since.
@@ -250,8 +252,8 @@ func (s *Session) viewNow(ctx context.Context) (Assignment, error) {
 // (the last ones it committed to Kafka), in one etcd transaction per 64
 // partitions. A partition with no record, or an unreadable one (reported
 // in bad), is left out.
-func (s *Session) RecordedCommits(ctx context.Context, parts []TopicPartition) (recs map[TopicPartition]CommitRecord, bad map[TopicPartition]error, err error) {
-	recs, bad = make(map[TopicPartition]CommitRecord, len(parts)), make(map[TopicPartition]error)
+func (s *Session) RecordedCommits(ctx context.Context, parts []assign.TopicPartition) (recs map[assign.TopicPartition]state.CommitRecord, bad map[assign.TopicPartition]error, err error) {
+	recs, bad = make(map[assign.TopicPartition]state.CommitRecord, len(parts)), make(map[assign.TopicPartition]error)
 	const per = 64
 	for i := 0; i < len(parts); i += per {
 		batch := parts[i:min(i+per, len(parts))]
@@ -268,7 +270,7 @@ func (s *Session) RecordedCommits(ctx context.Context, parts []TopicPartition) (
 			if len(kvs) != 1 {
 				continue
 			}
-			if rec, err := DecodeCommit(string(kvs[0].Key), kvs[0].Value, kvs[0].ModRevision); err != nil {
+			if rec, err := state.DecodeCommit(string(kvs[0].Key), kvs[0].Value, kvs[0].ModRevision); err != nil {
 				bad[p] = err
 			} else {
 				recs[p] = rec
@@ -280,7 +282,7 @@ func (s *Session) RecordedCommits(ctx context.Context, parts []TopicPartition) (
 
 // publish hands the member's assignment to Updates, replacing one not yet
 // read.
-func (s *Session) publish(a Assignment) {
+func (s *Session) publish(a state.Assignment) {
 	select {
 	case <-s.updates:
 	default:
@@ -308,7 +310,7 @@ func (s *Session) Leave(ctx context.Context) error {
 	close(s.leaving)
 	info := s.info
 	info.Leaving = true
-	leave := LeaveRecord{V: recordVersion, DrainMs: s.cfg.DrainTimeout.Milliseconds()}
+	leave := state.LeaveRecord{V: recordVersion, DrainMs: s.cfg.DrainTimeout.Milliseconds()}
 	resp, err := s.cli.Txn(ctx).If(s.common()...).Then(
 		clientv3.OpPut(s.memberKey, mustJSON(info), clientv3.WithLease(s.es.Lease())),
 		clientv3.OpPut(s.schema.Leaving(s.ID()), mustJSON(leave), clientv3.WithLease(s.es.Lease())),

@@ -7,10 +7,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
 )
 
 // ReadSnapshot reads the group's state in one transaction.
-func ReadSnapshot(ctx context.Context, cli *clientv3.Client, g Group) (*Snapshot, error) {
+func ReadSnapshot(ctx context.Context, cli *clientv3.Client, g state.Group) (*state.Snapshot, error) {
 	s := schemaOf(g)
 	resp, err := cli.Txn(ctx).Then(snapshotOps(s)...).Commit()
 	if err != nil {
@@ -34,7 +35,7 @@ func snapshotOps(s keys.Schema) []clientv3.Op {
 
 // snapshotOf decodes the first len(groupKVs) responses of a transaction
 // made of snapshotOps.
-func snapshotOf(s keys.Schema, resp *clientv3.TxnResponse) *Snapshot {
+func snapshotOf(s keys.Schema, resp *clientv3.TxnResponse) *state.Snapshot {
 	var kvs groupKVs
 	for i := range kvs {
 		kvs[i] = resp.Responses[i].GetResponseRange().Kvs
@@ -45,14 +46,14 @@ func snapshotOf(s keys.Schema, resp *clientv3.TxnResponse) *Snapshot {
 // GroupView is everything an operator's view of the group needs from etcd:
 // the snapshot, the current leader and the pause state.
 type GroupView struct {
-	*Snapshot
+	*state.Snapshot
 	Leader string // the member that leads, "" if none
 	Pause  PauseState
 }
 
 // ReadGroupView reads the group's snapshot, leader and pause state in one
 // transaction (keyshare status: one etcd read whatever the group's size).
-func ReadGroupView(ctx context.Context, cli *clientv3.Client, g Group) (*GroupView, error) {
+func ReadGroupView(ctx context.Context, cli *clientv3.Client, g state.Group) (*GroupView, error) {
 	s := schemaOf(g)
 	ops := append(snapshotOps(s),
 		clientv3.OpGet(s.Election()+"/", clientv3.WithFirstCreate()...),
@@ -66,7 +67,7 @@ func ReadGroupView(ctx context.Context, cli *clientv3.Client, g Group) (*GroupVi
 	n := len(groupKVs{})
 	if kvs := resp.Responses[n].GetResponseRange().Kvs; len(kvs) > 0 {
 		if kvs[0].Lease == 0 {
-			v.Problems = append(v.Problems, &BadValueError{Key: string(kvs[0].Key),
+			v.Problems = append(v.Problems, &state.BadValueError{Key: string(kvs[0].Key),
 				Problem: "election key without a lease: no session keeps it, so no member can lead while it stands; a campaigning member deletes it (or: etcdctl del <key>)"})
 		} else {
 			v.Leader = string(kvs[0].Value)

@@ -25,10 +25,10 @@ import (
 
 // topicRead is one read of Kafka's view of the group's topics.
 type topicRead struct {
-	at      time.Time         // when it was read (monotonic); zero: no read yet
-	parts   []PartitionWeight // every partition of the topics Kafka counts, sorted
-	missing []string          // topics Kafka gave no count for, sorted
-	ids     map[string]string // Kafka's topic ids (Config.TopicIDs); nil if not read
+	at      time.Time                // when it was read (monotonic); zero: no read yet
+	parts   []assign.PartitionWeight // every partition of the topics Kafka counts, sorted
+	missing []string                 // topics Kafka gave no count for, sorted
+	ids     map[string]string        // Kafka's topic ids (Config.TopicIDs); nil if not read
 }
 
 // topicReader reads topicReads until its context ends; done is closed then.
@@ -97,10 +97,10 @@ func (s *Session) readTopics(ctx context.Context) (topicRead, bool) {
 			continue
 		}
 		for p := range n {
-			read.parts = append(read.parts, PartitionWeight{TopicPartition: TopicPartition{Topic: t, Partition: p}})
+			read.parts = append(read.parts, assign.PartitionWeight{TopicPartition: assign.TopicPartition{Topic: t, Partition: p}})
 		}
 	}
-	slices.SortFunc(read.parts, func(a, b PartitionWeight) int { return assign.CompareTP(a.TopicPartition, b.TopicPartition) })
+	slices.SortFunc(read.parts, func(a, b assign.PartitionWeight) int { return assign.CompareTP(a.TopicPartition, b.TopicPartition) })
 	slices.Sort(read.missing)
 	read.missing = slices.Compact(read.missing)
 	if s.cfg.TopicIDs != nil {
