@@ -14,7 +14,7 @@ import (
 
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/fakeoffsets"
+	"github.com/keyshare/keyshare/coord/internal/fakeoffsets"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/testutil"
