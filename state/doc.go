@@ -6,7 +6,7 @@
 // all of a group's state decoded at one revision. It does no I/O: coord
 // reads etcd and hands the keys to BuildSnapshot, and the leader's planner
 // decides on the Snapshot. The package imports no etcd and no Kafka client
-// (TestImportsArePure holds it to that); docs/etcd-keys.md lists the keys.
+// (internal/purity's TestImportsArePure holds it to that); docs/etcd-keys.md lists the keys.
 //
 // Decoding a group's keys read at one revision:
 //

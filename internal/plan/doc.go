@@ -12,7 +12,7 @@
 // the safety argument, and tests assert on them as data
 // (TestPlanGuards); coord is the one adapter that turns changes into etcd
 // transactions. The package does no I/O and imports no etcd and
-// no Kafka client (TestImportsArePure).
+// no Kafka client (internal/purity's TestImportsArePure).
 //
 //	changes := plan.Plan(plan.Input{
 //		Schema: schema, Snap: snap, Parts: parts, Now: time.Now().UTC(),
