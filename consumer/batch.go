@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
@@ -64,9 +65,15 @@ func FailAll(n int, err error) []error {
 	return out
 }
 
-// callBatch runs the batch handler, turning a panic or a result of the
-// wrong length into an error for the whole batch.
-func (c *Consumer) callBatch(ctx context.Context, msgs []*kafka.Message) (res []error, err error) {
+// callBatch runs the batch handler (attempt: that of a record retried
+// alone, 1 for a batch), turning a panic or a result of the wrong length
+// into an error for the whole batch.
+func (c *Consumer) callBatch(ctx context.Context, msgs []*kafka.Message, attempt int) (res []error, err error) {
+	if c.tracing != nil {
+		var span trace.Span
+		ctx, span = c.tracing.startBatch(ctx, msgs, attempt)
+		defer func() { endBatchSpan(span, res, err) }() // after the recover below
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, fmt.Errorf("batch handler panicked: %v\n%s", r, debug.Stack())
@@ -133,7 +140,7 @@ func (p *pipeline) runBatch(b *batch) {
 	}
 	ctx, done := p.groupCtx(live)
 	start := time.Now()
-	res, err := p.c.callBatch(ctx, msgs)
+	res, err := p.c.callBatch(ctx, msgs, 1)
 	share := time.Since(start) / time.Duration(len(live)) // load.go
 	cancelled := ctx.Err() != nil
 	done()
@@ -289,7 +296,7 @@ func (p *pipeline) retryBatch(b *batch, failing []*retrying, putBack map[jobKey]
 			}
 			ctx, done := p.groupCtx([]*job{r.j})
 			start := time.Now()
-			res, err := p.c.callBatch(ctx, []*kafka.Message{r.j.m})
+			res, err := p.c.callBatch(ctx, []*kafka.Message{r.j.m}, r.attempt+1)
 			r.j.busy += time.Since(start)
 			cancelled := ctx.Err() != nil
 			done()

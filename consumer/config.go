@@ -8,6 +8,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keyshare/keyshare/coord"
 )
@@ -165,6 +166,11 @@ type Config struct {
 
 	// Logger receives the consumer's and librdkafka's logs. Default: none.
 	Logger hclog.Logger
+	// TracerProvider, if set, traces each handler call with OpenTelemetry:
+	// a span whose parent is the W3C trace context in the record's
+	// headers, passed to the handler as its ctx (see docs/consumer.md).
+	// Default nil: no spans, and no headers read.
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultConfig returns a Config with every default set; fill in Group,

@@ -32,6 +32,7 @@ type Consumer struct {
 	dlqLogs  chan struct{} // the same for the dead-letter producer
 
 	problems problems // calls being retried (retry.go), for /readyz and the log
+	tracing  *tracing // nil unless Config.TracerProvider is set (tracing.go)
 
 	metrics struct {
 		handled, failed, retried, deadLettered, flushes, flushBytes, fetched, shelved, commits, commitRepairs, retentionLosses, loadReports, loadReportErrors atomic.Int64
@@ -73,7 +74,7 @@ func New(cli *clientv3.Client, cfg Config) (*Consumer, error) {
 	if cfg.MemberID == "" {
 		cfg.MemberID = coord.DefaultMemberID()
 	}
-	c := &Consumer{cli: cli, cfg: cfg, log: cfg.Logger.Named("consumer")}
+	c := &Consumer{cli: cli, cfg: cfg, log: cfg.Logger.Named("consumer"), tracing: newTracing(cfg.TracerProvider, cfg.Group)}
 	c.registry = c.newRegistry()
 	return c, nil
 }

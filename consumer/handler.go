@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
@@ -19,7 +20,7 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 	m := j.m
 	backoff := c.cfg.Retry.Backoff
 	for attempt := 1; ; attempt++ {
-		err := c.call(ctx, m)
+		err := c.call(ctx, m, attempt)
 		if err == nil {
 			c.metrics.handled.Add(1)
 			return nil
@@ -61,8 +62,13 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 	}
 }
 
-// call runs the handler, turning a panic into an error.
-func (c *Consumer) call(ctx context.Context, m *kafka.Message) (err error) {
+// call runs the handler for attempt at m, turning a panic into an error.
+func (c *Consumer) call(ctx context.Context, m *kafka.Message, attempt int) (err error) {
+	if c.tracing != nil {
+		var span trace.Span
+		ctx, span = c.tracing.startHandle(ctx, m, attempt)
+		defer func() { endSpan(span, err) }() // after the recover below
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
