@@ -95,7 +95,8 @@ func (t *tracing) startHandle(ctx context.Context, m *kafka.Message, attempt int
 	if m.TopicPartition.Topic != nil {
 		topic = *m.TopicPartition.Topic
 	}
-	attrs := []attribute.KeyValue{
+	attrs := make([]attribute.KeyValue, 0, 9) // the key's too: no regrowth
+	attrs = append(attrs,
 		semconv.MessagingSystemKafka,
 		semconv.MessagingOperationTypeProcess,
 		semconv.MessagingOperationName("process"),
@@ -104,7 +105,7 @@ func (t *tracing) startHandle(ctx context.Context, m *kafka.Message, attempt int
 		semconv.MessagingDestinationPartitionID(strconv.Itoa(int(m.TopicPartition.Partition))),
 		semconv.MessagingKafkaOffset(int(m.TopicPartition.Offset)),
 		attemptKey.Int(attempt),
-	}
+	)
 	if m.Key != nil {
 		// Escaped and cut as in logs: a key may be binary or megabytes.
 		attrs = append(attrs, semconv.MessagingKafkaMessageKey(textsafe.Bytes(m.Key)))
