@@ -43,6 +43,7 @@ var (
 	descStuck            = prometheus.NewDesc("keyshare_stuck_ranges", "Owned ranges held by a stuck record.", nil, nil)
 	descHalted           = prometheus.NewDesc("keyshare_retention_halted_partitions", "Partitions halted because Kafka deleted records not yet handled (RetentionLoss \"halt\").", nil, nil)
 	descAboveEnd         = prometheus.NewDesc("keyshare_partitions_above_log_end", "Partitions not fetched because the group's position is above the log end (log truncated, or topic recreated).", nil, nil)
+	descMember           = prometheus.NewDesc("keyshare_member_info", "Always 1; its member label is the member's id (it changes when the process restarts).", []string{"member"}, nil)
 
 	rangeLabels       = []string{"topic", "partition", "range"}
 	descRangePending  = prometheus.NewDesc("keyshare_range_pending", "Pending offsets of an owned range.", rangeLabels, nil)
@@ -76,6 +77,7 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	gauge(descMember, 1, c.cfg.MemberID)
 	counter(descHandled, c.metrics.handled.Load())
 	counter(descFailed, c.metrics.failed.Load())
 	counter(descRetried, c.metrics.retried.Load())
@@ -144,7 +146,9 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// newRegistry builds the member's metric registry.
+// newRegistry builds the member's metric registry. Every metric in it has
+// the group label, so that the members of several groups in one process
+// can be gathered together.
 func (c *Consumer) newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	c.flushSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -159,18 +163,24 @@ func (c *Consumer) newRegistry() *prometheus.Registry {
 		Name: "keyshare_batch_records", Help: "Records per BatchHandler call (retries of a failed record are calls of one); its count is the calls made.",
 		Buckets: prometheus.ExponentialBuckets(1, 4, 7),
 	})
-	reg.MustRegister(collector{c}, c.flushSeconds, c.handoffSeconds)
+	grouped := prometheus.WrapRegistererWith(prometheus.Labels{"group": c.cfg.Group}, reg)
+	grouped.MustRegister(collector{c}, c.flushSeconds, c.handoffSeconds, newBuildInfo())
 	if c.cfg.BatchHandler != nil {
-		reg.MustRegister(c.batchRecords)
+		grouped.MustRegister(c.batchRecords)
 	}
 	return reg
 }
 
-// Metrics returns the member's metrics, for a service that serves them on
-// its own HTTP server (for example with promhttp.HandlerFor).
+// Metrics returns the member's metrics, each labelled with its group, for
+// a service that serves them on its own HTTP server (for example with
+// promhttp.HandlerFor, or with prometheus.Gatherers to add them to the
+// service's own registry and to other members' metrics). They leave out
+// the Go runtime's and the process's metrics, which the service's own
+// registry usually has; HTTPHandler serves those too.
 func (c *Consumer) Metrics() prometheus.Gatherer { return c.registry }
 
-// HTTPHandler serves /metrics, /healthz (200 while Run is running) and /readyz
+// HTTPHandler serves /metrics (the member's metrics, and the Go runtime's
+// and the process's), /healthz (200 while Run is running) and /readyz
 // (200 once the member has a session and an assignment, and is not
 // retrying a call to Kafka or etcd: the 503 then says which, and why). A
 // service that serves it on its own http.Server should set that server's
@@ -179,7 +189,7 @@ func (c *Consumer) Metrics() prometheus.Gatherer { return c.registry }
 // 16 KiB).
 func (c *Consumer) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(c.registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{c.registry, processMetrics()}, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		c.mu.Lock()
 		running := c.mu.running && !c.mu.stopped

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,7 +19,10 @@ import (
 	"github.com/keyshare/keyshare/testutil"
 )
 
-// scrape reads the unlabelled samples of a metrics endpoint.
+// groupLabel is the group label every keyshare metric carries.
+var groupLabel = regexp.MustCompile(`group="[^"]*",?`)
+
+// scrape reads the samples of a metrics endpoint, the group label left out.
 func scrape(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
@@ -37,6 +41,8 @@ func scrape(t *testing.T, addr string) map[string]float64 {
 		if !ok {
 			continue
 		}
+		name = groupLabel.ReplaceAllString(name, "") // one member, one group
+		name = strings.TrimSuffix(name, "{}")
 		v, err := strconv.ParseFloat(val, 64)
 		if err == nil {
 			out[name] = v

@@ -233,7 +233,7 @@ func TestStatusExplainsStuckKey(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(body), "\nkeyshare_stuck_ranges 1\n") {
+	if !strings.Contains(string(body), "\nkeyshare_stuck_ranges{group=\"g\"} 1\n") {
 		t.Fatalf("metrics do not count the stuck range:\n%s", body)
 	}
 	_ = member.Process.Signal(os.Interrupt)
