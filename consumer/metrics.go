@@ -50,6 +50,11 @@ var (
 	descRangeOldest   = prometheus.NewDesc("keyshare_range_oldest_unfinished_seconds", "Age of the oldest unfinished record of an owned range (0 if none).", rangeLabels, nil)
 	descRangeWatermrk = prometheus.NewDesc("keyshare_range_watermark", "Watermark of an owned range.", rangeLabels, nil)
 
+	descBacklog     = prometheus.NewDesc("keyshare_group_backlog", "Records between the committed offset and the end of the group's partitions (leader only).", nil, nil)
+	descBacklogAge  = prometheus.NewDesc("keyshare_group_backlog_age_seconds", "Time since the oldest uncommitted record of the group's partitions reached the log, as the leader's samples bound it (leader only; 0 without a backlog).", nil, nil)
+	descArrivalRate = prometheus.NewDesc("keyshare_group_arrival_records_per_second", "Records appended to the group's partitions per second, over the last minute (leader only).", nil, nil)
+	descDrainRate   = prometheus.NewDesc("keyshare_group_drain_records_per_second", "Records the group committed per second, over the last minute (leader only).", nil, nil)
+
 	partLabels     = []string{"topic", "partition"}
 	descPartEnd    = prometheus.NewDesc("keyshare_partition_end_offset", "End offset of a partition (leader only).", partLabels, nil)
 	descPartSafe   = prometheus.NewDesc("keyshare_partition_safe_watermark", "Safe watermark of a partition (leader only).", partLabels, nil)
@@ -63,7 +68,10 @@ type partitionGauges struct {
 }
 
 // collector exports a member's state at scrape time.
-type collector struct{ c *Consumer }
+type collector struct {
+	c       *Consumer
+	backlog *backlogHistory
+}
 
 func (m collector) Describe(ch chan<- *prometheus.Desc) {
 	prometheus.DescribeByCollect(m, ch)
@@ -128,6 +136,13 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 		parts[k] = v
 	}
 	c.mu.Unlock()
+	f := m.backlog.observe(time.Now(), parts)
+	if len(parts) > 0 {
+		gauge(descBacklog, float64(f.Records))
+		gauge(descBacklogAge, f.AgeSeconds)
+		gauge(descArrivalRate, f.ArrivalPerSec)
+		gauge(descDrainRate, f.DrainPerSec)
+	}
 	for t, g := range parts {
 		labels := []string{t.Topic, strconv.Itoa(int(t.Partition))}
 		gauge(descPartSafe, float64(g.safe), labels...)
@@ -164,7 +179,7 @@ func (c *Consumer) newRegistry() *prometheus.Registry {
 		Buckets: prometheus.ExponentialBuckets(1, 4, 7),
 	})
 	grouped := prometheus.WrapRegistererWith(prometheus.Labels{"group": c.cfg.Group}, reg)
-	grouped.MustRegister(collector{c}, c.flushSeconds, c.handoffSeconds, newBuildInfo())
+	grouped.MustRegister(collector{c: c, backlog: &backlogHistory{}}, c.flushSeconds, c.handoffSeconds, newBuildInfo())
 	if c.cfg.BatchHandler != nil {
 		grouped.MustRegister(c.batchRecords)
 	}

@@ -119,6 +119,11 @@ func TestMetricsHealthAndStuckKeys(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, mt[name], want)
 		}
 	}
+	// The blocked key's ten records hold the committed offset back.
+	waitFor(t, "the leader's backlog", 30*time.Second, func() bool { return scrape(t, addr)["keyshare_group_backlog"] >= 10 })
+	if b := scrape(t, addr)["keyshare_group_backlog"]; b > float64(len(produced)) {
+		t.Errorf("keyshare_group_backlog = %v, more than the %d records produced", b, len(produced))
+	}
 	if mt["keyshare_in_flight"] < 1 {
 		t.Errorf("keyshare_in_flight = %v, want at least the blocked record", mt["keyshare_in_flight"])
 	}
