@@ -62,6 +62,18 @@ var (
 	descPartLag    = prometheus.NewDesc("keyshare_partition_watermark_lag", "End offset minus safe watermark (leader only).", partLabels, nil)
 )
 
+// memberDescs are the collector's metrics, described in full (the
+// leader's appear only while it leads).
+var memberDescs = []*prometheus.Desc{
+	descHandled, descFailed, descRetried, descDeadLettered, descDeadLetterSmall, descDeadLetterErrors,
+	descFlushes, descFlushBytes, descFetched, descShelved, descLosses, descLoadReports,
+	descLoadReportErrors, descCommits, descRepairs, descInFlight, descInFlightBytes, descUnflushed,
+	descPaused, descGroupPaused, descSession, descLeader, descGeneration, descStuck, descHalted,
+	descAboveEnd, descMember, descRangePending, descRangeOldest, descRangeWatermrk, descBacklog,
+	descBacklogAge, descArrivalRate, descDrainRate, descPartEnd, descPartSafe, descPartCommit,
+	descPartLag,
+}
+
 // partitionGauges is what the leader last learned about a partition.
 type partitionGauges struct {
 	end, safe, committed int64
@@ -74,7 +86,9 @@ type collector struct {
 }
 
 func (m collector) Describe(ch chan<- *prometheus.Desc) {
-	prometheus.DescribeByCollect(m, ch)
+	for _, d := range memberDescs {
+		ch <- d
+	}
 }
 
 func (m collector) Collect(ch chan<- prometheus.Metric) {
