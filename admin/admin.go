@@ -191,48 +191,15 @@ func (g *Group) Delete(ctx context.Context, kafkaOffsets bool) error {
 	return nil
 }
 
-// Target says where a reset moves a partition.
-type Target int
-
-// Reset targets.
-const (
-	ToEarliest Target = iota + 1 // the log start
-	ToLatest                     // the log end
-	ToOffset                     // Reset.Offset
-	ToDatetime                   // the first record at or after Reset.Time
-	ShiftBy                      // current + Reset.Shift
-)
-
-// Reset describes an offset reset.
-type Reset struct {
-	To     Target
-	Offset int64
-	Time   time.Time
-	Shift  int64
-}
-
-// Selector picks a topic's partition, or all of them (Partition -1).
-type Selector struct {
-	Topic     string
-	Partition int32
-}
-
-// PlanRow is one partition of a reset plan.
-type PlanRow struct {
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-	Current   int64  `json:"current"` // committed offset; -1 if none
-	New       int64  `json:"new"`
-	LogStart  int64  `json:"log_start"`
-	LogEnd    int64  `json:"log_end"`
-}
-
 const kafkaTimeoutMs = 10000
 
-// PlanReset computes the new offset of each selected partition; it changes
-// nothing. It is refused for an unknown group or topic, a partition the
-// topic does not have, an offset outside the log, a time in the future,
-// and while the group has live members and is not paused.
+// PlanReset computes the new offset of each selected partition (for
+// ToOffsets: of each partition in r.Offsets; sel is then ignored); it
+// changes nothing. A target outside the log is clamped to its bounds, as
+// kafka-consumer-groups does, and the row's Note says so. It is refused
+// for an unknown group or topic, a partition the topic does not have, a
+// time in the future, and while the group has live members and is not
+// paused.
 func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanRow, error) {
 	if g.kc == nil {
 		return nil, errors.New("admin: a reset needs the Kafka settings")
@@ -243,7 +210,16 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 	if r.To == ToDatetime && r.Time.After(time.Now()) {
 		return nil, fmt.Errorf("%w: --to-datetime %s is in the future", ErrBadReset, r.Time.Format(time.RFC3339))
 	}
+	asked := make(map[assign.TopicPartition]int64)
+	if r.To == ToOffsets {
+		sel = nil
+		for _, o := range r.Offsets {
+			sel = append(sel, Selector{Topic: o.Topic, Partition: o.Partition})
+			asked[assign.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
+		}
+	}
 	var tps []kafka.TopicPartition
+	seen := make(map[assign.TopicPartition]bool)
 	for _, s := range sel {
 		topic := s.Topic
 		md, err := g.kc.GetMetadata(&topic, false, kafkaTimeoutMs)
@@ -259,7 +235,9 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 			return nil, fmt.Errorf("%w: topic %q has partitions 0-%d, not %d", ErrBadReset, s.Topic, n-1, s.Partition)
 		}
 		for p := range n {
-			if s.Partition < 0 || s.Partition == p {
+			tp := assign.TopicPartition{Topic: s.Topic, Partition: p}
+			if (s.Partition < 0 || s.Partition == p) && !seen[tp] {
+				seen[tp] = true
 				tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p})
 			}
 		}
@@ -319,28 +297,12 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 		if c, ok := committed[p]; ok && c >= 0 {
 			row.Current = c
 		}
-		switch r.To {
-		case ToEarliest:
-			row.New = lo
-		case ToLatest:
-			row.New = hi
-		case ToOffset:
-			row.New = r.Offset
-		case ToDatetime:
-			row.New = hi
-			if o := times[i].Offset; o >= 0 {
-				row.New = int64(o)
-			}
-		case ShiftBy:
-			if row.Current < 0 {
-				return nil, fmt.Errorf("%w: --shift-by: %s/%d has no committed offset to shift", ErrBadReset, row.Topic, row.Partition)
-			}
-			row.New = row.Current + r.Shift
-		default:
-			return nil, fmt.Errorf("%w: no target", ErrBadReset)
+		if r.To == ToDatetime {
+			asked[p] = int64(times[i].Offset)
 		}
-		if row.New < lo || row.New > hi {
-			return nil, fmt.Errorf("%w: offset %d for %s/%d is outside the log [%d, %d]", ErrBadReset, row.New, row.Topic, row.Partition, lo, hi)
+		row, err := target(r, row, asked[p])
+		if err != nil {
+			return nil, err
 		}
 		plan = append(plan, row)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -93,12 +94,16 @@ func TestGroupResetAndDelete(t *testing.T) {
 		{[]string{"reset-offsets", "--group", "nope", "--topic", "orders", "--to-earliest"}, 1, `unknown group "nope"`},
 		{[]string{"reset-offsets", "--group", "g", "--topic", "missing", "--to-earliest"}, 1, `topic "missing" does not exist`},
 		{[]string{"reset-offsets", "--group", "g", "--topic", "orders:7", "--to-earliest"}, 1, `topic "orders" has partitions 0-1, not 7`},
-		{[]string{"reset-offsets", "--group", "g", "--topic", "orders:0", "--to-offset", "100000", "--execute"}, 1, "offset 100000 for orders/0 is outside the log [0, "},
-		{[]string{"reset-offsets", "--group", "g", "--topic", "orders", "--shift-by", "-1000", "--execute"}, 1, "is outside the log"},
+		// Out of the log: clamped to its bounds, as Kafka clamps (dry runs).
+		{[]string{"reset-offsets", "--group", "g", "--topic", "orders:0,1", "--to-offset", "100000"}, 0, "100000 is past the log end: clamped"},
+		{[]string{"reset-offsets", "--group", "g", "--topic", "orders", "--shift-by", "-1000"}, 0, "is before the log start: clamped"},
+		{[]string{"reset-offsets", "--group", "g", "--all-topics", "--to-datetime", time.Now().Add(-time.Hour).Format("2006-01-02T15:04:05")}, 0, "target time: "},
 		{[]string{"reset-offsets", "--group", "g", "--topic", "orders", "--to-datetime", time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "--execute"}, 1, "is in the future"},
-		{[]string{"reset-offsets", "--group", "g", "--topic", "orders", "--to-datetime", "yesterday"}, 2, `--to-datetime "yesterday": want RFC 3339`},
+		{[]string{"reset-offsets", "--group", "g", "--topic", "orders", "--to-datetime", "yesterday"}, 2, `--to-datetime "yesterday": want YYYY-MM-DDTHH:mm:SS[.sss][zone]`},
+		{[]string{"reset-offsets", "--group", "g", "--topic", "orders", "--by-duration", "1h"}, 2, `--by-duration "1h": want an ISO-8601 duration PnDTnHnMnS`},
+		{[]string{"reset-offsets", "--group", "g", "--from-file", "/nonexistent.csv"}, 2, "--from-file: open /nonexistent.csv"},
 		{[]string{"reset-offsets", "--group", "g", "--topic", "orders", "--to-earliest", "--to-latest"}, 2, "give exactly one of"},
-		{[]string{"reset-offsets", "--group", "g", "--to-earliest"}, 2, "--topic T or T:P is required"},
+		{[]string{"reset-offsets", "--group", "g", "--to-earliest"}, 2, "say which partitions: --topic T, T:P or T:P,P,..., or --all-topics"},
 		{[]string{"reset-offsets", "--group", "g", "--topic", "orders:x", "--to-earliest"}, 2, `--topic "orders:x"`},
 		{[]string{"delete", "--group", "nope"}, 1, `unknown group "nope"`},
 		{[]string{"frob", "--group", "g"}, 2, `unknown group subcommand "frob"`},
@@ -125,6 +130,26 @@ func TestGroupResetAndDelete(t *testing.T) {
 	}
 	if c := committed(); c != 0 {
 		t.Fatalf("Kafka committed offsets sum to %d after --to-earliest, want 0", c)
+	}
+	// --export writes the plan as Kafka's CSV; --from-file applies it.
+	exp := exec.Command(bin, append([]string{"group", "reset-offsets", "--group", "g", "--all-topics", "--to-latest", "--export"}, conn...)...)
+	csv, err := exp.Output()
+	if err != nil || !regexp.MustCompile(`^orders,0,\d+\norders,1,\d+\n$`).Match(csv) {
+		t.Fatalf("--export: %v, stdout:\n%s", err, csv)
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.csv")
+	if err := os.WriteFile(planFile, csv, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := group("reset-offsets", "--group", "g", "--from-file", planFile, "--execute"); code != 0 || committed() != 100 {
+		t.Fatalf("--from-file: exit %d, committed %d, want 100:\n%s", code, committed(), out)
+	}
+	if out, code := group("reset-offsets", "--group", "g", "--topic", "orders:0,1", "--to-current", "--execute"); code != 0 || committed() != 100 {
+		t.Fatalf("--to-current: exit %d, committed %d, want 100:\n%s", code, committed(), out)
+	}
+	// Every record was produced within the hour: back to the start.
+	if out, code := group("reset-offsets", "--group", "g", "--all-topics", "--by-duration", "PT1H", "--execute"); code != 0 || committed() != 0 {
+		t.Fatalf("--by-duration: exit %d, committed %d, want 0:\n%s", code, committed(), out)
 	}
 	js, _ := run(t, time.Minute, "status", "--etcd", e.Endpoints[0], "--group", "g")
 	t.Log(js)
