@@ -17,20 +17,27 @@ import (
 	"github.com/keyshare/keyshare/internal/keys"
 )
 
-// groupCommand administers a group: describe, reset-offsets, delete.
+// groupCommand administers groups: list, describe, reset-offsets, pause,
+// resume, delete.
 type groupCommand struct {
 	etcdConn      etcdFlags
 	kafkaConn     kafkaFlags
 	group, prefix string
 }
 
-const groupUsage = `Usage: keyshare group <describe|reset-offsets|pause|resume|delete> --group G [flags]
+const groupUsage = `Usage: keyshare group <list|describe|reset-offsets|pause|resume|delete> [--group G] [flags]
 
-  describe        members, ranges, watermarks, committed and end offsets, lag
-  reset-offsets   --topic T[:P] ... and one of --to-earliest, --to-latest,
-                  --to-offset N, --to-datetime T, --shift-by N; prints the
-                  plan, applies it with --execute (refused while members run,
-                  unless the group is paused: they then start at the new
+  list            the groups under --prefix, with their state and members
+  describe        state (Stable, Rebalancing, Empty, Paused), members, ranges,
+                  watermarks, committed and end offsets, lag (--json)
+  reset-offsets   which partitions: --topic T, T:P or T:P,P,... (repeatable),
+                  --all-topics, or --from-file FILE; one target of
+                  --to-earliest, --to-latest, --to-current, --to-offset N,
+                  --to-datetime T, --by-duration PnDTnHnMnS, --shift-by N,
+                  --from-file FILE (topic,partition,offset lines); targets
+                  outside the log are clamped to it. Prints the plan (--export:
+                  as CSV), applies it with --execute (refused while members
+                  run, unless the group is paused: they then start at the new
                   offsets when it is resumed)
   pause           members stop taking records (in-flight ones finish) and keep
                   their ranges; lasts across member restarts (--reason TEXT)
@@ -45,15 +52,17 @@ func (c *groupCommand) Run(ctx context.Context, args []string) error {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return flag.ErrHelp
 		}
-		return cli.Usage(errors.New("want a subcommand: describe, reset-offsets, pause, resume or delete"))
+		return cli.Usage(errors.New("want a subcommand: list, describe, reset-offsets, pause, resume or delete"))
 	}
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("group "+sub, flag.ContinueOnError)
 	c.etcdConn.register(fs)
 	c.kafkaConn.register(fs, "", "Kafka bootstrap servers")
-	fs.StringVar(&c.group, "group", "", "group name (required)")
+	fs.StringVar(&c.group, "group", "", "group name (required but for list)")
 	fs.StringVar(&c.prefix, "prefix", "/keyshare", "etcd prefix of all groups")
 	switch sub {
+	case "list":
+		return c.list(ctx, fs, args)
 	case "describe":
 		return c.describe(ctx, fs, args)
 	case "reset-offsets":
@@ -63,7 +72,7 @@ func (c *groupCommand) Run(ctx context.Context, args []string) error {
 	case "delete":
 		return c.delete(ctx, fs, args)
 	}
-	return cli.Usage(fmt.Errorf("unknown group subcommand %q: want describe, reset-offsets, pause, resume or delete", sub))
+	return cli.Usage(fmt.Errorf("unknown group subcommand %q: want list, describe, reset-offsets, pause, resume or delete", sub))
 }
 
 // open parses the connection flags and connects to etcd (and Kafka when
@@ -101,14 +110,6 @@ func (c *groupCommand) open(ctx context.Context, needKafka bool) (*clientv3.Clie
 		return nil, nil, nil, ks.explain(err)
 	}
 	return cli, g, ks, nil
-}
-
-func (c *groupCommand) describe(ctx context.Context, fs *flag.FlagSet, args []string) error {
-	if err := cli.Parse(fs, args); err != nil {
-		return err
-	}
-	st := statusCommand{etcdConn: c.etcdConn, kafkaConn: c.kafkaConn, group: c.group, prefix: c.prefix}
-	return st.show(ctx)
 }
 
 func (c *groupCommand) delete(ctx context.Context, fs *flag.FlagSet, args []string) error {

@@ -82,8 +82,24 @@ func TestGroupResetAndDelete(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "leader m1") || !strings.Contains(out, "orders/1") {
 		t.Fatalf("describe: exit %d:\n%s", code, out)
 	}
+	if out, code := group("list"); code != 0 || !regexp.MustCompile(`(?m)^g\s+Stable\s+1$`).MatchString(out) {
+		t.Fatalf("list while m1 runs: exit %d:\n%s", code, out)
+	}
+	out, code = group("describe", "--group", "g", "--json")
+	var desc struct {
+		State   string `json:"state"`
+		Members []struct {
+			ID string `json:"id"`
+		} `json:"members"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &desc) != nil || desc.State != "Stable" || len(desc.Members) != 1 || desc.Members[0].ID != "m1" || strings.Contains(out, "CreateRev") {
+		t.Fatalf("describe --json: exit %d:\n%s", code, out)
+	}
 	_ = m.Process.Signal(os.Interrupt)
 	_ = m.Wait()
+	if out, code := group("list"); code != 0 || !regexp.MustCompile(`(?m)^g\s+Empty\s+0$`).MatchString(out) {
+		t.Fatalf("list after m1 left: exit %d:\n%s", code, out)
+	}
 	before := rev()
 
 	for _, tc := range []struct {
@@ -312,7 +328,7 @@ func TestGroupPauseResume(t *testing.T) {
 	testutil.WaitFor(t, "the first 100 handled", 60*time.Second, func() bool { return handled() == 100 })
 	group("pause", "--group", "g", "--reason", "bad deploy")
 	out := group("describe", "--group", "g")
-	if !strings.Contains(out, "PAUSED since") || !strings.Contains(out, "bad deploy") {
+	if !strings.Contains(out, "group g: Paused, 1 members") || !strings.Contains(out, "PAUSED since") || !strings.Contains(out, "bad deploy") {
 		t.Fatalf("describe does not show the pause:\n%s", out)
 	}
 	produce("50")
