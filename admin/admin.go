@@ -220,17 +220,24 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 	}
 	var tps []kafka.TopicPartition
 	seen := make(map[assign.TopicPartition]bool)
+	// One metadata request per topic, however many selectors name it (a
+	// --from-file plan names each partition).
+	partitions := make(map[string]int32)
 	for _, s := range sel {
 		topic := s.Topic
-		md, err := g.kc.GetMetadata(&topic, false, kafkaTimeoutMs)
-		if err != nil {
-			return nil, fmt.Errorf("admin: read metadata of topic %q: %w", s.Topic, err)
+		n, ok := partitions[topic]
+		if !ok {
+			md, err := g.kc.GetMetadata(&topic, false, kafkaTimeoutMs)
+			if err != nil {
+				return nil, fmt.Errorf("admin: read metadata of topic %q: %w", s.Topic, err)
+			}
+			tm, ok := md.Topics[s.Topic]
+			if !ok || tm.Error.Code() != kafka.ErrNoError || len(tm.Partitions) == 0 {
+				return nil, fmt.Errorf("%w: topic %q does not exist", ErrBadReset, s.Topic)
+			}
+			n = int32(len(tm.Partitions))
+			partitions[topic] = n
 		}
-		tm, ok := md.Topics[s.Topic]
-		if !ok || tm.Error.Code() != kafka.ErrNoError || len(tm.Partitions) == 0 {
-			return nil, fmt.Errorf("%w: topic %q does not exist", ErrBadReset, s.Topic)
-		}
-		n := int32(len(tm.Partitions))
 		if s.Partition >= n {
 			return nil, fmt.Errorf("%w: topic %q has partitions 0-%d, not %d", ErrBadReset, s.Topic, n-1, s.Partition)
 		}

@@ -16,6 +16,9 @@
 // keep their ranges, finish and flush what is in flight, take nothing new;
 // a reset applied meanwhile replaces their ranges' state);
 // Delete removes a group's etcd state (and optionally its Kafka offsets)
-// once no member runs. cmd/keyshare's "group" subcommand is a thin layer
+// once no member runs. List finds the groups under a prefix and StateOf
+// names a group's state (Stable, Rebalancing, Empty, Paused) from its etcd
+// state. A reset's target outside the log is clamped to it, as
+// kafka-consumer-groups clamps. cmd/keyshare's "group" subcommand is a thin layer
 // over this package.
 package admin
