@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -21,10 +22,14 @@ import (
 // describe prints the group's state line, then status's view of it (or,
 // with --json, describeJSON).
 func (c *groupCommand) describe(ctx context.Context, fs *flag.FlagSet, args []string) error {
-	var asJSON bool
+	var asJSON, stateOnly bool
 	fs.BoolVar(&asJSON, "json", false, "print JSON (a stable schema: docs/cli.md)")
+	fs.BoolVar(&stateOnly, "state", false, "print the state line only (kafka-consumer-groups --describe --state)")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
+	}
+	if asJSON && stateOnly {
+		return cli.Usage(errors.New("give --json or --state, not both (the JSON has the state)"))
 	}
 	if err := coord.CheckName("--group", c.group); err != nil {
 		return cli.Usage(err)
@@ -64,7 +69,9 @@ func (c *groupCommand) describe(ctx context.Context, fs *flag.FlagSet, args []st
 		return err
 	}
 	fmt.Printf("group %s: %s, %d members\n", name(c.group), gs, len(st.Members))
-	printStatus(os.Stdout, st)
+	if !stateOnly {
+		printStatus(os.Stdout, st)
+	}
 	return nil
 }
 

@@ -340,6 +340,9 @@ func TestGroupPauseResume(t *testing.T) {
 	start()
 	quiet(100)
 
+	if out := group("describe", "--group", "g", "--state"); out != "group g: Paused, 1 members\n" {
+		t.Fatalf("describe --state: %q", out)
+	}
 	if out := group("resume", "--group", "g"); !strings.Contains(out, "resumed group g") {
 		t.Fatalf("resume: %s", out)
 	}
