@@ -212,7 +212,7 @@ func printPlan(w io.Writer, plan []admin.PlanRow) {
 		if row.Current >= 0 {
 			cur = strconv.FormatInt(row.Current, 10)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\n", row.Topic, row.Partition, cur, row.New, row.LogStart, row.LogEnd, row.Note)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\n", name(row.Topic), row.Partition, cur, row.New, row.LogStart, row.LogEnd, row.Note)
 	}
 	tw.Flush()
 }
@@ -221,7 +221,7 @@ func printPlan(w io.Writer, plan []admin.PlanRow) {
 func printNotes(w io.Writer, plan []admin.PlanRow) {
 	for _, row := range plan {
 		if row.Note != "" {
-			fmt.Fprintf(w, "%s/%d: %s\n", row.Topic, row.Partition, row.Note)
+			fmt.Fprintf(w, "%s/%d: %s\n", name(row.Topic), row.Partition, row.Note)
 		}
 	}
 }
