@@ -127,7 +127,7 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"nope"}, 2, `unknown command "nope"`},
-		{[]string{"member", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"member", "--bogus"}, 2, "unknown flag --bogus: run 'keyshare member -h' for the flags"},
 		{[]string{"member", "--group", "g", "--topic", "t", "--work", "fast"}, 2, `--work "fast": want a duration`},
 		{[]string{"produce", "--topic", "t", "--zipf", "0.5"}, 2, "exponent must be greater than 1"},
 		{[]string{"member", "--group", "g", "--topic", "t", "--balance", "hash"}, 2, `--balance "hash": want "load" or "width"`},
