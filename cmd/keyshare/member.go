@@ -18,87 +18,63 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/keyshare/keyshare/consumer"
-	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/keys"
 )
 
 type memberCommand struct {
-	etcdConn                                                                             etcdFlags
-	kafkaConn                                                                            kafkaFlags
-	prefix, group, id, work, record, dlq, logLevel, metrics, stall, audit, retentionLoss string
-	topics                                                                               listFlag
-	concurrency, maxInFlight, batchSize                                                  int
-	maxInFlightBytes                                                                     int64
-	failRate                                                                             float64
-	stuck, batchWait                                                                     time.Duration
-	// tuning is the consumer's coord.Tuning; its flags set its fields.
-	tuning coord.Tuning
+	etcdConn                                                   etcdFlags
+	kafkaConn                                                  kafkaFlags
+	work, record, logLevel, logFormat, stall, audit, autoReset string
+	retentionLoss, balance                                     string
+	topics                                                     listFlag
+	batchSize                                                  int
+	failRate                                                   float64
+	batchWait                                                  time.Duration
+	// cfg is the consumer's configuration: the flags of member_flags.go
+	// set its fields, config fills in the rest.
+	cfg consumer.Config
 }
 
-func (c *memberCommand) Run(ctx context.Context, args []string) error {
+func (c *memberCommand) flagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("member", flag.ContinueOnError)
-	c.tuning = coord.DefaultTuning()
+	c.cfg = consumer.DefaultConfig()
 	c.kafkaConn.register(fs, "127.0.0.1:9092", "Kafka bootstrap servers")
 	c.etcdConn.register(fs)
-	fs.StringVar(&c.group, "group", "", "group name (required)")
-	fs.StringVar(&c.prefix, "prefix", "/keyshare", "etcd prefix of all groups")
 	fs.Var(&c.topics, "topic", "topic to consume (repeatable, at least one)")
-	fs.StringVar(&c.id, "id", "", "member id (default hostname-pid-random)")
-	fs.IntVar(&c.concurrency, "concurrency", 16, "records handled at once")
-	fs.IntVar(&c.maxInFlight, "max-in-flight", 1000, "records fetched but not finished before fetching pauses")
-	fs.Int64Var(&c.maxInFlightBytes, "max-in-flight-bytes", consumer.DefaultConfig().MaxInFlightBytes, "bytes (keys, values, headers) of the records fetched but not finished before fetching pauses")
 	fs.StringVar(&c.work, "work", "0", "simulated work per record: a duration (5ms), uniform:MIN-MAX (uniform:0-5ms) or exp:MEAN (exp:2ms); or per handler call: call:FIXED+PER_RECORD (call:5ms+0.05ms)")
 	fs.IntVar(&c.batchSize, "batch-size", 0, "hand records to the handler in batches of up to N (any keys, per-key order kept); 0 handles one record per call")
 	fs.DurationVar(&c.batchWait, "batch-wait", 10*time.Millisecond, "with --batch-size: how long a batch waits for more records once it has one")
 	fs.StringVar(&c.record, "record", "", "append one JSON line per handled record to this file (written before the record counts as done)")
 	fs.Float64Var(&c.failRate, "fail-rate", 0, "probability that an attempt fails (0-1)")
-	fs.StringVar(&c.dlq, "dlq", "", "dead-letter topic for records that keep failing")
-	fs.DurationVar(&c.tuning.SessionTTL, "ttl", c.tuning.SessionTTL, "etcd session TTL")
-	fs.DurationVar(&c.tuning.DrainTimeout, "drain-timeout", c.tuning.DrainTimeout, "how long a revoked range may take to finish")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: "+strings.Join(logLevels, ", "))
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text, or json (one JSON object per line)")
 	fs.StringVar(&c.stall, "stall", "", "simulate a stuck key: KEY:DURATION makes the first record of KEY take DURATION")
-	fs.StringVar(&c.metrics, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this host:port")
-	fs.DurationVar(&c.stuck, "stuck-timeout", 30*time.Second, "report a range whose watermark has not moved for this long")
-	fs.StringVar(&c.retentionLoss, "retention-loss", "report", `records Kafka deleted before they were handled: "report" them in etcd and go on, or "halt" the partition`)
 	fs.StringVar(&c.audit, "audit", "", "append one JSON line per etcd write etcd accepted (keys and revision) to this file")
-	fs.StringVar((*string)(&c.tuning.Balance), "balance", string(c.tuning.Balance), `what the leader balances among members sharing partitions: "load" (the members' load reports) or "width" (hash space by weight); give every member the same`)
-	fs.DurationVar(&c.tuning.LoadReportInterval, "load-report-interval", c.tuning.LoadReportInterval, "how often the member writes its ranges' load to etcd (load/<member-id>); at least 100ms")
-	fs.Float64Var(&c.tuning.LoadMinGain, "load-min-gain", c.tuning.LoadMinGain, "as leader, move ranges by load only when the busiest member's load would drop by this factor (1.05 to 100)")
-	fs.Float64Var(&c.tuning.LoadMinBusy, "load-min-busy", c.tuning.LoadMinBusy, "as leader, move ranges by load only while the busiest member has at least this many busy worker-seconds per second (0 moves on any imbalance)")
-	fs.DurationVar(&c.tuning.LoadCooldown, "load-cooldown", c.tuning.LoadCooldown, "as leader, the least time between two load-driven moves; at least --load-report-interval")
-	fs.IntVar(&c.tuning.MaxTxnOps, "max-txn-ops", c.tuning.MaxTxnOps, "the etcd server's --max-txn-ops: the most operations keyshare puts in one etcd transaction; set it to the server's value (at least 8)")
-	if err := cli.Parse(fs, args); err != nil {
+	c.registerConfigFlags(fs) // member_flags.go
+	return fs
+}
+
+func (c *memberCommand) Run(ctx context.Context, args []string) error {
+	ks, err := c.parse(args) // member_flags.go: every check that needs no network
+	if err != nil {
 		return err
-	}
-	if c.group == "" || len(c.topics) == 0 {
-		return cli.Usage(errors.New("--group and at least one --topic are required"))
 	}
 	cost, err := parseCost(c.work) // member_batch.go
 	if err != nil {
-		return cli.Usage(err)
-	}
-	if err := c.checkBatchFlags(); err != nil {
 		return cli.Usage(err)
 	}
 	stallKey, stallFor, err := parseStall(c.stall)
 	if err != nil {
 		return cli.Usage(err)
 	}
-	if b := c.tuning.Balance; b != coord.BalanceLoad && b != coord.BalanceWidth {
-		return cli.Usage(fmt.Errorf("--balance %q: want %q or %q", b, coord.BalanceLoad, coord.BalanceWidth))
-	}
-	if c.tuning.LoadReportInterval < 100*time.Millisecond {
-		return cli.Usage(fmt.Errorf("--load-report-interval %s: want at least 100ms", c.tuning.LoadReportInterval))
-	}
-	if c.tuning.MaxTxnOps < 8 {
-		return cli.Usage(fmt.Errorf("--max-txn-ops %d: want at least 8, the etcd server's --max-txn-ops (default %d)", c.tuning.MaxTxnOps, coord.DefaultMaxTxnOps))
-	}
 	var stalled sync.Once
-	if c.failRate < 0 || c.failRate > 1 {
-		return cli.Usage(fmt.Errorf("--fail-rate %g: want a probability between 0 and 1", c.failRate))
+	log, err := newLogger("keyshare", c.logLevel, c.logFormat)
+	if err != nil {
+		return cli.Usage(err)
 	}
-	log := newLogger("keyshare", c.logLevel)
+	cfg := c.cfg
+	cfg.Logger = log
 
 	var rec *recordLog
 	if c.record != "" {
@@ -107,27 +83,20 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		}
 		defer rec.close()
 	}
-	ks, err := c.kafkaConn.settings()
-	if err != nil {
-		return err
-	}
 	etcdCfg, err := c.etcdConn.config()
 	if err != nil {
 		return err
 	}
 	if c.audit != "" {
-		if c.id == "" {
+		if c.cfg.MemberID == "" {
 			return cli.Usage(errors.New("--audit needs --id: each line names the member"))
 		}
-		audit, err := openAuditLog(c.audit, c.id)
+		audit, err := openAuditLog(c.audit, c.cfg.MemberID)
 		if err != nil {
 			return err
 		}
 		defer audit.close()
 		etcdCfg.DialOptions = append(etcdCfg.DialOptions, grpc.WithChainUnaryInterceptor(audit.interceptor()))
-	}
-	if err := coord.CheckName("--group", c.group); err != nil {
-		return cli.Usage(err)
 	}
 	if err := checkKafka(ctx, ks); err != nil {
 		var unreachable kafkaUnreachableError
@@ -138,30 +107,16 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		// trying (its consumer retries, logging what fails once a minute).
 		log.Warn("Kafka brokers not reachable yet; the member keeps trying", "error", err)
 	}
-	cli, err := c.etcdConn.connect(ctx, etcdCfg, keys.New(c.prefix, c.group).Root())
+	cli, err := c.etcdConn.connect(ctx, etcdCfg, keys.New(cfg.Prefix, cfg.Group).Root())
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
 
-	cfg := consumer.DefaultConfig()
-	cfg.Group, cfg.Topics, cfg.MemberID = c.group, c.topics, c.id
-	cfg.Kafka = ks.with(nil)
-	if _, ok := cfg.Kafka["log_level"]; !ok {
-		cfg.Kafka["log_level"] = 4
-	}
-	cfg.Prefix = c.prefix
-	cfg.Concurrency, cfg.MaxInFlight, cfg.MaxInFlightBytes = c.concurrency, c.maxInFlight, c.maxInFlightBytes
-	cfg.Tuning = c.tuning
-	cfg.DeadLetterTopic = c.dlq
-	cfg.MetricsAddr, cfg.StuckTimeout = c.metrics, c.stuck
-	cfg.RetentionLoss = consumer.RetentionLossPolicy(c.retentionLoss)
-	cfg.Logger = log
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
 	var self *consumer.Consumer
 	if c.batchSize > 0 {
-		cfg.MaxBatchSize, cfg.MaxBatchWait = c.batchSize, c.batchWait
 		cfg.BatchHandler = c.batchHandler(cost, &mu, rng, stallKey, stallFor, &stalled, rec, func() string { return self.ID() })
 	}
 	cfg.Handler = func(ctx context.Context, m *kafka.Message) error {
@@ -196,7 +151,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("member starting", "id", self.ID(), "group", c.group, "topics", strings.Join(c.topics, ","), "batch_size", c.batchSize)
+	log.Info("member starting", "id", self.ID(), "group", cfg.Group, "topics", strings.Join(cfg.Topics, ","), "batch_size", c.batchSize)
 	return ks.explain(self.Run(ctx))
 }
 

@@ -52,8 +52,8 @@ func (c *memberCommand) checkBatchFlags() error {
 	switch {
 	case c.batchSize < 0:
 		return fmt.Errorf("--batch-size %d: want 0 (one record per call) or a batch size of at least 1", c.batchSize)
-	case c.batchSize > c.maxInFlight:
-		return fmt.Errorf("--batch-size %d exceeds --max-in-flight %d: a batch could never fill; lower --batch-size or raise --max-in-flight", c.batchSize, c.maxInFlight)
+	case c.batchSize > c.cfg.MaxInFlight:
+		return fmt.Errorf("--batch-size %d exceeds --max-in-flight %d: a batch could never fill; lower --batch-size or raise --max-in-flight", c.batchSize, c.cfg.MaxInFlight)
 	case c.batchWait < 0:
 		return fmt.Errorf("--batch-wait %s: want a duration of 0 or more", c.batchWait)
 	}
