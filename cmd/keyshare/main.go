@@ -20,6 +20,7 @@ var commands = map[string]func() command{
 	"status":  func() command { return &statusCommand{} },
 	"group":   func() command { return &groupCommand{} },
 	"demo":    func() command { return &demoCommand{} },
+	"version": func() command { return versionCommand{} },
 }
 
 const usage = `keyshare shares Kafka partitions among any number of consumers by key-hash range.
@@ -33,16 +34,29 @@ Commands:
   member    run one member against any brokers and etcd
   status    show a group's leader, members, ranges, watermarks and lag
   group     administer a group: describe, reset-offsets, delete
+  version   print the build's version
+  help      help COMMAND: a command's description, example and flags
 
-Run 'keyshare <command> -h' for a command's flags.
+Run 'keyshare <command> -h' for a command's flags. Every flag may also
+come from $KEYSHARE_<FLAG> (--max-in-flight: $KEYSHARE_MAX_IN_FLIGHT);
+the command line wins. Exit status: 0 done, 1 failed, 2 bad command line,
+130 interrupted.
 `
 
 func main() {
+	cli.Program, cli.EnvPrefix, cli.Help = "keyshare", "KEYSHARE", commandHelp // help.go
+	if len(os.Args) > 2 && os.Args[1] == "help" {
+		os.Args = append(append(os.Args[:1:1], os.Args[2:]...), "-h") // help member: member -h
+	}
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		os.Args[1] = "version"
+	}
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
-		fmt.Fprint(os.Stderr, usage)
 		if len(os.Args) < 2 {
+			fmt.Fprint(os.Stderr, usage)
 			os.Exit(2)
 		}
+		fmt.Fprint(os.Stdout, usage)
 		return
 	}
 	mk, ok := commands[os.Args[1]]

@@ -1,0 +1,53 @@
+package main
+
+import "github.com/keyshare/keyshare/internal/cli"
+
+// commandHelp is what `keyshare <command> -h` and `keyshare help <command>`
+// print above the flags, by the command's flag set name.
+var commandHelp = map[string]cli.CommandHelp{
+	"demo": {
+		Description: `Runs the bundled cluster (embedded etcd and an in-process Kafka-protocol broker, or Apache Kafka with --kafka apache), a producer and several member processes; kills one member and starts another on the way, prints a line a second, waits for the committed offsets to reach the end, then checks from the members' record logs that no record was lost and each key's records ran in order. Exit status 1 if a check failed.`,
+		Example:     `keyshare demo --duration 20s --members 4 --work uniform:0-2ms`,
+	},
+	"cluster": {
+		Description: `Runs embedded etcd and a Kafka-protocol broker until interrupted, with the given topics, and prints the endpoints and commands to try: a cluster for your own members on one machine. Nothing here is for production.`,
+		Example:     `keyshare cluster --topic orders:4 --data-dir /tmp/ks`,
+	},
+	"produce": {
+		Description: `Writes keyed records whose values carry a per-key sequence number (key-K:SEQ), so that a consumer's order per key can be checked; --zipf skews the keys, --rate paces the writes.`,
+		Example:     `keyshare produce --brokers localhost:9092 --topic orders --count 100000 --keys 1000`,
+	},
+	"member": {
+		Description: `Runs one keyshare member until SIGINT or SIGTERM, which leave gracefully: it joins the group in etcd, takes the key-hash ranges the leader gives it and handles their records with simulated work (--work, --fail-rate, --stall), optionally recording each one (--record). Every setting of the library's consumer.Config has a flag; a bad value is refused before any connection, naming the flag. Give every member of a group the same --ttl, --drain-timeout and load settings.`,
+		Example: `keyshare member --brokers localhost:9092 --etcd localhost:2379 --group orders-app --topic orders
+KEYSHARE_ETCD=etcd:2379 keyshare member --group orders-app --topic orders --weight 2 --auto-offset-reset latest`,
+	},
+	"status": {
+		Description: `Shows a group's leader, members, generation and, per partition, its ranges with owner, state, watermark and pending records, the safe watermark, committed and end offsets and lag; below the table, what holds back a stuck range and any records Kafka deleted before they were handled. Reads etcd (and Kafka with --brokers) only.`,
+		Example:     `keyshare status --etcd localhost:2379 --group orders-app --brokers localhost:9092 --watch`,
+	},
+	"group describe": {
+		Description: `Shows the group as keyshare status does.`,
+		Example:     `keyshare group describe --etcd localhost:2379 --group orders-app`,
+	},
+	"group reset-offsets": {
+		Description: `Moves where the group's ranges resume, per topic or partition: prints the plan (current, new, log start and end) and, with --execute, writes it to etcd and Kafka. Refused while members run unless the group is paused (keyshare group pause).`,
+		Example:     `keyshare group reset-offsets --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders --to-datetime 2026-01-02T15:04:05Z --execute`,
+	},
+	"group pause": {
+		Description: `Makes the group's members stop taking records (they keep their ranges and finish what they started), for example before resetting offsets; keyshare group resume undoes it.`,
+		Example:     `keyshare group pause --etcd localhost:2379 --group orders-app --reason "reset after bad deploy"`,
+	},
+	"group resume": {
+		Description: `Lets a paused group's members take records again.`,
+		Example:     `keyshare group resume --etcd localhost:2379 --group orders-app`,
+	},
+	"group delete": {
+		Description: `Removes the group's etcd state (with --kafka-offsets, also its committed offsets in Kafka). Refused while members run.`,
+		Example:     `keyshare group delete --etcd localhost:2379 --group orders-app`,
+	},
+	"version": {
+		Description: `Prints the module version the binary was built from, its commit (and whether the checkout had uncommitted changes) and the Go version. keyshare --version prints the same.`,
+		Example:     `keyshare version`,
+	},
+}
