@@ -46,6 +46,12 @@ KEYSHARE_ETCD=etcd:2379 keyshare member --group orders-app --topic orders --weig
 		Description: `Removes the group's etcd state (with --kafka-offsets, also its committed offsets in Kafka). Refused while members run.`,
 		Example:     `keyshare group delete --etcd localhost:2379 --group orders-app`,
 	},
+	"completion": {
+		Description: `Prints a completion script for bash, zsh or fish: commands, group's subcommands and each command's flags. Load it in the shell's startup file, or save it where the shell looks for completions.`,
+		Example: `source <(keyshare completion bash)
+keyshare completion zsh > "${fpath[1]}/_keyshare"
+keyshare completion fish > ~/.config/fish/completions/keyshare.fish`,
+	},
 	"version": {
 		Description: `Prints the module version the binary was built from, its commit (and whether the checkout had uncommitted changes) and the Go version. keyshare --version prints the same.`,
 		Example:     `keyshare version`,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		}
 	}
 	for _, name := range names {
-		if h := commandHelp[name]; h.Description == "" || !strings.HasPrefix(h.Example, "keyshare "+name) && !strings.Contains(h.Example, " keyshare "+name) {
+		if h := commandHelp[name]; h.Description == "" || !strings.Contains(h.Example, "keyshare "+name) {
 			t.Errorf("%s: help %+v, want a description and an example running keyshare %s", name, h, name)
 		}
 	}
@@ -35,6 +36,38 @@ func TestHelpAndVersion(t *testing.T) {
 		out, code := run(t, time.Minute, args...)
 		if code != 0 || !strings.HasPrefix(out, "keyshare ") || !strings.Contains(out, "go1.") {
 			t.Errorf("%v: exit %d, output:\n%s", args, code, out)
+		}
+	}
+}
+
+// TestBashCompletion: the bash script, sourced in bash, completes
+// commands, group's subcommands and a command's flags.
+func TestBashCompletion(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	script, code := run(t, time.Minute, "completion", "bash")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, script)
+	}
+	cases := []struct {
+		words string
+		want  string
+	}{
+		{"keyshare me", "member"},
+		{"keyshare group pa", "pause"},
+		{"keyshare member --max-in", "--max-in-flight --max-in-flight-bytes"},
+		{"keyshare member --auto", "--auto-offset-reset"},
+		{"keyshare group reset-offsets --to-e", "--to-earliest"},
+		{"keyshare completion f", "fish"},
+	}
+	for _, tc := range cases {
+		cmd := exec.Command(bash, "--norc", "-c", script+`
+COMP_WORDS=(`+tc.words+`); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _keyshare; echo "${COMPREPLY[*]}"`)
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != tc.want {
+			t.Errorf("%q: %v, completions %q, want %q", tc.words, err, out, tc.want)
 		}
 	}
 }

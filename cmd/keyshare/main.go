@@ -14,13 +14,14 @@ type command interface {
 }
 
 var commands = map[string]func() command{
-	"cluster": func() command { return &clusterCommand{} },
-	"produce": func() command { return &produceCommand{} },
-	"member":  func() command { return &memberCommand{} },
-	"status":  func() command { return &statusCommand{} },
-	"group":   func() command { return &groupCommand{} },
-	"demo":    func() command { return &demoCommand{} },
-	"version": func() command { return versionCommand{} },
+	"cluster":    func() command { return &clusterCommand{} },
+	"produce":    func() command { return &produceCommand{} },
+	"member":     func() command { return &memberCommand{} },
+	"status":     func() command { return &statusCommand{} },
+	"group":      func() command { return &groupCommand{} },
+	"demo":       func() command { return &demoCommand{} },
+	"version":    func() command { return versionCommand{} },
+	"completion": func() command { return completionCommand{} },
 }
 
 const usage = `keyshare shares Kafka partitions among any number of consumers by key-hash range.
@@ -35,6 +36,7 @@ Commands:
   status    show a group's leader, members, ranges, watermarks and lag
   group     administer a group: describe, reset-offsets, delete
   version   print the build's version
+  completion  bash|zsh|fish: print a shell completion script
   help      help COMMAND: a command's description, example and flags
 
 Run 'keyshare <command> -h' for a command's flags. Every flag may also

@@ -27,6 +27,10 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	// The flag package prints every flag's usage after any error; the
 	// error alone, naming the flag, says more.
 	fs.SetOutput(io.Discard)
+	if Inspect != nil {
+		Inspect(fs)
+		return flag.ErrHelp
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printHelp(os.Stdout, fs)

@@ -74,3 +74,8 @@ func wrap(text string, width int) string {
 	}
 	return b.String()
 }
+
+// Inspect, when set, receives each flag set Parse is given instead of
+// parsing it, and Parse returns flag.ErrHelp: how shell completion learns
+// a command's flags without running it.
+var Inspect func(fs *flag.FlagSet)
