@@ -39,6 +39,7 @@ func run(t *testing.T, timeout time.Duration, args ...string) (string, int) {
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = flagFreeEnv()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -179,6 +180,20 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("exit %d: %s", code, out)
 		}
 	})
+}
+
+// flagFreeEnv is the test's environment without KEYSHARE_* variables,
+// which set the binary's flags: the Apache tier's KEYSHARE_KAFKA=apache
+// would otherwise give every cluster and demo a JVM of its own. A test
+// that wants a flag passes it.
+func flagFreeEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KEYSHARE_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // freePort returns a host:port that was free a moment ago.
