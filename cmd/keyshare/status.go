@@ -32,17 +32,62 @@ type statusCommand struct {
 	asJSON, watch bool
 }
 
-// groupStatus is what status prints (and its JSON form).
+// groupStatus is what status prints, and its JSON form (docs/cli.md
+// documents the schema: snake_case, no field of etcd's records leaks).
 type groupStatus struct {
-	Group      string              `json:"group"`
-	Leader     string              `json:"leader"`
-	Generation int64               `json:"generation"`
-	Paused     *state.PauseRecord  `json:"paused,omitempty"`
-	Members    []state.Member      `json:"members"`
-	Partitions []partitionStatus   `json:"partitions"`
-	Stuck      []state.StuckRecord `json:"stuck,omitempty"`
-	Losses     []state.LossRecord  `json:"lost_to_retention,omitempty"`
+	Group  string    `json:"group"`
+	Prefix string    `json:"prefix"`
+	At     time.Time `json:"at"` // when status read it, this machine's clock
+	// State is Stable, Rebalancing, Empty or Paused (groupState);
+	// StateReason says why.
+	State       string            `json:"state"`
+	StateReason string            `json:"state_reason"`
+	Leader      string            `json:"leader"`
+	Generation  int64             `json:"generation"`
+	Paused      *pauseStatus      `json:"paused,omitempty"`
+	Members     []memberStatus    `json:"members"`
+	Partitions  []partitionStatus `json:"partitions"`
+	// Stuck and Losses are what members report; their JSON form is
+	// StuckJSON and LossesJSON, filled by clipped.
+	Stuck      []state.StuckRecord `json:"-"`
+	Losses     []state.LossRecord  `json:"-"`
+	StuckJSON  []stuckStatus       `json:"stuck,omitempty"`
+	LossesJSON []lossStatus        `json:"lost_to_retention,omitempty"`
 	Problems   []string            `json:"problems,omitempty"`
+	// EtcdDown is set under --watch while etcd cannot be read: the rest
+	// is the last status read.
+	EtcdDown *etcdOutage `json:"etcd_unreachable,omitempty"`
+}
+
+type pauseStatus struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+type etcdOutage struct {
+	Since time.Time `json:"since"`
+	Error string    `json:"error"`
+}
+
+// memberStatus is a registered member.
+type memberStatus struct {
+	ID      string    `json:"id"`
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Weight  int       `json:"weight"`
+	Started time.Time `json:"started"`
+	Leaving bool      `json:"leaving"`
+	// LeaseTTL is the seconds its registration's lease has left: a
+	// member that stops renewing it is gone when it reaches 0. Null when
+	// etcd could not say.
+	LeaseTTL *int64 `json:"lease_ttl_seconds"`
+	// LastSeen is the end of the interval of its latest load report (its
+	// own clock): when it last said what it handled. Null before its
+	// first report.
+	LastSeen *time.Time `json:"last_seen"`
+	// RecordsPerSec is what that report measured, over all its ranges.
+	RecordsPerSec *float64 `json:"records_per_sec"`
 }
 
 type partitionStatus struct {
@@ -53,20 +98,33 @@ type partitionStatus struct {
 	End       *int64 `json:"end_offset,omitempty"` // Kafka's high watermark
 	Lag       *int64 `json:"lag,omitempty"`        // end − committed
 	// Fetched is the lowest next offset over the ranges: every range has
-	// fetched up to it. Of the lag, Fetched − Safe is fetched but waiting
-	// behind unfinished records, End − Fetched is not yet fetched.
-	Fetched *int64        `json:"fetched,omitempty"`
-	Ranges  []rangeStatus `json:"ranges"`
+	// fetched up to it.
+	Fetched *int64 `json:"fetched,omitempty"`
+	// LagParts splits Lag into parts that sum to it (splitLag).
+	LagParts *lagParts `json:"lag_parts,omitempty"`
+	// Pending is the records its ranges' ledgers hold as not done (in
+	// flight or failing), all behind the safe watermark's part of the lag.
+	Pending int `json:"pending"`
+	// RecordsPerSec sums the owners' load reports for the partition.
+	RecordsPerSec *float64      `json:"records_per_sec"`
+	Ranges        []rangeStatus `json:"ranges"`
 }
 
 type rangeStatus struct {
-	Lo        uint64 `json:"lo"`
-	Hi        uint64 `json:"hi"`
-	Owner     string `json:"owner"`
+	Lo    uint64 `json:"lo"`
+	Hi    uint64 `json:"hi"`
+	Owner string `json:"owner"`
+	// OwnerGone: the owner's registration is gone (it left or its lease
+	// expired); the range waits for the leader to give it to a member.
+	OwnerGone bool   `json:"owner_gone"`
 	State     string `json:"state"`
 	Target    string `json:"target,omitempty"`
 	Watermark *int64 `json:"watermark"`
-	Pending   int    `json:"pending"`
+	// WatermarkSince is when the watermark last moved, as far as status
+	// knows: from the owner's stuck report, or under --watch since status
+	// first saw this value. Null when unknown.
+	WatermarkSince *time.Time `json:"watermark_since"`
+	Pending        int        `json:"pending"`
 }
 
 func (c *statusCommand) Run(ctx context.Context, args []string) error {
@@ -104,42 +162,36 @@ func (c *statusCommand) show(ctx context.Context) error {
 		return err
 	}
 	defer cli.Close()
-	kc, err := statusConsumer(ks, c.group)
+	var klog kafkaLog
+	if !c.watch {
+		klog.echo = os.Stderr
+	}
+	kc, err := statusConsumer(ks, c.group, &klog)
 	if err != nil {
 		return err
 	}
 	if kc != nil {
 		defer kc.Close()
 	}
-	for {
-		st, err := readStatus(ctx, cli, kc, state.Group{Prefix: c.prefix, Name: c.group})
+	g := state.Group{Prefix: c.prefix, Name: c.group}
+	if !c.watch {
+		st, err := readStatus(ctx, cli, kc, g)
 		if err != nil {
 			return err
 		}
-		if c.watch && !c.asJSON {
-			fmt.Print("\033[H\033[2J")
-		}
 		if c.asJSON {
-			if err := printStatusJSON(os.Stdout, st); err != nil {
-				return err
-			}
-		} else {
-			printStatus(os.Stdout, st)
+			return printStatusJSON(os.Stdout, st, true)
 		}
-		if !c.watch {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
+		printStatus(os.Stdout, st)
+		return nil
 	}
+	return c.watchStatus(ctx, func() (*groupStatus, error) { return readStatus(ctx, cli, kc, g) }, &klog)
 }
 
 // statusConsumer is the Kafka client status reads offsets with (nil when no
 // brokers are configured): the user's settings, the group's id.
-func statusConsumer(ks *kafkaSettings, group string) (*kafka.Consumer, error) {
+// Its log lines go to klog, never straight to the terminal.
+func statusConsumer(ks *kafkaSettings, group string, klog *kafkaLog) (*kafka.Consumer, error) {
 	if !ks.has() {
 		return nil, nil
 	}
@@ -147,41 +199,80 @@ func statusConsumer(ks *kafkaSettings, group string) (*kafka.Consumer, error) {
 	if _, ok := cm["log_level"]; !ok {
 		cm["log_level"] = 3
 	}
+	cm["go.logs.channel.enable"] = true
 	kc, err := kafka.NewConsumer(&cm)
 	if err != nil {
 		//lint:ignore ST1005 Kafka is a proper noun
 		return nil, ks.explain(fmt.Errorf("Kafka client: %w", err))
 	}
+	go klog.drain(kc.Logs())
 	return kc, nil
 }
 
-// readStatus reads the group in one etcd transaction and, with a Kafka
-// client, its committed and end offsets (kafkaOffsetsOf): the cost does not
-// grow in round trips with the number of partitions.
+// readStatus reads the group in one etcd transaction, its members' load
+// reports and lease times, and, with a Kafka client, its committed and end
+// offsets (kafkaOffsetsOf): the cost grows in round trips with the number
+// of members (one lease question each, eight at a time), not partitions.
+// A group with no key at all in etcd is errUnknownGroup.
 func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g state.Group) (*groupStatus, error) {
-	group := g.Name
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	schema := keys.New(g.Prefix, g.Name)
 	view, err := coord.ReadGroupView(rctx, cli, g)
 	if err != nil {
 		return nil, fmt.Errorf("%w; check --etcd", err)
 	}
 	snap := view.Snapshot
-	st := &groupStatus{Group: group, Generation: snap.Generation.Generation, Leader: view.Leader}
-	for _, m := range snap.Members {
-		st.Members = append(st.Members, m)
+	if len(snap.Members) == 0 && len(snap.Ranges) == 0 && snap.Generation.Generation == 0 && view.Leader == "" && !view.Pause.Paused {
+		if err := checkGroupExists(rctx, cli, schema); err != nil {
+			return nil, err
+		}
 	}
-	slices.SortFunc(st.Members, func(a, b state.Member) int { return strings.Compare(a.ID, b.ID) })
+	reports, loadProblems, err := loadReports(rctx, cli, schema)
+	if err != nil {
+		return nil, err
+	}
+	var leases []int64
+	for _, m := range snap.Members {
+		leases = append(leases, m.Lease)
+	}
+	ttls := leaseTTLs(rctx, cli, leases)
+	byMember, rateOfTP := loadRates(reports)
+	lastSeen := map[string]time.Time{}
+	for _, r := range reports {
+		lastSeen[r.Member] = r.At
+	}
+
+	st := &groupStatus{Group: g.Name, Prefix: schema.Prefix(), At: time.Now(), Generation: snap.Generation.Generation, Leader: view.Leader}
+	for _, m := range snap.Members {
+		ms := memberStatus{ID: m.ID, Host: m.Host, PID: m.PID, Weight: m.Weight, Started: m.Started, Leaving: m.Leaving}
+		if t, ok := ttls[m.Lease]; ok {
+			ms.LeaseTTL = &t
+		}
+		if t, ok := lastSeen[m.ID]; ok {
+			ms.LastSeen = &t
+		}
+		if r, ok := byMember[m.ID]; ok {
+			ms.RecordsPerSec = &r
+		}
+		st.Members = append(st.Members, ms)
+	}
+	slices.SortFunc(st.Members, func(a, b memberStatus) int { return strings.Compare(a.ID, b.ID) })
 	for _, p := range snap.Problems {
 		st.Problems = append(st.Problems, p.Error())
 	}
+	st.Problems = append(st.Problems, loadProblems...)
 	st.Stuck = snap.Stuck
 	st.Losses = snap.Losses
 	if ps := view.Pause; ps.Paused {
-		st.Paused = &ps.Record
+		st.Paused = &pauseStatus{By: ps.Record.By, Reason: ps.Record.Reason, At: ps.Record.At}
 		if ps.Err != nil {
 			st.Problems = append(st.Problems, ps.Err.Error())
 		}
+	}
+	stuckSince := map[rangeKey]time.Time{}
+	for _, s := range snap.Stuck {
+		stuckSince[rangeKey{s.Topic, s.Partition, s.Lo}] = s.Since
 	}
 	marks := snap.Watermarks()
 	byTP := snap.Partitions()
@@ -204,8 +295,16 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g
 		if w, ok := marks[tp]; ok {
 			ps.Safe = &w
 		}
+		if r, ok := rateOfTP[tp]; ok {
+			ps.RecordsPerSec = &r
+		}
 		for _, r := range byTP[tp] {
-			rs := rangeStatus{Lo: r.Record.Lo, Hi: r.Record.Hi, Owner: r.Record.Owner, State: r.Record.State, Target: r.Record.Target, Pending: r.Entry.PendingCount()}
+			_, live := snap.Members[r.Record.Owner]
+			rs := rangeStatus{Lo: r.Record.Lo, Hi: r.Record.Hi, Owner: r.Record.Owner, OwnerGone: !live, State: r.Record.State, Target: r.Record.Target, Pending: r.Entry.PendingCount()}
+			if t, ok := stuckSince[rangeKey{tp.Topic, tp.Partition, r.Record.Lo}]; ok {
+				rs.WatermarkSince = &t
+			}
+			ps.Pending += rs.Pending
 			if w, ok := r.Entry.Watermark(); ok {
 				rs.Watermark = &w
 				for _, seg := range r.Entry.Segments {
@@ -230,10 +329,21 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g
 			}
 			lag := *ps.End - base
 			ps.Lag = &lag
+			if parts, ok := splitLag(base, ps.Safe, ps.Fetched, *ps.End); ok {
+				ps.LagParts = &parts
+			}
 		}
 		st.Partitions = append(st.Partitions, ps)
 	}
+	st.State, st.StateReason = groupState(st.Paused != nil, st.Members, st.Partitions)
 	return st, nil
+}
+
+// rangeKey names a range within the group.
+type rangeKey struct {
+	topic     string
+	partition int32
+	lo        uint64
 }
 
 // kafkaOffsetsOf reads the group's committed offsets of tps and their end
@@ -278,8 +388,15 @@ func name(s string) string { return textsafe.Cut(s, textsafe.MaxKey) }
 // the values are kept as they are (the encoder escapes control
 // characters, textsafe.JSON the bidi and C1 controls it leaves raw) but
 // cut, so a 1 MB host is a few hundred bytes and its size.
-func printStatusJSON(out io.Writer, st *groupStatus) error {
-	b, err := json.MarshalIndent(st.clipped(), "", "  ")
+// Indented, or one line (NDJSON, under --watch).
+func printStatusJSON(out io.Writer, st *groupStatus, indent bool) error {
+	var b []byte
+	var err error
+	if indent {
+		b, err = json.MarshalIndent(st.clipped(), "", "  ")
+	} else {
+		b, err = json.Marshal(st.clipped())
+	}
 	if err != nil {
 		return err
 	}
@@ -299,7 +416,7 @@ func (st *groupStatus) clipped() *groupStatus {
 		cp.By, cp.Reason = n(p.By), txt(p.Reason)
 		c.Paused = &cp
 	}
-	c.Members = make([]state.Member, len(st.Members))
+	c.Members = make([]memberStatus, len(st.Members))
 	for i, m := range st.Members {
 		m.ID, m.Host = n(m.ID), n(m.Host)
 		c.Members[i] = m
@@ -314,23 +431,35 @@ func (st *groupStatus) clipped() *groupStatus {
 		}
 		c.Partitions[i] = p
 	}
-	c.Stuck = make([]state.StuckRecord, len(st.Stuck))
+	c.Stuck, c.Losses = nil, nil
+	c.StuckJSON = make([]stuckStatus, len(st.Stuck))
 	for i, s := range st.Stuck {
 		// Key and error are written cut (textsafe.Bytes, Escape) by
 		// the member that reports them: cut again only if larger.
 		s.Member, s.Topic, s.Key, s.Error = n(s.Member), n(s.Topic), txt(s.Key), txt(s.Error)
-		c.Stuck[i] = s
+		c.StuckJSON[i] = stuckStatusOf(s)
 	}
-	c.Losses = make([]state.LossRecord, len(st.Losses))
+	c.LossesJSON = make([]lossStatus, len(st.Losses))
 	for i, l := range st.Losses {
 		l.Member, l.Topic = n(l.Member), n(l.Topic)
-		c.Losses[i] = l
+		c.LossesJSON[i] = lossStatusOf(l)
+	}
+	if d := st.EtcdDown; d != nil {
+		c.EtcdDown = &etcdOutage{Since: d.Since, Error: txt(d.Error)}
 	}
 	c.Problems = make([]string, len(st.Problems))
 	for i, p := range st.Problems {
 		c.Problems[i] = txt(p)
 	}
 	return &c
+}
+
+// rate shows records per second; "-" when no member reported one.
+func rate(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *r)
 }
 
 func opt(p *int64) string {
@@ -341,11 +470,16 @@ func opt(p *int64) string {
 }
 
 func printStatus(out io.Writer, st *groupStatus) {
+	if d := st.EtcdDown; d != nil {
+		fmt.Fprintf(out, "ETCD UNREACHABLE since %s (%s): %s\nshowing the status read at %s\n\n",
+			d.Since.Format(time.RFC3339), ago(time.Now(), &d.Since), esc(d.Error), st.At.Format(time.RFC3339))
+	}
 	leader := name(st.Leader)
 	if leader == "" {
 		leader = "(none)"
 	}
-	fmt.Fprintf(out, "group %s   leader %s   generation %d   members %d\n", name(st.Group), leader, st.Generation, len(st.Members))
+	fmt.Fprintf(out, "group %s   state %s (%s)   leader %s   generation %d   members %d   read %s\n",
+		name(st.Group), st.State, st.StateReason, leader, st.Generation, len(st.Members), st.At.Format(time.RFC3339))
 	if p := st.Paused; p != nil {
 		fmt.Fprintf(out, "PAUSED since %s by %s", p.At.Format(time.RFC3339), name(p.By))
 		if p.Reason != "" {
@@ -355,38 +489,52 @@ func printStatus(out io.Writer, st *groupStatus) {
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tHOST\tPID\tWEIGHT\tSTARTED\tLEAVING")
+	fmt.Fprintln(tw, "MEMBER\tHOST\tPID\tWEIGHT\tSTARTED\tLEAVING\tLEASE LEFT\tLAST SEEN\tREC/S")
 	for _, m := range st.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%v\n", name(m.ID), name(m.Host), m.PID, m.Weight, m.Started.Format(time.RFC3339), m.Leaving)
+		lease := "-"
+		if m.LeaseTTL != nil {
+			lease = (time.Duration(*m.LeaseTTL) * time.Second).String()
+		}
+		seen := "-"
+		if m.LastSeen != nil {
+			seen = ago(st.At, m.LastSeen) + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%v\t%s\t%s\t%s\n", name(m.ID), name(m.Host), m.PID, m.Weight, m.Started.Format(time.RFC3339), m.Leaving, lease, seen, rate(m.RecordsPerSec))
 	}
 	tw.Flush()
+	if len(st.Members) > 0 {
+		fmt.Fprintln(out, "(LAST SEEN: the end of the member's latest load report, its own clock; LEASE LEFT: until etcd drops a member that stops renewing)")
+	}
 	fmt.Fprintln(out)
 	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PARTITION\tRANGE\tSHARE\tOWNER\tSTATE\tWATERMARK\tPENDING\tSAFE\tCOMMITTED\tEND\tLAG")
+	fmt.Fprintln(tw, "PARTITION\tRANGE\tSHARE\tOWNER\tSTATE\tWATERMARK\tWM AGE\tPENDING\tSAFE\tCOMMITTED\tEND\tREC/S\tLAG")
 	for _, p := range st.Partitions {
 		for i, r := range p.Ranges {
 			owner := name(r.Owner)
+			rstate := name(r.State)
+			if r.OwnerGone {
+				owner += " (gone)"
+				rstate = "unowned (was " + rstate + ")"
+			}
 			if r.Target != "" {
 				owner += " → " + name(r.Target)
 			}
 			share := fmt.Sprintf("%5.1f%%", 100*float64(r.Hi-r.Lo)/float64(ledger.HashSpace))
+			age := ago(st.At, r.WatermarkSince)
 			if i == 0 {
-				fmt.Fprintf(tw, "%s/%d\t[%d,%d)\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", name(p.Topic), p.Partition, r.Lo, r.Hi, share, owner, name(r.State), opt(r.Watermark), r.Pending, opt(p.Safe), opt(p.Committed), opt(p.End), opt(p.Lag))
+				fmt.Fprintf(tw, "%s/%d\t[%d,%d)\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", name(p.Topic), p.Partition, r.Lo, r.Hi, share, owner, rstate, opt(r.Watermark), age, r.Pending, opt(p.Safe), opt(p.Committed), opt(p.End), rate(p.RecordsPerSec), opt(p.Lag))
 			} else {
-				fmt.Fprintf(tw, "\t[%d,%d)\t%s\t%s\t%s\t%s\t%d\t\t\t\t\n", r.Lo, r.Hi, share, owner, name(r.State), opt(r.Watermark), r.Pending)
+				fmt.Fprintf(tw, "\t[%d,%d)\t%s\t%s\t%s\t%s\t%s\t%d\t\t\t\t\t\n", r.Lo, r.Hi, share, owner, rstate, opt(r.Watermark), age, r.Pending)
 			}
 		}
 	}
 	tw.Flush()
-	// Explain the lag: what waits behind unfinished records, what is not
-	// fetched yet, and which records hold partitions back.
+	// Explain each lag: its parts sum to it.
 	for _, p := range st.Partitions {
-		if p.Lag == nil || *p.Lag == 0 || p.Safe == nil || p.Fetched == nil || p.End == nil {
+		if p.Lag == nil || p.LagParts == nil {
 			continue
 		}
-		waiting := max(0, *p.Fetched-*p.Safe)
-		fmt.Fprintf(out, "%s/%d lag %d: %d fetched (done or in flight) but held back by the unfinished record at offset %d, %d not yet fetched\n",
-			name(p.Topic), p.Partition, *p.Lag, waiting, *p.Safe, max(0, *p.End-*p.Fetched))
+		fmt.Fprintf(out, "%s/%d %s\n", name(p.Topic), p.Partition, lagLine(*p.Lag, *p.LagParts, p.Pending, p.Safe, st.Paused != nil))
 	}
 	for _, s := range st.Stuck {
 		// Key and error come from producers and handlers: escaped, so

@@ -114,3 +114,85 @@ func TestStatusBoundsHostileValues(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusUnknownGroupAndGoneOwners: through the binary, a group with no
+// key in etcd is exit 1 naming it and its prefix; in a group whose range
+// owner's registration is gone, that owner shows as "(gone)", its range as
+// unowned and the group as Rebalancing, while the live member shows its
+// lease time left, last-seen and records/s, in text and in JSON.
+func TestStatusUnknownGroupAndGoneOwners(t *testing.T) {
+	testutil.RequireKfake(t, "status reads etcd only, no broker; the kfake run covers it")
+	testutil.ParallelOnKfake(t)
+	cli, e := testutil.StartEtcd(t)
+	ctx := t.Context()
+
+	out, code := run(t, 30*time.Second, "status", "--etcd", e.Endpoints[0], "--group", "nosuch")
+	if code != 1 || !strings.Contains(out, `unknown group "nosuch"`) || !strings.Contains(out, `(prefix "/keyshare")`) || !strings.Contains(out, "check --group, --prefix and --etcd") {
+		t.Fatalf("unknown group: exit %d:\n%s", code, out)
+	}
+
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	rangeRec := func(owner string, lo, hi uint64) string {
+		return js(map[string]any{"v": 1, "topic": "t", "partition": 0, "lo": lo, "hi": hi, "owner": owner, "state": "active", "gen": 1, "since": now})
+	}
+	for _, kv := range []struct {
+		key, value string
+		lease      bool
+	}{
+		{"/keyshare/g/members/live", js(map[string]any{"v": 1, "id": "live", "host": "h", "pid": 1, "started": now, "weight": 1}), true},
+		{"/keyshare/g/load/live", js(map[string]any{"v": 1, "member": "live", "at": now.Add(-3 * time.Second), "window": 5,
+			"ranges": []any{map[string]any{"topic": "t", "partition": 0, "lo": 0, "hi": 1 << 31, "records_per_sec": 12.5, "busy_per_sec": 0.1, "backlog": 0}}}), true},
+		{"/keyshare/g/ranges/t/00000/0000000000", rangeRec("live", 0, 1<<31), false},
+		{"/keyshare/g/ranges/t/00000/2147483648", rangeRec("dead", 1<<31, 1<<32), false},
+	} {
+		var opts []clientv3.OpOption
+		if kv.lease {
+			opts = append(opts, clientv3.WithLease(lease.ID))
+		}
+		if _, err := cli.Put(ctx, kv.key, kv.value, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := []string{"--etcd", e.Endpoints[0], "--group", "g"}
+	out, code = run(t, 30*time.Second, append([]string{"status"}, conn...)...)
+	if code != 0 {
+		t.Fatalf("status: exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"state Rebalancing (1 range under an owner that is gone)", "dead (gone)", "unowned (was active)", "12.5"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "live (gone)") {
+		t.Errorf("the live owner shows as gone:\n%s", out)
+	}
+
+	out, code = run(t, 30*time.Second, append([]string{"status", "--json"}, conn...)...)
+	if code != 0 {
+		t.Fatalf("status --json: exit %d:\n%s", code, out)
+	}
+	for _, leak := range []string{`"v"`, "CreateRev", "DrainMs"} {
+		if strings.Contains(out, leak) {
+			t.Errorf("status --json holds %s:\n%s", leak, out)
+		}
+	}
+	var st groupStatus
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json is not JSON: %v", err)
+	}
+	if st.State != groupRebalancing || len(st.Members) != 1 || len(st.Partitions) != 1 || len(st.Partitions[0].Ranges) != 2 {
+		t.Fatalf("status --json = %s", out)
+	}
+	m := st.Members[0]
+	if m.LeaseTTL == nil || *m.LeaseTTL <= 0 || *m.LeaseTTL > 60 || m.LastSeen == nil || m.RecordsPerSec == nil || *m.RecordsPerSec != 12.5 {
+		t.Errorf("member = %+v", m)
+	}
+	if r := st.Partitions[0].Ranges; r[0].OwnerGone || !r[1].OwnerGone {
+		t.Errorf("owner_gone of live, dead = %v, %v", r[0].OwnerGone, r[1].OwnerGone)
+	}
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
+)
+
+// What status reads beside the group view: whether the group exists, how
+// long each member's lease has left, and the members' load reports (their
+// last-seen time and records/s).
+
+// errUnknownGroup is a group with no key under its root.
+var errUnknownGroup = errors.New("unknown group")
+
+// unknownGroupError names the group, the prefix and what to check.
+func unknownGroupError(s keys.Schema) error {
+	return fmt.Errorf("%w %q: no key under %s in etcd (prefix %q); check --group, --prefix and --etcd (keyshare member creates the group when it first joins)",
+		errUnknownGroup, s.Group(), s.Root(), s.Prefix())
+}
+
+// checkGroupExists fails with errUnknownGroup when nothing is stored under
+// the group's root: a count, not a read of the keys.
+func checkGroupExists(ctx context.Context, cli *clientv3.Client, s keys.Schema) error {
+	resp, err := cli.Get(ctx, s.Root(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("read group %s: %w; check --etcd", s.Root(), err)
+	}
+	if resp.Count == 0 {
+		return unknownGroupError(s)
+	}
+	return nil
+}
+
+// loadReports reads the members' load reports. One that does not decode is
+// left out and named in problems.
+func loadReports(ctx context.Context, cli *clientv3.Client, s keys.Schema) (reports []state.LoadReport, problems []string, err error) {
+	resp, err := cli.Get(ctx, s.Loads(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, nil, fmt.Errorf("read load reports: %w; check --etcd", err)
+	}
+	for _, kv := range resp.Kvs {
+		r, err := state.DecodeLoad(string(kv.Key), kv.Value)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		reports = append(reports, r)
+	}
+	return reports, problems, nil
+}
+
+// leaseTTLs asks etcd how many seconds each lease has left, a few at a
+// time (etcd answers one lease per request). A lease etcd no longer knows
+// has -1; one that could not be asked is left out.
+func leaseTTLs(ctx context.Context, cli *clientv3.Client, leases []int64) map[int64]int64 {
+	const parallel = 8
+	ttl := make(map[int64]int64, len(leases))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, parallel)
+	for _, l := range leases {
+		if l == 0 {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			resp, err := cli.TimeToLive(ctx, clientv3.LeaseID(l))
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			ttl[l] = resp.TTL
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return ttl
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/keyshare/keyshare/assign"
+	"github.com/keyshare/keyshare/state"
+)
+
+// The arithmetic of keyshare status: pure functions of what was read from
+// etcd and Kafka, so that each number the operator sees has a table test.
+
+// lagParts splits a partition's lag, end − committed, into parts that sum to
+// it exactly. The offsets run committed ≤ safe ≤ fetched ≤ end; a reading
+// out of that order (etcd and Kafka are read at different instants) is
+// clamped into it, so the parts never overlap and never go negative.
+type lagParts struct {
+	// Uncommitted is committed → safe watermark: handled and recorded in
+	// etcd, not yet committed to Kafka (the leader commits it next).
+	Uncommitted int64 `json:"uncommitted"`
+	// Waiting is safe watermark → fetched: fetched, and behind the lowest
+	// record not yet done (in flight, retried, or held by a pause).
+	Waiting int64 `json:"waiting"`
+	// Unfetched is fetched → end: not yet fetched by any owner.
+	Unfetched int64 `json:"unfetched"`
+}
+
+// Sum is the lag the parts make up.
+func (l lagParts) Sum() int64 { return l.Uncommitted + l.Waiting + l.Unfetched }
+
+// splitLag splits end − committed. safe or fetched unknown (no ledger entry
+// yet) count as committed: nothing past the committed offset is known to be
+// handled or fetched. It returns false when there is no lag to split (end
+// at or below committed).
+func splitLag(committed int64, safe, fetched *int64, end int64) (lagParts, bool) {
+	if end <= committed {
+		return lagParts{}, false
+	}
+	clamp := func(v *int64, lo int64) int64 {
+		if v == nil {
+			return lo
+		}
+		return min(max(*v, lo), end)
+	}
+	s := clamp(safe, committed)
+	f := clamp(fetched, s)
+	return lagParts{Uncommitted: s - committed, Waiting: f - s, Unfetched: end - f}, true
+}
+
+// The group's states, as the state line names them.
+const (
+	groupStable      = "Stable"      // every range active under a live member
+	groupRebalancing = "Rebalancing" // ranges moving, or owned by members that are gone
+	groupEmpty       = "Empty"       // no member registered
+	groupPaused      = "Paused"      // keyshare group pause is in force
+)
+
+// groupState names the group's state from etcd's view of it and says why:
+// Paused wins (nothing moves), then Empty (no member: ranges wait under
+// owners that are gone), then Rebalancing (a range revoking or released, a
+// range under a gone owner, a member leaving), else Stable.
+func groupState(paused bool, members []memberStatus, parts []partitionStatus) (string, string) {
+	if paused {
+		return groupPaused, "members take no records"
+	}
+	if len(members) == 0 {
+		if n := countRanges(parts, func(r rangeStatus) bool { return true }); n > 0 {
+			return groupEmpty, fmt.Sprintf("no member registered; %s wait for one", plural(n, "range"))
+		}
+		return groupEmpty, "no member registered"
+	}
+	var why []string
+	if n := countRanges(parts, func(r rangeStatus) bool { return r.OwnerGone }); n > 0 {
+		why = append(why, plural(n, "range")+" under an owner that is gone")
+	}
+	if n := countRanges(parts, func(r rangeStatus) bool { return !r.OwnerGone && r.State != state.StateActive }); n > 0 {
+		why = append(why, plural(n, "range")+" being handed over")
+	}
+	leaving := 0
+	for _, m := range members {
+		if m.Leaving {
+			leaving++
+		}
+	}
+	if leaving > 0 {
+		why = append(why, plural(leaving, "member")+" leaving")
+	}
+	if len(why) > 0 {
+		return groupRebalancing, strings.Join(why, ", ")
+	}
+	return groupStable, "every range active under a live member"
+}
+
+func countRanges(parts []partitionStatus, f func(rangeStatus) bool) int {
+	n := 0
+	for _, p := range parts {
+		for _, r := range p.Ranges {
+			if f(r) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// loadRates sums the members' load reports: records handled per second by
+// member and by partition, over each report's interval.
+func loadRates(reports []state.LoadReport) (byMember map[string]float64, byTP map[assign.TopicPartition]float64) {
+	byMember = map[string]float64{}
+	byTP = map[assign.TopicPartition]float64{}
+	for _, r := range reports {
+		byMember[r.Member] += 0
+		for _, rl := range r.Ranges {
+			byMember[r.Member] += rl.RecordsPerSec
+			byTP[assign.TopicPartition{Topic: rl.Topic, Partition: rl.Partition}] += rl.RecordsPerSec
+		}
+	}
+	return byMember, byTP
+}
+
+// ago says how long before now t was, to the second; "-" for no time.
+func ago(now time.Time, t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(*t).Round(time.Second)
+	if d < 0 {
+		// The member's clock runs ahead of this machine's.
+		return "0s"
+	}
+	return d.String()
+}
+
+// lagLine explains a partition's lag as the sum of its parts. What holds
+// the safe watermark is the group's pause when it is paused, else the
+// pending records at and after it.
+func lagLine(lag int64, p lagParts, pending int, safe *int64, paused bool) string {
+	held := "fetched, held back by the unfinished record"
+	if safe != nil {
+		held += fmt.Sprintf(" at offset %d", *safe)
+	}
+	if pending > 0 {
+		held += fmt.Sprintf(" (%d pending)", pending)
+	}
+	notFetched := "not yet fetched"
+	if paused {
+		held, notFetched = "fetched, not handled: the group is paused", "not yet fetched: the group is paused"
+	}
+	return fmt.Sprintf("lag %d = %d handled, recorded in etcd, not yet committed to Kafka + %d %s + %d %s",
+		lag, p.Uncommitted, p.Waiting, held, p.Unfetched, notFetched)
+}
