@@ -185,7 +185,7 @@ func (c *statusCommand) show(ctx context.Context) error {
 		printStatus(os.Stdout, st)
 		return nil
 	}
-	return c.watchStatus(ctx, func() (*groupStatus, error) { return readStatus(ctx, cli, kc, g) }, &klog)
+	return c.watchStatus(ctx, os.Stdout, time.Second, func() (*groupStatus, error) { return readStatus(ctx, cli, kc, g) }, &klog)
 }
 
 // statusConsumer is the Kafka client status reads offsets with (nil when no

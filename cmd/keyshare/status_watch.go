@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -17,10 +16,10 @@ import (
 // keyshare status --watch: a screen redrawn in place every second that
 // outlives etcd's outages, or one JSON object a line.
 
-// watchStatus reads and shows the group every second until ctx ends. When
-// etcd cannot be read it keeps the last status under a banner saying since
-// when, and goes on trying; an unknown group ends it (exit 1).
-func (c *statusCommand) watchStatus(ctx context.Context, read func() (*groupStatus, error), klog *kafkaLog) error {
+// watchStatus reads the group and shows it on out every interval until ctx
+// ends. When etcd cannot be read it keeps the last status under a banner
+// saying since when, and goes on trying; an unknown group ends it (exit 1).
+func (c *statusCommand) watchStatus(ctx context.Context, out io.Writer, every time.Duration, read func() (*groupStatus, error), klog *kafkaLog) error {
 	var last *groupStatus
 	var down *etcdOutage
 	marks := markClock{}
@@ -49,7 +48,7 @@ func (c *statusCommand) watchStatus(ctx context.Context, read func() (*groupStat
 			last = st
 		}
 		if c.asJSON {
-			if err := printStatusJSON(os.Stdout, st, false); err != nil {
+			if err := printStatusJSON(out, st, false); err != nil {
 				return err
 			}
 		} else {
@@ -58,12 +57,12 @@ func (c *statusCommand) watchStatus(ctx context.Context, read func() (*groupStat
 			if line, at := klog.last(); line != "" {
 				fmt.Fprintf(&b, "\nkafka client, %s ago: %s\n", ago(time.Now(), &at), esc(line))
 			}
-			redraw(os.Stdout, b.Bytes())
+			redraw(out, b.Bytes())
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(time.Second):
+		case <-time.After(every):
 		}
 	}
 }
