@@ -97,6 +97,9 @@ type partitionStatus struct {
 	Committed *int64 `json:"committed,omitempty"`  // Kafka's committed offset for the group
 	End       *int64 `json:"end_offset,omitempty"` // Kafka's high watermark
 	Lag       *int64 `json:"lag,omitempty"`        // end − committed
+	// LagPerSec is how fast Lag changed since the last read, under
+	// --watch only: positive while the group falls behind.
+	LagPerSec *float64 `json:"lag_change_per_sec,omitempty"`
 	// Fetched is the lowest next offset over the ranges: every range has
 	// fetched up to it.
 	Fetched *int64 `json:"fetched,omitempty"`
@@ -462,6 +465,14 @@ func rate(r *float64) string {
 	return fmt.Sprintf("%.1f", *r)
 }
 
+// lagCell shows the lag and, under --watch, its trend.
+func lagCell(p partitionStatus) string {
+	if p.LagPerSec == nil {
+		return opt(p.Lag)
+	}
+	return fmt.Sprintf("%s (%+.1f/s)", opt(p.Lag), *p.LagPerSec)
+}
+
 func opt(p *int64) string {
 	if p == nil {
 		return "-"
@@ -522,7 +533,7 @@ func printStatus(out io.Writer, st *groupStatus) {
 			share := fmt.Sprintf("%5.1f%%", 100*float64(r.Hi-r.Lo)/float64(ledger.HashSpace))
 			age := ago(st.At, r.WatermarkSince)
 			if i == 0 {
-				fmt.Fprintf(tw, "%s/%d\t[%d,%d)\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", name(p.Topic), p.Partition, r.Lo, r.Hi, share, owner, rstate, opt(r.Watermark), age, r.Pending, opt(p.Safe), opt(p.Committed), opt(p.End), rate(p.RecordsPerSec), opt(p.Lag))
+				fmt.Fprintf(tw, "%s/%d\t[%d,%d)\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", name(p.Topic), p.Partition, r.Lo, r.Hi, share, owner, rstate, opt(r.Watermark), age, r.Pending, opt(p.Safe), opt(p.Committed), opt(p.End), rate(p.RecordsPerSec), lagCell(p))
 			} else {
 				fmt.Fprintf(tw, "\t[%d,%d)\t%s\t%s\t%s\t%s\t%s\t%d\t\t\t\t\t\n", r.Lo, r.Hi, share, owner, rstate, opt(r.Watermark), age, r.Pending)
 			}

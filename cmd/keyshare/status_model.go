@@ -67,7 +67,7 @@ func groupState(paused bool, members []memberStatus, parts []partitionStatus) (s
 	}
 	if len(members) == 0 {
 		if n := countRanges(parts, func(r rangeStatus) bool { return true }); n > 0 {
-			return groupEmpty, fmt.Sprintf("no member registered; %s wait for one", plural(n, "range"))
+			return groupEmpty, fmt.Sprintf("no member registered; %s waiting for one", plural(n, "range"))
 		}
 		return groupEmpty, "no member registered"
 	}
@@ -157,4 +157,31 @@ func lagLine(lag int64, p lagParts, pending int, safe *int64, paused bool) strin
 	}
 	return fmt.Sprintf("lag %d = %d handled, recorded in etcd, not yet committed to Kafka + %d %s + %d %s",
 		lag, p.Uncommitted, p.Waiting, held, p.Unfetched, notFetched)
+}
+
+// lagTrend sets each partition's LagPerSec in cur from its lag in prev, the
+// status read before (under --watch): positive when the group falls
+// behind. A partition without a lag in either read, or reads at the same
+// instant, gets none.
+func lagTrend(prev, cur *groupStatus) {
+	if prev == nil {
+		return
+	}
+	secs := cur.At.Sub(prev.At).Seconds()
+	if secs <= 0 {
+		return
+	}
+	before := map[assign.TopicPartition]int64{}
+	for _, p := range prev.Partitions {
+		if p.Lag != nil {
+			before[assign.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = *p.Lag
+		}
+	}
+	for i := range cur.Partitions {
+		p := &cur.Partitions[i]
+		if b, ok := before[assign.TopicPartition{Topic: p.Topic, Partition: p.Partition}]; ok && p.Lag != nil {
+			v := float64(*p.Lag-b) / secs
+			p.LagPerSec = &v
+		}
+	}
 }

@@ -74,7 +74,7 @@ func TestGroupState(t *testing.T) {
 	}{
 		{"stable", false, []memberStatus{a}, parts(active), groupStable, "every range active under a live member"},
 		{"paused wins", true, nil, parts(gone), groupPaused, "members take no records"},
-		{"empty with ranges", false, nil, parts(gone, gone), groupEmpty, "no member registered; 2 ranges wait for one"},
+		{"empty with ranges", false, nil, parts(gone, gone), groupEmpty, "no member registered; 2 ranges waiting for one"},
 		{"empty new group", false, nil, nil, groupEmpty, "no member registered"},
 		{"gone owner", false, []memberStatus{a}, parts(active, gone), groupRebalancing, "1 range under an owner that is gone"},
 		{"handoff and leaving", false, []memberStatus{{ID: "a", Leaving: true}, b}, parts(revoking), groupRebalancing, "1 range being handed over, 1 member leaving"},
@@ -151,5 +151,32 @@ func TestMarkClock(t *testing.T) {
 	mc.stamp(&groupStatus{})
 	if len(mc) != 0 {
 		t.Errorf("ranges gone, clock keeps %v", mc)
+	}
+}
+
+// TestLagTrend: lag change per second between two reads, for partitions
+// with a lag in both.
+func TestLagTrend(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	read := func(at time.Time, lags map[int32]*int64) *groupStatus {
+		st := &groupStatus{At: at}
+		for p := int32(0); p < 3; p++ {
+			st.Partitions = append(st.Partitions, partitionStatus{Topic: "t", Partition: p, Lag: lags[p]})
+		}
+		return st
+	}
+	prev := read(t0, map[int32]*int64{0: ptr[int64](100), 1: ptr[int64](50)})
+	cur := read(t0.Add(2*time.Second), map[int32]*int64{0: ptr[int64](80), 1: nil, 2: ptr[int64](7)})
+	lagTrend(prev, cur)
+	if p := cur.Partitions[0].LagPerSec; p == nil || *p != -10 {
+		t.Errorf("t/0: %v, want -10/s", p)
+	}
+	if cur.Partitions[1].LagPerSec != nil || cur.Partitions[2].LagPerSec != nil {
+		t.Errorf("t/1, t/2 without two lags: %v, %v", cur.Partitions[1].LagPerSec, cur.Partitions[2].LagPerSec)
+	}
+	same := read(t0, map[int32]*int64{0: ptr[int64](90)})
+	lagTrend(prev, same)
+	if same.Partitions[0].LagPerSec != nil {
+		t.Errorf("reads at one instant: %v", *same.Partitions[0].LagPerSec)
 	}
 }

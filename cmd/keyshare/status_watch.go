@@ -45,6 +45,7 @@ func (c *statusCommand) watchStatus(ctx context.Context, out io.Writer, every ti
 		default:
 			down = nil
 			marks.stamp(st)
+			lagTrend(last, st)
 			last = st
 		}
 		if c.asJSON {
