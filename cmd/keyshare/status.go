@@ -165,8 +165,10 @@ func (c *statusCommand) show(ctx context.Context) error {
 		return err
 	}
 	defer cli.Close()
+	// librdkafka's lines go to stderr, except on the watch screen, which
+	// shows the latest in place.
 	var klog kafkaLog
-	if !c.watch {
+	if !c.watch || c.asJSON {
 		klog.echo = os.Stderr
 	}
 	kc, err := statusConsumer(ks, c.group, &klog)
