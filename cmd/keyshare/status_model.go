@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/keyshare/keyshare/admin"
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/state"
 )
@@ -49,12 +50,14 @@ func splitLag(committed int64, safe, fetched *int64, end int64) (lagParts, bool)
 	return lagParts{Uncommitted: s - committed, Waiting: f - s, Unfetched: end - f}, true
 }
 
-// The group's states, as the state line names them.
+// The group's states, as the state line names them: admin's (group list
+// and describe name the same states by the same rule; TestGroupState holds
+// groupState to admin.StateOf).
 const (
-	groupStable      = "Stable"      // every range active under a live member
-	groupRebalancing = "Rebalancing" // ranges moving, or owned by members that are gone
-	groupEmpty       = "Empty"       // no member registered
-	groupPaused      = "Paused"      // keyshare group pause is in force
+	groupStable      = string(admin.Stable)      // every range active under a live member
+	groupRebalancing = string(admin.Rebalancing) // ranges moving, or owned by members that are gone
+	groupEmpty       = string(admin.Empty)       // no member registered
+	groupPaused      = string(admin.Paused)      // keyshare group pause is in force
 )
 
 // groupState names the group's state from etcd's view of it and says why:

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keyshare/keyshare/admin"
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/state"
 )
@@ -83,6 +84,20 @@ func TestGroupState(t *testing.T) {
 			s, why := groupState(tc.paused, tc.members, tc.parts)
 			if s != tc.state || why != tc.why {
 				t.Fatalf("groupState = %q (%s); want %q (%s)", s, why, tc.state, tc.why)
+			}
+			// The one rule: group list and describe (admin.StateOf) say the same.
+			members := make(map[string]state.Member)
+			for _, m := range tc.members {
+				members[m.ID] = state.Member{MemberInfo: state.MemberInfo{ID: m.ID, Leaving: m.Leaving}}
+			}
+			var ranges []state.RangeState
+			for _, p := range tc.parts {
+				for _, r := range p.Ranges {
+					ranges = append(ranges, state.RangeState{Record: state.RangeRecord{Topic: p.Topic, Owner: r.Owner, State: r.State}})
+				}
+			}
+			if a := admin.StateOf(tc.paused, members, ranges); string(a) != s {
+				t.Fatalf("admin.StateOf = %q, groupState = %q: the two must agree", a, s)
 			}
 		})
 	}
