@@ -33,7 +33,12 @@ type benchCommand struct {
 	quick bool
 	only  string
 	prof  string
-	kafka string // the bundled cluster's broker: kfake or apache
+	// records and memberProfile are the throughput scenario's: the records
+	// it reads (0: its default) and where its one-member reader writes
+	// CPU and allocation profiles.
+	records       int
+	memberProfile string
+	kafka         string // the bundled cluster's broker: kfake or apache
 	// keyshare is the binary whose `member` command runs the member
 	// processes of the pauses, memory and groups scenarios.
 	keyshare string
@@ -51,7 +56,9 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.write, "write", "", "also write the report (Markdown) to this file; docs/benchmarks.md takes its figures from it")
 	fs.BoolVar(&c.quick, "quick", false, "smaller workloads (a smoke test of the benchmark itself)")
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the benchmark process to this file")
-	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: pc, scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
+	fs.IntVar(&c.records, "records", 0, "records the throughput scenario reads (default 1,000,000; 100,000 with --quick)")
+	fs.StringVar(&c.memberProfile, "member-profile", "", "write CPU and allocation profiles of the throughput scenario's one-member reader to this directory (keyshare.cpu.pprof, keyshare.allocs.pprof)")
+	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: throughput (one partition read by kcat, a bare client and keyshare members), pc, scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
 	cli.KafkaFlag(fs, &c.kafka)
 	fs.StringVar(&c.keyshare, "keyshare", keyshareNextToThis(), "the keyshare binary that runs the member processes of the pauses, memory and groups scenarios")
 	if err := cli.Parse(fs, args); err != nil {
@@ -63,7 +70,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	if c.runs < 1 {
 		return cli.Usage(fmt.Errorf("--runs %d: want at least 1", c.runs))
 	}
-	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "hot-deep": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "batch": 1, "batch-rate": 1}
+	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "hot-deep": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "batch": 1, "batch-rate": 1, throughputTopic: 1}
 	for name, parts := range skewTopics { // bench_skew.go
 		topics[name] = parts
 	}
@@ -112,6 +119,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		name string
 		run  func(context.Context) error
 	}{
+		{"throughput", c.throughput}, // bench_throughput.go
 		{"pc", c.parallelConsumerWorkload}, {"scale", c.scaleOut}, {"hotkey", c.hotKey},
 		{"etcd", c.etcdCost}, {"fetch", c.fetchAmplification}, {"pauses", c.pauses}, {"memory", c.memory},
 		{"batch", c.batchSink},    // bench_batch.go

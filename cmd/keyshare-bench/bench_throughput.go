@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/keyshare/keyshare/internal/loadgen"
+)
+
+// throughputTopic is the throughput scenario's topic: one partition.
+const throughputTopic = "throughput"
+
+// tunedPrefetch is the bare client's prefetch of the issue's measurement:
+// librdkafka keeps up to a million records queued per partition instead of
+// 100,000.
+var tunedPrefetch = []string{"queued.min.messages=1000000"}
+
+// throughputRow is one reader setup of the throughput scenario: records/s,
+// CPU and Go allocations per record of the topic.
+type throughputRow struct {
+	rate, cpuMicros, allocs, allocBytes float64
+	note                                string
+}
+
+// throughput reads the same N records of one partition with kcat, a bare
+// confluent-kafka-go poll loop and keyshare members, each in processes of
+// its own, and reports records/s and CPU per record.
+func (c *benchCommand) throughput(ctx context.Context) error {
+	n := c.records
+	if n == 0 {
+		n = 1_000_000
+		if c.quick {
+			n = 100_000
+		}
+	}
+	if _, err := loadgen.Produce(ctx, c.brokers, throughputTopic, n, 10000, 0, 0, false); err != nil {
+		return err
+	}
+	c.printf("## 0. Throughput of one partition\n\n%d records of about 20 bytes over 10,000 keys in one partition, produced in advance, read from the start with no work per record; every reader runs in a process of its own. CPU is the readers' processes' user+system time (all threads, librdkafka's included) from the first record to the last, divided by the records of the topic; allocations are the Go heap's over the same window (none for kcat). keyshare members run with DefaultConfig (16 workers, MaxInFlight 1,000) and librdkafka settings as keyshare sets them. Each figure is the median of %d runs.\n\n", n, c.runs)
+	c.printf("| reader | records/s | × bare | CPU µs/record | allocs/record | B/record |\n|---|---|---|---|---|---|\n")
+	type setup struct {
+		name string
+		run  func() (throughputRow, error)
+	}
+	setups := []setup{
+		{"kcat -C -e (librdkafka defaults)", func() (throughputRow, error) { return c.readKcat(n) }},
+		{"bare confluent-kafka-go Poll loop, librdkafka defaults", func() (throughputRow, error) { return c.readChildren(n, "bare", 1, nil, "") }},
+		{"bare Poll loop, queued.min.messages=1000000", func() (throughputRow, error) { return c.readChildren(n, "bare", 1, tunedPrefetch, "") }},
+		{"one keyshare member, defaults", func() (throughputRow, error) { return c.readChildren(n, "keyshare", 1, nil, c.memberProfile) }},
+		{"four keyshare members on the partition, defaults (group)", func() (throughputRow, error) { return c.readChildren(n, "keyshare", 4, nil, "") }},
+	}
+	rows := make([]throughputRow, len(setups))
+	for i, s := range setups {
+		var runs []throughputRow
+		for range c.runs {
+			r, err := s.run()
+			if err != nil {
+				return fmt.Errorf("throughput, %s: %w", s.name, err)
+			}
+			runs = append(runs, r)
+			if r.note != "" {
+				break
+			}
+		}
+		sort.Slice(runs, func(i, j int) bool { return runs[i].rate < runs[j].rate })
+		rows[i] = runs[len(runs)/2]
+	}
+	bare := rows[1].rate
+	for i, r := range rows {
+		if r.note != "" {
+			c.printf("| %s | %s | | | | |\n", setups[i].name, r.note)
+			continue
+		}
+		allocs, bytes := "—", "—"
+		if r.allocs >= 0 {
+			allocs, bytes = fmt.Sprintf("%.1f", r.allocs), fmt.Sprintf("%.0f", r.allocBytes)
+		}
+		c.printf("| %s | %.0f | %.2f | %.2f | %s | %s |\n", setups[i].name, r.rate, r.rate/bare, r.cpuMicros, allocs, bytes)
+	}
+	c.printf("\nFour members each fetch the whole partition and pass over the records of the others' ranges, so their CPU per record of the topic counts every record fetched four times.\n\n")
+	return nil
+}
+
+// readKcat times `kcat -C -e` over the partition, from its start to its exit.
+func (c *benchCommand) readKcat(n int) (throughputRow, error) {
+	path, err := exec.LookPath("kcat")
+	if err != nil {
+		return throughputRow{note: "kcat is not installed (Debian package kcat)"}, nil
+	}
+	cmd := exec.Command(path, "-C", "-b", c.brokers, "-t", throughputTopic, "-p", "0", "-o", "beginning", "-e", "-q")
+	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	t0 := time.Now()
+	if err := cmd.Run(); err != nil {
+		return throughputRow{}, err
+	}
+	d := time.Since(t0)
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	cpu := ru.Utime.Nano() + ru.Stime.Nano()
+	return throughputRow{rate: float64(n) / d.Seconds(), cpuMicros: float64(cpu) / 1e3 / float64(n), allocs: -1}, nil
+}
+
+// readerChild is a running throughput-reader process and its latest report.
+type readerChild struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	ready  chan struct{}
+	latest chan readerReport // holds the latest report
+	done   chan error
+}
+
+func (c *benchCommand) spawnReader(args ...string) (*readerChild, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, append([]string{readerCommand}, args...)...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	ch := &readerChild{cmd: cmd, stdin: stdin, ready: make(chan struct{}), latest: make(chan readerReport, 1), done: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var r readerReport
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				continue
+			}
+			if r.Ready {
+				close(ch.ready)
+				continue
+			}
+			select {
+			case <-ch.latest:
+			default:
+			}
+			ch.latest <- r
+		}
+		ch.done <- cmd.Wait()
+	}()
+	return ch, nil
+}
+
+// readChildren runs m reader processes of mode over the partition (a fresh
+// group), starts them together once all are set up, and stops them once
+// they have handled n records between them.
+func (c *benchCommand) readChildren(n int, mode string, m int, props []string, profileDir string) (throughputRow, error) {
+	group := fmt.Sprintf("throughput-%d", c.groups.Add(1))
+	var children []*readerChild
+	defer func() {
+		for _, ch := range children {
+			_ = ch.cmd.Process.Kill()
+		}
+	}()
+	for i := range m {
+		args := []string{"--mode", mode, "--brokers", c.brokers, "--etcd", c.etcd, "--topic", throughputTopic, "--group", group, "--id", fmt.Sprintf("t%d", i)}
+		for _, p := range props {
+			args = append(args, "-X", p)
+		}
+		if profileDir != "" && i == 0 {
+			if err := os.MkdirAll(profileDir, 0o755); err != nil {
+				return throughputRow{}, err
+			}
+			args = append(args, "--cpuprofile", filepath.Join(profileDir, mode+".cpu.pprof"), "--allocprofile", filepath.Join(profileDir, mode+".allocs.pprof"))
+		}
+		ch, err := c.spawnReader(args...)
+		if err != nil {
+			return throughputRow{}, err
+		}
+		children = append(children, ch)
+	}
+	for _, ch := range children {
+		select {
+		case <-ch.ready:
+		case err := <-ch.done:
+			return throughputRow{}, fmt.Errorf("reader exited before it was ready: %v", err)
+		case <-time.After(time.Minute):
+			return throughputRow{}, errors.New("reader not ready within a minute")
+		}
+	}
+	for _, ch := range children {
+		if _, err := io.WriteString(ch.stdin, "go\n"); err != nil {
+			return throughputRow{}, err
+		}
+	}
+	reports := make([]readerReport, m)
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var sum int64
+		for i, ch := range children {
+			select {
+			case r := <-ch.latest:
+				reports[i] = r
+			case err := <-ch.done:
+				return throughputRow{}, fmt.Errorf("reader exited: %v", err)
+			default:
+			}
+			sum += reports[i].Handled
+		}
+		if sum >= int64(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return throughputRow{}, fmt.Errorf("%d of %d records handled in 10 minutes", sum, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Stop them and take their last reports.
+	for _, ch := range children {
+		ch.stdin.Close()
+	}
+	var first, last, cpu, allocs, bytes int64
+	for i, ch := range children {
+		select {
+		case err := <-ch.done:
+			if err != nil {
+				return throughputRow{}, fmt.Errorf("reader: %w", err)
+			}
+		case <-time.After(time.Minute):
+			return throughputRow{}, errors.New("reader did not stop within a minute")
+		}
+		select {
+		case r := <-ch.latest:
+			reports[i] = r
+		default:
+		}
+		r := reports[i]
+		if r.Handled == 0 {
+			continue
+		}
+		if first == 0 || r.First < first {
+			first = r.First
+		}
+		last = max(last, r.Last)
+		cpu, allocs, bytes = cpu+r.CPUNanos, allocs+r.Allocs, bytes+r.AllocBytes
+	}
+	children = nil
+	d := time.Duration(last - first)
+	return throughputRow{
+		rate:       float64(n) / d.Seconds(),
+		cpuMicros:  float64(cpu) / 1e3 / float64(n),
+		allocs:     float64(allocs) / float64(n),
+		allocBytes: float64(bytes) / float64(n),
+	}, nil
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/keyshare/keyshare/consumer"
+)
+
+// readerCommand is the child process of the throughput scenario: one reader
+// (a bare confluent-kafka-go poll loop or a keyshare member) alone in its
+// process, so that its CPU time is its own. It prints "ready" once set up,
+// starts reading on a "go" line from stdin, prints a readerReport line
+// every 100 ms and a last one when stdin closes, then exits.
+const readerCommand = "throughput-reader"
+
+// readerReport is what a reader has done since its first record, as of the
+// last record it saw: the process's CPU time and Go heap allocations over
+// that window.
+type readerReport struct {
+	Ready      bool  `json:"ready,omitempty"`
+	Handled    int64 `json:"handled"`
+	First      int64 `json:"first"` // unix ns of the first record
+	Last       int64 `json:"last"`  // unix ns of the last record
+	CPUNanos   int64 `json:"cpu_ns"`
+	Allocs     int64 `json:"allocs"`
+	AllocBytes int64 `json:"alloc_bytes"`
+}
+
+// usage is a sample of the process's CPU time (user+system, all threads,
+// librdkafka's included) and Go heap allocations.
+type usage struct{ cpu, allocs, bytes int64 }
+
+func sampleUsage() usage {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return usage{
+		cpu:    ru.Utime.Nano() + ru.Stime.Nano(),
+		allocs: int64(s[0].Value.Uint64()),
+		bytes:  int64(s[1].Value.Uint64()),
+	}
+}
+
+// readerWindow follows the records a reader handles: the time and usage at
+// the first, and at the last seen by the latest tick that saw new records.
+type readerWindow struct {
+	n           atomic.Int64
+	first       atomic.Int64
+	firstOnce   sync.Once
+	firstUsage  usage
+	last        int64
+	lastUsage   usage
+	lastCounted int64
+}
+
+func (w *readerWindow) hit() {
+	w.firstOnce.Do(func() {
+		w.firstUsage = sampleUsage()
+		w.first.Store(time.Now().UnixNano())
+	})
+	w.n.Add(1)
+}
+
+// tick notes the time and usage now if records came since the last tick,
+// and returns the report so far.
+func (w *readerWindow) tick() readerReport {
+	if n := w.n.Load(); n != w.lastCounted && w.first.Load() != 0 {
+		w.lastCounted, w.last, w.lastUsage = n, time.Now().UnixNano(), sampleUsage()
+	}
+	if w.last == 0 {
+		return readerReport{}
+	}
+	return readerReport{
+		Handled: w.lastCounted, First: w.first.Load(), Last: w.last,
+		CPUNanos:   w.lastUsage.cpu - w.firstUsage.cpu,
+		Allocs:     w.lastUsage.allocs - w.firstUsage.allocs,
+		AllocBytes: w.lastUsage.bytes - w.firstUsage.bytes,
+	}
+}
+
+func runReader(args []string) error {
+	fs := flag.NewFlagSet(readerCommand, flag.ContinueOnError)
+	mode := fs.String("mode", "bare", "bare (a confluent-kafka-go poll loop) or keyshare (a member)")
+	brokers := fs.String("brokers", "", "bootstrap servers")
+	etcd := fs.String("etcd", "", "etcd endpoint (keyshare)")
+	topic := fs.String("topic", "", "topic (partition 0 for bare)")
+	group := fs.String("group", "", "group")
+	id := fs.String("id", "", "member id (keyshare)")
+	var props kvFlags
+	fs.Var(&props, "X", "librdkafka property=value (repeatable)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the reading to this file")
+	allocProfile := fs.String("allocprofile", "", "write an allocation profile of the reading to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cm := kafka.ConfigMap{"bootstrap.servers": *brokers, "log_level": 3}
+	for k, v := range props {
+		cm[k] = v
+	}
+	var w readerWindow
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var read func(context.Context) error
+	switch *mode {
+	case "bare":
+		cm["group.id"] = *group
+		cm["enable.auto.commit"] = false
+		kc, err := kafka.NewConsumer(&cm)
+		if err != nil {
+			return err
+		}
+		defer kc.Close()
+		read = func(ctx context.Context) error {
+			if err := kc.Assign([]kafka.TopicPartition{{Topic: topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
+				return err
+			}
+			for ctx.Err() == nil {
+				if m, ok := kc.Poll(100).(*kafka.Message); ok && m.TopicPartition.Error == nil {
+					w.hit()
+				}
+			}
+			return nil
+		}
+	case "keyshare":
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{*etcd}, Logger: zap.NewNop()})
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		cfg := consumer.DefaultConfig()
+		cfg.Group, cfg.Topics, cfg.MemberID, cfg.Kafka = *group, []string{*topic}, *id, cm
+		cfg.Logger = hclog.NewNullLogger()
+		cfg.Handler = func(context.Context, *kafka.Message) error { w.hit(); return nil }
+		k, err := consumer.New(cli, cfg)
+		if err != nil {
+			return err
+		}
+		read = k.Run
+	default:
+		return fmt.Errorf("--mode %q: want bare or keyshare", *mode)
+	}
+
+	out := json.NewEncoder(os.Stdout)
+	if err := out.Encode(readerReport{Ready: true}); err != nil {
+		return err
+	}
+	in := bufio.NewScanner(os.Stdin)
+	if !in.Scan() || in.Text() != "go" {
+		return errors.New("no go line on stdin")
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *allocProfile != "" {
+		runtime.MemProfileRate = 64 << 10
+	}
+	readErr := make(chan error, 1)
+	go func() { readErr <- read(ctx) }()
+	go func() {
+		for in.Scan() { // stdin closes: stop
+		}
+		cancel()
+	}()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if err := out.Encode(w.tick()); err != nil {
+				return err
+			}
+		case err := <-readErr:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			if *allocProfile != "" {
+				f, err := os.Create(*allocProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+					return err
+				}
+			}
+			return out.Encode(w.tick())
+		}
+	}
+}
+
+// kvFlags collects repeated prop=value flags.
+type kvFlags map[string]string
+
+func (f *kvFlags) String() string { return fmt.Sprint(map[string]string(*f)) }
+
+func (f *kvFlags) Set(s string) error {
+	for i := range len(s) {
+		if s[i] == '=' {
+			if *f == nil {
+				*f = kvFlags{}
+			}
+			(*f)[s[:i]] = s[i+1:]
+			return nil
+		}
+	}
+	return fmt.Errorf("%q: want prop=value", s)
+}
