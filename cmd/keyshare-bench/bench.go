@@ -38,6 +38,7 @@ type benchCommand struct {
 	// CPU and allocation profiles.
 	records       int
 	memberProfile string
+	tries         listFlag
 	kafka         string // the bundled cluster's broker: kfake or apache
 	// keyshare is the binary whose `member` command runs the member
 	// processes of the pauses, memory and groups scenarios.
@@ -58,6 +59,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the benchmark process to this file")
 	fs.IntVar(&c.records, "records", 0, "records the throughput scenario reads (default 1,000,000; 100,000 with --quick)")
 	fs.StringVar(&c.memberProfile, "member-profile", "", "write CPU and allocation profiles of the throughput scenario's one-member reader to this directory (keyshare.cpu.pprof, keyshare.allocs.pprof)")
+	fs.Var(&c.tries, "try", "librdkafka settings (prop=value,prop=value) the throughput scenario also tries on a bare loop and one member, a row each (repeatable)")
 	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: throughput (one partition read by kcat, a bare client and keyshare members), pc, scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
 	cli.KafkaFlag(fs, &c.kafka)
 	fs.StringVar(&c.keyshare, "keyshare", keyshareNextToThis(), "the keyshare binary that runs the member processes of the pauses, memory and groups scenarios")

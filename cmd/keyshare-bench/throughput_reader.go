@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -231,4 +232,14 @@ func (f *kvFlags) Set(s string) error {
 		}
 	}
 	return fmt.Errorf("%q: want prop=value", s)
+}
+
+// listFlag collects a repeated flag's values.
+type listFlag []string
+
+func (f *listFlag) String() string { return strings.Join(*f, " ") }
+
+func (f *listFlag) Set(s string) error {
+	*f = append(*f, s)
+	return nil
 }
