@@ -49,6 +49,9 @@ type Config struct {
 	// past transaction markers), and refuses a conflicting value for any of
 	// them. "isolation.level" passes through: read_committed (librdkafka's
 	// default) skips aborted transactions, read_uncommitted handles them.
+	// keyshare's one default of its own, "fetch.queue.backoff.ms" 50
+	// (librdkafka's: 1,000), lets a member that drains librdkafka's queue
+	// within a second fetch again sooner; a value given here wins.
 	// Everything else keeps librdkafka's defaults ("fetch.wait.max.ms" 500:
 	// a range taken over is first fetched when the fetch in flight returns;
 	// lower it for quicker handoffs at the price of the broker's CPU).
