@@ -58,7 +58,7 @@ func (c *benchCommand) throughput(ctx context.Context) error {
 		{"bare confluent-kafka-go Poll loop, librdkafka defaults", func() (throughputRow, error) { return c.readChildren(n, "bare", 1, nil, "") }},
 		{"bare Poll loop, queued.min.messages=1000000", func() (throughputRow, error) { return c.readChildren(n, "bare", 1, tunedPrefetch, "") }},
 		{"one keyshare member, defaults", func() (throughputRow, error) { return c.readChildren(n, "keyshare", 1, nil, c.memberProfile) }},
-		{"four keyshare members on the partition, defaults (group)", func() (throughputRow, error) { return c.readChildren(n, "keyshare", 4, nil, "") }},
+		{"four keyshare members on the partition, defaults (group)", func() (throughputRow, error) { return c.readChildren(n, "keyshare", 4, nil, c.memberProfile) }},
 	}
 	for _, t := range c.tries {
 		props := strings.Split(t, ",")
@@ -186,7 +186,8 @@ func (c *benchCommand) readChildren(n int, mode string, m int, props []string, p
 			if err := os.MkdirAll(profileDir, 0o755); err != nil {
 				return throughputRow{}, err
 			}
-			args = append(args, "--cpuprofile", filepath.Join(profileDir, mode+".cpu.pprof"), "--allocprofile", filepath.Join(profileDir, mode+".allocs.pprof"))
+			name := fmt.Sprintf("%s-%d", mode, m) // keyshare-1: the one member; keyshare-4: the first of four
+			args = append(args, "--cpuprofile", filepath.Join(profileDir, name+".cpu.pprof"), "--allocprofile", filepath.Join(profileDir, name+".allocs.pprof"))
 		}
 		ch, err := c.spawnReader(args...)
 		if err != nil {
