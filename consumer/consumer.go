@@ -283,9 +283,9 @@ func (c *Consumer) Close() error {
 // for this long, 1 s by default. A member that drains the queue in less
 // than that then waits for the rest of the second: on one partition of
 // small records on Apache Kafka, a bare poll loop read 130,000 records/s
-// with the default and 500,000–640,000 with 10–50 ms, as fast as with
+// with the default and 507,000–636,000 with 10–50 ms, as fast as with
 // queued.min.messages raised tenfold, and a member read 105,000 and
-// 175,000 (docs/benchmarks.md, section 0). The queue's bounds, and so
+// 163,000–174,000 (docs/benchmarks.md, section 0). The queue's bounds, and so
 // librdkafka's memory, stay as they are; the broker sees no more fetches
 // per record. The cost is the client's: while the queue stays full and the
 // partitions are not paused (keyshare pauses them after pauseAfter at its

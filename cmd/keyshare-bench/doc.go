@@ -9,6 +9,7 @@
 //	make bench                                   # builds both, writes docs/benchmarks.md
 //	bin/keyshare-bench --quick --runs 1          # a smoke test of the benchmark itself
 //	bin/keyshare-bench --only skew,groups --keyshare /usr/local/bin/keyshare
+//	bin/keyshare-bench --kafka apache --only throughput --runs 1  # one partition: kcat, a bare client, members
 //
 // Run 'keyshare-bench -h' for its flags.
 package main
