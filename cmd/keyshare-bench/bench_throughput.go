@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -47,7 +48,7 @@ func (c *benchCommand) throughput(ctx context.Context) error {
 	if _, err := loadgen.Produce(ctx, c.brokers, throughputTopic, n, 10000, 0, 0, false); err != nil {
 		return err
 	}
-	c.printf("## 0. Throughput of one partition\n\n%d records of about 20 bytes over 10,000 keys in one partition, produced in advance, read from the start with no work per record; every reader runs in a process of its own. CPU is the readers' processes' user+system time (all threads, librdkafka's included) from the first record to the last, divided by the records of the topic; allocations are the Go heap's over the same window (none for kcat). keyshare members run with DefaultConfig (16 workers, MaxInFlight 1,000) and librdkafka settings as keyshare sets them. Each figure is the median of %d runs.\n\n", n, c.runs)
+	c.printf("## 0. Throughput of one partition\n\n%s records of about 20 bytes over 10,000 keys in one partition, produced in advance, read from the start with no work per record; every reader runs in a process of its own. CPU is the readers' processes' user+system time (all threads, librdkafka's included) from the first record to the last, divided by the records of the topic; allocations are the Go heap's over the same window (none for kcat; its figures include its start). keyshare members run with DefaultConfig (16 workers, MaxInFlight 1,000) and librdkafka settings as keyshare sets them. Each figure is the median of %d runs.\n\n", withCommas(int64(n)), c.runs)
 	c.printf("| reader | records/s | × bare, tuned prefetch | CPU µs/record | allocs/record | B/record |\n|---|---|---|---|---|---|\n")
 	type setup struct {
 		name string
@@ -90,9 +91,9 @@ func (c *benchCommand) throughput(ctx context.Context) error {
 		}
 		allocs, bytes := "—", "—"
 		if r.allocs >= 0 {
-			allocs, bytes = fmt.Sprintf("%.1f", r.allocs), fmt.Sprintf("%.0f", r.allocBytes)
+			allocs, bytes = fmt.Sprintf("%.1f", r.allocs), withCommas(int64(r.allocBytes))
 		}
-		c.printf("| %s | %.0f | %.2f | %.2f | %s | %s |\n", setups[i].name, r.rate, r.rate/bare, r.cpuMicros, allocs, bytes)
+		c.printf("| %s | %s | %.2f | %.2f | %s | %s |\n", setups[i].name, withCommas(int64(r.rate)), r.rate/bare, r.cpuMicros, allocs, bytes)
 	}
 	c.printf("\nFour members each fetch the whole partition and pass over the records of the others' ranges, so their CPU per record of the topic counts every record fetched four times.\n\n")
 	return nil
@@ -268,4 +269,17 @@ func (c *benchCommand) readChildren(n int, mode string, m int, props []string, p
 		allocs:     float64(allocs) / float64(n),
 		allocBytes: float64(bytes) / float64(n),
 	}, nil
+}
+
+// withCommas writes n with a comma between each group of three digits.
+func withCommas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	start := 0
+	if n < 0 {
+		start = 1
+	}
+	for i := len(s) - 3; i > start; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
