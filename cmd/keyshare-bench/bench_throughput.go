@@ -67,21 +67,25 @@ func (c *benchCommand) throughput(ctx context.Context) error {
 			setup{"bare Poll loop, " + t, func() (throughputRow, error) { return c.readChildren(n, "bare", 1, props, "") }},
 			setup{"one keyshare member, " + t, func() (throughputRow, error) { return c.readChildren(n, "keyshare", 1, props, "") }})
 	}
-	rows := make([]throughputRow, len(setups))
-	for i, s := range setups {
-		var runs []throughputRow
-		for range c.runs {
+	// Runs take turns, setup after setup, so that a burst of load on a
+	// shared machine does not fall on one setup's runs only.
+	runs := make([][]throughputRow, len(setups))
+	for range c.runs {
+		for i, s := range setups {
+			if len(runs[i]) > 0 && runs[i][0].note != "" {
+				continue
+			}
 			r, err := s.run()
 			if err != nil {
 				return fmt.Errorf("throughput, %s: %w", s.name, err)
 			}
-			runs = append(runs, r)
-			if r.note != "" {
-				break
-			}
+			runs[i] = append(runs[i], r)
 		}
-		sort.Slice(runs, func(i, j int) bool { return runs[i].rate < runs[j].rate })
-		rows[i] = runs[len(runs)/2]
+	}
+	rows := make([]throughputRow, len(setups))
+	for i, rs := range runs {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].rate < rs[j].rate })
+		rows[i] = rs[len(rs)/2]
 	}
 	bare := rows[2].rate // the reference of the goals: a bare client with deep prefetch
 	for i, r := range rows {
