@@ -69,6 +69,9 @@ var noConfigFlag = map[string]string{
 	"Handler":      "--work, --fail-rate, --stall and --record",
 	"BatchHandler": "--batch-size",
 	"Logger":       "--log-level and --log-format",
+	// The member command exports no traces: a tracer provider needs an
+	// exporter, which a service embedding the library brings.
+	"TracerProvider": "nothing: only code embedding the library sets it",
 }
 
 // registerConfigFlags registers the flags of consumer.Config's settings,
