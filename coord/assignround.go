@@ -29,6 +29,7 @@ type assignRound struct {
 	// topics is the topics deleted and created again (topics.go).
 	topics *topicWatch
 	gone   plan.GoneTracker   // FailoverGrace (grace.go)
+	told   goneOwners         // members already reported gone (goneowners.go)
 	settle plan.SettleTracker // defragmentation waits for a still group (settle.go)
 	// quietRev and quietPartsAt are the assignment revision and partition
 	// read of the last round that planned nothing with no range revoking:
@@ -111,6 +112,9 @@ type assignStep struct {
 	// problems is the snapshot's damaged values, joined, when they
 	// changed to something to report.
 	problems string
+	// gone is the members newly seen gone with ranges to fail over:
+	// each registration is reported once.
+	gone []goneOwner
 }
 
 // step plans one round on snap at clock (the leader's monotonic now),
@@ -123,6 +127,7 @@ func (r *assignRound) step(snap *state.Snapshot, clock time.Time, assignRev int6
 		r.problems = p
 	}
 	plan.Observe(r.seen, snap, clock)
+	st.gone = r.told.news(snap)
 	held, wait := r.gone.Held(snap, clock, r.cfg.FailoverGrace)
 	if wait > 0 {
 		st.wake = append(st.wake, wait)

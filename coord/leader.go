@@ -200,6 +200,10 @@ func (l *leader) assignLoop(ctx context.Context) error {
 		if st.problems != "" {
 			s.log.Error("damaged values in etcd; repairing what can be repaired", "problems", st.problems)
 		}
+		for _, g := range st.gone {
+			s.log.Warn(fmt.Sprintf("member %s's session ended; failing over %d %s", g.id, g.ranges, plural(g.ranges, "range", "ranges")),
+				"gone_member", g.id, "ranges", g.ranges, "after", s.cfg.FailoverGrace)
+		}
 		for _, w := range st.wake {
 			time.AfterFunc(w, poke)
 		}
@@ -237,6 +241,14 @@ func (l *leader) assignLoop(ctx context.Context) error {
 // working on the range.
 func drainGrace(ttl time.Duration) time.Duration {
 	return max(time.Second, ttl)
+}
+
+// plural is one if n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func joinErrors(errs []error) string {
