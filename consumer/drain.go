@@ -66,11 +66,12 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 			p.c.metrics.retentionLosses.Add(int64(len(rel.Losses)))
 		}
 		if err == nil || errors.Is(err, coord.ErrFenced) {
-			if err != nil {
-				p.log.Warn("release fenced", "range", rel.Range.Key, "error", err)
-			}
 			p.mu.Lock()
-			if err != nil && !current() {
+			wanted := current()
+			if err != nil {
+				p.log.Log(releaseFencedLevel(err, wanted), "release fenced", "range", rel.Range.Key, "error", err)
+			}
+			if err != nil && !wanted {
 				// Fenced because the leader took the revoke back (or
 				// revoked it again: a newer drain releases it).
 				p.mu.Unlock()

@@ -161,7 +161,7 @@ func (p *pipeline) flush(ctx context.Context) {
 		for _, k := range fenced.Keys {
 			bad[k] = true
 		}
-		p.log.Info("ledger write fenced; rereading the assignment", "keys", len(fenced.Keys), "session", fenced.Session)
+		p.log.Log(flushFencedLevel(fenced), "ledger write fenced; rereading the assignment", "keys", len(fenced.Keys), "session", fenced.Session)
 		poke(p.resync)
 	}
 	if tooLarge != nil {
