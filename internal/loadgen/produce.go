@@ -3,7 +3,6 @@ package loadgen
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"time"
 
@@ -12,29 +11,54 @@ import (
 
 // Produce writes count records and waits for their acks. Each value is
 // "key-K:SEQ", SEQ counting that key's records from 0, so that order can be
-// checked downstream. It returns how many were acknowledged.
+// checked downstream. Its keys are the same at every call (seed 1), so
+// that benchmark runs compare. It returns how many were acknowledged.
 func Produce(ctx context.Context, brokers, topic string, count, keys int, zipf, rate float64, progress bool) (int, error) {
-	return ProduceWith(ctx, kafka.ConfigMap{"bootstrap.servers": brokers, "acks": "all", "enable.idempotence": true, "linger.ms": 5, "log_level": 3},
-		topic, count, keys, zipf, rate, progress)
+	o := Options{Count: count, Keys: keys, Zipf: zipf, Rate: rate, Seed: 1}
+	if progress {
+		o.Progress = ProgressBar
+	}
+	res, err := ProduceWith(ctx, kafka.ConfigMap{"bootstrap.servers": brokers, "acks": "all", "enable.idempotence": true, "linger.ms": 5, "log_level": 3},
+		topic, o)
+	return res.Acked, err
 }
 
-// ProduceWith is Produce with a full producer configuration.
-func ProduceWith(ctx context.Context, cm kafka.ConfigMap, topic string, count, keys int, zipf, rate float64, progress bool) (int, error) {
+// Options is what ProduceWith writes.
+type Options struct {
+	Count int     // records
+	Keys  int     // distinct keys, key-0 … key-(Keys-1)
+	Zipf  float64 // Zipf exponent s > 1 for skewed keys; 0: uniform
+	Rate  float64 // records per second; 0: as fast as possible
+	// Seed draws the keys: the same seed, the same keys in the same order.
+	Seed uint64
+	// FirstSeq is each key's first SEQ: a run that starts at an earlier
+	// run's Result.NextSeq writes no value that run wrote.
+	FirstSeq int
+	Progress Progress
+}
+
+// Result is what a ProduceWith run wrote.
+type Result struct {
+	Acked int // records acknowledged
+	// NextSeq is the first SEQ no key of the run used: the FirstSeq of a
+	// run that goes on from this one.
+	NextSeq int
+}
+
+// ProduceWith is Produce with a full producer configuration and the
+// run's Options.
+func ProduceWith(ctx context.Context, cm kafka.ConfigMap, topic string, o Options) (Result, error) {
+	count := o.Count
 	p, err := kafka.NewProducer(&cm)
 	if err != nil {
 		//lint:ignore ST1005 Kafka is a proper noun
-		return 0, fmt.Errorf("Kafka producer: %w", err)
+		return Result{}, fmt.Errorf("Kafka producer: %w", err)
 	}
 	defer p.Close()
 	if err := checkTopic(p, topic); err != nil {
-		return 0, err
+		return Result{}, err
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	var z *rand.Zipf
-	if zipf > 0 {
-		z = rand.NewZipf(rng, zipf, 1, uint64(keys-1))
-	}
-	seq := make([]int, keys)
+	recs := newRecords(o.Seed, o.Keys, o.Zipf, o.FirstSeq)
 	acked, failed := 0, 0
 	var firstErr error
 	reports := make(chan kafka.Event, 10000)
@@ -60,16 +84,12 @@ func ProduceWith(ctx context.Context, cm kafka.ConfigMap, topic string, count, k
 			count = i
 			break
 		}
-		k := rng.IntN(keys)
-		if z != nil {
-			k = int(z.Uint64())
-		}
+		key, value := recs.next()
 		msg := &kafka.Message{
 			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-			Key:            fmt.Appendf(nil, "key-%d", k),
-			Value:          fmt.Appendf(nil, "key-%d:%d", k, seq[k]),
+			Key:            key,
+			Value:          value,
 		}
-		seq[k]++
 		for {
 			err := p.Produce(msg, reports)
 			if err == nil {
@@ -79,42 +99,37 @@ func ProduceWith(ctx context.Context, cm kafka.ConfigMap, topic string, count, k
 				time.Sleep(5 * time.Millisecond)
 				continue
 			}
-			return acked, err
+			return Result{Acked: acked, NextSeq: recs.nextSeq()}, err
 		}
-		if rate > 0 {
-			if ahead := time.Duration(float64(i+1)/rate*float64(time.Second)) - time.Since(start); ahead > 0 {
+		if o.Rate > 0 {
+			if ahead := time.Duration(float64(i+1)/o.Rate*float64(time.Second)) - time.Since(start); ahead > 0 {
 				time.Sleep(ahead)
 			}
 		}
-		if progress && count >= 1000 {
-			if pct := (i + 1) * 20 / count; pct != lastShown {
-				lastShown = pct
-				fmt.Fprintf(os.Stderr, "\r[%-20s] %d/%d", bar(pct), i+1, count)
+		if o.Progress != NoProgress && count >= 1000 {
+			if step := (i + 1) * progressSteps / count; step != lastShown {
+				lastShown = step
+				fmt.Fprint(os.Stderr, progressLine(o.Progress, step, i+1, count))
 			}
 		}
 	}
-	if progress && count >= 1000 {
+	if o.Progress == ProgressBar && count >= 1000 {
 		fmt.Fprintln(os.Stderr)
 	}
+	res := Result{NextSeq: recs.nextSeq()}
 	for p.Flush(1000) > 0 && ctx.Err() == nil {
 	}
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		return acked, fmt.Errorf("delivery reports missing after 30s")
+		res.Acked = acked
+		return res, fmt.Errorf("delivery reports missing after 30s")
 	}
+	res.Acked = acked
 	if failed > 0 {
-		return acked, fmt.Errorf("%d records failed: %w", failed, firstErr)
+		return res, fmt.Errorf("%d records failed: %w", failed, firstErr)
 	}
-	return acked, nil
-}
-
-func bar(n int) string {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = '#'
-	}
-	return string(b)
+	return res, nil
 }
 
 // checkTopic fails with a clear message if topic does not exist or the
