@@ -24,6 +24,10 @@ type queues[K comparable, J any] struct {
 	mu    sync.Mutex
 	keys  map[K]*keyQueue[K, J]
 	ready []*keyQueue[K, J]
+	// spare are queues of forgotten keys, kept to serve new keys without
+	// allocating: a key's queue is forgotten each time it runs empty,
+	// which with few records per key is after nearly every record.
+	spare []*keyQueue[K, J]
 	// now is the clock that says when a key counts as blocked: time.Now,
 	// or a test's.
 	now func() time.Time
@@ -63,7 +67,7 @@ func (s *queues[K, J]) Idle() bool {
 func (s *queues[K, J]) enqueueLocked(k K, j J, keep int) (q *keyQueue[K, J], ready bool) {
 	q = s.keys[k]
 	if q == nil {
-		q = &keyQueue[K, J]{key: k, lastTake: s.now()}
+		q = s.newQueueLocked(k)
 		s.keys[k] = q
 	} else if keep > 0 && len(q.jobs) >= keep && s.now().Sub(q.lastTake) >= BlockedAfter {
 		return nil, false
@@ -92,7 +96,11 @@ func (s *queues[K, J]) takeLocked(q *keyQueue[K, J]) J {
 	var zero J
 	j := q.jobs[0]
 	q.jobs[0] = zero
-	q.jobs = q.jobs[1:]
+	if len(q.jobs) == 1 {
+		q.jobs = q.jobs[:0] // keep the array from its start for the next jobs
+	} else {
+		q.jobs = q.jobs[1:]
+	}
 	q.lastTake = s.now()
 	return j
 }
@@ -108,4 +116,33 @@ func (s *queues[K, J]) requeueLocked(q *keyQueue[K, J]) bool {
 	}
 	delete(s.keys, q.key)
 	return false
+}
+
+// spareLocked keeps forgotten queue q (requeueLocked was false) for a new
+// key. Only for a queue nothing refers to any more: a Batcher's batch
+// keeps its keys' queues after it releases them, a Scheduler's worker
+// does not.
+func (s *queues[K, J]) spareLocked(q *keyQueue[K, J]) {
+	if len(s.spare) < maxSpareQueues {
+		var zero K
+		q.key = zero
+		s.spare = append(s.spare, q)
+	}
+}
+
+// maxSpareQueues bounds the queues kept for new keys: enough for the keys
+// a member's in-flight records span at once, little memory after a burst.
+const maxSpareQueues = 1024
+
+// newQueueLocked returns an empty queue for key k, a spare one if there is.
+func (s *queues[K, J]) newQueueLocked(k K) *keyQueue[K, J] {
+	now := s.now()
+	if n := len(s.spare); n > 0 {
+		q := s.spare[n-1]
+		s.spare[n-1] = nil
+		s.spare = s.spare[:n-1]
+		q.key, q.lastTake = k, now
+		return q
+	}
+	return &keyQueue[K, J]{key: k, lastTake: now}
 }

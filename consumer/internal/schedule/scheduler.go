@@ -89,11 +89,13 @@ func (s *Scheduler[K, J]) Done(k K) {
 }
 
 // doneLocked ends the run of q's job: the key is ready again if it has
-// jobs, else forgotten.
+// jobs, else forgotten, and its queue kept for a new key.
 func (s *Scheduler[K, J]) doneLocked(q *keyQueue[K, J]) {
 	if s.requeueLocked(q) {
 		s.cond.Signal()
+		return
 	}
+	s.spareLocked(q)
 }
 
 // Close stops the workers after the jobs they are running; queued jobs
