@@ -98,7 +98,7 @@ func (p *pipeline) groupCtx(jobs []*job) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	stops := make([]func() bool, len(jobs))
 	for i, j := range jobs {
-		stops[i] = context.AfterFunc(j.ctx, cancel)
+		stops[i] = context.AfterFunc(&j.ctx, cancel)
 	}
 	return ctx, func() {
 		for _, stop := range stops {
@@ -220,7 +220,7 @@ func (p *pipeline) failed(r *retrying, cause error) bool {
 	j.attempts, j.lastErr = r.attempt, textsafe.Escape(cause.Error())
 	p.mu.Unlock()
 	if r.attempt >= c.cfg.Retry.MaxAttempts && c.dlq != nil {
-		derr := c.deadLetter(j.ctx, m, cause, r.attempt)
+		derr := c.deadLetter(&j.ctx, m, cause, r.attempt)
 		switch {
 		case derr == nil:
 			c.metrics.deadLettered.Add(1)

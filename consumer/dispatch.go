@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"context"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -67,11 +66,10 @@ func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h u
 		p.shelveLocked(t, k, w.st, o, h) // behind the key's older shelved records
 		return
 	}
-	ctx, cancel := context.WithCancel(p.ctx)
-	j := &job{t: t, key: k, o: o, h: h, m: m, ctx: ctx, cancel: cancel, since: time.Now()}
+	j := &job{t: t, key: k, o: o, h: h, m: m, ctx: jobCtx{parent: p.ctx}, since: time.Now()}
 	// Queued before it is in jobs: its finish waits for p.mu, held here.
 	if !p.sched.SubmitBounded(k, j, p.maxQueuedPerKey()) {
-		cancel()
+		j.cancel()
 		p.shelveLocked(t, k, w.st, o, h)
 		return
 	}
@@ -108,7 +106,7 @@ func (p *pipeline) runJob(j *job) {
 		// An error here means the context ended: the record stays
 		// pending for the range's next owner.
 		start := time.Now()
-		done = p.c.process(j.ctx, j, &p.mu.Mutex) == nil
+		done = p.c.process(&j.ctx, j, &p.mu.Mutex) == nil
 		j.busy += time.Since(start)
 	}
 	p.finish(j, done)

@@ -1,7 +1,6 @@
 package consumer
 
 import (
-	"context"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -24,13 +23,12 @@ type jobKey struct {
 type job struct {
 	key jobKey
 
-	t      tp
-	o      int64
-	h      uint32
-	m      *kafka.Message
-	ctx    context.Context // ends if the member must stop working on the record
-	cancel context.CancelFunc
-	since  time.Time
+	t     tp
+	o     int64
+	h     uint32
+	m     *kafka.Message
+	ctx   jobCtx // ends if the member must stop working on the record
+	since time.Time
 	// attempts and lastErr are set by the worker while retrying (under the
 	// pipeline's lock).
 	attempts int
@@ -39,6 +37,9 @@ type job struct {
 	// by the worker running it, read when it finishes.
 	busy time.Duration
 }
+
+// cancel ends j's context: the member stops working on the record.
+func (j *job) cancel() { j.ctx.cancel() }
 
 // scheduler runs the member's records on its workers, one key at a time
 // in offset order: a schedule.Scheduler, or with a BatchHandler a

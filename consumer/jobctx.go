@@ -1,0 +1,69 @@
+package consumer
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// jobCtx is a record's context: it ends when the pipeline's does, or when
+// the record is cancelled (its range drained or dropped, or the record
+// taken out of memory). It behaves as a context.WithCancel of the
+// pipeline's context, but makes that only when the handler asks for Done
+// or Value: a record whose handler only returns costs no context, and a
+// context per record was a large part of dispatching one.
+type jobCtx struct {
+	parent context.Context
+
+	mu        sync.Mutex
+	made      context.Context    // the context.WithCancel, once asked for
+	stop      context.CancelFunc // made's
+	cancelled bool
+}
+
+// Deadline is the pipeline context's: cancelling a record sets none.
+func (c *jobCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+
+// Done makes the context, to wait on.
+func (c *jobCtx) Done() <-chan struct{} { return c.get().Done() }
+
+// Value makes the context too: context.Cause and contexts derived from
+// this one find it through Value.
+func (c *jobCtx) Value(key any) any { return c.get().Value(key) }
+
+// Err is what the context's Err would be, without making it.
+func (c *jobCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.made != nil:
+		return c.made.Err()
+	case c.cancelled:
+		return context.Canceled
+	}
+	return c.parent.Err()
+}
+
+func (c *jobCtx) String() string { return "keyshare record context" }
+
+func (c *jobCtx) get() context.Context {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.made == nil {
+		c.made, c.stop = context.WithCancel(c.parent)
+		if c.cancelled {
+			c.stop()
+		}
+	}
+	return c.made
+}
+
+// cancel ends the context (if the pipeline's has not ended already).
+func (c *jobCtx) cancel() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cancelled = true
+	if c.stop != nil {
+		c.stop()
+	}
+}

@@ -1,0 +1,79 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+type ctxTestKey struct{}
+
+// TestJobCtxActsAsWithCancel checks a record's context against the
+// context.WithCancel it stands for: cancelled by the record or by the
+// pipeline, before or after a handler asked for Done, it reports the same
+// Err, Cause, Done, values and deadline, and ends contexts derived from it.
+func TestJobCtxActsAsWithCancel(t *testing.T) {
+	deadline := time.Now().Add(time.Hour)
+	for _, tc := range []struct {
+		name         string
+		doneFirst    bool // a handler asks for Done before the cancel
+		cancelRecord bool
+		cancelParent bool
+		wantErr      error
+	}{
+		{"live", false, false, false, nil},
+		{"live, Done asked", true, false, false, nil},
+		{"record cancelled", false, true, false, context.Canceled},
+		{"record cancelled, Done asked", true, true, false, context.Canceled},
+		{"pipeline cancelled", false, false, true, context.Canceled},
+		{"pipeline cancelled, Done asked", true, false, true, context.Canceled},
+		{"both", false, true, true, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, stopBase := context.WithDeadline(context.WithValue(context.Background(), ctxTestKey{}, "v"), deadline)
+			defer stopBase()
+			parent, stopParent := context.WithCancel(base)
+			defer stopParent()
+			c := &jobCtx{parent: parent}
+			var derived context.Context
+			if tc.doneFirst {
+				_ = c.Done()
+				var stop context.CancelFunc
+				derived, stop = context.WithTimeout(c, time.Hour)
+				defer stop()
+			}
+			if tc.cancelRecord {
+				c.cancel()
+			}
+			if tc.cancelParent {
+				stopParent()
+			}
+			if err := c.Err(); !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+				t.Errorf("Err = %v, want %v", err, tc.wantErr)
+			}
+			if cause := context.Cause(c); cause != tc.wantErr {
+				t.Errorf("Cause = %v, want %v", cause, tc.wantErr)
+			}
+			select {
+			case <-c.Done():
+				if tc.wantErr == nil {
+					t.Errorf("Done closed for a live record")
+				}
+			default:
+				if tc.wantErr != nil {
+					t.Errorf("Done open for a cancelled record")
+				}
+			}
+			if derived != nil && (derived.Err() != nil) != (tc.wantErr != nil) {
+				t.Errorf("derived context's Err = %v, want %v", derived.Err(), tc.wantErr)
+			}
+			if got := c.Value(ctxTestKey{}); got != "v" {
+				t.Errorf("Value = %v, want the pipeline context's %q", got, "v")
+			}
+			if got, ok := c.Deadline(); !ok || !got.Equal(deadline) {
+				t.Errorf("Deadline = %v %v, want %v", got, ok, deadline)
+			}
+		})
+	}
+}
