@@ -121,10 +121,11 @@ func (p *pipeline) finish(j *job, done bool) {
 	t, o, h := j.t, j.o, j.h
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mu.jobs[t][o] != j {
+	jobs := p.mu.jobs[t]
+	if jobs[o] != j {
 		return // abandoned: whoever removed it counted it out of inflight
 	}
-	delete(p.mu.jobs[t], o)
+	delete(jobs, o)
 	p.mu.untrack(j)
 	p.mu.cond.Broadcast()
 	poke(p.space)
