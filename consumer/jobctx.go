@@ -50,20 +50,30 @@ func (c *jobCtx) get() context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.made == nil {
-		c.made, c.stop = context.WithCancel(c.parent)
 		if c.cancelled {
+			// Cancelled before the pipeline's context ended: that is its
+			// error and cause, whatever the pipeline's context does later.
+			c.made, c.stop = context.WithCancel(context.WithoutCancel(c.parent))
 			c.stop()
+		} else {
+			c.made, c.stop = context.WithCancel(c.parent)
 		}
 	}
 	return c.made
 }
 
-// cancel ends the context (if the pipeline's has not ended already).
+// cancel ends the context, unless the pipeline's has ended already: then
+// the context keeps that one's error and cause, as a WithCancel does.
 func (c *jobCtx) cancel() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.cancelled = true
-	if c.stop != nil {
+	if c.made != nil {
 		c.stop()
+		return
+	}
+	select {
+	case <-c.parent.Done():
+	default:
+		c.cancelled = true
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 type ctxTestKey struct{}
 
+var errStopped = errors.New("stopped")
+
 // TestJobCtxActsAsWithCancel checks a record's context against the
 // context.WithCancel it stands for: cancelled by the record or by the
 // pipeline, before or after a handler asked for Done, it reports the same
@@ -20,21 +22,26 @@ func TestJobCtxActsAsWithCancel(t *testing.T) {
 		doneFirst    bool // a handler asks for Done before the cancel
 		cancelRecord bool
 		cancelParent bool
+		parentFirst  bool // the pipeline's context ends before the record's cancel
 		wantErr      error
+		wantCause    error
 	}{
-		{"live", false, false, false, nil},
-		{"live, Done asked", true, false, false, nil},
-		{"record cancelled", false, true, false, context.Canceled},
-		{"record cancelled, Done asked", true, true, false, context.Canceled},
-		{"pipeline cancelled", false, false, true, context.Canceled},
-		{"pipeline cancelled, Done asked", true, false, true, context.Canceled},
-		{"both", false, true, true, context.Canceled},
+		{"live", false, false, false, false, nil, nil},
+		{"live, Done asked", true, false, false, false, nil, nil},
+		{"record cancelled", false, true, false, false, context.Canceled, context.Canceled},
+		{"record cancelled, Done asked", true, true, false, false, context.Canceled, context.Canceled},
+		{"pipeline cancelled", false, false, true, false, context.Canceled, errStopped},
+		{"pipeline cancelled, Done asked", true, false, true, false, context.Canceled, errStopped},
+		{"record, then pipeline", false, true, true, false, context.Canceled, context.Canceled},
+		{"record, then pipeline, Done asked", true, true, true, false, context.Canceled, context.Canceled},
+		{"pipeline, then record", false, true, true, true, context.Canceled, errStopped},
+		{"pipeline, then record, Done asked", true, true, true, true, context.Canceled, errStopped},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base, stopBase := context.WithDeadline(context.WithValue(context.Background(), ctxTestKey{}, "v"), deadline)
 			defer stopBase()
-			parent, stopParent := context.WithCancel(base)
-			defer stopParent()
+			parent, stopParent := context.WithCancelCause(base)
+			defer stopParent(nil)
 			c := &jobCtx{parent: parent}
 			var derived context.Context
 			if tc.doneFirst {
@@ -43,17 +50,20 @@ func TestJobCtxActsAsWithCancel(t *testing.T) {
 				derived, stop = context.WithTimeout(c, time.Hour)
 				defer stop()
 			}
+			if tc.parentFirst {
+				stopParent(errStopped)
+			}
 			if tc.cancelRecord {
 				c.cancel()
 			}
 			if tc.cancelParent {
-				stopParent()
+				stopParent(errStopped)
 			}
 			if err := c.Err(); !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
 				t.Errorf("Err = %v, want %v", err, tc.wantErr)
 			}
-			if cause := context.Cause(c); cause != tc.wantErr {
-				t.Errorf("Cause = %v, want %v", cause, tc.wantErr)
+			if cause := context.Cause(c); cause != tc.wantCause {
+				t.Errorf("Cause = %v, want %v", cause, tc.wantCause)
 			}
 			select {
 			case <-c.Done():
