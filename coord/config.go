@@ -12,6 +12,7 @@ import (
 
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
 )
 
 // PartitionSource returns the partition count of each topic. The leader calls
@@ -83,7 +84,7 @@ type Config struct {
 // Topics and Partitions.
 func DefaultConfig() Config {
 	return Config{
-		Prefix:         "/keyshare",
+		Prefix:         state.DefaultPrefix,
 		Weight:         1,
 		Tuning:         DefaultTuning(),
 		StartTimeout:   10 * time.Second,

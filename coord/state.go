@@ -25,13 +25,7 @@ func groupOfSchema(s keys.Schema) state.Group {
 
 // schemaOf is the key schema of group g (state's Group.Root names the same
 // root).
-func schemaOf(g state.Group) keys.Schema {
-	prefix := g.Prefix
-	if prefix == "" {
-		prefix = state.DefaultPrefix
-	}
-	return keys.New(prefix, g.Name)
-}
+func schemaOf(g state.Group) keys.Schema { return keys.ForGroup(g.Prefix, g.Name) }
 
 func decodeRange(s keys.Schema, key string, data []byte, rev int64) (state.RangeRecord, error) {
 	return state.DecodeRange(groupOfSchema(s), key, data, rev)

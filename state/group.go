@@ -4,7 +4,7 @@ import "github.com/keyshare/keyshare/internal/keys"
 
 // DefaultPrefix is the etcd prefix under which groups live unless
 // configured otherwise (Config.Prefix).
-const DefaultPrefix = "/keyshare"
+const DefaultPrefix = keys.DefaultPrefix
 
 // Group names one group's state in etcd: every key of the group lives under
 // Root() (docs/etcd-keys.md lists them). Functions that read or write a
@@ -18,10 +18,4 @@ type Group struct {
 // Root is the etcd prefix of the group's keys, ending in "/".
 func (g Group) Root() string { return g.schema().Root() }
 
-func (g Group) schema() keys.Schema {
-	prefix := g.Prefix
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	return keys.New(prefix, g.Name)
-}
+func (g Group) schema() keys.Schema { return keys.ForGroup(g.Prefix, g.Name) }

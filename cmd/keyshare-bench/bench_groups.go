@@ -206,7 +206,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 	var res coordResult
 	group := fmt.Sprintf("co-%d-%d-%d", p, m, c.groups.Add(1))
 	topics := topicsFor("t", p)
-	schema := keys.New("/keyshare", group)
+	schema := keys.ForGroup("", group)
 	var names []string
 	for t := range topics {
 		names = append(names, t)
@@ -427,7 +427,7 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 	var res membersResult
 	group := fmt.Sprintf("mp-%d-%d-%d", p, m, c.groups.Add(1))
 	topics := topicsFor(group, p)
-	schema := keys.New("/keyshare", group)
+	schema := keys.ForGroup("", group)
 	bt, err := newBenchTopics(ctx, c.brokers, topics)
 	if err != nil {
 		return res, err

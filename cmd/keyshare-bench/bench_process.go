@@ -179,7 +179,7 @@ func (c *benchCommand) pausesRun(ctx context.Context, run int) ([4]time.Duration
 		return out, err
 	}
 	defer cli.Close()
-	schema := keys.New("/keyshare", group)
+	schema := keys.ForGroup("", group)
 	var ms []*benchMember
 	defer func() {
 		for _, m := range ms {

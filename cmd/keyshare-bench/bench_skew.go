@@ -342,7 +342,7 @@ func (c *benchCommand) sampleSkew(ctx context.Context, group string) (*skewSampl
 	if err != nil {
 		return nil, err
 	}
-	schema := keys.New("/keyshare", group)
+	schema := keys.ForGroup("", group)
 	sctx, cancel := context.WithCancel(ctx)
 	smp := &skewSampler{cancel: cancel, done: make(chan struct{})}
 	go func() {

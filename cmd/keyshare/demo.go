@@ -163,7 +163,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 				return err
 			}
 		}
-		st, err := readStatus(ctx, cli, kc, state.Group{Prefix: "/keyshare", Name: demoGroup})
+		st, err := readStatus(ctx, cli, kc, state.Group{Prefix: state.DefaultPrefix, Name: demoGroup})
 		if err != nil {
 			view.event("status: %v", err)
 			continue
@@ -197,7 +197,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		_ = p.Wait()
 		delete(procs, id)
 	}
-	st, err := readStatus(ctx, cli, kc, state.Group{Prefix: "/keyshare", Name: demoGroup})
+	st, err := readStatus(ctx, cli, kc, state.Group{Prefix: state.DefaultPrefix, Name: demoGroup})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
 )
 
 // groupCommand administers groups: list, describe, reset-offsets, pause,
@@ -59,7 +60,7 @@ func (c *groupCommand) Run(ctx context.Context, args []string) error {
 	c.etcdConn.register(fs)
 	c.kafkaConn.register(fs, "", "Kafka bootstrap servers")
 	fs.StringVar(&c.group, "group", "", "group name (required but for list)")
-	fs.StringVar(&c.prefix, "prefix", "/keyshare", "etcd prefix of all groups")
+	fs.StringVar(&c.prefix, "prefix", state.DefaultPrefix, "etcd prefix of all groups")
 	switch sub {
 	case "list":
 		return c.list(ctx, fs, args)

@@ -135,7 +135,7 @@ func (c *statusCommand) Run(ctx context.Context, args []string) error {
 	c.etcdConn.register(fs)
 	c.kafkaConn.register(fs, "", "Kafka bootstrap servers, to show committed and end offsets and lag")
 	fs.StringVar(&c.group, "group", "", "group name (required)")
-	fs.StringVar(&c.prefix, "prefix", "/keyshare", "etcd prefix of all groups")
+	fs.StringVar(&c.prefix, "prefix", state.DefaultPrefix, "etcd prefix of all groups")
 	fs.BoolVar(&c.asJSON, "json", false, "print JSON")
 	fs.BoolVar(&c.watch, "watch", false, "refresh every second until interrupted")
 	if err := cli.Parse(fs, args); err != nil {

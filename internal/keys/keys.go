@@ -39,6 +39,18 @@ type Schema struct {
 	group  string
 }
 
+// DefaultPrefix is the etcd prefix of all groups when none is configured.
+const DefaultPrefix = "/keyshare"
+
+// ForGroup is the schema of group under prefix, or under DefaultPrefix when
+// prefix is "": the one place the default applies.
+func ForGroup(prefix, group string) Schema {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return New(prefix, group)
+}
+
 // New returns the schema of group under prefix (e.g. "/keyshare").
 func New(prefix, group string) Schema {
 	return Schema{root: strings.TrimRight(prefix, "/") + "/" + group + "/", prefix: prefix, group: group}
