@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http/httptest"
-	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -61,36 +60,6 @@ func TestMetricsOfTwoGroups(t *testing.T) {
 		`keyshare_member_info{group="orders",member="orders-1"} 1`, `keyshare_records_handled_total{group="orders"} 3`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics has no %q", want)
-		}
-	}
-}
-
-// TestBuildLabels: keyshare's version is the main module's or the
-// dependency's (a replacement's if it has one), the revision is the VCS
-// stamp, and a build without information still reports the Go version.
-func TestBuildLabels(t *testing.T) {
-	rev := []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "abc123"}}
-	for _, tc := range []struct {
-		name                 string
-		bi                   *debug.BuildInfo
-		ok                   bool
-		version, revision, g string
-	}{
-		{"no build info", nil, false, "unknown", "", ""},
-		{"keyshare binary", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: modulePath, Version: "v1.4.0"}, Settings: rev}, true, "v1.4.0", "abc123", "go1.26.8"},
-		{"built in its tree", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: modulePath, Version: "(devel)"}}, true, "(devel)", "", "go1.26.8"},
-		{"a service's dependency", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "example.com/svc", Version: "v2.0.0"},
-			Deps: []*debug.Module{{Path: "golang.org/x/sys", Version: "v0.1.0"}, {Path: modulePath, Version: "v1.3.2"}}, Settings: rev}, true, "v1.3.2", "abc123", "go1.26.8"},
-		{"replaced dependency", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "example.com/svc"},
-			Deps: []*debug.Module{{Path: modulePath, Version: "v1.3.2", Replace: &debug.Module{Path: "example.com/fork", Version: "v1.3.3"}}}}, true, "v1.3.3", "", "go1.26.8"},
-		{"keyshare not in the build", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "example.com/svc"}}, true, "unknown", "", "go1.26.8"},
-	} {
-		v, r, g := buildLabels(tc.bi, tc.ok)
-		if tc.g == "" {
-			tc.g = g // runtime.Version: whatever built the test
-		}
-		if v != tc.version || r != tc.revision || g != tc.g {
-			t.Errorf("%s: %q %q %q, want %q %q %q", tc.name, v, r, g, tc.version, tc.revision, tc.g)
 		}
 	}
 }

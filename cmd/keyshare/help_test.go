@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/keyshare/keyshare/internal/version"
 )
 
 // TestEveryCommandHasHelp: each command (and each group subcommand) has a
@@ -24,7 +26,8 @@ func TestEveryCommandHasHelp(t *testing.T) {
 }
 
 // TestHelpAndVersion: help COMMAND is COMMAND -h (description, example,
-// flags, on stdout, exit 0); --version is version.
+// flags, on stdout, exit 0); --version is version, which names this tree's
+// release as a development build.
 func TestHelpAndVersion(t *testing.T) {
 	for _, args := range [][]string{{"help", "member"}, {"member", "-h"}, {"help", "group", "pause"}} {
 		out, code := run(t, time.Minute, args...)
@@ -34,7 +37,7 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		out, code := run(t, time.Minute, args...)
-		if code != 0 || !strings.HasPrefix(out, "keyshare ") || !strings.Contains(out, "go1.") {
+		if code != 0 || !strings.HasPrefix(out, "keyshare v"+version.Release+"-dev (") || !strings.Contains(out, "go1.") {
 			t.Errorf("%v: exit %d, output:\n%s", args, code, out)
 		}
 	}
