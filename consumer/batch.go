@@ -93,14 +93,15 @@ func (c *Consumer) callBatch(ctx context.Context, msgs []*kafka.Message, attempt
 }
 
 // groupCtx returns a context that ends when the session does or when the
-// context of any of jobs ends, and its release function.
+// context of any of jobs ends, and that answers FenceOf for jobs, and its
+// release function.
 func (p *pipeline) groupCtx(jobs []*job) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	stops := make([]func() bool, len(jobs))
 	for i, j := range jobs {
 		stops[i] = context.AfterFunc(&j.ctx, cancel)
 	}
-	return ctx, func() {
+	return withFences(ctx, jobs), func() {
 		for _, stop := range stops {
 			stop()
 		}

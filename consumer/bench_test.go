@@ -48,23 +48,31 @@ func benchPipeline(b *testing.B, ranges []ledger.HashRange, handler Handler) *pi
 // BenchmarkPipeline measures the per-record cost of the member's data path
 // without I/O: a record is fetched (handle), filtered through the
 // partition's ranges, dispatched to its key's queue, run by a no-op handler
-// and completed in the ledger. Run with:
+// and completed in the ledger; the FenceOf case's handler asks for its
+// record's fence (the lookup a fenced sink makes). Run with:
 //
 //	go test -run '^$' -bench BenchmarkPipeline -benchmem ./consumer/
 func BenchmarkPipeline(b *testing.B) {
 	for _, tc := range []struct {
-		name   string
-		ranges []ledger.HashRange
+		name    string
+		ranges  []ledger.HashRange
+		fenceOf bool
 	}{
-		{"whole-partition", []ledger.HashRange{ledger.Full}},
+		{"whole-partition", []ledger.HashRange{ledger.Full}, false},
+		{"whole-partition-FenceOf", []ledger.HashRange{ledger.Full}, true},
 		// A member that owns a quarter of the partition: three quarters of
 		// the records only pass through its filter.
-		{"quarter-of-4-ranges", []ledger.HashRange{{Lo: 0, Hi: ledger.HashSpace / 4}}},
+		{"quarter-of-4-ranges", []ledger.HashRange{{Lo: 0, Hi: ledger.HashSpace / 4}}, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			var done sync.WaitGroup
-			p := benchPipeline(b, tc.ranges, func(context.Context, *kafka.Message) error {
-				done.Done()
+			p := benchPipeline(b, tc.ranges, func(ctx context.Context, m *kafka.Message) error {
+				defer done.Done()
+				if tc.fenceOf {
+					if _, ok := FenceOf(ctx, m); !ok {
+						b.Error("FenceOf found no fence in a handler's context")
+					}
+				}
 				return nil
 			})
 			topic := "t"

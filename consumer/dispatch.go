@@ -66,7 +66,8 @@ func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h u
 		p.shelveLocked(t, k, w.st, o, h) // behind the key's older shelved records
 		return
 	}
-	j := &job{t: t, key: k, o: o, h: h, m: m, ctx: jobCtx{parent: p.ctx}, since: time.Now()}
+	j := &job{t: t, key: k, o: o, h: h, m: m, ctx: jobCtx{parent: p.ctx}, p: p, w: w, since: time.Now()}
+	j.ctx.job = j
 	// Queued before it is in jobs: its finish waits for p.mu, held here.
 	if !p.sched.SubmitBounded(k, j, p.maxQueuedPerKey()) {
 		j.cancel()

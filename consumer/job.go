@@ -23,11 +23,15 @@ type jobKey struct {
 type job struct {
 	key jobKey
 
-	t     tp
-	o     int64
-	h     uint32
-	m     *kafka.Message
-	ctx   jobCtx // ends if the member must stop working on the record
+	t   tp
+	o   int64
+	h   uint32
+	m   *kafka.Message
+	ctx jobCtx // ends if the member must stop working on the record
+	// p and w are for FenceOf (fence.go): the pipeline whose table holds
+	// the record's range, and the range it was dispatched under.
+	p     *pipeline
+	w     *owned
 	since time.Time
 	// attempts and lastErr are set by the worker while retrying (under the
 	// pipeline's lock).

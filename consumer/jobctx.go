@@ -14,6 +14,9 @@ import (
 // context per record was a large part of dispatching one.
 type jobCtx struct {
 	parent context.Context
+	// job is the record's, for FenceOf (fence.go), which Value answers
+	// without making the context; nil in tests that make a bare jobCtx.
+	job *job
 
 	mu        sync.Mutex
 	made      context.Context    // the context.WithCancel, once asked for
@@ -28,8 +31,18 @@ func (c *jobCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 func (c *jobCtx) Done() <-chan struct{} { return c.get().Done() }
 
 // Value makes the context too: context.Cause and contexts derived from
-// this one find it through Value.
-func (c *jobCtx) Value(key any) any { return c.get().Value(key) }
+// this one find it through Value. FenceOf's key is answered first, without
+// making it: a handler that asks for its record's fence and nothing else
+// costs no context.
+func (c *jobCtx) Value(key any) any {
+	if _, ok := key.(fenceKey); ok {
+		if c.job == nil {
+			return nil
+		}
+		return fenceSource(c.job)
+	}
+	return c.get().Value(key)
+}
 
 // Err is what the context's Err would be, without making it.
 func (c *jobCtx) Err() error {
