@@ -97,6 +97,26 @@ type env struct {
 	// first member starts.
 	memberArgs []string
 	hotShare   float64
+	// bin is the keyshare binary members start from (setBinary); the
+	// tree's own unless a row changes it.
+	bin string
+}
+
+// binary is the keyshare binary the next member starts from.
+func (e *env) binary() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.bin == "" {
+		return bin
+	}
+	return e.bin
+}
+
+// setBinary makes the members started from now on run b.
+func (e *env) setBinary(b string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.bin = b
 }
 
 type ack struct {
@@ -333,9 +353,9 @@ func (e *env) startID(id string) {
 	// KEYSHARE_CHAOS_MEMBER_ARGS adds member flags (later ones win), e.g.
 	// "--batch-size 50 --work call:1ms+0.02ms" runs the matrix on batches.
 	args = append(args, strings.Fields(os.Getenv("KEYSHARE_CHAOS_MEMBER_ARGS"))...)
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(e.binary(), args...)
 	if e.net != nil {
-		cmd = e.net.Host(id).Command(bin, args...) // ip netns exec execs the member: the pid is the member's
+		cmd = e.net.Host(id).Command(e.binary(), args...) // ip netns exec execs the member: the pid is the member's
 	}
 	logf, err := os.OpenFile(filepath.Join(e.dir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

@@ -58,6 +58,13 @@ type row struct {
 	// share of the produced records that has one key (0: none).
 	memberArgs []string
 	hotShare   float64
+	// previous: the members start on the previous release's binary
+	// (upgrade_test.go).
+	previous bool
+	// handoffsOnly: every range that changes owner is handed over, none
+	// fails over (an owner that cannot read what the others write shows
+	// as failovers: its ranges are taken when its drain times out).
+	handoffsOnly bool
 }
 
 var rows = []row{
@@ -471,6 +478,9 @@ func runRow(t *testing.T, r row, long bool) result {
 	}
 	e := newEnvOn(t, 2, max(1, r.brokers), max(1, r.etcdMembers), n, r.slow)
 	e.memberArgs, e.hotShare = r.memberArgs, r.hotShare
+	if r.previous {
+		usePrevious(t, e)
+	}
 	for range 3 {
 		e.start()
 	}
@@ -528,6 +538,10 @@ func runRow(t *testing.T, r row, long bool) result {
 	// once, whatever the fault.
 	if res.Overlap.Overlaps > 0 {
 		t.Errorf("old and new owner ran a key at once: %s", res.Overlap)
+	}
+	if r.handoffsOnly && res.Overlap.Failovers > 0 {
+		t.Errorf("ranges failed over where every owner should hand over: %s", res.Overlap)
+		e.dumpLogs()
 	}
 	if r.moves && res.Overlap.Moves == 0 {
 		t.Errorf("no range changed owner while its keys were handled: the row tested no handover")
