@@ -284,7 +284,7 @@ func (p *commitPlan) committed(k kafkaCommits, failed map[assign.TopicPartition]
 			out.resets = append(out.resets, committedReset{tp: tp, offset: o, epoch: e})
 		}
 		if had, ok := k.repairs[tp]; ok {
-			out.repaired = append(out.repaired, repair{tp: tp, had: had, by: m.kafkaBy[tp], etcd: o})
+			out.repaired = append(out.repaired, repair{tp: tp, had: had, by: m.kafkaBy[tp], etcd: o, reset: p.in.snap.Commits[tp].Reset})
 		}
 		m.kafkaBy[tp] = ""
 	}

@@ -366,6 +366,35 @@ func TestCommitLateCommitAfterReset(t *testing.T) {
 	}
 }
 
+// TestCommitEtcdBehindKafka: etcd restored from an older backup holds a
+// commit record below the offset keyshare committed to Kafka since, with
+// no reset to explain it. etcd's record wins, as for every repair (the
+// records between run again), and the warning says that etcd's state is
+// older than Kafka's rather than blaming a reset.
+func TestCommitEtcdBehindKafka(t *testing.T) {
+	logs := &syncBuffer{}
+	r := newCommitRig(t, 1, 128, hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info}))
+	r.setMarks(func(int32) int64 { return 50 })
+	rounds := r.run()
+	until(t, "committed at 50", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 1, 50) })
+
+	// What the backup held: the ledger and the commit record at 20.
+	r.setMarks(func(int32) int64 { return 20 })
+	if _, err := r.cli.Put(t.Context(), r.schema.Commit("t", 0), `{"v":1,"offset":20,"leader":"a","at":"2026-01-01T00:00:00Z"}`); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "Kafka back at etcd's 20", rounds, func(cr coord.CommitRound) bool { return allAt(cr, 1, 20) })
+	line := logLine(logs.String(), "partition=0 ", "kafka_had=50")
+	for _, want := range []string{"etcd's state is older than Kafka's", "etcd=20", "restored from a backup"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("warning %q lacks %q", line, want)
+		}
+	}
+	if strings.Contains(line, "before an offset reset") {
+		t.Errorf("warning %q blames a reset the partition never had", line)
+	}
+}
+
 // TestCommitOffsetSetOutsideKeyshare: an operator moves the group's offsets
 // with Kafka's own tool (kafka-consumer-groups --reset-offsets, which Kafka
 // accepts: the group has no Kafka members), one above etcd's record and

@@ -52,6 +52,9 @@ type repair struct {
 	had  int64  // what Kafka held
 	by   string // who committed it (KafkaOffset.By)
 	etcd int64  // etcd's record, committed in its place
+	// reset is the record's reset epoch (0: no operator ever reset the
+	// partition's offset).
+	reset int64
 }
 
 // maxRepairLines bounds the repair warnings of one round: an operator's
@@ -78,6 +81,12 @@ func (c *committer) explain(repaired []repair) {
 		case r.by == "":
 			c.log.Warn("the group's committed offset was set outside keyshare: with Kafka's own tool (kafka-consumer-groups --reset-offsets, which Kafka accepts because the group has no Kafka members), or by a plain consumer using the group id. keyshare's offset is the one recorded in etcd (members resume from it), so it committed that again. To move a keyshare group's offsets, pause the group and run keyshare's reset instead",
 				append(kv, "instead", c.resetCommand(r))...)
+		case r.had > r.etcd && r.reset == 0 && r.by != "":
+			// keyshare records in etcd before it commits to Kafka, and
+			// only a reset moves a record down: with none, etcd holds
+			// less than it once did.
+			c.log.Warn("Kafka held an offset above etcd's record, committed by keyshare, and no offset reset explains it: etcd's state is older than Kafka's (etcd restored from a backup, or the record written by hand). keyshare's record wins, so it committed etcd's again: the records between run again, as many as the group handled since the backup (docs/operations.md, \"Restoring etcd\")",
+				append(kv, "kafka_committed_by", r.by)...)
 		case r.had > r.etcd:
 			c.log.Warn("Kafka held an offset above etcd's record, committed by keyshare before an offset reset and landed after it (a deposed leader's commit, or a round that raced the reset); committed etcd's again",
 				append(kv, "kafka_committed_by", r.by)...)
