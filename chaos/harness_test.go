@@ -100,6 +100,8 @@ type env struct {
 	// bin is the keyshare binary members start from (setBinary); the
 	// tree's own unless a row changes it.
 	bin string
+	// restored: etcd was restored from a backup (restore_test.go).
+	restored bool
 }
 
 // binary is the keyshare binary the next member starts from.
@@ -655,7 +657,15 @@ type result struct {
 // check reads the history and computes the row's result.
 func (e *env) check(row string, bound int) result {
 	losses := e.readLosses()
-	stale := e.staleWrites(e.t.Context())
+	var stale []string
+	if e.restored {
+		// The writes before the restore are gone from etcd's history
+		// (the restore marks it compacted), so the audit logs cannot be
+		// replayed against it.
+		e.t.Log("stale writes not checked: etcd's history before the restore is gone")
+	} else {
+		stale = e.staleWrites(e.t.Context())
+	}
 	for _, w := range stale {
 		e.t.Errorf("stale write accepted: %s", w)
 	}
