@@ -102,6 +102,9 @@ type env struct {
 	bin string
 	// restored: etcd was restored from a backup (restore_test.go).
 	restored bool
+	// noStarts are spans in which no member may start a record
+	// (quorum_test.go).
+	noStarts []window
 }
 
 // binary is the keyshare binary the next member starts from.
