@@ -1,0 +1,95 @@
+package deliver
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Config says where and how records are delivered. URL is required; the
+// zero value of every other field means its default.
+type Config struct {
+	// URL is the endpoint, http:// or https://. Each handler call POSTs
+	// to it.
+	URL string
+	// MemberID is the member's id, sent with every request ("member").
+	MemberID string
+	// Timeout bounds each request, from sending it to reading its
+	// answer's body. A request that times out is the endpoint's trouble:
+	// it is sent again. Default 10 s.
+	Timeout time.Duration
+	// TLS is the client's TLS configuration for an https:// URL: the CAs
+	// it trusts (RootCAs) and its certificate (Certificates). Default nil:
+	// the system's CAs, no client certificate.
+	TLS *tls.Config
+	// Header is sent with every request, for example Authorization. Its
+	// values are never logged. Content-Type is always application/json.
+	Header http.Header
+	// Backoff is the first wait after the endpoint could not answer; it
+	// doubles up to MaxBackoff while the endpoint stays in trouble, each
+	// wait drawn at random between half and all of it so that members do
+	// not come back at once. Defaults 100 ms and 5 s.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	// MaxRetryAfter caps the wait a Retry-After header (on 429 or 503)
+	// asks for; the header replaces the backoff's wait. Default 1 min.
+	MaxRetryAfter time.Duration
+	// Logger receives a line when the endpoint gets into trouble and when
+	// it answers again. Default: none.
+	Logger hclog.Logger
+	// TracerProvider, if set, traces each request with a span of kind
+	// Client (a child of the handler call's span when the consumer traces
+	// too) and sends its W3C trace context in the request's traceparent
+	// and tracestate headers. Default nil: no span, no header.
+	TracerProvider trace.TracerProvider
+}
+
+// ErrConfig is the error of a bad Config.
+var ErrConfig = errors.New("deliver: bad configuration")
+
+// withDefaults fills in the defaults and checks every field.
+func (c Config) withDefaults() (Config, error) {
+	u, err := url.Parse(c.URL)
+	switch {
+	case c.URL == "":
+		return c, fmt.Errorf("%w: URL is required (http://host:port/path or https://...)", ErrConfig)
+	case err != nil:
+		return c, fmt.Errorf("%w: URL %q: %v", ErrConfig, c.URL, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return c, fmt.Errorf("%w: URL %q: want an http:// or https:// URL", ErrConfig, c.URL)
+	case u.Host == "":
+		return c, fmt.Errorf("%w: URL %q has no host", ErrConfig, c.URL)
+	case u.User != nil:
+		return c, fmt.Errorf("%w: URL %q carries credentials: send a token in an Authorization header instead", ErrConfig, u.Redacted())
+	}
+	for name, d := range map[string]*time.Duration{"Timeout": &c.Timeout, "Backoff": &c.Backoff, "MaxBackoff": &c.MaxBackoff, "MaxRetryAfter": &c.MaxRetryAfter} {
+		if *d < 0 {
+			return c, fmt.Errorf("%w: %s %s: want a positive duration, or 0 for the default", ErrConfig, name, *d)
+		}
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	if c.Backoff == 0 {
+		c.Backoff = 100 * time.Millisecond
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = 5 * time.Second
+	}
+	if c.MaxRetryAfter == 0 {
+		c.MaxRetryAfter = time.Minute
+	}
+	if c.MaxBackoff < c.Backoff {
+		return c, fmt.Errorf("%w: MaxBackoff %s is below Backoff %s", ErrConfig, c.MaxBackoff, c.Backoff)
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return c, nil
+}

@@ -1,0 +1,22 @@
+// Package deliver hands records to an HTTP(S) endpoint written in any
+// language: each record, or each batch of records, is POSTed as JSON and
+// the response says what happened to it. Its handlers plug into a
+// keyshare consumer, so every guarantee the consumer keeps still holds:
+// one key at a time in offset order, keys in parallel, the ledger and safe
+// commit, handoffs, retries and the dead-letter topic.
+//
+//	ep, err := deliver.New(deliver.Config{URL: "https://sink.internal/records", MemberID: "m-1"})
+//	if err != nil { ... }
+//	cfg.Handler = ep.Handler() // or cfg.BatchHandler = ep.BatchHandler()
+//
+// A record the endpoint refuses (a 4xx answer, or "failed" in a batch
+// answer) fails its attempt: the consumer's RetryPolicy and dead-letter
+// topic apply as for a Go handler. An endpoint that cannot answer
+// (connection refused, a timeout, 5xx, 408, 429) is in trouble, not the
+// record: the handler waits and tries again until the endpoint answers or
+// the record's context ends, so an endpoint down for minutes dead-letters
+// nothing and loses nothing.
+//
+// docs/delivery.md gives the wire format, the outcome of each answer, and
+// example endpoints.
+package deliver

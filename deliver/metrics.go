@@ -1,0 +1,73 @@
+package deliver
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are an Endpoint's; Collector exports them.
+type metrics struct {
+	requests *prometheus.CounterVec // by outcome
+	records  *prometheus.CounterVec // by outcome
+	seconds  *prometheus.HistogramVec
+	waiting  prometheus.Gauge
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keyshare_deliver_requests_total",
+			Help: "Requests to the delivery endpoint by outcome: done (2xx), refused (4xx that fails the records), trouble (no answer, timeout, 5xx, 408, 429, 401, 403, 404, 405, or an unreadable answer; sent again).",
+		}, []string{"outcome"}),
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "keyshare_deliver_records_total",
+			Help: "Records the delivery endpoint answered about, by outcome: done, or failed (refused, or \"failed\" in a batch answer; retried, then dead-lettered).",
+		}, []string{"outcome"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "keyshare_deliver_request_seconds",
+			Help:    "Latency of requests to the delivery endpoint, by outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"outcome"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "keyshare_deliver_waiting_calls",
+			Help: "Handler calls waiting for the delivery endpoint to answer (0 while it answers).",
+		}),
+	}
+}
+
+func (m *metrics) observe(o outcome, d time.Duration) {
+	m.requests.WithLabelValues(o.String()).Inc()
+	m.seconds.WithLabelValues(o.String()).Observe(d.Seconds())
+}
+
+func (m *metrics) countRecords(res []error) {
+	failed := 0
+	for _, err := range res {
+		if err != nil {
+			failed++
+		}
+	}
+	m.records.WithLabelValues("done").Add(float64(len(res) - failed))
+	m.records.WithLabelValues("failed").Add(float64(failed))
+}
+
+// Collector returns the Endpoint's metrics (docs/delivery.md lists them),
+// to register beside the consumer's; wrap the registerer with the group
+// label (prometheus.WrapRegistererWith) as the consumer labels its own.
+func (e *Endpoint) Collector() prometheus.Collector { return e.metrics }
+
+// Describe and Collect make metrics a prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.requests.Describe(ch)
+	m.records.Describe(ch)
+	m.seconds.Describe(ch)
+	m.waiting.Describe(ch)
+}
+
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	m.requests.Collect(ch)
+	m.records.Collect(ch)
+	m.seconds.Collect(ch)
+	m.waiting.Collect(ch)
+}

@@ -1,0 +1,128 @@
+package deliver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// WireVersion is the version of the request body; an endpoint that sees
+// another refuses the request with 400 (docs/delivery.md).
+const WireVersion = 1
+
+// request is the body of one POST: the records of a handler call.
+type request struct {
+	Version int          `json:"version"`
+	Member  string       `json:"member"`
+	Records []wireRecord `json:"records"`
+}
+
+// wireRecord is one record as the endpoint sees it. Key, value and header
+// values are base64 (standard, padded): Kafka's bytes are not text. A
+// null key or value is null, an empty one "".
+type wireRecord struct {
+	Topic     string       `json:"topic"`
+	Partition int32        `json:"partition"`
+	Offset    int64        `json:"offset"`
+	Timestamp *int64       `json:"timestamp"` // ms since the Unix epoch; null when Kafka has none
+	Key       []byte       `json:"key"`
+	Value     []byte       `json:"value"`
+	Headers   []wireHeader `json:"headers"`
+	Attempt   int          `json:"attempt"`
+	Hash      uint32       `json:"hash"`
+	Range     *wireRange   `json:"range"`
+	Fence     *int64       `json:"fence"`
+}
+
+type wireHeader struct {
+	Key   string `json:"key"`
+	Value []byte `json:"value"`
+}
+
+// wireRange is the hash range [lo, hi) a record came through.
+type wireRange struct {
+	Lo uint64 `json:"lo"`
+	Hi uint64 `json:"hi"`
+}
+
+// encodeRequest builds the body of a call on msgs; attempts[i] is the
+// attempt of msgs[i] and fences[i] its range and fencing token.
+func encodeRequest(member string, msgs []*kafka.Message, attempts []int, fences []fence) ([]byte, error) {
+	req := request{Version: WireVersion, Member: member, Records: make([]wireRecord, len(msgs))}
+	for i, m := range msgs {
+		r := &req.Records[i]
+		if m.TopicPartition.Topic != nil {
+			r.Topic = *m.TopicPartition.Topic
+		}
+		r.Partition = m.TopicPartition.Partition
+		r.Offset = int64(m.TopicPartition.Offset)
+		if m.TimestampType != kafka.TimestampNotAvailable && !m.Timestamp.IsZero() {
+			ms := m.Timestamp.UnixMilli()
+			r.Timestamp = &ms
+		}
+		r.Key, r.Value = m.Key, m.Value
+		r.Headers = make([]wireHeader, len(m.Headers))
+		for j, h := range m.Headers {
+			r.Headers[j] = wireHeader{Key: h.Key, Value: h.Value}
+		}
+		r.Attempt = attempts[i]
+		f := fences[i]
+		r.Hash = f.hash
+		if f.known {
+			r.Range = &wireRange{Lo: f.lo, Hi: f.hi}
+			token := f.token
+			r.Fence = &token
+		}
+	}
+	return json.Marshal(req)
+}
+
+// Record outcomes in a batch answer.
+const (
+	statusDone   = "done"
+	statusFailed = "failed"
+)
+
+// answer is the body of a 2xx answer that reports per record.
+type answer struct {
+	Results []answerResult `json:"results"`
+}
+
+type answerResult struct {
+	Status string `json:"status"`
+	Error  string `json:"error"`
+}
+
+// errBadAnswer is a 2xx answer whose body cannot be read as the records'
+// results: the endpoint's trouble, not the records'.
+var errBadAnswer = errors.New("deliver: the endpoint's answer is not a result per record")
+
+// decodeAnswer reads the body of a 2xx answer to a request of n records:
+// nil for each record done, an error for each failed. An empty body (or
+// only white space) means every record is done.
+func decodeAnswer(body []byte, n int) ([]error, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return make([]error, n), nil
+	}
+	var a answer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return nil, fmt.Errorf("%w: %v", errBadAnswer, err)
+	}
+	if len(a.Results) != n {
+		return nil, fmt.Errorf("%w: %d results for %d records", errBadAnswer, len(a.Results), n)
+	}
+	out := make([]error, n)
+	for i, r := range a.Results {
+		switch r.Status {
+		case statusDone:
+		case statusFailed:
+			out[i] = &RefusedError{Status: 200, Body: safeBody([]byte(r.Error))}
+		default:
+			return nil, fmt.Errorf("%w: result %d has status %q, want %q or %q", errBadAnswer, i, r.Status, statusDone, statusFailed)
+		}
+	}
+	return out, nil
+}

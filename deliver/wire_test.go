@@ -1,0 +1,99 @@
+package deliver
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// TestEncodeRequest: bytes that are not text, a null key beside an empty
+// one, headers, a missing timestamp, attempts and a known fence all come
+// out as docs/delivery.md says.
+func TestEncodeRequest(t *testing.T) {
+	t.Parallel()
+	topic := "orders"
+	msgs := []*kafka.Message{
+		{
+			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 3, Offset: 42},
+			Key:            []byte{0xff, 0x00, 'k'}, Value: []byte("v\n"),
+			Headers:   []kafka.Header{{Key: "trace", Value: []byte{0x01}}, {Key: "nil", Value: nil}},
+			Timestamp: time.UnixMilli(1_700_000_000_123), TimestampType: kafka.TimestampCreateTime,
+		},
+		{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0, Offset: 7}, Key: nil, Value: []byte{}},
+	}
+	body, err := encodeRequest("m-1", msgs, []int{1, 3}, []fence{
+		{hash: 99, known: true, lo: 0, hi: 1 << 32, token: 1234},
+		{hash: 5},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"version": 1.0, "member": "m-1",
+		"records": []any{
+			map[string]any{
+				"topic": "orders", "partition": 3.0, "offset": 42.0, "timestamp": 1_700_000_000_123.0,
+				"key": "/wBr", "value": "dgo=",
+				"headers": []any{map[string]any{"key": "trace", "value": "AQ=="}, map[string]any{"key": "nil", "value": nil}},
+				"attempt": 1.0, "hash": 99.0, "range": map[string]any{"lo": 0.0, "hi": 4294967296.0}, "fence": 1234.0,
+			},
+			map[string]any{
+				"topic": "orders", "partition": 0.0, "offset": 7.0, "timestamp": nil,
+				"key": nil, "value": "", "headers": []any{},
+				"attempt": 3.0, "hash": 5.0, "range": nil, "fence": nil,
+			},
+		},
+	}
+	gotJSON, _ := json.Marshal(got)
+	wantJSON, _ := json.Marshal(want)
+	if string(gotJSON) != string(wantJSON) {
+		t.Errorf("request body\n got %s\nwant %s", gotJSON, wantJSON)
+	}
+}
+
+func TestDecodeAnswer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		body   string
+		n      int
+		failed []bool // nil: a bad answer
+	}{
+		{"empty body", "", 3, []bool{false, false, false}},
+		{"white space", " \r\n", 2, []bool{false, false}},
+		{"per record", `{"results":[{"status":"done"},{"status":"failed","error":"no such account"},{"status":"done"}]}`, 3, []bool{false, true, false}},
+		{"too few results", `{"results":[{"status":"done"}]}`, 2, nil},
+		{"unknown status", `{"results":[{"status":"retry"}]}`, 1, nil},
+		{"not JSON", `OK`, 1, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := decodeAnswer([]byte(tc.body), tc.n)
+			if tc.failed == nil {
+				if !errors.Is(err, errBadAnswer) {
+					t.Fatalf("decodeAnswer(%q) = %v, %v; want errBadAnswer", tc.body, res, err)
+				}
+				return
+			}
+			if err != nil || len(res) != tc.n {
+				t.Fatalf("decodeAnswer(%q) = %v, %v; want %d results", tc.body, res, err, tc.n)
+			}
+			for i, f := range tc.failed {
+				var refused *RefusedError
+				if f != errors.As(res[i], &refused) {
+					t.Errorf("result %d = %v, want failed %v", i, res[i], f)
+				}
+			}
+		})
+	}
+	res, _ := decodeAnswer([]byte(`{"results":[{"status":"failed","error":"bad\u001b[31m amount"}]}`), 1)
+	if got := res[0].Error(); got != `deliver: the endpoint failed the record: "bad\x1b[31m amount"` {
+		t.Errorf("a failed record's error %q: want the endpoint's text escaped", got)
+	}
+}
