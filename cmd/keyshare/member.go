@@ -15,11 +15,15 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/deliver"
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
 type memberCommand struct {
@@ -31,6 +35,9 @@ type memberCommand struct {
 	batchSize                                                  int
 	failRate                                                   float64
 	batchWait                                                  time.Duration
+	deliver                                                    deliverFlags // member_deliver.go
+	// deliverCfg is the endpoint's configuration when --deliver is set.
+	deliverCfg deliver.Config
 	// cfg is the consumer's configuration: the flags of member_flags.go
 	// set its fields, config fills in the rest.
 	cfg consumer.Config
@@ -51,6 +58,7 @@ func (c *memberCommand) flagSet() *flag.FlagSet {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text, or json (one JSON object per line)")
 	fs.StringVar(&c.stall, "stall", "", "simulate a stuck key: KEY:DURATION makes the first record of KEY take DURATION")
 	fs.StringVar(&c.audit, "audit", "", "append one JSON line per etcd write etcd accepted (keys and revision) to this file")
+	c.deliver.register(fs)
 	c.registerConfigFlags(fs) // member_flags.go
 	return fs
 }
@@ -113,6 +121,9 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer cli.Close()
 
+	if c.deliver.url != "" {
+		return c.runDelivering(ctx, cli, cfg, ks)
+	}
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))
 	var self *consumer.Consumer
@@ -152,6 +163,43 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Info("member starting", "id", self.ID(), "group", cfg.Group, "topics", strings.Join(cfg.Topics, ","), "batch_size", c.batchSize)
+	return ks.explain(self.Run(ctx))
+}
+
+// runDelivering runs the member with the --deliver endpoint as its
+// handler.
+func (c *memberCommand) runDelivering(ctx context.Context, etcd *clientv3.Client, cfg consumer.Config, ks *kafkaSettings) error {
+	if cfg.MemberID == "" {
+		cfg.MemberID = coord.DefaultMemberID() // the endpoint is told it
+	}
+	dcfg := c.deliverCfg
+	dcfg.MemberID = cfg.MemberID
+	dcfg.Logger = cfg.Logger.Named("deliver")
+	ep, err := deliver.New(dcfg)
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	if c.batchSize > 0 {
+		cfg.BatchHandler = ep.BatchHandler()
+	} else {
+		cfg.Handler = ep.Handler()
+	}
+	metricsAddr := cfg.MetricsAddr
+	cfg.MetricsAddr = "" // served below, with the endpoint's metrics and readiness
+	self, err := consumer.New(etcd, cfg)
+	if err != nil {
+		return err
+	}
+	if metricsAddr != "" {
+		stop, err := serveDeliverMetrics(ctx, metricsAddr, cfg.Group, self, ep)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	cfg.Logger.Info("member starting", "id", self.ID(), "group", cfg.Group, "topics", strings.Join(cfg.Topics, ","),
+		"batch_size", c.batchSize, "deliver", textsafe.Escape(dcfg.URL))
 	return ks.explain(self.Run(ctx))
 }
 

@@ -66,8 +66,8 @@ var configFlags = map[string]string{
 // and what sets them instead.
 var noConfigFlag = map[string]string{
 	"Kafka":        "-X, --kafka-config and --brokers",
-	"Handler":      "--work, --fail-rate, --stall and --record",
-	"BatchHandler": "--batch-size",
+	"Handler":      "--deliver (member_deliver.go), or the simulated work of --work, --fail-rate, --stall and --record",
+	"BatchHandler": "--batch-size, with --deliver or the simulated work",
 	"Logger":       "--log-level and --log-format",
 	// The member command exports no traces: a tracer provider needs an
 	// exporter, which a service embedding the library brings.
@@ -170,6 +170,12 @@ func (c *memberCommand) parse(args []string) (*kafkaSettings, error) {
 	}
 	if err := c.checkBatchFlags(); err != nil { // member_batch.go
 		return nil, cli.Usage(err)
+	}
+	if err := c.checkDeliverFlags(); err != nil { // member_deliver.go
+		return nil, cli.Usage(err)
+	}
+	if c.deliverCfg, err = c.deliver.config(); err != nil {
+		return nil, err
 	}
 	return ks, nil
 }

@@ -151,7 +151,7 @@ func TestMemberBadFlagNeedsNoNetwork(t *testing.T) {
 		}
 	}()
 	addr := ln.Addr().String()
-	for _, bad := range [][]string{{"--max-in-flight", "-3"}, {"--ttl", "5"}, {"--log-level", "verbose"}} {
+	for _, bad := range [][]string{{"--max-in-flight", "-3"}, {"--ttl", "5"}, {"--log-level", "verbose"}, {"--deliver", "ftp://sink/"}} {
 		args := append([]string{"member", "--group", "g", "--topic", "t", "--etcd", addr, "--brokers", addr}, bad...)
 		out, code := run(t, time.Minute, args...)
 		if code != 2 || !strings.Contains(out, bad[0]) || strings.Count(strings.TrimSpace(out), "\n") != 0 {
