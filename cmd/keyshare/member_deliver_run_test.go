@@ -1,0 +1,324 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/testutil"
+)
+
+// pyEndpoint is testdata/endpoint.py (the example of docs/delivery.md)
+// running on a port of its own.
+type pyEndpoint struct {
+	addr, log string
+	refuse    string
+	cmd       *exec.Cmd
+}
+
+// startPyEndpoint starts the endpoint on addr and waits until it listens.
+func startPyEndpoint(t *testing.T, e *pyEndpoint) {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(e.addr)
+	args := []string{"testdata/endpoint.py", "--port", port, "--log", e.log}
+	if e.refuse != "" {
+		args = append(args, "--refuse-key", e.refuse)
+	}
+	cmd := exec.Command("python3", args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("python3 testdata/endpoint.py (the delivery tests need python3): %v", err)
+	}
+	e.cmd = cmd
+	t.Cleanup(e.stop)
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "listening on") {
+		t.Fatalf("endpoint.py did not start (%v): %q", err, line)
+	}
+}
+
+// stop kills the endpoint (no graceful end: a crash).
+func (e *pyEndpoint) stop() {
+	if e.cmd != nil {
+		_ = e.cmd.Process.Kill()
+		_ = e.cmd.Wait()
+		e.cmd = nil
+	}
+}
+
+// applied is a line of the endpoint's log.
+type applied struct {
+	Member    string `json:"member"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Attempt   int    `json:"attempt"`
+	Key       string `json:"key"`
+	Value     string `json:"value"`
+}
+
+func (e *pyEndpoint) applied(t *testing.T) []applied {
+	t.Helper()
+	b, err := os.ReadFile(e.log)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []applied
+	for line := range strings.Lines(string(b)) {
+		var a applied
+		if err := json.Unmarshal([]byte(line), &a); err != nil {
+			continue // a line being written
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// startDeliveringMember runs `keyshare member --deliver` with args.
+func startDeliveringMember(t *testing.T, args ...string) *lockedBuffer {
+	t.Helper()
+	var log lockedBuffer
+	cmd := exec.Command(bin, append([]string{"member"}, args...)...)
+	cmd.Env = flagFreeEnv()
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("member %v log:\n%s", args, log.String())
+		}
+	})
+	return &log
+}
+
+// checkKeyOrder fails t unless each key's values reached the endpoint in
+// the order they were produced ("key-K:SEQ", SEQ from 0) with none
+// missing; it returns how many records came more than once.
+func checkKeyOrder(t *testing.T, got []applied, n, keys int) (dups int) {
+	t.Helper()
+	next := map[string]int{}
+	for _, a := range got {
+		k, seq, _ := strings.Cut(a.Value, ":")
+		s, _ := strconv.Atoi(seq)
+		switch {
+		case s == next[k]:
+			next[k]++
+		case s < next[k]:
+			dups++ // sent again: only from an earlier point of the key, never ahead of it
+		default:
+			t.Errorf("%s: %s reached the endpoint before %s:%d", k, a.Value, k, next[k])
+			return dups
+		}
+	}
+	total := 0
+	for _, c := range next {
+		total += c
+	}
+	if total != n || len(next) != keys {
+		t.Errorf("%d records of %d keys reached the endpoint, want %d of %d", total, len(next), n, keys)
+	}
+	return dups
+}
+
+// TestMemberDeliversInKeyOrder: two members deliver to the Python
+// endpoint, one record per request and in batches; the second joins while
+// the first is delivering, so a partition moves between them, and records
+// keep coming. Every record arrives, each key's in offset order, none
+// twice (the handoff is graceful).
+func TestMemberDeliversInKeyOrder(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	cli, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 2})
+	ep := &pyEndpoint{addr: freePort(t), log: filepath.Join(t.TempDir(), "applied.jsonl")}
+	startPyEndpoint(t, ep)
+	const n, keys = 600, 20
+	records := testutil.KeyedRecords(n, keys)
+	for i := range records {
+		records[i].Partition = int32(i % keys % 2) // a key's records in one partition
+	}
+	testutil.Produce(t, k.Brokers, "orders", records[:n/2])
+	member := func(id string, extra ...string) []string {
+		return append([]string{"--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders",
+			"--id", id, "--rebalance-debounce", "100ms", "--deliver", "http://" + ep.addr + "/records"}, extra...)
+	}
+	startDeliveringMember(t, member("a")...)
+	testutil.WaitFor(t, "a delivers", 30*time.Second, func() bool { return len(ep.applied(t)) > 0 })
+	startDeliveringMember(t, member("b", "--batch-size", "16")...)
+	testutil.WaitFor(t, "b owns a partition", 30*time.Second, func() bool {
+		snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
+		return err == nil && len(snap.Owned("b")) > 0
+	})
+	testutil.Produce(t, k.Brokers, "orders", records[n/2:])
+	testutil.WaitFor(t, "every record delivered and committed", 60*time.Second, func() bool {
+		c := testutil.Committed(t, k.Brokers, "g", "orders", 2)
+		return c[0]+c[1] == n
+	})
+	got := ep.applied(t)
+	if dups := checkKeyOrder(t, got, n, keys); dups != 0 {
+		t.Errorf("%d records delivered twice, want none", dups)
+	}
+	byMember := map[string]int{}
+	for _, a := range got {
+		byMember[a.Member]++
+	}
+	if byMember["a"] == 0 || byMember["b"] == 0 {
+		t.Errorf("records per member %v: want both to deliver", byMember)
+	}
+}
+
+// TestMemberDeadLettersRefusedRecord: the endpoint refuses one key with a
+// 422; its record is tried --max-attempts times (the endpoint sees
+// attempts 1 and 2), then dead-lettered with the endpoint's text, and the
+// records behind it are delivered.
+func TestMemberDeadLettersRefusedRecord(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	_, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1, "orders.dlq": 1})
+	ep := &pyEndpoint{addr: freePort(t), log: filepath.Join(t.TempDir(), "applied.jsonl"), refuse: "key-3"}
+	startPyEndpoint(t, ep)
+	const n, keys = 40, 5
+	testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(n, keys))
+	startDeliveringMember(t, "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders",
+		"--id", "a", "--deliver", "http://"+ep.addr+"/", "--dlq", "orders.dlq", "--max-attempts", "2", "--retry-backoff", "10ms")
+	testutil.WaitFor(t, "the commit past every record", 60*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == n
+	})
+	dead := readPartition(t, k.Brokers, "orders.dlq")
+	if len(dead) != n/keys {
+		t.Fatalf("%d dead letters, want the %d records of key-3", len(dead), n/keys)
+	}
+	for _, m := range dead {
+		if string(m.Key) != "key-3" || header(m, "keyshare.attempts") != "2" ||
+			!strings.Contains(header(m, "keyshare.error"), "refused the record (422 Unprocessable Entity): key key-3 is refused") {
+			t.Errorf("dead letter %s: attempts %q, error %q; want key-3 after 2 attempts with the endpoint's text",
+				m.Key, header(m, "keyshare.attempts"), header(m, "keyshare.error"))
+		}
+	}
+	got := ep.applied(t)
+	if len(got) != n-n/keys {
+		t.Errorf("%d records applied, want the %d of the other keys", len(got), n-n/keys)
+	}
+}
+
+// TestMemberWaitsOutEndpointDown: the endpoint is killed while records
+// flow and started again seconds later. With --max-attempts 1 and a
+// dead-letter topic, a single attempt counted against a record would
+// dead-letter it: none is, every record arrives in key order, and the
+// member reports not ready while the endpoint is down.
+func TestMemberWaitsOutEndpointDown(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	_, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1, "orders.dlq": 1})
+	ep := &pyEndpoint{addr: freePort(t), log: filepath.Join(t.TempDir(), "applied.jsonl")}
+	startPyEndpoint(t, ep)
+	metrics := freePort(t)
+	const keys = 10
+	records := testutil.KeyedRecords(400, keys)
+	testutil.Produce(t, k.Brokers, "orders", records[:200])
+	startDeliveringMember(t, "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders",
+		"--id", "a", "--deliver", "http://"+ep.addr+"/", "--deliver-timeout", "1s", "--dlq", "orders.dlq", "--max-attempts", "1",
+		"--metrics-addr", metrics)
+	testutil.WaitFor(t, "the first records delivered", 30*time.Second, func() bool { return len(ep.applied(t)) >= 200 })
+	ep.stop()
+	testutil.Produce(t, k.Brokers, "orders", records[200:])
+	testutil.WaitFor(t, "the member not ready while the endpoint is down", 30*time.Second, func() bool {
+		code, body := get(t, "http://"+metrics+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "delivery endpoint http://"+ep.addr+"/ not answering")
+	})
+	time.Sleep(2 * time.Second) // down for a while: workers wait, retrying
+	startPyEndpoint(t, ep)
+	testutil.WaitFor(t, "the commit past every record", 60*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == int64(len(records))
+	})
+	if dead := endOffset(t, k.Brokers, "orders.dlq"); dead != 0 {
+		t.Errorf("%d records dead-lettered while the endpoint was down, want none", dead)
+	}
+	checkKeyOrder(t, ep.applied(t), len(records), keys)
+	testutil.WaitFor(t, "the member ready again", 30*time.Second, func() bool {
+		code, _ := get(t, "http://"+metrics+"/readyz")
+		return code == http.StatusOK
+	})
+	_, body := get(t, "http://"+metrics+"/metrics")
+	for _, want := range []string{`keyshare_deliver_requests_total{group="g",outcome="trouble"}`, `keyshare_deliver_records_total{group="g",outcome="done"} 400`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func header(m *kafka.Message, name string) string {
+	for _, h := range m.Headers {
+		if h.Key == name {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// endOffset is the end of partition 0 of topic.
+func endOffset(t *testing.T, brokers, topic string) int64 {
+	t.Helper()
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": brokers, "group.id": "reader", "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, hi, err := c.QueryWatermarkOffsets(topic, 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hi
+}
+
+// readPartition reads partition 0 of topic up to its end.
+func readPartition(t *testing.T, brokers, topic string) []*kafka.Message {
+	t.Helper()
+	end := endOffset(t, brokers, topic)
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": brokers, "group.id": "reader", "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	var out []*kafka.Message
+	for int64(len(out)) < end {
+		m, err := c.ReadMessage(20 * time.Second)
+		if err != nil {
+			t.Fatalf("read %s: %d of %d records: %v", topic, len(out), end, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}

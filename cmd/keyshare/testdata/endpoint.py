@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""A keyshare delivery endpoint (docs/delivery.md), standard library only.
+
+It applies each record by appending a JSON line to --log, and refuses the
+records whose key is --refuse-key. Run it, then point a member at it:
+
+    python3 endpoint.py --port 8080 --log applied.jsonl
+    keyshare member --group g --topic orders --deliver http://127.0.0.1:8080/
+
+keyshare's tests run this file.
+"""
+import argparse
+import base64
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+args = None
+lock = threading.Lock()
+
+
+def apply(member, rec):
+    """The endpoint's work: here, one line per record in the log."""
+    key = base64.b64decode(rec["key"]) if rec["key"] is not None else None
+    if args.refuse_key is not None and key == args.refuse_key.encode():
+        return "key %s is refused" % args.refuse_key
+    line = {"member": member, "topic": rec["topic"], "partition": rec["partition"],
+            "offset": rec["offset"], "attempt": rec["attempt"],
+            "key": key.decode("utf-8", "replace") if key is not None else None,
+            "value": base64.b64decode(rec["value"]).decode("utf-8", "replace") if rec["value"] is not None else None}
+    with lock, open(args.log, "a") as f:
+        f.write(json.dumps(line) + "\n")
+    return None
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep connections between requests
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if body.get("version") != 1:
+            return self.answer(400, b"unknown version")
+        records = body["records"]
+        if len(records) == 1:  # one record: the status says it all
+            err = apply(body["member"], records[0])
+            return self.answer(422, err.encode()) if err else self.answer(200, b"")
+        results, failed_keys = [], set()
+        for rec in records:
+            # After a key's first failure in a batch, its later records are
+            # not applied: the member sends them again after the failed one.
+            err = "an earlier record of the key failed" if rec["key"] in failed_keys else apply(body["member"], rec)
+            if err:
+                failed_keys.add(rec["key"])
+                results.append({"status": "failed", "error": err})
+            else:
+                results.append({"status": "done"})
+        self.answer(200, json.dumps({"results": results}).encode())
+
+    def answer(self, status, body):
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):  # quiet: one line per request is too many
+        pass
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--log", default="applied.jsonl")
+    p.add_argument("--refuse-key")
+    args = p.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    print("listening on", server.server_address[1], flush=True)
+    server.serve_forever()
