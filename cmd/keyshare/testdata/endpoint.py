@@ -50,7 +50,8 @@ class Handler(BaseHTTPRequestHandler):
             # not applied: the member sends them again after the failed one.
             err = "an earlier record of the key failed" if rec["key"] in failed_keys else apply(body["member"], rec)
             if err:
-                failed_keys.add(rec["key"])
+                if rec["key"] is not None:  # a null key has no order to keep
+                    failed_keys.add(rec["key"])
                 results.append({"status": "failed", "error": err})
             else:
                 results.append({"status": "done"})
