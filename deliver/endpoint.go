@@ -39,8 +39,12 @@ func New(cfg Config) (*Endpoint, error) {
 	tr.MaxIdleConnsPerHost = 1024
 	tr.MaxIdleConns = 1024
 	e := &Endpoint{
-		cfg:     cfg,
-		client:  &http.Client{Transport: tr},
+		cfg: cfg,
+		// A redirect is not followed: a 302 or 303 would turn the POST
+		// into a GET whose 2xx would count the records as done.
+		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}},
 		metrics: newMetrics(),
 		tracing: newTracing(cfg.TracerProvider),
 	}

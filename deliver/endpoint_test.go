@@ -271,3 +271,25 @@ func TestTraceContextSent(t *testing.T) {
 		t.Errorf("traceparent %q, want %q", parent, want)
 	}
 }
+
+// TestRedirectNotFollowed: a 302 would make the POST a GET; the handler
+// does not follow it, and sends the record again as a POST.
+func TestRedirectNotFollowed(t *testing.T) {
+	t.Parallel()
+	var posts, gets atomic.Int32
+	ep, _ := newEndpoint(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			gets.Add(1)
+			return // a 200: the records would count as done
+		}
+		if posts.Add(1) == 1 {
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+		}
+	})
+	if err := ep.Handler()(t.Context(), message("orders", 0, 1, "k")); err != nil {
+		t.Fatal(err)
+	}
+	if posts.Load() != 2 || gets.Load() != 0 {
+		t.Errorf("%d POSTs and %d GETs, want 2 POSTs (the redirect answered as trouble) and no GET", posts.Load(), gets.Load())
+	}
+}

@@ -54,7 +54,7 @@ func classify(status int) outcome {
 	case status >= 400 && status <= 499:
 		return outcomeRefused
 	}
-	return outcomeTrouble // no answer, 1xx, 3xx (redirects are followed), 5xx
+	return outcomeTrouble // no answer, 1xx, 3xx (redirects are not followed), 5xx
 }
 
 // retryAfter reads a Retry-After header (seconds, or an HTTP date) as a
