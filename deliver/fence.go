@@ -5,6 +5,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -19,9 +20,14 @@ type fence struct {
 }
 
 // fenceOf is the one place that learns a record's range and fencing
-// token. The consumer does not expose them to handlers yet: until it does,
-// every record goes out with "range": null and "fence": null, and only its
-// key hash. When it does, this function reads them from ctx.
-func fenceOf(_ context.Context, m *kafka.Message) fence {
-	return fence{hash: ledger.Hash(m.Key, int64(m.TopicPartition.Offset))}
+// token: consumer.FenceOf, which knows them for a handler called by a
+// consumer with the context it was given. Called any other way (a test, a
+// service calling the handler itself) the record goes out with
+// "range": null and "fence": null.
+func fenceOf(ctx context.Context, m *kafka.Message) fence {
+	f := fence{hash: ledger.Hash(m.Key, int64(m.TopicPartition.Offset))}
+	if cf, ok := consumer.FenceOf(ctx, m); ok {
+		f.known, f.lo, f.hi, f.token = true, cf.Lo, cf.Hi, cf.Token
+	}
+	return f
 }

@@ -71,6 +71,12 @@ type applied struct {
 	Attempt   int    `json:"attempt"`
 	Key       string `json:"key"`
 	Value     string `json:"value"`
+	Hash      uint64 `json:"hash"`
+	Range     *struct {
+		Lo uint64 `json:"lo"`
+		Hi uint64 `json:"hi"`
+	} `json:"range"`
+	Fence *int64 `json:"fence"`
 }
 
 func (e *pyEndpoint) applied(t *testing.T) []applied {
@@ -177,8 +183,17 @@ func TestMemberDeliversInKeyOrder(t *testing.T) {
 		t.Errorf("%d records delivered twice, want none", dups)
 	}
 	byMember := map[string]int{}
+	fence := map[string]int64{} // by key, the last token seen
 	for _, a := range got {
 		byMember[a.Member]++
+		if a.Fence == nil || a.Range == nil || a.Hash < a.Range.Lo || a.Hash >= a.Range.Hi {
+			t.Fatalf("%s: hash %d, range %v, fence %v: want the range holding the hash and its token", a.Value, a.Hash, a.Range, a.Fence)
+		}
+		// A key's records come in order; a later owner's token is larger.
+		if *a.Fence < fence[a.Key] {
+			t.Errorf("%s came with fence %d after a record of its key with fence %d", a.Value, *a.Fence, fence[a.Key])
+		}
+		fence[a.Key] = *a.Fence
 	}
 	if byMember["a"] == 0 || byMember["b"] == 0 {
 		t.Errorf("records per member %v: want both to deliver", byMember)

@@ -26,6 +26,7 @@ def apply(member, rec):
         return "key %s is refused" % args.refuse_key
     line = {"member": member, "topic": rec["topic"], "partition": rec["partition"],
             "offset": rec["offset"], "attempt": rec["attempt"],
+            "hash": rec["hash"], "range": rec["range"], "fence": rec["fence"],
             "key": key.decode("utf-8", "replace") if key is not None else None,
             "value": base64.b64decode(rec["value"]).decode("utf-8", "replace") if rec["value"] is not None else None}
     with lock, open(args.log, "a") as f:
