@@ -40,7 +40,7 @@ demo: build
 # keyshare-bench runs its member processes from $(BIN).
 bench: build
 	$(GO) build -o $(BENCH_BIN) ./cmd/keyshare-bench
-	$(GO) test -run '^$$' -bench . -benchmem ./ledger/ ./consumer/ ./coord/ ./internal/kafkaoffsets/
+	$(GO) test -run '^$$' -bench . -benchmem ./ledger/ ./consumer/ ./coord/ ./internal/kafkaoffsets/ ./deliver/
 	./$(BENCH_BIN) --keyshare $(BIN) --write bin/benchmarks-report.md
 
 # Each fuzz target runs for FUZZTIME; go test -fuzz takes one target at a time.
