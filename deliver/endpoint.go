@@ -3,10 +3,12 @@ package deliver
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -18,6 +20,7 @@ import (
 // on many workers at once.
 type Endpoint struct {
 	cfg      Config
+	shown    string // the URL without its query, for logs, errors and spans
 	client   *http.Client
 	metrics  *metrics
 	tracing  *tracing // nil: no TracerProvider
@@ -39,7 +42,8 @@ func New(cfg Config) (*Endpoint, error) {
 	tr.MaxIdleConnsPerHost = 1024
 	tr.MaxIdleConns = 1024
 	e := &Endpoint{
-		cfg: cfg,
+		cfg:   cfg,
+		shown: shownURL(cfg.URL),
 		// A redirect is not followed: a 302 or 303 would turn the POST
 		// into a GET whose 2xx would count the records as done.
 		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
@@ -49,7 +53,7 @@ func New(cfg Config) (*Endpoint, error) {
 		tracing: newTracing(cfg.TracerProvider),
 	}
 	e.trouble.log = cfg.Logger
-	e.trouble.url = cfg.URL
+	e.trouble.url = e.shown
 	e.trouble.waiting = e.metrics.waiting
 	return e, nil
 }
@@ -142,7 +146,7 @@ func (e *Endpoint) send(ctx context.Context, body []byte, n int) (res []error, w
 	status := 0
 	if e.tracing != nil {
 		var end func(int, error)
-		ctx, end = e.tracing.start(ctx, e.cfg.URL, n)
+		ctx, end = e.tracing.start(ctx, e.shown, n)
 		defer func() { end(status, err) }()
 	}
 	defer func() {
@@ -168,6 +172,14 @@ func (e *Endpoint) send(ctx context.Context, body []byte, n int) (res []error, w
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
+		// Without the URL a *url.Error repeats (with its query): logs and
+		// /readyz name the endpoint by e.shown.
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %s (the request timeout)", e.cfg.Timeout)
+		}
 		return nil, 0, err
 	}
 	defer resp.Body.Close()
@@ -202,3 +214,20 @@ type troubleError struct {
 func (e *troubleError) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.status, http.StatusText(e.status), e.body)
 }
+
+// shownURL is raw without its query and fragment, which may carry a
+// secret (an API key parameter).
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unreadable URL)"
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		u.RawQuery, u.Fragment = "", ""
+		return u.String() + "?..."
+	}
+	return u.String()
+}
+
+// String is the endpoint's URL without its query, as logs name it.
+func (e *Endpoint) String() string { return e.shown }

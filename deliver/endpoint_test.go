@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,7 +167,7 @@ func TestEndpointDownUntilContextEnds(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // connections to it are refused
-	ep, err := New(Config{URL: "http://" + addr + "/", Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+	ep, err := New(Config{URL: "http://" + addr + "/?api_key=s3cret", Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +176,10 @@ func TestEndpointDownUntilContextEnds(t *testing.T) {
 	go func() { done <- ep.Handler()(ctx, message("orders", 0, 1, "k")) }()
 	for ep.Ready() == nil {
 		time.Sleep(time.Millisecond)
+	}
+	if msg := ep.Ready().Error(); !strings.Contains(msg, "delivery endpoint http://"+addr+"/?... not answering") ||
+		!strings.Contains(msg, "connection refused") || strings.Contains(msg, "s3cret") {
+		t.Errorf("Ready = %q: want the endpoint without its query, and why", msg)
 	}
 	cancel()
 	err = <-done

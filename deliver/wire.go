@@ -1,12 +1,13 @@
 package deliver
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
 // WireVersion is the version of the request body; an endpoint that sees
@@ -86,42 +87,40 @@ const (
 	statusFailed = "failed"
 )
 
-// answer is the body of a 2xx answer that reports per record.
-type answer struct {
-	Results []answerResult `json:"results"`
-}
-
 type answerResult struct {
 	Status string `json:"status"`
 	Error  string `json:"error"`
 }
 
-// errBadAnswer is a 2xx answer whose body cannot be read as the records'
-// results: the endpoint's trouble, not the records'.
-var errBadAnswer = errors.New("deliver: the endpoint's answer is not a result per record")
+// errBadAnswer is a 2xx answer with results that do not say what became
+// of each record: the endpoint's trouble, not the records'.
+var errBadAnswer = errors.New("deliver: the endpoint's results are not one per record")
 
 // decodeAnswer reads the body of a 2xx answer to a request of n records:
-// nil for each record done, an error for each failed. An empty body (or
-// only white space) means every record is done.
+// nil for each record done, an error for each failed. A body that is not
+// a JSON object with "results" (none, "OK", {"ok": true}) means every
+// record is done: the endpoint took the request and failed none of it. A
+// body with "results" must have one per record, each "done" or "failed".
 func decodeAnswer(body []byte, n int) ([]error, error) {
-	if len(bytes.TrimSpace(body)) == 0 {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil || fields["results"] == nil {
 		return make([]error, n), nil
 	}
-	var a answer
-	if err := json.Unmarshal(body, &a); err != nil {
+	var results []answerResult
+	if err := json.Unmarshal(fields["results"], &results); err != nil {
 		return nil, fmt.Errorf("%w: %v", errBadAnswer, err)
 	}
-	if len(a.Results) != n {
-		return nil, fmt.Errorf("%w: %d results for %d records", errBadAnswer, len(a.Results), n)
+	if len(results) != n {
+		return nil, fmt.Errorf("%w: %d results for %d records", errBadAnswer, len(results), n)
 	}
 	out := make([]error, n)
-	for i, r := range a.Results {
+	for i, r := range results {
 		switch r.Status {
 		case statusDone:
 		case statusFailed:
 			out[i] = &RefusedError{Status: 200, Body: safeBody([]byte(r.Error))}
 		default:
-			return nil, fmt.Errorf("%w: result %d has status %q, want %q or %q", errBadAnswer, i, r.Status, statusDone, statusFailed)
+			return nil, fmt.Errorf("%w: result %d has status %q, want %q or %q", errBadAnswer, i, textsafe.Cut(r.Status, 64), statusDone, statusFailed)
 		}
 	}
 	return out, nil

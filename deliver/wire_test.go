@@ -69,9 +69,12 @@ func TestDecodeAnswer(t *testing.T) {
 		{"empty body", "", 3, []bool{false, false, false}},
 		{"white space", " \r\n", 2, []bool{false, false}},
 		{"per record", `{"results":[{"status":"done"},{"status":"failed","error":"no such account"},{"status":"done"}]}`, 3, []bool{false, true, false}},
+		{"text", "OK\n", 2, []bool{false, false}},
+		{"JSON without results", `{"ok": true}`, 1, []bool{false}},
+		{"null results", `{"results": null}`, 1, nil},
 		{"too few results", `{"results":[{"status":"done"}]}`, 2, nil},
+		{"results not a list", `{"results":{"status":"done"}}`, 1, nil},
 		{"unknown status", `{"results":[{"status":"retry"}]}`, 1, nil},
-		{"not JSON", `OK`, 1, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := decodeAnswer([]byte(tc.body), tc.n)

@@ -199,7 +199,7 @@ func (c *memberCommand) runDelivering(ctx context.Context, etcd *clientv3.Client
 		defer stop()
 	}
 	cfg.Logger.Info("member starting", "id", self.ID(), "group", cfg.Group, "topics", strings.Join(cfg.Topics, ","),
-		"batch_size", c.batchSize, "deliver", textsafe.Escape(dcfg.URL))
+		"batch_size", c.batchSize, "deliver", textsafe.Escape(ep.String()))
 	return ks.explain(self.Run(ctx))
 }
 
