@@ -271,7 +271,11 @@ func TestMemberWaitsOutEndpointDown(t *testing.T) {
 	if dead := endOffset(t, k.Brokers, "orders.dlq"); dead != 0 {
 		t.Errorf("%d records dead-lettered while the endpoint was down, want none", dead)
 	}
-	checkKeyOrder(t, ep.applied(t), len(records), keys)
+	// The endpoint killed mid-request may have applied records it never
+	// answered about: those are sent again, at most one per worker.
+	if dups := checkKeyOrder(t, ep.applied(t), len(records), keys); dups > 16 {
+		t.Errorf("%d records applied twice, want at most one per request open at the kill (--concurrency 16)", dups)
+	}
 	testutil.WaitFor(t, "the member ready again", 30*time.Second, func() bool {
 		code, _ := get(t, "http://"+metrics+"/readyz")
 		return code == http.StatusOK
