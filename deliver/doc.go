@@ -12,7 +12,8 @@
 // A record the endpoint refuses (a 4xx answer, or "failed" in a batch
 // answer) fails its attempt: the consumer's RetryPolicy and dead-letter
 // topic apply as for a Go handler. An endpoint that cannot answer
-// (connection refused, a timeout, 5xx, 408, 429) is in trouble, not the
+// (connection refused, a timeout, 5xx, 408, 429) or whose answer names the
+// member's set-up (3xx, 401, 403, 404, 405) is in trouble, not the
 // record: the handler waits and tries again until the endpoint answers or
 // the record's context ends, so an endpoint down for minutes dead-letters
 // nothing and loses nothing.

@@ -10,8 +10,10 @@ import (
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
-// WireVersion is the version of the request body; an endpoint that sees
-// another refuses the request with 400 (docs/delivery.md).
+// WireVersion is the version of the request body. An endpoint that sees
+// another answers 501, which is trouble, not a refusal: the records wait
+// for an endpoint that reads them instead of going to the dead-letter
+// topic (docs/delivery.md).
 const WireVersion = 1
 
 // request is the body of one POST: the records of a handler call.

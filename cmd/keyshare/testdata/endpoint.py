@@ -40,7 +40,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if body.get("version") != 1:
-            return self.answer(400, b"unknown version")
+            return self.answer(501, b"unknown version")  # not the records' fault: the member waits
         records = body["records"]
         if len(records) == 1:  # one record: the status says it all
             err = apply(body["member"], records[0])
