@@ -139,8 +139,8 @@ const maxAnswer = 4 << 20
 // send makes one request. It returns the records' results when the
 // endpoint answered about them, else the endpoint's trouble and the wait
 // its Retry-After asked for (0 if none).
-func (e *Endpoint) send(ctx context.Context, body []byte, n int) (res []error, wait time.Duration, err error) {
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+func (e *Endpoint) send(parent context.Context, body []byte, n int) (res []error, wait time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(parent, e.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
 	status := 0
@@ -152,6 +152,8 @@ func (e *Endpoint) send(ctx context.Context, body []byte, n int) (res []error, w
 	defer func() {
 		o := outcomeDone
 		switch {
+		case res == nil && parent.Err() != nil:
+			return // cancelled: neither the endpoint's answer nor its trouble
 		case res == nil:
 			o = outcomeTrouble
 		case status < 200 || status > 299:

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -154,6 +155,9 @@ func TestTroubleWaitsForAnswer(t *testing.T) {
 	if err := ep.Ready(); err != nil {
 		t.Errorf("Ready after the endpoint answered: %v", err)
 	}
+	if counts, waiting := requestCounts(t, ep); counts["trouble"] != 5 || counts["done"] != 1 || len(counts) != 2 || waiting != 0 {
+		t.Errorf("requests by outcome %v, %g calls waiting; want 5 in trouble, 1 done, none waiting", counts, waiting)
+	}
 }
 
 // TestEndpointDownUntilContextEnds: with nothing listening the handler
@@ -215,6 +219,9 @@ func TestCancelClosesRequest(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the endpoint did not see the request end")
+	}
+	if counts, _ := requestCounts(t, ep); len(counts) != 0 {
+		t.Errorf("the cancelled request counted as %v, want no outcome", counts)
 	}
 }
 
@@ -297,4 +304,27 @@ func TestRedirectNotFollowed(t *testing.T) {
 	if posts.Load() != 2 || gets.Load() != 0 {
 		t.Errorf("%d POSTs and %d GETs, want 2 POSTs (the redirect answered as trouble) and no GET", posts.Load(), gets.Load())
 	}
+}
+
+// requestCounts is the requests counted per outcome, and the calls waiting.
+func requestCounts(t *testing.T, ep *Endpoint) (map[string]float64, float64) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(ep.Collector())
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byOutcome, waiting := map[string]float64{}, 0.0
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			switch f.GetName() {
+			case "keyshare_deliver_requests_total":
+				byOutcome[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			case "keyshare_deliver_waiting_calls":
+				waiting = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return byOutcome, waiting
 }

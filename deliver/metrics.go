@@ -18,7 +18,7 @@ func newMetrics() *metrics {
 	return &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "keyshare_deliver_requests_total",
-			Help: "Requests to the delivery endpoint by outcome: done (2xx), refused (4xx that fails the records), trouble (no answer, timeout, 3xx, 5xx, 408, 429, 401, 403, 404, 405, or results that are not one per record; sent again).",
+			Help: "Requests to the delivery endpoint by outcome: done (2xx), refused (4xx that fails the records), trouble (no answer, timeout, 3xx, 5xx, 408, 429, 401, 403, 404, 405, or results that are not one per record; sent again). A request cancelled because the member stopped working on its records is not counted.",
 		}, []string{"outcome"}),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "keyshare_deliver_records_total",
