@@ -18,8 +18,9 @@ var commandHelp = map[string]cli.CommandHelp{
 		Example:     `keyshare produce --brokers localhost:9092 --topic orders --count 100000 --keys 1000`,
 	},
 	"member": {
-		Description: `Runs one keyshare member until SIGINT or SIGTERM, which leave gracefully: it joins the group in etcd, takes the key-hash ranges the leader gives it and handles their records with simulated work (--work, --fail-rate, --stall), optionally recording each one (--record). Every setting of the library's consumer.Config has a flag; a bad value is refused before any connection, naming the flag. Give every member of a group the same --ttl, --drain-timeout and load settings.`,
+		Description: `Runs one keyshare member until SIGINT or SIGTERM, which leave gracefully: it joins the group in etcd, takes the key-hash ranges the leader gives it and delivers their records to an HTTP(S) endpoint in any language (--deliver, docs/delivery.md), or handles them with simulated work (--work, --fail-rate, --stall), optionally recording each one (--record). Every setting of the library's consumer.Config has a flag; a bad value is refused before any connection, naming the flag. Give every member of a group the same --ttl, --drain-timeout and load settings.`,
 		Example: `keyshare member --brokers localhost:9092 --etcd localhost:2379 --group orders-app --topic orders
+keyshare member --group orders-app --topic orders --deliver https://sink:8443/records --deliver-token-file /run/secrets/sink-token --dlq orders.dlq
 KEYSHARE_ETCD=etcd:2379 keyshare member --group orders-app --topic orders --weight 2 --auto-offset-reset latest`,
 	},
 	"status": {
