@@ -100,8 +100,9 @@ func (e *pyEndpoint) applied(t *testing.T) []applied {
 	return out
 }
 
-// startDeliveringMember runs `keyshare member --deliver` with args.
-func startDeliveringMember(t *testing.T, args ...string) *exec.Cmd {
+// startDeliveringMember runs `keyshare member --deliver` with args; its
+// output goes to the log it returns.
+func startDeliveringMember(t *testing.T, args ...string) (*exec.Cmd, *lockedBuffer) {
 	t.Helper()
 	var log lockedBuffer
 	cmd := exec.Command(bin, append([]string{"member"}, args...)...)
@@ -117,7 +118,7 @@ func startDeliveringMember(t *testing.T, args ...string) *exec.Cmd {
 			t.Logf("member %v log:\n%s", args, log.String())
 		}
 	})
-	return cmd
+	return cmd, &log
 }
 
 // checkKeyOrder fails t unless each key's values reached the endpoint in
@@ -405,9 +406,9 @@ func TestMemberDeliversOverTLS(t *testing.T) {
 	}
 	const n = 50
 	testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(n, 5))
-	startDeliveringMember(t, "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "a",
+	_, log := startDeliveringMember(t, "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "a",
 		"--deliver", srv.URL+"/", "--deliver-ca", ca.CertFile, "--deliver-cert", cliCert, "--deliver-key", cliKey,
-		"--deliver-token-file", token, "--deliver-header-file", headers, "--batch-size", "8")
+		"--deliver-token-file", token, "--deliver-header-file", headers, "--batch-size", "8", "--log-level", "trace")
 	testutil.WaitFor(t, "the commit past every record", 60*time.Second, func() bool {
 		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == n
 	})
@@ -415,6 +416,11 @@ func TestMemberDeliversOverTLS(t *testing.T) {
 	defer mu.Unlock()
 	if len(offsets) != n {
 		t.Errorf("the endpoint took %d records, want %d", len(offsets), n)
+	}
+	for _, secret := range []string{"tok-123", "blue"} {
+		if strings.Contains(log.String(), secret) {
+			t.Errorf("the member's trace-level log shows %q", secret)
+		}
 	}
 }
 
@@ -437,7 +443,7 @@ func TestMemberCrashRedeliversOnlyItsUnflushedRecords(t *testing.T) {
 			"--rebalance-debounce", "100ms", "--ttl", "2s", "--failover-grace", "0s", "--concurrency", "2",
 			"--deliver", "http://" + ep.addr + "/"}
 	}
-	a := startDeliveringMember(t, member("a")...)
+	a, _ := startDeliveringMember(t, member("a")...)
 	startDeliveringMember(t, member("b")...)
 	testutil.WaitFor(t, "a and b own ranges", 30*time.Second, func() bool {
 		snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
