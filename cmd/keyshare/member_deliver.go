@@ -57,6 +57,10 @@ func (f *deliverFlags) config() (deliver.Config, error) {
 		}
 		return deliver.Config{}, nil
 	}
+	if _, err := deliver.New(deliver.Config{URL: f.url}); err != nil { // checks the URL; makes no request
+		msg := strings.TrimPrefix(err.Error(), deliver.ErrConfig.Error()+": ")
+		return deliver.Config{}, cli.Usage(errors.New("--deliver " + strings.TrimPrefix(msg, "URL ")))
+	}
 	if f.timeout <= 0 {
 		return deliver.Config{}, cli.Usage(fmt.Errorf("--deliver-timeout %s: want a positive duration, e.g. 10s", f.timeout))
 	}
@@ -83,10 +87,6 @@ func (f *deliverFlags) config() (deliver.Config, error) {
 			return cfg, cli.Usage(err)
 		}
 		cfg.Header.Set("Authorization", "Bearer "+token)
-	}
-	if _, err := deliver.New(cfg); err != nil { // checks the URL; makes no request
-		msg := strings.TrimPrefix(err.Error(), deliver.ErrConfig.Error()+": ")
-		return cfg, cli.Usage(errors.New("--deliver " + strings.TrimPrefix(msg, "URL ")))
 	}
 	return cfg, nil
 }
