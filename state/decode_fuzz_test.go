@@ -81,6 +81,9 @@ var decoders = map[string]decoderCase{
 	"load": decoderFor(recSchema.Load("m1"), func(key string, b []byte) (LoadReport, error) { return DecodeLoad(key, b) },
 		[]string{`{"v":1,"member":"m1","at":"2026-01-02T03:04:05Z","window":5,"ranges":[{"topic":"orders","partition":3,"lo":0,"hi":4294967296,"records_per_sec":10.5,"busy_per_sec":0.25,"backlog":3}]}`},
 		[]string{`{"v":1,"member":"m1","at":"2026-01-02T03:04:05Z","window":0,"ranges":[]}`}),
+	"hotkeys": decoderFor(recSchema.HotKeys("m1"), func(key string, b []byte) (HotKeyNames, error) { return DecodeHotKeys(key, b) },
+		[]string{`{"v":1,"member":"m1","keys":[]}`, `{"v":1,"member":"m1","keys":[{"topic":"orders","partition":3,"hash":4294967295,"key":"key-7"},{"topic":"orders","partition":4,"hash":7,"key":"\"\\x1b[2J\""},{"topic":"orders","partition":3,"hash":8,"key":""}]}`},
+		[]string{`{"v":1,"member":"m1","keys":[{"topic":"orders","partition":3,"hash":7,"key":"\u001b[2J"}]}`, `{"v":1,"member":"m1","keys":[{"topic":"orders","partition":3,"hash":4294967296,"key":"k"}]}`, `{"v":1,"member":"m1","keys":[{"topic":"orders","partition":3,"hash":7,"key":"a"},{"topic":"orders","partition":3,"hash":7,"key":"b"}]}`, `{"v":1,"member":"m1","keys":[{"topic":"orders","partition":3,"hash":7,"key":"\u202e"}]}`, `{"v":1,"member":"m1","keys":[{"topic":"orders","partition":3,"hash":7,"key":"k"}],"busy":1}`}),
 	"topic": decoderFor(recSchema.Topic("orders"), func(key string, b []byte) (TopicRecord, error) { return DecodeTopic(key, b) },
 		[]string{`{"v":1,"topic":"orders","id":"AAAAAAAAAAAAAAAAAAAAAA","state":"active","at":"2026-01-02T03:04:05Z"}`},
 		[]string{`{"v":1,"topic":"orders","id":"","state":"gone","at":"2026-01-02T03:04:05Z"}`}),
@@ -136,6 +139,8 @@ func FuzzDecodeCommit(f *testing.F) { fuzzDecoder(f, "commit") }
 func FuzzDecodeGeneration(f *testing.F) { fuzzDecoder(f, "generation") }
 
 func FuzzDecodeLoad(f *testing.F) { fuzzDecoder(f, "load") }
+
+func FuzzDecodeHotKeys(f *testing.F) { fuzzDecoder(f, "hotkeys") }
 
 func FuzzDecodeTopic(f *testing.F) { fuzzDecoder(f, "topic") }
 

@@ -48,6 +48,13 @@ func Bytes(b []byte) string {
 	return cut(string(b[:min(len(b), MaxKey)]), len(b), MaxKey, escape)
 }
 
+// Head is Bytes for a key of which only head, its first bytes, was kept
+// (a bounded copy): total is the key's length and n the bound of the
+// escaped text, as Cut's.
+func Head(head []byte, total, n int) string {
+	return cut(string(head[:min(len(head), n)]), total, n, escape)
+}
+
 // Cut is Escape with a bound of n bytes: a string whose escaped form is
 // longer is cut at a rune boundary so that the escaped head fits in n, and
 // "... (L bytes)" is added, L being the length of s.

@@ -91,6 +91,30 @@ func TestBounded(t *testing.T) {
 	}
 }
 
+// TestHead: a key of which only a head was kept reads as Bytes reads the
+// whole key cut to the same bound: whole runes, the true length after the
+// cut, quoted when the head holds a control byte.
+func TestHead(t *testing.T) {
+	for _, tc := range []struct {
+		key, want string
+	}{
+		{"key-3", "key-3"},
+		{"", ""},
+		{strings.Repeat("k", 100), strings.Repeat("k", 64) + "... (100 bytes)"},
+		// The kept head ends inside a rune: the rune is left out, not
+		// shown broken or quoted.
+		{"k" + strings.Repeat("日", 40), "k" + strings.Repeat("日", 21) + "... (121 bytes)"},
+		{"\x1b[2J", `"\x1b[2J"`},
+		// Quoting grew the head: a shorter one is shown, within the bound.
+		{"\x1b[2J" + strings.Repeat("x", 100), `"\x1b[2J` + strings.Repeat("x", 55) + `"... (104 bytes)`},
+	} {
+		head := []byte(tc.key)[:min(len(tc.key), 64)]
+		if got := Head(head, len(tc.key), 64); got != tc.want {
+			t.Errorf("Head(%q, %d) = %q, want %q", head, len(tc.key), got, tc.want)
+		}
+	}
+}
+
 // TestQuoteAndClip: Quote quotes even printable text and cuts it as Bytes
 // does; Clip cuts without escaping, on a rune boundary.
 func TestQuoteAndClip(t *testing.T) {
