@@ -138,7 +138,7 @@ func (p *pipeline) finish(j *job, done bool) {
 		}
 	}
 	if w != nil {
-		p.mu.load.add(w, h, j.busy, done, j.since) // load.go
+		p.mu.load.add(w, h, j.m.Key, j.busy, done, j.since) // load.go
 	}
 	if !done {
 		return

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/assign"
+	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/state"
 )
@@ -32,10 +33,27 @@ const hotCapacity = 4 * assign.MaxHotKeys
 
 // hotEntry is a key tracked by a space-saving summary: weight
 // overestimates its busy time by at most err (the weight of the key it
-// displaced).
+// displaced). key holds the first bytes of the key of the record that last
+// added weight to it (keyLen is that key's length): a fixed array, so
+// that tracking a key's name allocates nothing per record and a range's
+// summary stays hotCapacity × about 100 bytes however long keys are.
 type hotEntry struct {
 	hash        uint32
+	keyLen      uint32
 	weight, err time.Duration
+	key         [state.HotKeyBytes]byte
+}
+
+// setKey keeps the first bytes of key.
+func (e *hotEntry) setKey(key []byte) {
+	e.keyLen = uint32(len(key))
+	copy(e.key[:], key)
+}
+
+// text is the entry's key for display: escaped and cut (textsafe.Head),
+// with its true length when longer than what was kept.
+func (e *hotEntry) text() string {
+	return textsafe.Head(e.key[:min(int(e.keyLen), len(e.key))], int(e.keyLen), state.HotKeyBytes)
 }
 
 // topKeys is a weighted space-saving summary (Metwally et al. 2005) of
@@ -46,16 +64,19 @@ type topKeys struct {
 	e [hotCapacity]hotEntry
 }
 
-// add counts w of busy time for hash h.
-func (k *topKeys) add(h uint32, w time.Duration) {
+// add counts w of busy time for hash h, whose record's key is key.
+func (k *topKeys) add(h uint32, w time.Duration, key []byte) {
 	for i := range k.n {
-		if k.e[i].hash == h {
-			k.e[i].weight += w
+		if e := &k.e[i]; e.hash == h {
+			e.weight += w
+			e.setKey(key)
 			return
 		}
 	}
 	if k.n < hotCapacity {
-		k.e[k.n] = hotEntry{hash: h, weight: w}
+		e := &k.e[k.n]
+		e.hash, e.weight, e.err = h, w, 0
+		e.setKey(key)
 		k.n++
 		return
 	}
@@ -65,20 +86,24 @@ func (k *topKeys) add(h uint32, w time.Duration) {
 			least = i
 		}
 	}
-	floor := k.e[least].weight
-	k.e[least] = hotEntry{hash: h, weight: floor + w, err: floor}
+	e := &k.e[least]
+	floor := e.weight
+	e.hash, e.weight, e.err = h, floor+w, floor
+	e.setKey(key)
 }
 
-// top returns up to n keys by their guaranteed busy time (weight-err),
-// largest first, leaving out keys with none guaranteed. Reporting the
-// lower bound, not the weight, keeps uniform keys from looking hot: in a
-// full summary every weight is at least total/hotCapacity, but a key
-// that only rotated through the summary has a lower bound near zero.
+// top returns up to n keys by their guaranteed busy time (weight-err, in
+// weight; err 0), largest first, leaving out keys with none guaranteed.
+// Reporting the lower bound, not the weight, keeps uniform keys from
+// looking hot: in a full summary every weight is at least
+// total/hotCapacity, but a key that only rotated through the summary has
+// a lower bound near zero.
 func (k *topKeys) top(n int) []hotEntry {
 	out := make([]hotEntry, 0, k.n)
 	for _, e := range k.e[:k.n] {
 		if e.weight > e.err {
-			out = append(out, hotEntry{hash: e.hash, weight: e.weight - e.err})
+			e.weight, e.err = e.weight-e.err, 0
+			out = append(out, e)
 		}
 	}
 	slices.SortFunc(out, func(a, b hotEntry) int {
@@ -104,6 +129,10 @@ func newRangeLoad(r ledger.HashRange, since time.Time) *rangeLoad {
 	return &rangeLoad{r: r, since: since}
 }
 
+// reset starts a new window at since, in place: a range's summary is a
+// few kilobytes, not worth a new allocation per range every report.
+func (l *rangeLoad) reset(since time.Time) { *l = rangeLoad{r: l.r, since: since} }
+
 // bucket is the part of the range h falls in: assign.LoadBuckets parts of
 // equal width, the last taking the remainder (all of a range narrower than
 // LoadBuckets hashes).
@@ -115,9 +144,9 @@ func (l *rangeLoad) bucket(h uint32) int {
 	return int(min((uint64(h)-l.r.Lo)/width, assign.LoadBuckets-1))
 }
 
-// add counts a record of hash h that held a worker for busy; done says it
-// was handled (or dead-lettered), not abandoned.
-func (l *rangeLoad) add(h uint32, busy time.Duration, done bool) {
+// add counts a record of hash h and key key that held a worker for busy;
+// done says it was handled (or dead-lettered), not abandoned.
+func (l *rangeLoad) add(h uint32, key []byte, busy time.Duration, done bool) {
 	if done {
 		l.records++
 	}
@@ -126,16 +155,17 @@ func (l *rangeLoad) add(h uint32, busy time.Duration, done bool) {
 	}
 	l.busy += busy
 	l.buckets[l.bucket(h)] += busy
-	l.hot.add(h, busy)
+	l.hot.add(h, busy, key)
 }
 
 // rates is the range's load over its window ending at now, with backlog
-// records fetched and not handled.
-func (l *rangeLoad) rates(t tp, now time.Time, backlog int64) assign.RangeLoad {
-	rl := assign.RangeLoad{Topic: t.Topic, Partition: t.Partition, Lo: l.r.Lo, Hi: l.r.Hi, Backlog: backlog}
+// records fetched and not handled, and the hot keys it lists (rl.Hot's
+// entries, in its order).
+func (l *rangeLoad) rates(t tp, now time.Time, backlog int64) (rl assign.RangeLoad, hot []hotEntry) {
+	rl = assign.RangeLoad{Topic: t.Topic, Partition: t.Partition, Lo: l.r.Lo, Hi: l.r.Hi, Backlog: backlog}
 	secs := now.Sub(l.since).Seconds()
 	if secs <= 0 {
-		return rl
+		return rl, nil
 	}
 	rl.RecordsPerSec = float64(l.records) / secs
 	rl.BusyPerSec = l.busy.Seconds() / secs
@@ -145,10 +175,11 @@ func (l *rangeLoad) rates(t tp, now time.Time, backlog int64) assign.RangeLoad {
 			rl.Buckets[i] = b.Seconds() / secs
 		}
 	}
-	for _, e := range l.hot.top(assign.MaxHotKeys) {
+	hot = l.hot.top(assign.MaxHotKeys)
+	for _, e := range hot {
 		rl.Hot = append(rl.Hot, assign.HotKey{Hash: uint64(e.hash), BusyPerSec: e.weight.Seconds() / secs})
 	}
-	return rl
+	return rl, hot
 }
 
 // loadTable is the load of every owned range, keyed by the range's entry in
@@ -164,11 +195,11 @@ func newLoadTable(now time.Time) loadTable {
 	return loadTable{byRange: make(map[*owned]*rangeLoad), last: now}
 }
 
-// add counts a finished record of hash h of range w. A range first seen
+// add counts a finished record of hash h and key key of range w. A range first seen
 // here was acquired since the last report: its window starts no earlier
 // than its first record was dispatched (since), not at the last report,
 // which would understate its rates.
-func (lt *loadTable) add(w *owned, h uint32, busy time.Duration, done bool, since time.Time) {
+func (lt *loadTable) add(w *owned, h uint32, key []byte, busy time.Duration, done bool, since time.Time) {
 	l := lt.byRange[w]
 	if l == nil {
 		if lt.byRange == nil {
@@ -181,26 +212,39 @@ func (lt *loadTable) add(w *owned, h uint32, busy time.Duration, done bool, sinc
 		l = newRangeLoad(w.st.Range(), start)
 		lt.byRange[w] = l
 	}
-	l.add(h, busy, done)
+	l.add(h, key, busy, done)
 }
 
 // report builds the load report of ranges at now, backlog giving each one's
-// records fetched and not handled, and starts a new window. A range
-// measured for less than half of the last window keeps its window open, so
-// that its next rates are over a useful span rather than a few records.
-// Ranges no longer given are forgotten.
-func (lt *loadTable) report(now time.Time, ranges []*owned, backlog func(*owned) int64) state.LoadReport {
+// records fetched and not handled, and the names of its hot keys, and
+// starts a new window. Each range's hot keys, with their names, are kept
+// in its hot for Status. A range measured for less than half of the last
+// window keeps its window open, so that its next rates are over a useful
+// span rather than a few records. Ranges no longer given are forgotten.
+func (lt *loadTable) report(now time.Time, ranges []*owned, backlog func(*owned) int64) (state.LoadReport, state.HotKeyNames) {
 	window := now.Sub(lt.last)
 	r := state.LoadReport{At: now, Window: max(window, time.Millisecond).Seconds(), Ranges: make([]assign.RangeLoad, 0, len(ranges))}
+	type named struct {
+		state.HotKeyName
+		busy float64
+	}
+	var names []named
 	next := make(map[*owned]*rangeLoad, len(ranges))
 	for _, w := range ranges {
 		l := lt.byRange[w]
 		if l == nil {
 			l = newRangeLoad(w.st.Range(), lt.last)
 		}
-		r.Ranges = append(r.Ranges, l.rates(w.tp(), now, backlog(w)))
+		rl, top := l.rates(w.tp(), now, backlog(w))
+		r.Ranges = append(r.Ranges, rl)
+		w.hot = nil
+		for i, e := range top {
+			hk := HotKey{Key: e.text(), BusyPerSec: rl.Hot[i].BusyPerSec, Share: min(rl.Hot[i].BusyPerSec/rl.BusyPerSec, 1)}
+			w.hot = append(w.hot, hk)
+			names = append(names, named{state.HotKeyName{Topic: rl.Topic, Partition: rl.Partition, Hash: uint64(e.hash), Key: hk.Key}, hk.BusyPerSec})
+		}
 		if now.Sub(l.since) >= window/2 {
-			l = newRangeLoad(l.r, now)
+			l.reset(now)
 		}
 		next[w] = l
 	}
@@ -208,19 +252,35 @@ func (lt *loadTable) report(now time.Time, ranges []*owned, backlog func(*owned)
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Lo, b.Lo))
 	})
 	lt.byRange, lt.last = next, now
-	return r
+	// The busiest names when there are more than a value holds, in key
+	// order, so that the same keys make the same value (reportLoad
+	// writes it only when it changes).
+	if len(names) > state.MaxHotKeyNames {
+		slices.SortFunc(names, func(a, b named) int { return cmp.Compare(b.busy, a.busy) })
+		names = names[:state.MaxHotKeyNames]
+	}
+	hk := state.HotKeyNames{Keys: make([]state.HotKeyName, 0, len(names))}
+	for _, n := range names {
+		hk.Keys = append(hk.Keys, n.HotKeyName)
+	}
+	slices.SortFunc(hk.Keys, func(a, b state.HotKeyName) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Hash, b.Hash))
+	})
+	return r, hk
 }
 
 // loadReport is the load of the ranges the member works on (not those it is
-// handing over), ending a window.
-func (p *pipeline) loadReport(now time.Time) state.LoadReport {
+// handing over), and the names of their hot keys, ending a window.
+func (p *pipeline) loadReport(now time.Time) (state.LoadReport, state.HotKeyNames) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ranges []*owned
 	for _, w := range p.mu.ranges {
-		if !w.revoking {
-			ranges = append(ranges, w)
+		if w.revoking {
+			w.hot = nil // not measured any more: no key of it shown
+			continue
 		}
+		ranges = append(ranges, w)
 	}
 	backlog := func(w *owned) int64 {
 		var n int64
@@ -235,26 +295,36 @@ func (p *pipeline) loadReport(now time.Time) state.LoadReport {
 }
 
 // reportLoad writes the member's load report every LoadReportInterval
-// until the pipeline stops. A report that fails is skipped, not retried:
-// the next one replaces it. The first failure of a run is a warning, the
-// rest are debug logs until one succeeds.
+// until the pipeline stops, with its hot key names when they differ from
+// those last written (in the same transaction: they change far less often
+// than the rates). A report that fails is skipped, not retried: the next
+// one replaces it. The first failure of a run is a warning, the rest are
+// debug logs until one succeeds.
 func (p *pipeline) reportLoad() {
 	interval := p.c.cfg.LoadReportInterval
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	failing := false
+	var written []state.HotKeyName // none yet: the key does not exist
 	for {
 		select {
 		case <-p.ctx.Done():
 			return
 		case <-tick.C:
 		}
-		r := p.loadReport(time.Now())
+		r, names := p.loadReport(time.Now())
+		var changed *state.HotKeyNames
+		if !slices.Equal(names.Keys, written) {
+			changed = &names
+		}
 		ctx, cancel := context.WithTimeout(p.ctx, p.c.cfg.EtcdTimeout)
-		err := p.sess.ReportLoad(ctx, r)
+		err := p.sess.ReportLoad(ctx, r, changed)
 		cancel()
 		switch {
 		case err == nil:
+			if changed != nil {
+				written = names.Keys
+			}
 			p.c.metrics.loadReports.Add(1)
 			if failing {
 				p.log.Info("load reports written again")

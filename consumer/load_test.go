@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +37,7 @@ func TestTopKeysFindsHotKeyAmongMany(t *testing.T) {
 			hotTrue += w
 		}
 		total += w
-		k.add(h, w)
+		k.add(h, w, nil)
 	}
 	top := k.top(assign.MaxHotKeys)
 	if len(top) == 0 || top[0].hash != hot {
@@ -59,7 +62,7 @@ func TestTopKeysUniformLooksCold(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var total time.Duration
 	for range 50_000 {
-		k.add(uint32(rng.IntN(10_000)), time.Millisecond)
+		k.add(uint32(rng.IntN(10_000)), time.Millisecond, nil)
 		total += time.Millisecond
 	}
 	for _, e := range k.top(assign.MaxHotKeys) {
@@ -74,9 +77,9 @@ func TestTopKeysUniformLooksCold(t *testing.T) {
 func TestTopKeysExact(t *testing.T) {
 	var k topKeys
 	for h, w := range map[uint32]time.Duration{7: 3, 9: 5, 2: 5, 4: 1, 8: 2} {
-		k.add(h, w)
+		k.add(h, w, nil)
 	}
-	k.add(4, 1)
+	k.add(4, 1, nil)
 	got := k.top(4)
 	want := []hotEntry{{hash: 2, weight: 5}, {hash: 9, weight: 5}, {hash: 7, weight: 3}, {hash: 4, weight: 2}}
 	if len(got) != len(want) {
@@ -86,6 +89,41 @@ func TestTopKeysExact(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("top %v, want %v", got, want)
 		}
+	}
+}
+
+// TestTopKeysKeepsKeyText: each tracked hash keeps the key of the record
+// that last added to it, its first state.HotKeyBytes bytes only, shown
+// escaped and with its length when cut; a key that displaces another
+// takes its place with its own text; and counting allocates nothing.
+func TestTopKeysKeepsKeyText(t *testing.T) {
+	var k topKeys
+	long := []byte(strings.Repeat("k", 300))
+	hostile := []byte("\x1b[2J\u202eevil")
+	k.add(1, 10, []byte("first"))
+	k.add(1, 10, []byte("key-1")) // the same hash, another key: the last one shows
+	k.add(2, 5, long)
+	k.add(3, 4, hostile)
+	k.add(4, 3, nil)
+	texts := map[uint32]string{}
+	for _, e := range k.top(hotCapacity) {
+		texts[e.hash] = e.text()
+	}
+	want := map[uint32]string{1: "key-1", 2: strings.Repeat("k", 64) + "... (300 bytes)", 3: `"\x1b[2J\u202eevil"`, 4: ""}
+	if !maps.Equal(texts, want) {
+		t.Fatalf("key texts %v, want %v", texts, want)
+	}
+	// Fill the summary, then displace the lightest entry: the newcomer
+	// shows its own key, not the displaced one's bytes.
+	for h := uint32(10); k.n < hotCapacity; h++ {
+		k.add(h, 100, long)
+	}
+	k.add(99, 1000, []byte("new"))
+	if top := k.top(1); len(top) != 1 || top[0].hash != 99 || top[0].text() != "new" {
+		t.Fatalf("after displacing: top %v, want hash 99 shown as new", top)
+	}
+	if n := testing.AllocsPerRun(1000, func() { k.add(99, 1, long) }); n != 0 {
+		t.Errorf("add allocates %v times per call, want 0", n)
 	}
 }
 
@@ -137,13 +175,13 @@ func TestLoadTableReport(t *testing.T) {
 	c := testOwned(t, "s", 0, ledger.Full)
 	hot := uint32(12345)
 	for range 30 {
-		lt.add(a, hot, 100*time.Millisecond, true, t0)
+		lt.add(a, hot, []byte("hot-key"), 100*time.Millisecond, true, t0)
 	}
-	lt.add(a, uint32(half-1), 500*time.Millisecond, false, t0) // abandoned: busy, not a record
+	lt.add(a, uint32(half-1), []byte("other"), 500*time.Millisecond, false, t0) // abandoned: busy, not a record
 	// b's first record was dispatched 8 s into the 10 s window.
-	lt.add(b, uint32(half), time.Second, true, t0.Add(8*time.Second))
+	lt.add(b, uint32(half), []byte("b-key"), time.Second, true, t0.Add(8*time.Second))
 
-	r := lt.report(t0.Add(10*time.Second), []*owned{a, b, c}, func(w *owned) int64 {
+	r, names := lt.report(t0.Add(10*time.Second), []*owned{a, b, c}, func(w *owned) int64 {
 		if w == a {
 			return 7
 		}
@@ -166,6 +204,22 @@ func TestLoadTableReport(t *testing.T) {
 	if len(ra.Hot) != 2 || ra.Hot[0].Hash != uint64(hot) || !near(ra.Hot[0].BusyPerSec, 0.3) {
 		t.Errorf("range a hot %+v: want %d first at 0.3 busy/s", ra.Hot, hot)
 	}
+	// The hot keys by name: for Status in each range, with their share
+	// of the range's busy time, and for etcd in key order.
+	if len(a.hot) != 2 || a.hot[0].Key != "hot-key" || !near(a.hot[0].BusyPerSec, 0.3) || !near(a.hot[0].Share, 0.3/0.35) || a.hot[1].Key != "other" {
+		t.Errorf("range a's hot keys %+v: want hot-key at 0.3 busy/s, 6/7 of the range, then other", a.hot)
+	}
+	if len(c.hot) != 0 {
+		t.Errorf("idle range c's hot keys %+v: want none", c.hot)
+	}
+	wantNames := []state.HotKeyName{
+		{Topic: "t", Partition: 0, Hash: uint64(half), Key: "b-key"},
+		{Topic: "t", Partition: 1, Hash: uint64(hot), Key: "hot-key"},
+		{Topic: "t", Partition: 1, Hash: uint64(half - 1), Key: "other"},
+	}
+	if !slices.Equal(names.Keys, wantNames) {
+		t.Errorf("hot key names %+v, want %+v", names.Keys, wantNames)
+	}
 	if !near(rb.RecordsPerSec, 0.5) || !near(rb.BusyPerSec, 0.5) {
 		t.Errorf("range b %+v: want its rates over the 2 s since its first record", rb)
 	}
@@ -175,8 +229,8 @@ func TestLoadTableReport(t *testing.T) {
 
 	// Next window: a's measurement starts again; b's, open for only 2 s
 	// of 10, goes on; c is no longer owned.
-	lt.add(b, uint32(half), time.Second, true, t0)
-	r = lt.report(t0.Add(20*time.Second), []*owned{a, b}, func(*owned) int64 { return 0 })
+	lt.add(b, uint32(half), []byte("b-key"), time.Second, true, t0)
+	r, _ = lt.report(t0.Add(20*time.Second), []*owned{a, b}, func(*owned) int64 { return 0 })
 	if len(r.Ranges) != 2 || r.Window != 10 {
 		t.Fatalf("second report %+v: want 2 ranges over 10 s", r)
 	}
@@ -185,6 +239,9 @@ func TestLoadTableReport(t *testing.T) {
 	}
 	if !near(r.Ranges[0].RecordsPerSec, 2.0/12) || !near(r.Ranges[0].BusyPerSec, 2.0/12) {
 		t.Errorf("range b %+v: want 2 records and 2 s busy over the 12 s since its first record", r.Ranges[0])
+	}
+	if a.hot != nil {
+		t.Errorf("range a's hot keys %+v after a window without records: want none", a.hot)
 	}
 	if _, kept := lt.byRange[c]; kept {
 		t.Error("range c is no longer owned: its load is still kept")
@@ -200,8 +257,10 @@ func BenchmarkLoadAdd(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	z := rand.NewZipf(rng, 1.1, 1, 9999)
 	hashes := make([]uint32, 4096)
+	keys := make([][]byte, len(hashes))
 	for i := range hashes {
-		hashes[i] = ledger.Hash([]byte(fmt.Sprintf("key-%d", z.Uint64())), 0)
+		keys[i] = []byte(fmt.Sprintf("key-%d", z.Uint64()))
+		hashes[i] = ledger.Hash(keys[i], 0)
 	}
 	w := &owned{}
 	st, err := ledger.NewState(ledger.Full, ledger.Entry{}, 0)
@@ -213,7 +272,7 @@ func BenchmarkLoadAdd(b *testing.B) {
 	since := time.Now()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		lt.add(w, hashes[i%len(hashes)], time.Millisecond, true, since)
+		lt.add(w, hashes[i%len(hashes)], keys[i%len(keys)], time.Millisecond, true, since)
 	}
 }
 

@@ -49,6 +49,7 @@ var (
 	descRangePending  = prometheus.NewDesc("keyshare_range_pending", "Pending offsets of an owned range.", rangeLabels, nil)
 	descRangeOldest   = prometheus.NewDesc("keyshare_range_oldest_unfinished_seconds", "Age of the oldest unfinished record of an owned range (0 if none).", rangeLabels, nil)
 	descRangeWatermrk = prometheus.NewDesc("keyshare_range_watermark", "Watermark of an owned range.", rangeLabels, nil)
+	descHotKey        = prometheus.NewDesc("keyshare_hot_key_busy_ratio", "Worker-seconds per second the records of one of an owned range's busiest keys held a worker, from the last load report (at most 4 keys per range; the key label is the key's first 64 bytes, escaped). Near 1 the key alone keeps a worker busy: its order lets no other worker help.", []string{"topic", "partition", "key"}, nil)
 
 	descBacklog     = prometheus.NewDesc("keyshare_group_backlog", "Records between the committed offset and the end of the group's partitions (leader only).", nil, nil)
 	descBacklogAge  = prometheus.NewDesc("keyshare_group_backlog_age_seconds", "Time since the oldest uncommitted record of the group's partitions reached the log, as the leader's samples bound it (leader only; 0 without a backlog).", nil, nil)
@@ -69,7 +70,7 @@ var memberDescs = []*prometheus.Desc{
 	descFlushes, descFlushBytes, descFetched, descShelved, descLosses, descLoadReports,
 	descLoadReportErrors, descCommits, descRepairs, descInFlight, descInFlightBytes, descUnflushed,
 	descPaused, descGroupPaused, descSession, descLeader, descGeneration, descStuck, descHalted,
-	descAboveEnd, descMember, descRangePending, descRangeOldest, descRangeWatermrk, descBacklog,
+	descAboveEnd, descMember, descRangePending, descRangeOldest, descRangeWatermrk, descHotKey, descBacklog,
 	descBacklogAge, descArrivalRate, descDrainRate, descPartEnd, descPartSafe, descPartCommit,
 	descPartLag,
 }
@@ -141,6 +142,9 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(descStuck, float64(stuck))
+	for s, v := range hotKeySeries(st.Ranges) {
+		gauge(descHotKey, v, s.Topic, strconv.Itoa(int(s.Partition)), s.key)
+	}
 	c.mu.Lock()
 	if c.mu.sess == nil || !c.mu.sess.IsLeader() {
 		c.mu.partitions = nil // only the leader knows these
@@ -166,6 +170,28 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descPartLag, float64(g.end-g.safe), labels...)
 		}
 	}
+}
+
+// hotSeries is the labels of a keyshare_hot_key_busy_ratio series.
+type hotSeries struct {
+	tp
+	key string
+}
+
+// hotKeySeries is keyshare_hot_key_busy_ratio at a scrape: the hot keys of
+// the ranges the member owns now, so that a key that dropped out of its
+// range's busiest, or a range that left, leaves no series behind. One
+// series per partition and key text: two long keys can show the same
+// text, and a label set given twice would fail the whole scrape; their
+// times add up.
+func hotKeySeries(ranges []RangeStatus) map[hotSeries]float64 {
+	out := map[hotSeries]float64{}
+	for _, r := range ranges {
+		for _, k := range r.HotKeys {
+			out[hotSeries{tp{Topic: r.Topic, Partition: r.Partition}, k.Key}] += k.BusyPerSec
+		}
+	}
+	return out
 }
 
 func b2f(b bool) float64 {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -92,5 +94,36 @@ func TestMetricsServerLimits(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("64 KiB of headers: status %d, want 431", resp.StatusCode)
+	}
+}
+
+// TestHotKeySeries: keyshare_hot_key_busy_ratio has a series per hot key
+// of the ranges owned now, and none for a key that dropped out or a range
+// that left; keys of one partition showing the same text share a series.
+func TestHotKeySeries(t *testing.T) {
+	long := strings.Repeat("k", 64) + "... (300 bytes)"
+	a := RangeStatus{Topic: "t", Partition: 0, Lo: 0, Hi: 1 << 31, HotKeys: []HotKey{{Key: "acct-42", BusyPerSec: 0.5}, {Key: long, BusyPerSec: 0.1}}}
+	b := RangeStatus{Topic: "t", Partition: 0, Lo: 1 << 31, Hi: 1 << 32, HotKeys: []HotKey{{Key: long, BusyPerSec: 0.2}}}
+	c := RangeStatus{Topic: "t", Partition: 1, Lo: 0, Hi: 1 << 32, HotKeys: []HotKey{{Key: "acct-42", BusyPerSec: 0.3}}}
+	series := func(ranges ...RangeStatus) map[string]float64 {
+		out := map[string]float64{}
+		for s, v := range hotKeySeries(ranges) {
+			out[fmt.Sprintf("%s/%d %s", s.Topic, s.Partition, s.key)] = math.Round(v*1000) / 1000
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		ranges []RangeStatus
+		want   map[string]float64
+	}{
+		{"all", []RangeStatus{a, b, c}, map[string]float64{"t/0 acct-42": 0.5, "t/0 " + long: 0.3, "t/1 acct-42": 0.3}},
+		{"range b left", []RangeStatus{a, c}, map[string]float64{"t/0 acct-42": 0.5, "t/0 " + long: 0.1, "t/1 acct-42": 0.3}},
+		{"c's key cooled", []RangeStatus{a, {Topic: "t", Partition: 1, Lo: 0, Hi: 1 << 32}}, map[string]float64{"t/0 acct-42": 0.5, "t/0 " + long: 0.1}},
+		{"no range", nil, map[string]float64{}},
+	} {
+		if got := series(tc.ranges...); !maps.Equal(got, tc.want) {
+			t.Errorf("%s: series %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

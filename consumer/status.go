@@ -58,6 +58,30 @@ type RangeStatus struct {
 	// Stuck is true while the watermark has not moved for StuckTimeout
 	// with later records fetched.
 	Stuck bool
+	// HotKeys are the keys that took the most handler time, busiest
+	// first, at most assign.MaxHotKeys, as the member's last load report
+	// measured them (every LoadReportInterval); none while the range is
+	// handed over or before its first report.
+	HotKeys []HotKey
+}
+
+// HotKey is one of the keys that took the most of a range's handler time.
+type HotKey struct {
+	// Key is the record key as text for display: its first 64 bytes,
+	// escaped when they hold a byte that is not printable (quoted Go-style,
+	// "\x1b[2J" for ESC [ 2 J) and followed by the key's length when cut
+	// ("... (300 bytes)"); textsafe's rules. Two keys may show the same
+	// text when their first 64 bytes and length agree.
+	Key string
+	// BusyPerSec is the worker-seconds per second the key's records held a
+	// worker: a lower bound (the summary that finds hot keys may
+	// undercount a key by the range's busy time over 16). Near 1 the key
+	// keeps one worker busy all the time, and its order lets no other
+	// worker help: more members or workers do not make it faster.
+	BusyPerSec float64
+	// Share is BusyPerSec over the range's: the part of the range's
+	// handler time the key took, 0 to 1.
+	Share float64
 }
 
 // StuckKey is an in-flight record that has failed or has run for longer
@@ -117,7 +141,7 @@ func (c *Consumer) Status() Status {
 		s.Ranges = append(s.Ranges, RangeStatus{
 			Topic: w.rs.Record.Topic, Partition: w.rs.Record.Partition, Lo: r.Lo, Hi: r.Hi,
 			State: w.rs.Record.State, Watermark: w.st.Watermark(), Pending: w.st.Pending(), InFlight: p.inFlightLocked(w),
-			OldestSince: p.oldestLocked(w), Stuck: w.stuck,
+			OldestSince: p.oldestLocked(w), Stuck: w.stuck, HotKeys: slices.Clone(w.hot),
 		})
 	}
 	slices.SortFunc(s.Ranges, func(a, b RangeStatus) int {

@@ -42,6 +42,10 @@ type owned struct {
 	// yet reported: the next flush writes them with the ledger entry.
 	losses []coord.LossReport
 
+	// hot are the range's hot keys as its last load report measured them
+	// (load.go), for Status; nil while it is handed over.
+	hot []HotKey
+
 	// Stuck detection (stuck.go).
 	lastWM  int64
 	wmSince time.Time

@@ -12,7 +12,9 @@ import (
 //
 // A member writes one report, load/<member-id>, under its lease, at most
 // every Config.LoadReportInterval: one small put per member per interval,
-// whatever the number of ranges (its etcd cost is in docs/benchmarks.md).
+// whatever the number of ranges (its etcd cost is in docs/benchmarks.md),
+// and in the same transaction, when they changed, the names of its hot
+// keys (load/<member-id>/hot), which keyshare status shows.
 // The leader reads the reports from its watch-fed cache and places split
 // points so that measured load, not hash width, is balanced (assign/balance.go).
 // A report that is malformed, absurd or from a member that left moves
@@ -33,13 +35,33 @@ const (
 )
 
 // ReportLoad writes the member's load report under its lease, guarded by
-// its registration (a member that left cannot write one).
-func (s *Session) ReportLoad(ctx context.Context, r state.LoadReport) error {
+// its registration (a member that left cannot write one), and with names
+// not nil, in the same transaction, the names of its hot keys
+// (load/<member-id>/hot, for operators; the leader does not read them).
+func (s *Session) ReportLoad(ctx context.Context, r state.LoadReport, names *state.HotKeyNames) error {
 	r.V, r.Member = recordVersion, s.ID()
 	if err := r.Check(); err != nil {
 		return err
 	}
-	_, err := s.cli.Txn(ctx).If(s.common()...).
-		Then(clientv3.OpPut(s.schema.Load(s.ID()), mustJSON(r), clientv3.WithLease(s.es.Lease()))).Commit()
+	ops := []clientv3.Op{clientv3.OpPut(s.schema.Load(s.ID()), mustJSON(r), clientv3.WithLease(s.es.Lease()))}
+	if names != nil {
+		n := *names
+		n.V, n.Member = recordVersion, s.ID()
+		if n.Keys == nil {
+			n.Keys = []state.HotKeyName{}
+		}
+		if err := n.Check(); err != nil {
+			return err
+		}
+		ops = append(ops, clientv3.OpPut(s.schema.HotKeys(s.ID()), mustJSON(n), clientv3.WithLease(s.es.Lease())))
+	}
+	_, err := s.cli.Txn(ctx).If(s.common()...).Then(ops...).Commit()
 	return err
+}
+
+// hotKeyNames says whether key holds a member's hot key names, which the
+// leader's cache leaves out: nothing it decides reads them.
+func (c *groupCache) hotKeyNames(key []byte) bool {
+	_, hot, _ := c.schema.ParseLoadKey(string(key))
+	return hot
 }

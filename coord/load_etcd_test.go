@@ -145,7 +145,7 @@ func TestLoadMovesSplitPoints(t *testing.T) {
 						r.Ranges = append(r.Ranges, rangeLoadOf(rs))
 					}
 				}
-				if err := s.ReportLoad(s.Ctx(), r); err != nil && s.Ctx().Err() == nil {
+				if err := s.ReportLoad(s.Ctx(), r, nil); err != nil && s.Ctx().Err() == nil {
 					t.Logf("report load of %s: %v (the next report replaces it)", s.ID(), err)
 				}
 			}

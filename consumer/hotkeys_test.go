@@ -1,0 +1,148 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/testutil"
+)
+
+// TestHotKeysShownAsKeys: a member handling two slow keys, one readable
+// and one holding terminal control and bidi characters, among cold keys,
+// shows both by key, escaped, in its Status, in
+// keyshare_hot_key_busy_ratio and in load/<member-id>/hot in etcd, all
+// from the same load report. Once the records are done the keys cool:
+// Status, the metric's series and the etcd value drop them.
+func TestHotKeysShownAsKeys(t *testing.T) {
+	testutil.RequireKfake(t, "hot keys measured from the member's handler times; the kfake run covers it")
+	testutil.ParallelOnKfake(t)
+	cl, k := newCluster(t, map[string]int32{"orders": 1})
+	cl.mutate = func(c *consumer.Config) { c.LoadReportInterval = 200 * time.Millisecond }
+	const readable, hostile = "acct-42", "evil\x1b[2J\u202e"
+	shown := map[string]string{readable: "acct-42", hostile: `"evil\x1b[2J\u202e"`}
+	var handled atomic.Int64
+	m := cl.start("m1", func(ctx context.Context, msg *kafka.Message) error {
+		d := time.Millisecond
+		if _, hot := shown[string(msg.Key)]; hot {
+			d = 6 * time.Millisecond
+		}
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+		handled.Add(1)
+		return nil
+	})
+	// 300 records of each slow key, 6 ms each and one at a time (their
+	// order): each keeps a worker busy for 1.8 s, several reports.
+	var recs []testutil.Record
+	for i := range 300 {
+		recs = append(recs,
+			testutil.Record{Key: []byte(readable), Value: []byte("v"), Partition: 0},
+			testutil.Record{Key: []byte(hostile), Value: []byte("v"), Partition: 0},
+			testutil.Record{Key: fmt.Appendf(nil, "cold-%d", i%50), Value: []byte("v"), Partition: 0})
+	}
+	testutil.Produce(t, k.Brokers, "orders", recs)
+
+	cli := testutil.NewEtcdClient(t, cl.endpoints)
+	hotKey := keys.New(consumer.DefaultConfig().Prefix, cl.group).HotKeys("m1")
+	var last string
+	waitFor(t, "both slow keys shown by key in Status, the metric and etcd", 30*time.Second, func() bool {
+		st := m.c.Status()
+		if len(st.Ranges) != 1 {
+			last = fmt.Sprintf("ranges %+v", st.Ranges)
+			return false
+		}
+		statusKeys := map[string]consumer.HotKey{}
+		for _, h := range st.Ranges[0].HotKeys {
+			statusKeys[h.Key] = h
+		}
+		metrics := scrapeText(t, m.c)
+		names := readHotKeys(t, cli, hotKey)
+		last = fmt.Sprintf("status %+v\netcd %+v\nmetrics:\n%s", st.Ranges[0].HotKeys, names, metricLines(metrics, "keyshare_hot_key_busy_ratio"))
+		for _, text := range shown {
+			h, ok := statusKeys[text]
+			if !ok || h.BusyPerSec <= 0 || h.Share <= 0 || h.Share > 1 {
+				return false
+			}
+			// The exposition format escapes the label's quotes and
+			// backslashes: the text as a Go string literal, which only
+			// differs for the hostile key.
+			if !strings.Contains(metrics, fmt.Sprintf(`keyshare_hot_key_busy_ratio{group="g",key=%q,partition="0",topic="orders"}`, text)) {
+				return false
+			}
+			if !slices.ContainsFunc(names.Keys, func(n state.HotKeyName) bool { return n.Key == text && n.Topic == "orders" && n.Partition == 0 }) {
+				return false
+			}
+		}
+		return true
+	})
+	if t.Failed() {
+		t.Fatalf("last seen: %s", last)
+	}
+	t.Logf("seen: %s", last)
+
+	waitFor(t, "every record handled", 30*time.Second, func() bool { return handled.Load() >= int64(len(recs)) })
+	waitFor(t, "the cooled keys gone from Status, the metric and etcd", 30*time.Second, func() bool {
+		st := m.c.Status()
+		metrics := scrapeText(t, m.c)
+		names := readHotKeys(t, cli, hotKey)
+		last = fmt.Sprintf("status %+v\netcd %+v\nmetrics:\n%s", st.Ranges, names, metricLines(metrics, "keyshare_hot_key_busy_ratio"))
+		return len(st.Ranges) == 1 && len(st.Ranges[0].HotKeys) == 0 &&
+			metricLines(metrics, "keyshare_hot_key_busy_ratio") == "" && len(names.Keys) == 0
+	})
+	if t.Failed() {
+		t.Fatalf("last seen: %s", last)
+	}
+}
+
+// scrapeText is the member's /metrics as a scraper reads it.
+func scrapeText(t *testing.T, c *consumer.Consumer) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	c.HTTPHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("/metrics: %d %s", rec.Code, rec.Body)
+	}
+	return rec.Body.String()
+}
+
+// metricLines are the samples of metric name in a scrape.
+func metricLines(scrape, name string) string {
+	var out []string
+	for line := range strings.Lines(scrape) {
+		if strings.HasPrefix(line, name+"{") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "")
+}
+
+// readHotKeys reads and decodes a member's hot key names (none if the key
+// does not exist).
+func readHotKeys(t *testing.T, cli *clientv3.Client, key string) state.HotKeyNames {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, key)
+	if err != nil || len(resp.Kvs) == 0 {
+		return state.HotKeyNames{}
+	}
+	n, err := state.DecodeHotKeys(key, resp.Kvs[0].Value)
+	if err != nil {
+		t.Fatalf("hot keys %s: %v", key, err)
+	}
+	return n
+}
