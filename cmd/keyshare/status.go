@@ -128,6 +128,9 @@ type rangeStatus struct {
 	// first saw this value. Null when unknown.
 	WatermarkSince *time.Time `json:"watermark_since"`
 	Pending        int        `json:"pending"`
+	// HotKeys are the range's busiest keys, from its owner's last load
+	// report (hotKeysOf); none before one, or when nothing ran.
+	HotKeys []hotKeyStatus `json:"hot_keys,omitempty"`
 }
 
 func (c *statusCommand) Run(ctx context.Context, args []string) error {
@@ -233,10 +236,11 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g
 			return nil, err
 		}
 	}
-	reports, loadProblems, err := loadReports(rctx, cli, schema)
+	reports, hotNames, loadProblems, err := loadReports(rctx, cli, schema)
 	if err != nil {
 		return nil, err
 	}
+	hot := hotKeysOf(reports, hotNames)
 	var leases []int64
 	for _, m := range snap.Members {
 		leases = append(leases, m.Lease)
@@ -306,6 +310,7 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g
 		for _, r := range byTP[tp] {
 			_, live := snap.Members[r.Record.Owner]
 			rs := rangeStatus{Lo: r.Record.Lo, Hi: r.Record.Hi, Owner: r.Record.Owner, OwnerGone: !live, State: r.Record.State, Target: r.Record.Target, Pending: r.Entry.PendingCount()}
+			rs.HotKeys = hot[reportedRange{r.Record.Owner, tp.Topic, tp.Partition, r.Record.Lo, r.Record.Hi}]
 			if t, ok := stuckSince[rangeKey{tp.Topic, tp.Partition, r.Record.Lo}]; ok {
 				rs.WatermarkSince = &t
 			}
@@ -433,6 +438,13 @@ func (st *groupStatus) clipped() *groupStatus {
 		for j := range p.Ranges {
 			r := &p.Ranges[j]
 			r.Owner, r.State, r.Target = n(r.Owner), n(r.State), n(r.Target)
+			r.HotKeys = slices.Clone(r.HotKeys)
+			for k, h := range r.HotKeys {
+				if h.Key != nil {
+					key := n(*h.Key)
+					r.HotKeys[k].Key = &key
+				}
+			}
 		}
 		c.Partitions[i] = p
 	}
@@ -457,6 +469,38 @@ func (st *groupStatus) clipped() *groupStatus {
 		c.Problems[i] = txt(p)
 	}
 	return &c
+}
+
+// printHotKeys lists every range's hot keys, a row each, as keys: the
+// text the member wrote (printable, cut to 64 bytes), escaped again here
+// since anyone with the group's role can write etcd; a hash whose key has
+// no name shows as the hash. An empty key shows as "".
+func printHotKeys(out io.Writer, st *groupStatus) {
+	var tw *tabwriter.Writer
+	for _, p := range st.Partitions {
+		for _, r := range p.Ranges {
+			for _, h := range r.HotKeys {
+				if tw == nil {
+					fmt.Fprintln(out)
+					tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "HOT KEY\tPARTITION\tRANGE\tOWNER\tBUSY/S\tSHARE OF RANGE")
+				}
+				key := fmt.Sprintf("(hash %d)", h.Hash)
+				switch {
+				case h.Key == nil:
+				case *h.Key == "":
+					key = `""`
+				default:
+					key = name(*h.Key)
+				}
+				fmt.Fprintf(tw, "%s\t%s/%d\t[%d,%d)\t%s\t%.3f\t%5.1f%%\n", key, name(p.Topic), p.Partition, r.Lo, r.Hi, name(r.Owner), h.BusyPerSec, 100*h.Share)
+			}
+		}
+	}
+	if tw != nil {
+		tw.Flush()
+		fmt.Fprintln(out, "(BUSY/S: worker-seconds per second the key's records held a worker, at least; near 1 the key alone keeps a worker busy, and its order lets no other worker help)")
+	}
 }
 
 // rate shows records per second; "-" when no member reported one.
@@ -549,6 +593,7 @@ func printStatus(out io.Writer, st *groupStatus) {
 		}
 		fmt.Fprintf(out, "%s/%d %s\n", name(p.Topic), p.Partition, lagLine(*p.Lag, *p.LagParts, p.Pending, p.Safe, st.Paused != nil))
 	}
+	printHotKeys(out, st)
 	for _, s := range st.Stuck {
 		// Key and error come from producers and handlers: escaped, so
 		// that no control sequence reaches the operator's terminal.

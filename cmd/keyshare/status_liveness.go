@@ -14,7 +14,7 @@ import (
 
 // What status reads beside the group view: whether the group exists, how
 // long each member's lease has left, and the members' load reports (their
-// last-seen time and records/s).
+// last-seen time and records/s, and their ranges' hot keys).
 
 // errUnknownGroup is a group with no key under its root.
 var errUnknownGroup = errors.New("unknown group")
@@ -38,22 +38,37 @@ func checkGroupExists(ctx context.Context, cli *clientv3.Client, s keys.Schema) 
 	return nil
 }
 
-// loadReports reads the members' load reports. One that does not decode is
-// left out and named in problems.
-func loadReports(ctx context.Context, cli *clientv3.Client, s keys.Schema) (reports []state.LoadReport, problems []string, err error) {
+// loadReports reads the members' load reports and the names of their hot
+// keys, by member id. A value that does not decode, or names another
+// member than its key, is left out and named in problems.
+func loadReports(ctx context.Context, cli *clientv3.Client, s keys.Schema) (reports []state.LoadReport, names map[string]state.HotKeyNames, problems []string, err error) {
 	resp, err := cli.Get(ctx, s.Loads(), clientv3.WithPrefix())
 	if err != nil {
-		return nil, nil, fmt.Errorf("read load reports: %w; check --etcd", err)
+		return nil, nil, nil, fmt.Errorf("read load reports: %w; check --etcd", err)
 	}
+	names = map[string]state.HotKeyNames{}
 	for _, kv := range resp.Kvs {
-		r, err := state.DecodeLoad(string(kv.Key), kv.Value)
+		key := string(kv.Key)
+		if id, hot, ok := s.ParseLoadKey(key); ok && hot {
+			n, err := state.DecodeHotKeys(key, kv.Value)
+			if err == nil && n.Member != id {
+				err = &state.BadValueError{Key: key, Problem: fmt.Sprintf("hot keys of member %q under the key of %q", n.Member, id)}
+			}
+			if err != nil {
+				problems = append(problems, err.Error())
+				continue
+			}
+			names[id] = n
+			continue
+		}
+		r, err := state.DecodeLoad(key, kv.Value)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
 		}
 		reports = append(reports, r)
 	}
-	return reports, problems, nil
+	return reports, names, problems, nil
 }
 
 // leaseTTLs asks etcd how many seconds each lease has left, a few at a

@@ -130,6 +130,60 @@ func loadRates(reports []state.LoadReport) (byMember map[string]float64, byTP ma
 	return byMember, byTP
 }
 
+// hotKeyStatus is one of a range's busiest keys, as its owner's last load
+// report measured it.
+type hotKeyStatus struct {
+	// Key is the key as text (escaped and cut by the member, textsafe);
+	// null when the owner wrote no name for its hash (a member from
+	// before hot key names).
+	Key  *string `json:"key"`
+	Hash uint64  `json:"hash"`
+	// BusyPerSec is the worker-seconds per second its records held a
+	// worker (a lower bound); Share is that over the range's busy/s.
+	BusyPerSec float64 `json:"busy_per_sec"`
+	Share      float64 `json:"share"`
+}
+
+// reportedRange names a range as its owner reported it.
+type reportedRange struct {
+	owner     string
+	topic     string
+	partition int32
+	lo, hi    uint64
+}
+
+// hotKeysOf joins the members' load reports with the names of their hot
+// keys: each reported range's hot keys, busiest first, by owner and range.
+// A hash without a name keeps a nil Key.
+func hotKeysOf(reports []state.LoadReport, names map[string]state.HotKeyNames) map[reportedRange][]hotKeyStatus {
+	type hashOf struct {
+		topic     string
+		partition int32
+		hash      uint64
+	}
+	out := map[reportedRange][]hotKeyStatus{}
+	for _, r := range reports {
+		byHash := map[hashOf]string{}
+		for _, n := range names[r.Member].Keys {
+			byHash[hashOf{n.Topic, n.Partition, n.Hash}] = n.Key
+		}
+		for _, rl := range r.Ranges {
+			for _, h := range rl.Hot {
+				hk := hotKeyStatus{Hash: h.Hash, BusyPerSec: h.BusyPerSec}
+				if rl.BusyPerSec > 0 {
+					hk.Share = min(h.BusyPerSec/rl.BusyPerSec, 1)
+				}
+				if k, ok := byHash[hashOf{rl.Topic, rl.Partition, h.Hash}]; ok {
+					hk.Key = &k
+				}
+				rr := reportedRange{r.Member, rl.Topic, rl.Partition, rl.Lo, rl.Hi}
+				out[rr] = append(out[rr], hk)
+			}
+		}
+	}
+	return out
+}
+
 // ago says how long before now t was, to the second; "-" for no time.
 func ago(now time.Time, t *time.Time) string {
 	if t == nil || t.IsZero() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +194,37 @@ func TestLagTrend(t *testing.T) {
 	lagTrend(prev, same)
 	if same.Partitions[0].LagPerSec != nil {
 		t.Errorf("reads at one instant: %v", *same.Partitions[0].LagPerSec)
+	}
+}
+
+// TestHotKeysOf: each reported range's hot keys get their names from the
+// same member's names, by partition and hash; a hash the member named in
+// another partition, or another member's name for it, is not taken; a
+// hash without a name keeps a nil key; the share is of the range's busy
+// time.
+func TestHotKeysOf(t *testing.T) {
+	reports := []state.LoadReport{
+		{Member: "m1", Ranges: []assign.RangeLoad{
+			{Topic: "t", Partition: 0, Lo: 0, Hi: 100, BusyPerSec: 0.8, Hot: []assign.HotKey{{Hash: 7, BusyPerSec: 0.6}, {Hash: 9, BusyPerSec: 0.1}}},
+			{Topic: "t", Partition: 1, Lo: 0, Hi: 100, BusyPerSec: 0, Hot: nil},
+		}},
+		{Member: "m2", Ranges: []assign.RangeLoad{
+			{Topic: "t", Partition: 0, Lo: 100, Hi: 200, BusyPerSec: 0.5, Hot: []assign.HotKey{{Hash: 150, BusyPerSec: 0.5}}},
+		}},
+	}
+	names := map[string]state.HotKeyNames{
+		"m1": {Member: "m1", Keys: []state.HotKeyName{{Topic: "t", Partition: 0, Hash: 7, Key: "acct-42"}, {Topic: "t", Partition: 1, Hash: 9, Key: "elsewhere"}}},
+		"m3": {Member: "m3", Keys: []state.HotKeyName{{Topic: "t", Partition: 0, Hash: 150, Key: "not m2's"}}},
+	}
+	got := hotKeysOf(reports, names)
+	m1 := got[reportedRange{"m1", "t", 0, 0, 100}]
+	if len(m1) != 2 || m1[0].Key == nil || *m1[0].Key != "acct-42" || math.Abs(m1[0].Share-0.75) > 1e-9 || m1[1].Key != nil || m1[1].Hash != 9 {
+		t.Errorf("m1's range: %+v; want acct-42 at 75%%, then hash 9 without a name", m1)
+	}
+	if m2 := got[reportedRange{"m2", "t", 0, 100, 200}]; len(m2) != 1 || m2[0].Key != nil || m2[0].Share != 1 {
+		t.Errorf("m2's range: %+v; want hash 150 without a name, all of the range", m2)
+	}
+	if n := len(got); n != 2 {
+		t.Errorf("%d ranges with hot keys, want 2: %+v", n, got)
 	}
 }

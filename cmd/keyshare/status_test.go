@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +197,93 @@ func TestStatusUnknownGroupAndGoneOwners(t *testing.T) {
 	}
 	if r := st.Partitions[0].Ranges; r[0].OwnerGone || !r[1].OwnerGone {
 		t.Errorf("owner_gone of live, dead = %v, %v", r[0].OwnerGone, r[1].OwnerGone)
+	}
+}
+
+// TestStatusShowsHotKeys: a keyshare member handles a partition where two
+// keys, one readable and one holding terminal control and bidi
+// characters, carry most records; keyshare status shows both by key in
+// its hot keys table, the second escaped, and status --json lists them in
+// the range's hot_keys, with no raw control character in either output.
+// The keys travel from the member to status through etcd
+// (load/<member-id>/hot).
+func TestStatusShowsHotKeys(t *testing.T) {
+	testutil.RequireKfake(t, "hot keys measured by a member and read from etcd; the kfake run covers it")
+	testutil.ParallelOnKfake(t)
+	_, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
+	const readable, hostile = "acct-42", "evil\x1b[2J\u202e"
+	// 600 records of each hot key at 5 ms each, one at a time (their
+	// order): each keeps a worker busy for 3 s, many load reports.
+	var recs []testutil.Record
+	for i := range 600 {
+		recs = append(recs, testutil.Record{Key: []byte(readable), Value: []byte("v")}, testutil.Record{Key: []byte(hostile), Value: []byte("v")})
+		if i%3 == 0 {
+			recs = append(recs, testutil.Record{Key: fmt.Appendf(nil, "cold-%d", i%50), Value: []byte("v")})
+		}
+	}
+	testutil.Produce(t, k.Brokers, "orders", recs)
+	member := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1",
+		"--ttl", "2s", "--work", "5ms", "--load-report-interval", "200ms")
+	var mout bytes.Buffer
+	member.Stdout, member.Stderr = &mout, &mout
+	if err := member.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = member.Process.Kill(); _ = member.Wait() })
+
+	conn := []string{"--etcd", e.Endpoints[0], "--group", "g"}
+	rawControl := func(out string) bool {
+		return strings.ContainsFunc(out, func(r rune) bool {
+			return (r < ' ' && r != '\n' && r != '\t') || (r >= 0x7f && r < 0xa0) || unicode.Is(unicode.Bidi_Control, r)
+		})
+	}
+	var text, js string
+	deadline := time.Now().Add(30 * time.Second)
+	for ; time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var code int
+		text, code = run(t, 30*time.Second, append([]string{"status"}, conn...)...)
+		if code != 0 || !strings.Contains(text, "HOT KEY") {
+			continue
+		}
+		rows := map[string]bool{}
+		for line := range strings.Lines(text) {
+			if f := strings.Fields(line); len(f) >= 4 && f[1] == "orders/0" && f[3] == "m1" {
+				rows[f[0]] = true
+			}
+		}
+		if !rows["acct-42"] || !rows[`"evil\x1b[2J\u202e"`] {
+			continue
+		}
+		js, code = run(t, 30*time.Second, append([]string{"status", "--json"}, conn...)...)
+		if code != 0 {
+			t.Fatalf("status --json: exit %d: %s", code, js)
+		}
+		var st groupStatus
+		if err := json.Unmarshal([]byte(js), &st); err != nil {
+			t.Fatalf("status --json is not JSON: %v\n%s", err, js)
+		}
+		keys := map[string]hotKeyStatus{}
+		for _, p := range st.Partitions {
+			for _, r := range p.Ranges {
+				for _, h := range r.HotKeys {
+					if h.Key != nil {
+						keys[*h.Key] = h
+					}
+				}
+			}
+		}
+		if h, ok := keys["acct-42"]; ok && h.BusyPerSec > 0 && h.Share > 0 {
+			if _, ok := keys[`"evil\x1b[2J\u202e"`]; ok {
+				break
+			}
+		}
+	}
+	t.Logf("status:\n%s\nstatus --json:\n%s", text, js)
+	if js == "" || !strings.Contains(js, `"hot_keys"`) {
+		t.Fatalf("status never showed both hot keys in text and JSON; member log:\n%s", mout.String())
+	}
+	if rawControl(text) || rawControl(js) {
+		t.Fatal("status output holds a raw control or bidi character")
 	}
 }
