@@ -1,6 +1,8 @@
 package consumer
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -127,6 +129,31 @@ func TestTopKeysKeepsKeyText(t *testing.T) {
 	}
 }
 
+// TestHotKeyTextAlwaysStored: whatever bytes a producer puts in a key
+// (control bytes, invalid UTF-8, bidi controls, megabytes), the text a
+// member keeps for it passes the check of the stored names: a hostile key
+// can never make the member's names, written in its load report's
+// transaction, be refused.
+func TestHotKeyTextAlwaysStored(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	alphabet := []string{"a", "\x00", "\x1b", "\x7f", "\xc2\x9b", "\u202e", "日", "\xff", "\xe6\x97", " ", "\\", "\"", "\t", "\n"}
+	for i := range 2000 {
+		var b []byte
+		for range rng.IntN(200) {
+			b = append(b, alphabet[rng.IntN(len(alphabet))]...)
+		}
+		if i == 0 {
+			b = bytes.Repeat([]byte("\x1b"), 1<<20)
+		}
+		var e hotEntry
+		e.setKey(b)
+		names := state.HotKeyNames{Member: "m1", Keys: []state.HotKeyName{{Topic: "t", Partition: 0, Hash: 1, Key: e.text()}}}
+		if err := names.Check(); err != nil {
+			t.Fatalf("key %q: its text %q is refused: %v", b[:min(len(b), 80)], e.text(), err)
+		}
+	}
+}
+
 func TestRangeLoadBucket(t *testing.T) {
 	for _, tc := range []struct {
 		r    ledger.HashRange
@@ -245,6 +272,41 @@ func TestLoadTableReport(t *testing.T) {
 	}
 	if _, kept := lt.byRange[c]; kept {
 		t.Error("range c is no longer owned: its load is still kept")
+	}
+}
+
+// TestLoadTableNamesBounded: a member whose ranges list more hot keys
+// than a names value holds keeps the busiest, in key order.
+func TestLoadTableNamesBounded(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	lt := newLoadTable(t0)
+	const parts = 300 // 1,200 hot keys
+	var ranges []*owned
+	for i := range parts {
+		w := testOwned(t, "t", int32(i), ledger.Full)
+		ranges = append(ranges, w)
+		for j := range assign.MaxHotKeys {
+			// Busier with i and j: the least busy are partitions 0 up.
+			lt.add(w, uint32(j+1), fmt.Appendf(nil, "k-%d-%d", i, j), time.Duration(i*assign.MaxHotKeys+j+1)*time.Millisecond, true, t0)
+		}
+	}
+	_, names := lt.report(t0.Add(10*time.Second), ranges, func(*owned) int64 { return 0 })
+	if len(names.Keys) != state.MaxHotKeyNames {
+		t.Fatalf("%d names, want %d", len(names.Keys), state.MaxHotKeyNames)
+	}
+	dropped := parts*assign.MaxHotKeys - state.MaxHotKeyNames
+	first := int32(dropped / assign.MaxHotKeys)
+	if names.Keys[0].Partition != first || names.Keys[len(names.Keys)-1].Partition != parts-1 {
+		t.Fatalf("names run from partition %d to %d, want %d (the least busy %d left out) to %d", names.Keys[0].Partition, names.Keys[len(names.Keys)-1].Partition, first, dropped, parts-1)
+	}
+	names.Member = "m1"
+	if err := names.Check(); err != nil {
+		t.Fatalf("names refused: %v", err)
+	}
+	if !slices.IsSortedFunc(names.Keys, func(a, b state.HotKeyName) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Hash, b.Hash))
+	}) {
+		t.Fatal("names not in key order")
 	}
 }
 

@@ -9,8 +9,10 @@
 // Ordinary short text is unchanged, so "key-3" stays key-3. Bidi controls
 // (U+202E RIGHT-TO-LEFT OVERRIDE and the like) are not printable, so text
 // holding one is quoted too: it could otherwise reorder what the operator
-// reads. Quote always quotes, for an error message; Clip only cuts, and
-// JSON escapes in encoded JSON what its encoder leaves raw. FirstFew keeps
+// reads. Quote always quotes, for an error message; Clip only cuts;
+// Head shows a key of which only the first bytes were kept (a hot key's
+// bounded copy), with the whole key's length; and JSON escapes in
+// encoded JSON what its encoder leaves raw. FirstFew keeps
 // a log line about thousands of items (ranges, partitions) to its first
 // few and a count.
 //
