@@ -22,7 +22,7 @@ import (
 // TestHotKeysShownAsKeys: a member handling two slow keys, one readable
 // and one holding terminal control and bidi characters, among cold keys,
 // shows both by key, escaped, in its Status, in
-// keyshare_hot_key_busy_ratio and in load/<member-id>/hot in etcd, all
+// keyshare_hot_key_busy_ratio and in hotkeys/<member-id> in etcd, all
 // from the same load report. Once the records are done the keys cool:
 // Status, the metric's series and the etcd value drop them.
 func TestHotKeysShownAsKeys(t *testing.T) {

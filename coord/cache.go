@@ -173,9 +173,6 @@ func (c *groupCache) load(ctx context.Context) (int64, error) {
 	now := time.Now()
 	loads := make(map[string]arrivedKV)
 	for _, kv := range resp.Responses[len(c.mu.kvs)].GetResponseRange().Kvs {
-		if c.hotKeyNames(kv.Key) {
-			continue
-		}
 		// A report read again (a resync) keeps the time it first arrived.
 		a := arrivedKV{kv: kv, at: now}
 		if old, ok := c.mu.loads[string(kv.Key)]; ok && old.kv.ModRevision == kv.ModRevision {
@@ -232,7 +229,7 @@ func (c *groupCache) follow(ctx context.Context, rev int64) error {
 				} else {
 					c.setHandoffLocked(ev.Kv)
 				}
-			} else if strings.HasPrefix(key, c.schema.Loads()) && !c.hotKeyNames(ev.Kv.Key) {
+			} else if strings.HasPrefix(key, c.schema.Loads()) {
 				if ev.Type == clientv3.EventTypeDelete {
 					delete(c.mu.loads, key)
 				} else {

@@ -14,7 +14,7 @@ import (
 // every Config.LoadReportInterval: one small put per member per interval,
 // whatever the number of ranges (its etcd cost is in docs/benchmarks.md),
 // and in the same transaction, when they changed, the names of its hot
-// keys (load/<member-id>/hot), which keyshare status shows.
+// keys (hotkeys/<member-id>), which keyshare status shows.
 // The leader reads the reports from its watch-fed cache and places split
 // points so that measured load, not hash width, is balanced (assign/balance.go).
 // A report that is malformed, absurd or from a member that left moves
@@ -37,7 +37,7 @@ const (
 // ReportLoad writes the member's load report under its lease, guarded by
 // its registration (a member that left cannot write one), and with names
 // not nil, in the same transaction, the names of its hot keys
-// (load/<member-id>/hot, for operators; the leader does not read them).
+// (hotkeys/<member-id>, for operators; no leader reads them).
 func (s *Session) ReportLoad(ctx context.Context, r state.LoadReport, names *state.HotKeyNames) error {
 	r.V, r.Member = recordVersion, s.ID()
 	if err := r.Check(); err != nil {
@@ -57,11 +57,4 @@ func (s *Session) ReportLoad(ctx context.Context, r state.LoadReport, names *sta
 	}
 	_, err := s.cli.Txn(ctx).If(s.common()...).Then(ops...).Commit()
 	return err
-}
-
-// hotKeyNames says whether key holds a member's hot key names, which the
-// leader's cache leaves out: nothing it decides reads them.
-func (c *groupCache) hotKeyNames(key []byte) bool {
-	_, hot, _ := c.schema.ParseLoadKey(string(key))
-	return hot
 }

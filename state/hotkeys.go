@@ -23,12 +23,12 @@ const (
 )
 
 // HotKeyNames is what a member keeps beside its load report, under
-// load/<member-id>/hot: the keys behind the hashes the report's ranges
+// hotkeys/<member-id>: the keys behind the hashes the report's ranges
 // list as hot, for operators (keyshare status, the member's metrics). A
-// value of its own, not a field of LoadReport, because LoadReport is
-// decoded strictly: a member that added a field would have its reports
-// refused by a leader from before the field, which then balances
-// without them (docs/compatibility.md, "Mixed versions").
+// key of its own, not a field of LoadReport (whose fields are frozen for
+// its version: a leader of an earlier release would refuse every report
+// of a member that added one) nor a key under load/ (which such a leader
+// reads whole, and would warn about); docs/upgrades.md.
 type HotKeyNames struct {
 	V      int          `json:"v"`
 	Member string       `json:"member"`

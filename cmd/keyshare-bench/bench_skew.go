@@ -168,8 +168,11 @@ type skewRun struct {
 	// partitions' worth; gens the assignment generations written.
 	moved float64
 	gens  int
-	// Load reports seen in etcd: puts, their bytes, over the run.
+	// Load reports seen in etcd: puts, their bytes, over the run; and the
+	// same of the hot keys' names (hotkeys/<member-id>), which ride in
+	// the reports' transactions when they changed.
 	reportPuts, reportBytes int
+	namePuts, nameBytes     int
 	elapsed                 time.Duration
 }
 
@@ -242,8 +245,8 @@ func (c *benchCommand) skew(ctx context.Context) error {
 		}
 	}
 	c.printf("\n%s\n", strings.Join(verdicts, "\n"))
-	c.printf("\n**Hot keys change mid-run.** The same workloads, but the second half of the records draws from a permutation of the keys (Zipf: other keys are hot) or sends partition 0's traffic to partition 2 (uneven). One run each. *Settle* is from the first second-half record handled to the last change of a range's owner (— if none moved); *moved* is the hash space that changed owner, in partitions' worth, and per assignment generation written during the run; the load reports' etcd cost is what the run wrote under `load/`, and at the default 5 s interval.\n\n")
-	c.printf("| workload | balance | time | settle | moved (per generation) | load reports: puts/s, bytes/s | at 5 s: bytes/s | bytes per report |\n|---|---|---|---|---|---|---|---|\n")
+	c.printf("\n**Hot keys change mid-run.** The same workloads, but the second half of the records draws from a permutation of the keys (Zipf: other keys are hot) or sends partition 0's traffic to partition 2 (uneven). One run each. *Settle* is from the first second-half record handled to the last change of a range's owner (— if none moved); *moved* is the hash space that changed owner, in partitions' worth, and per assignment generation written during the run; the load reports' etcd cost is what the run wrote to `load/<member-id>`, and at the default 5 s interval; the hot keys' names, what it wrote to `hotkeys/<member-id>` (in the reports' transactions, when they changed).\n\n")
+	c.printf("| workload | balance | time | settle | moved (per generation) | load reports: puts/s, bytes/s | at 5 s: bytes/s | bytes per report | hot key names: puts/s, bytes/s |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range changing {
 		for _, b := range balances {
 			r, err := c.skewRun(ctx, w, b, work, interval)
@@ -263,8 +266,8 @@ func (c *benchCommand) skew(ctx context.Context) error {
 				size = r.reportBytes / r.reportPuts
 			}
 			secs := r.elapsed.Seconds()
-			c.printf("| %s | %s | %.2f s | %s | %.3f (%.3f over %d) | %.1f, %.0f | %.0f | %d |\n", w.name, b, r.took.Seconds(), settle, r.moved, per, r.gens,
-				float64(r.reportPuts)/secs, float64(r.reportBytes)/secs, float64(skewMembers*size)/5, size)
+			c.printf("| %s | %s | %.2f s | %s | %.3f (%.3f over %d) | %.1f, %.0f | %.0f | %d | %.1f, %.0f |\n", w.name, b, r.took.Seconds(), settle, r.moved, per, r.gens,
+				float64(r.reportPuts)/secs, float64(r.reportBytes)/secs, float64(skewMembers*size)/5, size, float64(r.namePuts)/secs, float64(r.nameBytes)/secs)
 		}
 	}
 	c.printf("\n")
@@ -367,15 +370,20 @@ func (c *benchCommand) sampleSkew(ctx context.Context, group string) (*skewSampl
 				smp.mu.Unlock()
 				prev, prevGen = snap.Ranges, snap.Generation.Generation
 			}
-			if resp, err := cli.Get(sctx, schema.Loads(), clientv3.WithPrefix()); err == nil {
+			if resp, err := cli.Txn(sctx).Then(clientv3.OpGet(schema.Loads(), clientv3.WithPrefix()), clientv3.OpGet(schema.HotKeysPrefix(), clientv3.WithPrefix())).Commit(); err == nil {
 				smp.mu.Lock()
-				for _, kv := range resp.Kvs {
+				for _, kv := range append(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs...) {
 					// The reports already there at the start were
 					// written before the run.
 					if seen[string(kv.Key)] != kv.ModRevision && !first {
 						// Keys and values: what each put sends etcd.
-						smp.r.reportPuts++
-						smp.r.reportBytes += len(kv.Key) + len(kv.Value)
+						if strings.HasPrefix(string(kv.Key), schema.HotKeysPrefix()) {
+							smp.r.namePuts++
+							smp.r.nameBytes += len(kv.Key) + len(kv.Value)
+						} else {
+							smp.r.reportPuts++
+							smp.r.reportBytes += len(kv.Key) + len(kv.Value)
+						}
 					}
 					seen[string(kv.Key)] = kv.ModRevision
 				}

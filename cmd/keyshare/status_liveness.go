@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -42,25 +43,26 @@ func checkGroupExists(ctx context.Context, cli *clientv3.Client, s keys.Schema) 
 // keys, by member id. A value that does not decode, or names another
 // member than its key, is left out and named in problems.
 func loadReports(ctx context.Context, cli *clientv3.Client, s keys.Schema) (reports []state.LoadReport, names map[string]state.HotKeyNames, problems []string, err error) {
-	resp, err := cli.Get(ctx, s.Loads(), clientv3.WithPrefix())
+	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(s.Loads(), clientv3.WithPrefix()), clientv3.OpGet(s.HotKeysPrefix(), clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read load reports: %w; check --etcd", err)
 	}
 	names = map[string]state.HotKeyNames{}
-	for _, kv := range resp.Kvs {
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		key := string(kv.Key)
-		if id, hot, ok := s.ParseLoadKey(key); ok && hot {
-			n, err := state.DecodeHotKeys(key, kv.Value)
-			if err == nil && n.Member != id {
-				err = &state.BadValueError{Key: key, Problem: fmt.Sprintf("hot keys of member %q under the key of %q", n.Member, id)}
-			}
-			if err != nil {
-				problems = append(problems, err.Error())
-				continue
-			}
-			names[id] = n
+		id := strings.TrimPrefix(key, s.HotKeysPrefix())
+		n, err := state.DecodeHotKeys(key, kv.Value)
+		if err == nil && n.Member != id {
+			err = &state.BadValueError{Key: key, Problem: fmt.Sprintf("hot keys of member %q under the key of %q", n.Member, id)}
+		}
+		if err != nil {
+			problems = append(problems, err.Error())
 			continue
 		}
+		names[id] = n
+	}
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		key := string(kv.Key)
 		r, err := state.DecodeLoad(key, kv.Value)
 		if err != nil {
 			problems = append(problems, err.Error())

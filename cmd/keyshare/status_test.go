@@ -206,7 +206,7 @@ func TestStatusUnknownGroupAndGoneOwners(t *testing.T) {
 // its hot keys table, the second escaped, and status --json lists them in
 // the range's hot_keys, with no raw control character in either output.
 // The keys travel from the member to status through etcd
-// (load/<member-id>/hot).
+// (hotkeys/<member-id>).
 func TestStatusShowsHotKeys(t *testing.T) {
 	testutil.RequireKfake(t, "hot keys measured by a member and read from etcd; the kfake run covers it")
 	testutil.ParallelOnKfake(t)

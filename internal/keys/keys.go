@@ -14,9 +14,9 @@
 //	paused                              the group is paused by an operator (keyshare group pause)
 //	topics/<topic>                      the Kafka topic id the group's state of the topic belongs to
 //	load/<member-id>                    the member's load report, under its lease
-//	load/<member-id>/hot                the keys behind the report's hot hashes, under its lease
 //	leaving/<member-id>                 a leaving member's drain budget, under its lease
 //	handoffs/<member-id>                the leader's handoff plan for a leaving member
+//	hotkeys/<member-id>                 the keys behind the load report's hot hashes, under its lease
 //
 // No other name lives directly under the root (foreign.go relies on it).
 // <ppppp> is the partition, 5 digits; <llllllllll> is the range's first hash,
@@ -149,30 +149,13 @@ func (s Schema) Loads() string { return s.root + "load/" }
 // Load is the load report key of member id.
 func (s Schema) Load(id string) string { return s.Loads() + id }
 
-// HotKeys is the key of member id's hot key names: under its load
-// report's key, so that the leaders and status commands from before it,
-// which read load/ and refuse nothing under it, still join the group
-// (docs/compatibility.md, "Mixed versions").
-func (s Schema) HotKeys(id string) string { return s.Load(id) + "/hot" }
+// HotKeysPrefix is the prefix of the members' hot key names.
+func (s Schema) HotKeysPrefix() string { return s.root + "hotkeys/" }
 
-// ParseLoadKey says what a key under Loads() is: member id's load report
-// (hot false) or its hot key names (hot true); ok false for any other key.
-func (s Schema) ParseLoadKey(key string) (id string, hot, ok bool) {
-	rest, found := strings.CutPrefix(key, s.Loads())
-	if !found {
-		return "", false, false
-	}
-	id, sub, nested := strings.Cut(rest, "/")
-	switch {
-	case CheckName("member id", id) != nil:
-		return "", false, false
-	case !nested:
-		return id, false, true
-	case sub == "hot":
-		return id, true, true
-	}
-	return "", false, false
-}
+// HotKeys is the key of member id's hot key names: a directory of its own,
+// not under load/, which the leaders of earlier releases read whole and
+// would warn about (docs/upgrades.md).
+func (s Schema) HotKeys(id string) string { return s.HotKeysPrefix() + id }
 
 // Leavings is the prefix of the leaving members' drain budgets.
 func (s Schema) Leavings() string { return s.root + "leaving/" }

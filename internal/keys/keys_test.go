@@ -24,7 +24,7 @@ func TestSchemaKeys(t *testing.T) {
 		{"commit", s.Commit("orders", 12), "/keyshare/g/commits/orders/00012"},
 		{"prefix without slash", New("/ks", "g").Root(), "/ks/g/"},
 		{"load", s.Load("m1"), "/keyshare/g/load/m1"},
-		{"hot keys", s.HotKeys("m1"), "/keyshare/g/load/m1/hot"},
+		{"hot keys", s.HotKeys("m1"), "/keyshare/g/hotkeys/m1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -32,31 +32,6 @@ func TestSchemaKeys(t *testing.T) {
 				t.Fatalf("got %q, want %q", tt.got, tt.want)
 			}
 		})
-	}
-}
-
-// TestParseLoadKey: a key under load/ is a member's report, its hot key
-// names, or neither.
-func TestParseLoadKey(t *testing.T) {
-	t.Parallel()
-	s := New("/keyshare", "g")
-	for _, tc := range []struct {
-		key     string
-		id      string
-		hot, ok bool
-	}{
-		{s.Load("m1"), "m1", false, true},
-		{s.HotKeys("m1"), "m1", true, true},
-		{s.Load("m1") + "/other", "", false, false},
-		{s.Load("m1") + "/hot/x", "", false, false},
-		{s.Loads(), "", false, false},
-		{s.Loads() + "/hot", "", false, false},
-		{s.Member("m1"), "", false, false},
-	} {
-		id, hot, ok := s.ParseLoadKey(tc.key)
-		if id != tc.id || hot != tc.hot || ok != tc.ok {
-			t.Errorf("ParseLoadKey(%q) = %q, %v, %v; want %q, %v, %v", tc.key, id, hot, ok, tc.id, tc.hot, tc.ok)
-		}
 	}
 }
 
