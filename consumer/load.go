@@ -217,8 +217,8 @@ func (lt *loadTable) add(w *owned, h uint32, key []byte, busy time.Duration, don
 
 // report builds the load report of ranges at now, backlog giving each one's
 // records fetched and not handled, and the names of its hot keys, and
-// starts a new window. Each range's hot keys, with their names, are kept
-// in its hot for Status. A range measured for less than half of the last
+// starts a new window. Each range's hot keys that are notable
+// (state.NotableHotKey), with their names, are kept in its hot for Status. A range measured for less than half of the last
 // window keeps its window open, so that its next rates are over a useful
 // span rather than a few records. Ranges no longer given are forgotten.
 func (lt *loadTable) report(now time.Time, ranges []*owned, backlog func(*owned) int64) (state.LoadReport, state.HotKeyNames) {
@@ -239,6 +239,9 @@ func (lt *loadTable) report(now time.Time, ranges []*owned, backlog func(*owned)
 		r.Ranges = append(r.Ranges, rl)
 		w.hot = nil
 		for i, e := range top {
+			if !state.NotableHotKey(rl.Hot[i].BusyPerSec, rl.BusyPerSec) {
+				continue
+			}
 			hk := HotKey{Key: e.text(), BusyPerSec: rl.Hot[i].BusyPerSec, Share: min(rl.Hot[i].BusyPerSec/rl.BusyPerSec, 1)}
 			w.hot = append(w.hot, hk)
 			names = append(names, named{state.HotKeyName{Topic: rl.Topic, Partition: rl.Partition, Hash: uint64(e.hash), Key: hk.Key}, hk.BusyPerSec})

@@ -60,8 +60,9 @@ type RangeStatus struct {
 	Stuck bool
 	// HotKeys are the keys that took the most handler time, busiest
 	// first, at most assign.MaxHotKeys, as the member's last load report
-	// measured them (every LoadReportInterval); none while the range is
-	// handed over or before its first report.
+	// measured them (every LoadReportInterval), each with at least 1% of
+	// the range's busy time or a tenth of a worker (state.NotableHotKey);
+	// none while the range is handed over or before its first report.
 	HotKeys []HotKey
 }
 

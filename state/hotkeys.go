@@ -22,6 +22,16 @@ const (
 	maxHotKeyText = HotKeyBytes + 32
 )
 
+// NotableHotKey says whether a key of a load report's hot list, busy
+// keyBusy worker-seconds per second in a range busy rangeBusy, is shown
+// to operators by name: at least 1% of the range's busy time, or a tenth
+// of a worker. The summary lists up to assign.MaxHotKeys keys by their
+// guaranteed time, which with many keys of equal weight is a record's
+// worth each: listed, and different every report, but not hot.
+func NotableHotKey(keyBusy, rangeBusy float64) bool {
+	return keyBusy >= rangeBusy/100 || keyBusy >= 0.1
+}
+
 // HotKeyNames is what a member keeps beside its load report, under
 // hotkeys/<member-id>: the keys behind the hashes the report's ranges
 // list as hot, for operators (keyshare status, the member's metrics). A

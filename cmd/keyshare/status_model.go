@@ -153,7 +153,8 @@ type reportedRange struct {
 }
 
 // hotKeysOf joins the members' load reports with the names of their hot
-// keys: each reported range's hot keys, busiest first, by owner and range.
+// keys: each reported range's notable hot keys (state.NotableHotKey, the
+// rule members name them by), busiest first, by owner and range.
 // A hash without a name keeps a nil Key.
 func hotKeysOf(reports []state.LoadReport, names map[string]state.HotKeyNames) map[reportedRange][]hotKeyStatus {
 	type hashOf struct {
@@ -169,6 +170,9 @@ func hotKeysOf(reports []state.LoadReport, names map[string]state.HotKeyNames) m
 		}
 		for _, rl := range r.Ranges {
 			for _, h := range rl.Hot {
+				if !state.NotableHotKey(h.BusyPerSec, rl.BusyPerSec) {
+					continue
+				}
 				hk := hotKeyStatus{Hash: h.Hash, BusyPerSec: h.BusyPerSec}
 				if rl.BusyPerSec > 0 {
 					hk.Share = min(h.BusyPerSec/rl.BusyPerSec, 1)

@@ -197,15 +197,15 @@ func TestLagTrend(t *testing.T) {
 	}
 }
 
-// TestHotKeysOf: each reported range's hot keys get their names from the
-// same member's names, by partition and hash; a hash the member named in
-// another partition, or another member's name for it, is not taken; a
-// hash without a name keeps a nil key; the share is of the range's busy
-// time.
+// TestHotKeysOf: each reported range's notable hot keys get their names
+// from the same member's names, by partition and hash; a hash the member
+// named in another partition, or another member's name for it, is not
+// taken; a hash without a name keeps a nil key; the share is of the
+// range's busy time; a key with too little of it (hash 11) is left out.
 func TestHotKeysOf(t *testing.T) {
 	reports := []state.LoadReport{
 		{Member: "m1", Ranges: []assign.RangeLoad{
-			{Topic: "t", Partition: 0, Lo: 0, Hi: 100, BusyPerSec: 0.8, Hot: []assign.HotKey{{Hash: 7, BusyPerSec: 0.6}, {Hash: 9, BusyPerSec: 0.1}}},
+			{Topic: "t", Partition: 0, Lo: 0, Hi: 100, BusyPerSec: 0.8, Hot: []assign.HotKey{{Hash: 7, BusyPerSec: 0.6}, {Hash: 9, BusyPerSec: 0.1}, {Hash: 11, BusyPerSec: 0.001}}},
 			{Topic: "t", Partition: 1, Lo: 0, Hi: 100, BusyPerSec: 0, Hot: nil},
 		}},
 		{Member: "m2", Ranges: []assign.RangeLoad{
