@@ -14,7 +14,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
@@ -145,4 +147,85 @@ func readHotKeys(t *testing.T, cli *clientv3.Client, key string) state.HotKeyNam
 		t.Fatalf("hot keys %s: %v", key, err)
 	}
 	return n
+}
+
+// TestHotKeySeriesLeaveWithTheirRange: two slow keys hash to different
+// halves of a partition that one member owns; a second member joins and
+// takes one half. Once the first member no longer owns the range holding
+// a key, its scrape has no series for that key, while the key it kept is
+// still there; every series a member exports is of a key in a range it
+// owns.
+func TestHotKeySeriesLeaveWithTheirRange(t *testing.T) {
+	testutil.RequireKfake(t, "hot keys measured from the member's handler times; the kfake run covers it")
+	testutil.ParallelOnKfake(t)
+	cl, k := newCluster(t, map[string]int32{"orders": 1})
+	cl.mutate = func(c *consumer.Config) {
+		c.LoadReportInterval = 200 * time.Millisecond
+		c.Balance = coord.BalanceWidth // split at the middle of the hash space
+	}
+	// One slow key in each half of the hash space.
+	var slow [2]string
+	for i := 0; slow[0] == "" || slow[1] == ""; i++ {
+		key := fmt.Sprintf("acct-%d", i)
+		if half := ledger.Hash([]byte(key), 0) / (1 << 31); slow[half] == "" {
+			slow[half] = key
+		}
+	}
+	handler := func(ctx context.Context, msg *kafka.Message) error {
+		d := time.Millisecond
+		if string(msg.Key) == slow[0] || string(msg.Key) == slow[1] {
+			d = 5 * time.Millisecond
+		}
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	m1 := cl.start("m1", handler)
+	waitFor(t, "m1 owns the partition", 30*time.Second, func() bool { return len(m1.c.Status().Ranges) == 1 })
+	// 1,200 records of each slow key, 5 ms each, one at a time: each keeps
+	// a worker busy for 6 s, beyond the join and the handoff.
+	var recs []testutil.Record
+	for i := range 1200 {
+		recs = append(recs, testutil.Record{Key: []byte(slow[0]), Value: []byte("v")}, testutil.Record{Key: []byte(slow[1]), Value: []byte("v")})
+		if i%4 == 0 {
+			recs = append(recs, testutil.Record{Key: fmt.Appendf(nil, "cold-%d", i%50), Value: []byte("v")})
+		}
+	}
+	testutil.Produce(t, k.Brokers, "orders", recs)
+	series := func(m *member, key string) bool {
+		return strings.Contains(scrapeText(t, m.c), fmt.Sprintf(`keyshare_hot_key_busy_ratio{group="g",key=%q,`, key))
+	}
+	waitFor(t, "m1 exports both slow keys", 30*time.Second, func() bool { return series(m1, slow[0]) && series(m1, slow[1]) })
+
+	m2 := cl.start("m2", handler)
+	owns := func(m *member, key string) bool {
+		h := uint64(ledger.Hash([]byte(key), 0))
+		for _, r := range m.c.Status().Ranges {
+			if r.Lo <= h && h < r.Hi {
+				return true
+			}
+		}
+		return false
+	}
+	var last string
+	waitFor(t, "each slow key's series on the member that owns it only", 30*time.Second, func() bool {
+		if len(m1.c.Status().Ranges) != 1 || len(m2.c.Status().Ranges) != 1 {
+			last = "ranges not split yet"
+			return false
+		}
+		for _, m := range []*member{m1, m2} {
+			for _, key := range slow {
+				if series(m, key) != owns(m, key) {
+					last = fmt.Sprintf("%s owns %s: %v; exports it: %v\n%s", m.c.ID(), key, owns(m, key), series(m, key), metricLines(scrapeText(t, m.c), "keyshare_hot_key_busy_ratio"))
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if t.Failed() {
+		t.Fatalf("last seen: %s", last)
+	}
 }
