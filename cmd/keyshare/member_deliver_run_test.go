@@ -30,6 +30,7 @@ import (
 type pyEndpoint struct {
 	addr, log string
 	refuse    string
+	delayFile string // --delay-file: the seconds the endpoint waits before answering
 	cmd       *exec.Cmd
 }
 
@@ -40,6 +41,9 @@ func startPyEndpoint(t *testing.T, e *pyEndpoint) {
 	args := []string{"testdata/endpoint.py", "--port", port, "--log", e.log}
 	if e.refuse != "" {
 		args = append(args, "--refuse-key", e.refuse)
+	}
+	if e.delayFile != "" {
+		args = append(args, "--delay-file", e.delayFile)
 	}
 	cmd := exec.Command("python3", args...)
 	out, err := cmd.StdoutPipe()
@@ -81,9 +85,39 @@ type applied struct {
 		Hi uint64 `json:"hi"`
 	} `json:"range"`
 	Fence *int64 `json:"fence"`
+	// Cancelled, on a line of its own, holds the offsets of a request the
+	// member closed while the endpoint waited (--delay-file); none of
+	// them was applied. Sent and Closed are when it came and went (Unix
+	// seconds).
+	Cancelled    []int64 `json:"cancelled"`
+	Sent, Closed float64
 }
 
+// applied is what the endpoint applied, in order.
 func (e *pyEndpoint) applied(t *testing.T) []applied {
+	t.Helper()
+	var out []applied
+	for _, a := range e.lines(t) {
+		if a.Cancelled == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// cancelled is the requests a member closed before the endpoint answered.
+func (e *pyEndpoint) cancelled(t *testing.T) []applied {
+	t.Helper()
+	var out []applied
+	for _, a := range e.lines(t) {
+		if a.Cancelled != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (e *pyEndpoint) lines(t *testing.T) []applied {
 	t.Helper()
 	b, err := os.ReadFile(e.log)
 	if err != nil && !os.IsNotExist(err) {

@@ -2,7 +2,12 @@
 """A keyshare delivery endpoint (docs/delivery.md), standard library only.
 
 It applies each record by appending a JSON line to --log, and refuses the
-records whose key is --refuse-key. Run it, then point a member at it:
+records whose key is --refuse-key. With --delay-file, it waits the seconds
+that file holds (read at each request; absent or empty: no wait) before
+applying a request's records; a member that closes the connection while it
+waits (a revoked range's drain budget spent) gets nothing applied, and the
+log has a line {"cancelled": [offsets], ...} instead. Run it, then point a
+member at it:
 
     python3 endpoint.py --port 8080 --log applied.jsonl
     keyshare member --group g --topic orders --deliver http://127.0.0.1:8080/
@@ -12,8 +17,11 @@ keyshare's tests run this file.
 import argparse
 import base64
 import json
+import select
+import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 args = None
@@ -35,14 +43,42 @@ def apply(member, rec):
     return None
 
 
+def delay():
+    """The seconds --delay-file says to wait before answering."""
+    if args.delay_file is None:
+        return 0.0
+    try:
+        with open(args.delay_file) as f:
+            return float(f.read().strip() or 0)
+    except FileNotFoundError:
+        return 0.0
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep connections between requests
+
+    def closed_while_waiting(self, seconds):
+        """Waits seconds, or until the member closes the connection (True)."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            readable, _, _ = select.select([self.connection], [], [], left)
+            if readable and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                return True
+        return False
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if body.get("version") != 1:
             return self.answer(501, b"unknown version")  # not the records' fault: the member waits
         records = body["records"]
+        wait, started = delay(), time.time()
+        if wait > 0 and self.closed_while_waiting(wait):
+            line = {"cancelled": [r["offset"] for r in records], "member": body["member"],
+                    "sent": started, "closed": time.time()}
+            with lock, open(args.log, "a") as f:
+                f.write(json.dumps(line) + "\n")
+            self.close_connection = True
+            return
         if len(records) == 1:  # one record: the status says it all
             err = apply(body["member"], records[0])
             return self.answer(422, err.encode()) if err else self.answer(200, b"")
@@ -82,6 +118,7 @@ if __name__ == "__main__":
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--log", default="applied.jsonl")
     p.add_argument("--refuse-key")
+    p.add_argument("--delay-file")
     args = p.parse_args()
     server = Server(("127.0.0.1", args.port), Handler)
     print("listening on", server.server_address[1], flush=True)
