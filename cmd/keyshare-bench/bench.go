@@ -41,7 +41,7 @@ type benchCommand struct {
 	tries         listFlag
 	kafka         string // the bundled cluster's broker: kfake or apache
 	// keyshare is the binary whose `member` command runs the member
-	// processes of the pauses, memory and groups scenarios.
+	// processes of the pauses, memory, groups and pc-http scenarios.
 	keyshare string
 
 	cl      *devcluster.Cluster
@@ -60,9 +60,9 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&c.records, "records", 0, "records the throughput scenario reads (default 1,000,000; 100,000 with --quick)")
 	fs.StringVar(&c.memberProfile, "member-profile", "", "write CPU and allocation profiles of the throughput scenario's one member (keyshare-1.cpu.pprof, keyshare-1.allocs.pprof) and of the first of its four (keyshare-4.*) to this directory")
 	fs.Var(&c.tries, "try", "librdkafka settings (prop=value,prop=value) the throughput scenario also tries on a bare loop and one member, a row each (repeatable)")
-	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: throughput (one partition read by kcat, a bare client and keyshare members), pc, scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
+	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: throughput (one partition read by kcat, a bare client and keyshare members), pc, pc-http (pc's workload at an HTTP endpoint, through keyshare member --deliver), scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
 	cli.KafkaFlag(fs, &c.kafka)
-	fs.StringVar(&c.keyshare, "keyshare", keyshareNextToThis(), "the keyshare binary that runs the member processes of the pauses, memory and groups scenarios")
+	fs.StringVar(&c.keyshare, "keyshare", keyshareNextToThis(), "the keyshare binary that runs the member processes of the pauses, memory, groups and pc-http scenarios")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	if c.runs < 1 {
 		return cli.Usage(fmt.Errorf("--runs %d: want at least 1", c.runs))
 	}
-	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "hot-deep": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "batch": 1, "batch-rate": 1, throughputTopic: 1}
+	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "hot-deep": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "batch": 1, "batch-rate": 1, throughputTopic: 1, deliverTopic: 1}
 	for name, parts := range skewTopics { // bench_skew.go
 		topics[name] = parts
 	}
@@ -83,11 +83,11 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	if c.runs > 10 {
 		return cli.Usage(fmt.Errorf("--runs %d: at most 10", c.runs))
 	}
-	if c.only == "" || slices.ContainsFunc(strings.Split(c.only, ","), func(s string) bool { return s == "pauses" || s == "memory" || s == "groups" }) {
+	if c.only == "" || slices.ContainsFunc(strings.Split(c.only, ","), func(s string) bool { return s == "pauses" || s == "memory" || s == "groups" || s == "pc-http" }) {
 		// Found now, not after the scenarios before them have run for
 		// minutes.
 		if _, err := exec.LookPath(c.keyshare); err != nil {
-			return cli.Usage(fmt.Errorf("--keyshare: %w; the pauses, memory and groups scenarios run `keyshare member` processes: build keyshare (make build) or give its path", err))
+			return cli.Usage(fmt.Errorf("--keyshare: %w; the pauses, memory, groups and pc-http scenarios run `keyshare member` processes: build keyshare (make build) or give its path", err))
 		}
 	}
 	cl, err := devcluster.StartCluster(devcluster.ClusterOptions{EtcdAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", Kafka: c.kafka, Topics: topics})
@@ -121,8 +121,9 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		name string
 		run  func(context.Context) error
 	}{
-		{"throughput", c.throughput}, // bench_throughput.go
-		{"pc", c.parallelConsumerWorkload}, {"scale", c.scaleOut}, {"hotkey", c.hotKey},
+		{"throughput", c.throughput},                                                // bench_throughput.go
+		{"pc", c.parallelConsumerWorkload}, {"pc-http", c.parallelConsumerOverHTTP}, // bench_deliver.go
+		{"scale", c.scaleOut}, {"hotkey", c.hotKey},
 		{"etcd", c.etcdCost}, {"fetch", c.fetchAmplification}, {"pauses", c.pauses}, {"memory", c.memory},
 		{"batch", c.batchSink},    // bench_batch.go
 		{"groups", c.largeGroups}, // bench_groups.go

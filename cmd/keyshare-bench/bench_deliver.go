@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/keys"
+)
+
+// deliverTopic is the topic of the pc-http scenario (1 partition).
+const deliverTopic = "pc-http"
+
+// sleepingEndpoint is an HTTP delivery endpoint (docs/delivery.md) that
+// spends work(record) on each record of a request, one after the other,
+// then answers 200. It counts each record once, from the first record it
+// finished to the last.
+type sleepingEndpoint struct {
+	work func(*kafka.Message) time.Duration
+	srv  *http.Server
+	url  string
+
+	mu   sync.Mutex
+	done map[int64]bool // offsets finished
+	sum  time.Duration  // their work
+	span span
+}
+
+func startSleepingEndpoint(work func(*kafka.Message) time.Duration) (*sleepingEndpoint, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	e := &sleepingEndpoint{work: work, url: "http://" + ln.Addr().String() + "/", done: map[int64]bool{}}
+	e.srv = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = e.srv.Serve(ln) }()
+	return e, nil
+}
+
+func (e *sleepingEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Records []struct {
+			Partition int32 `json:"partition"`
+			Offset    int64 `json:"offset"`
+		} `json:"records"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	for _, rec := range body.Records {
+		d := e.work(&kafka.Message{TopicPartition: kafka.TopicPartition{Partition: rec.Partition, Offset: kafka.Offset(rec.Offset)}})
+		if err := sleepFor(r.Context(), d); err != nil {
+			return // the member closed the request: it sends the record again
+		}
+		e.mu.Lock()
+		first := !e.done[rec.Offset]
+		if first {
+			e.done[rec.Offset] = true
+			e.sum += d
+		}
+		e.mu.Unlock()
+		if first {
+			e.span.hit()
+		}
+	}
+}
+
+func (e *sleepingEndpoint) close() { _ = e.srv.Close() }
+
+// parallelConsumerOverHTTP is Parallel Consumer's workload (1 partition,
+// work uniform in 0–5 ms, total concurrency 100) with the work done by an
+// HTTP endpoint: four `keyshare member --deliver` processes of 25
+// concurrent requests each.
+func (c *benchCommand) parallelConsumerOverHTTP(ctx context.Context) error {
+	n := 40000
+	if c.quick {
+		n = 10000
+	}
+	const members, concurrency, keyCount = 4, 25, 1000
+	work := uniformWork(5 * time.Millisecond)
+	c.printf("## 1b. Parallel Consumer's workload through HTTP\n\n%d records over %d keys (uniform) in 1 partition; %d `keyshare member --deliver` processes × `--concurrency %d`, one record per request; the endpoint (an HTTP server in keyshare-bench) sleeps each record's work, uniform in 0–5 ms, before it answers. The members join a fresh group at the log's end, and the records are produced once they have settled; time is from the first record the endpoint finished to the last. Ideal = Σwork ÷ 100 (100 requests open at once), unless producing the records took longer (then the producer's time is the bound). The zero-work row is the same run with no sleep: the ceiling of members, HTTP and this machine.\n\n", n, keyCount, members, concurrency)
+	c.printf("| work | time | records/s | producer's time | ideal | × ideal |\n|---|---|---|---|---|---|\n")
+	for _, w := range []struct {
+		name string
+		work func(*kafka.Message) time.Duration
+	}{
+		{"0–5 ms", work},
+		{"none", func(*kafka.Message) time.Duration { return 0 }},
+	} {
+		var produce, ideal []time.Duration
+		s, err := c.repeat(func() (time.Duration, error) {
+			d, p, sum, err := c.runDeliver(ctx, n, members, concurrency, keyCount, w.work)
+			produce, ideal = append(produce, p), append(ideal, max(sum/(members*concurrency), p))
+			return d, err
+		})
+		if err != nil {
+			return err
+		}
+		p, i := summarize(produce), summarize(ideal)
+		c.printf("| %s | %s | %.0f | %s | %.2f s | %.2f |\n", w.name, s, float64(n)/s.med.Seconds(), p, i.med.Seconds(), s.med.Seconds()/i.med.Seconds())
+	}
+	c.printf("\nGoal: within 1.5× of ideal.\n\n")
+	return nil
+}
+
+// runDeliver runs members `keyshare member --deliver` processes of a fresh
+// group against a fresh sleepingEndpoint, produces n records once they
+// settled, and returns the endpoint's time from the first record finished
+// to the n-th, how long producing took, and the records' Σwork.
+func (c *benchCommand) runDeliver(ctx context.Context, n, members, concurrency, keyCount int, work func(*kafka.Message) time.Duration) (elapsed, produced, sum time.Duration, err error) {
+	ep, err := startSleepingEndpoint(work)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer ep.close()
+	group := fmt.Sprintf("bench-http-%d", c.groups.Add(1))
+	var ms []*benchMember
+	defer func() {
+		for _, m := range ms {
+			m.stop(syscall.SIGKILL)
+		}
+	}()
+	var ids []string
+	for i := range members {
+		id := fmt.Sprintf("h%d", i)
+		m, err := c.spawnMember(deliverTopic, group, id, "--deliver", ep.url, "--concurrency", fmt.Sprint(concurrency),
+			"--auto-offset-reset", "latest", "--rebalance-debounce", "50ms")
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		ms, ids = append(ms, m), append(ids, id)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.etcd}, Logger: zap.NewNop()})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer cli.Close()
+	g := groupOf(keys.ForGroup("", group))
+	if _, err := waitUntil(ctx, time.Minute, 50*time.Millisecond, func() bool {
+		snap, err := coord.ReadSnapshot(ctx, cli, g)
+		if err != nil || !settledFor(snap, map[string]int32{deliverTopic: 1}, "") {
+			return false
+		}
+		for _, id := range ids {
+			if len(snap.Owned(id)) == 0 {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return 0, 0, 0, fmt.Errorf("bench: %d delivering members did not settle: %w", members, err)
+	}
+	time.Sleep(500 * time.Millisecond) // the members' fetchers reach the log's end
+	start := time.Now()
+	if err := c.produceKeys(deliverTopic, n, func(i int) string { return fmt.Sprintf("key-%d", i%keyCount) }); err != nil {
+		return 0, 0, 0, err
+	}
+	produced = time.Since(start)
+	if err := ep.span.wait(int64(n), 10*time.Minute); err != nil {
+		return 0, 0, 0, err
+	}
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.span.elapsed(), produced, ep.sum, nil
+}
