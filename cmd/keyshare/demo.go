@@ -36,6 +36,9 @@ type demoCommand struct {
 
 const demoTopic, demoGroup = "demo-orders", "demo"
 
+// demoDeliveringMember is the member that delivers over HTTP.
+const demoDeliveringMember = "m1"
+
 func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.DurationVar(&c.duration, "duration", 30*time.Second, "how long records are produced; the demo then waits for the members to finish")
@@ -84,11 +87,29 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	etcdURL, brokers := cl.Etcd.ClientURL(), cl.Brokers
 	fmt.Printf("etcd %s, brokers %s, topic %s with %d partitions\n\n", etcdURL, brokers, demoTopic, c.parts)
 
+	// Member m1 delivers its records over HTTP to an endpoint the demo
+	// runs, which does the same work and keeps the same record log as the
+	// simulated members.
+	work, _ := parseWork(c.work)
+	ep, err := startDemoEndpoint(dir, work)
+	if err != nil {
+		return err
+	}
+	defer ep.close()
 	view := newLiveView(dir)
+	view.note = ep.summary
 	procs := make(map[string]*exec.Cmd)
 	start := func(id string) error {
-		cmd := exec.Command(self, "member", "--brokers", brokers, "--etcd", etcdURL, "--group", demoGroup, "--topic", demoTopic,
-			"--id", id, "--work", c.work, "--record", filepath.Join(dir, id+".jsonl"), "--ttl", "2s", "--drain-timeout", "10s", "--log-level", "warn")
+		args := []string{"member", "--brokers", brokers, "--etcd", etcdURL, "--group", demoGroup, "--topic", demoTopic,
+			"--id", id, "--ttl", "2s", "--drain-timeout", "10s", "--log-level", "warn"}
+		how := "simulated work"
+		if id == demoDeliveringMember {
+			args = append(args, "--deliver", ep.url)
+			how = "delivers to the endpoint " + ep.url
+		} else {
+			args = append(args, "--work", c.work, "--record", filepath.Join(dir, id+".jsonl"))
+		}
+		cmd := exec.Command(self, args...)
 		logf, err := os.Create(filepath.Join(dir, id+".log"))
 		if err != nil {
 			return err
@@ -98,7 +119,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 		procs[id] = cmd
-		view.event("started member %s (pid %d)", id, cmd.Process.Pid)
+		view.event("started member %s (pid %d, %s)", id, cmd.Process.Pid, how)
 		return nil
 	}
 	defer func() {
@@ -210,6 +231,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	fmt.Printf("\nverified from the members' record logs:\n")
 	fmt.Printf("  produced           %d\n  handled            %d (distinct %d)\n  lost               %d (must be 0)\n  duplicates         %d (allowed after the SIGKILL: records the killed member finished since its last flush)\n  order violations   %d (must be 0)\n  committed == end   %v\n",
 		v.produced, v.lines, v.distinct, v.lost, v.lines-v.distinct, v.orderViolations, v.committedAtEnd)
+	fmt.Printf("  over HTTP          %s: %s\n", demoDeliveringMember, ep.summary())
 	if c.keep {
 		fmt.Printf("  logs in          %s\n", dir)
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -62,10 +63,17 @@ func TestDemoVerifiesGuarantees(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo exited %d", code)
 	}
-	for _, want := range []string{"lost               0", "order violations   0", "committed == end   true", "SIGKILL member m2", "all guarantees held"} {
+	for _, want := range []string{"lost               0", "order violations   0", "committed == end   true", "SIGKILL member m2", "all guarantees held",
+		"started member m1 (pid"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q", want)
 		}
+	}
+	// m1 delivers over HTTP to the demo's endpoint, which applied some of
+	// the records, none out of its key's order.
+	if !regexp.MustCompile(`started member m1 \(pid \d+, delivers to the endpoint http://127\.0\.0\.1:\d+/\)`).MatchString(out) ||
+		!regexp.MustCompile(`over HTTP +m1: endpoint applied [1-9]\d* records of \d+ keys \(\d+ sent again, 0 out of key order\)`).MatchString(out) {
+		t.Errorf("demo output does not show m1 delivering to the demo's endpoint")
 	}
 }
 

@@ -26,6 +26,7 @@ type liveView struct {
 	rate   map[string]float64
 	last   time.Time
 	events []string
+	note   func() string // a line about the demo's endpoint, if set
 }
 
 func newLiveView(dir string) *liveView {
@@ -101,6 +102,9 @@ func (v *liveView) frame(st *groupStatus, end, committed int64) {
 	if !v.tty {
 		fmt.Fprintf(v.out, "%s  members %d  leader %-3s  gen %-3d  end %6d  committed %6d  lag %6d  handled %6d (%4.0f/s)  %s\n",
 			stamp(), len(st.Members), name(st.Leader), st.Generation, end, committed, end-committed, total, rate, owners(st))
+		if v.note != nil {
+			fmt.Fprintf(v.out, "%s  %s\n", stamp(), v.note())
+		}
 		return
 	}
 	var ids []string
@@ -131,7 +135,11 @@ func (v *liveView) frame(st *groupStatus, end, committed int64) {
 		}
 		fmt.Fprintf(&b, "%s%-6s\033[0m %-8s %10d %8.0f\n", v.colour(ids, id), name(id), state, v.lines[id], v.rate[id])
 	}
-	fmt.Fprintf(&b, "%-6s %-8s %10d %8.0f\n\n", "all", "", total, rate)
+	fmt.Fprintf(&b, "%-6s %-8s %10d %8.0f\n", "all", "", total, rate)
+	if v.note != nil {
+		fmt.Fprintf(&b, "%s\n", v.note())
+	}
+	b.WriteString("\n")
 	const width = 64
 	for _, p := range st.Partitions {
 		fmt.Fprintf(&b, "%-16s ", fmt.Sprintf("%s/%d", name(p.Topic), p.Partition))
