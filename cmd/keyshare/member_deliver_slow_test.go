@@ -42,6 +42,7 @@ func TestMemberCancelsSlowEndpointOnRevoke(t *testing.T) {
 	member := func(id string) []string {
 		return []string{"--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", id,
 			"--rebalance-debounce", "100ms", "--drain-timeout", budget.String(), "--concurrency", "8",
+			"--balance", "width", // ranges move on the join only, not later on measured load
 			"--deliver", "http://" + ep.addr + "/"}
 	}
 	_, aLog := startDeliveringMember(t, member("a")...)
@@ -73,8 +74,8 @@ func TestMemberCancelsSlowEndpointOnRevoke(t *testing.T) {
 	})
 
 	// Closed within the budget of the revoke (which follows b's join by the
-	// leader's debounce and a round), not when the endpoint would have
-	// answered.
+	// leader's debounce and a round: 2 s leaves room for a loaded
+	// machine), not when the endpoint would have answered.
 	cancelledOffsets := map[int64]bool{}
 	for _, c := range ep.cancelled(t) {
 		sent, closed := time.UnixMilli(int64(c.Sent*1000)), time.UnixMilli(int64(c.Closed*1000))
@@ -83,7 +84,7 @@ func TestMemberCancelsSlowEndpointOnRevoke(t *testing.T) {
 		if c.Member != "a" {
 			t.Errorf("%s closed a request of offsets %v: only a lost a range", c.Member, c.Cancelled)
 		}
-		if closed.Sub(sent) >= slow || closed.Sub(joined) > budget+time.Second {
+		if closed.Sub(sent) >= slow || closed.Sub(joined) > budget+2*time.Second {
 			t.Errorf("a's request of offsets %v closed %s after it was sent and %s after b registered: want within the %s budget of the revoke",
 				c.Cancelled, closed.Sub(sent), closed.Sub(joined), budget)
 		}
