@@ -78,6 +78,18 @@ func (e *sleepingEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (e *sleepingEndpoint) close() { _ = e.srv.Close() }
 
+// cpuUse is CPU time used by the members and by this process.
+type cpuUse struct{ members, bench time.Duration }
+
+// selfCPU is the CPU time (user and system) this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // parallelConsumerOverHTTP is Parallel Consumer's workload (1 partition,
 // work uniform in 0–5 ms, total concurrency 100) with the work done by an
 // HTTP endpoint: four `keyshare member --deliver` processes of 25
@@ -89,8 +101,8 @@ func (c *benchCommand) parallelConsumerOverHTTP(ctx context.Context) error {
 	}
 	const members, concurrency, keyCount = 4, 25, 1000
 	work := uniformWork(5 * time.Millisecond)
-	c.printf("## 1b. Parallel Consumer's workload through HTTP\n\n%d records over %d keys (uniform) in 1 partition; %d `keyshare member --deliver` processes × `--concurrency %d`, one record per request; the endpoint (an HTTP server in keyshare-bench) sleeps each record's work, uniform in 0–5 ms, before it answers. The members join a fresh group at the log's end, and the records are produced once they have settled; time is from the first record the endpoint finished to the last. Ideal = Σwork ÷ 100 (100 requests open at once), unless producing the records took longer (then the producer's time is the bound). The zero-work row is the same run with no sleep: the ceiling of members, HTTP and this machine.\n\n", n, keyCount, members, concurrency)
-	c.printf("| work | time | records/s | producer's time | ideal | × ideal |\n|---|---|---|---|---|---|\n")
+	c.printf("## 1b. Parallel Consumer's workload through HTTP\n\n%d records over %d keys (uniform) in 1 partition; %d `keyshare member --deliver` processes × `--concurrency %d`, one record per request; the endpoint (an HTTP server in keyshare-bench) sleeps each record's work, uniform in 0–5 ms, before it answers. The members join a fresh group at the log's end, and the records are produced once they have settled; time is from the first record the endpoint finished to the last. Ideal = Σwork ÷ 100 (100 requests open at once), unless producing the records took longer (then the producer's time is the bound). The zero-work row is the same run with no sleep: the ceiling of members, HTTP and this machine. CPU per record: the CPU time (user and system, mean over the runs) the four members, and keyshare-bench (the endpoint, the broker, etcd and the producer), used from the first record produced to the last finished.\n\n", n, keyCount, members, concurrency)
+	c.printf("| work | time | records/s | producer's time | ideal | × ideal | CPU per record, members | CPU per record, keyshare-bench |\n|---|---|---|---|---|---|---|---|\n")
 	for _, w := range []struct {
 		name string
 		work func(*kafka.Message) time.Duration
@@ -99,8 +111,9 @@ func (c *benchCommand) parallelConsumerOverHTTP(ctx context.Context) error {
 		{"none", func(*kafka.Message) time.Duration { return 0 }},
 	} {
 		var produce, ideal []time.Duration
+		var cpu cpuUse
 		s, err := c.repeat(func() (time.Duration, error) {
-			d, p, sum, err := c.runDeliver(ctx, n, members, concurrency, keyCount, w.work)
+			d, p, sum, err := c.runDeliver(ctx, n, members, concurrency, keyCount, w.work, &cpu)
 			produce, ideal = append(produce, p), append(ideal, max(sum/(members*concurrency), p))
 			return d, err
 		})
@@ -108,7 +121,9 @@ func (c *benchCommand) parallelConsumerOverHTTP(ctx context.Context) error {
 			return err
 		}
 		p, i := summarize(produce), summarize(ideal)
-		c.printf("| %s | %s | %.0f | %s | %.2f s | %.2f |\n", w.name, s, float64(n)/s.med.Seconds(), p, i.med.Seconds(), s.med.Seconds()/i.med.Seconds())
+		perRecord := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n*c.runs) }
+		c.printf("| %s | %s | %.0f | %s | %.2f s | %.2f | %.0f µs | %.0f µs |\n", w.name, s, float64(n)/s.med.Seconds(), p, i.med.Seconds(), s.med.Seconds()/i.med.Seconds(),
+			perRecord(cpu.members), perRecord(cpu.bench))
 	}
 	c.printf("\nGoal: within 1.5× of ideal.\n\n")
 	return nil
@@ -117,8 +132,9 @@ func (c *benchCommand) parallelConsumerOverHTTP(ctx context.Context) error {
 // runDeliver runs members `keyshare member --deliver` processes of a fresh
 // group against a fresh sleepingEndpoint, produces n records once they
 // settled, and returns the endpoint's time from the first record finished
-// to the n-th, how long producing took, and the records' Σwork.
-func (c *benchCommand) runDeliver(ctx context.Context, n, members, concurrency, keyCount int, work func(*kafka.Message) time.Duration) (elapsed, produced, sum time.Duration, err error) {
+// to the n-th, how long producing took, and the records' Σwork; it adds
+// the CPU time the members and this process used meanwhile to cpu.
+func (c *benchCommand) runDeliver(ctx context.Context, n, members, concurrency, keyCount int, work func(*kafka.Message) time.Duration, cpu *cpuUse) (elapsed, produced, sum time.Duration, err error) {
 	ep, err := startSleepingEndpoint(work)
 	if err != nil {
 		return 0, 0, 0, err
@@ -162,6 +178,13 @@ func (c *benchCommand) runDeliver(ctx context.Context, n, members, concurrency, 
 		return 0, 0, 0, fmt.Errorf("bench: %d delivering members did not settle: %w", members, err)
 	}
 	time.Sleep(500 * time.Millisecond) // the members' fetchers reach the log's end
+	membersCPU := func() (d time.Duration) {
+		for _, m := range ms {
+			d += m.cpu()
+		}
+		return d
+	}
+	cpu0, self0 := membersCPU(), selfCPU()
 	start := time.Now()
 	if err := c.produceKeys(deliverTopic, n, func(i int) string { return fmt.Sprintf("key-%d", i%keyCount) }); err != nil {
 		return 0, 0, 0, err
@@ -170,6 +193,8 @@ func (c *benchCommand) runDeliver(ctx context.Context, n, members, concurrency, 
 	if err := ep.span.wait(int64(n), 10*time.Minute); err != nil {
 		return 0, 0, 0, err
 	}
+	cpu.members += membersCPU() - cpu0
+	cpu.bench += selfCPU() - self0
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	return ep.span.elapsed(), produced, ep.sum, nil

@@ -90,6 +90,29 @@ func (m *benchMember) peakRSS() int64 {
 	return -1
 }
 
+// cpu is the CPU time (user and system) the process has used so far, at
+// the kernel's clock tick (-1 if unavailable).
+func (m *benchMember) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.cmd.Process.Pid))
+	if err != nil {
+		return -1
+	}
+	// The fields after the command name, which is in parentheses and may
+	// hold spaces: utime and stime are the 12th and 13th of them.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b)[i+1:])
+	if i < 0 || len(f) < 13 {
+		return -1
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * time.Second / clockTicks
+}
+
+// clockTicks is the unit of /proc/<pid>/stat's times (USER_HZ, 100 on
+// Linux's supported architectures).
+const clockTicks = 100
+
 func (m *benchMember) stop(sig syscall.Signal) {
 	_ = m.cmd.Process.Signal(sig)
 	_ = m.cmd.Wait()
