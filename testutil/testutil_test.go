@@ -1,11 +1,14 @@
 package testutil_test
 
 import (
+	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/keyshare/keyshare/testutil"
 )
@@ -123,5 +126,24 @@ func TestDeleteRecords(t *testing.T) {
 	low, high, err := c.QueryWatermarkOffsets("t", 0, 10000)
 	if err != nil || low != 4 || high != 10 {
 		t.Fatalf("watermarks %d..%d (%v), want 4..10", low, high, err)
+	}
+}
+
+// TestPostgresServes: the test PostgreSQL starts and answers a query over
+// TCP.
+func TestPostgresServes(t *testing.T) {
+	t.Parallel()
+	pg := testutil.StartPostgres(t)
+	conn, err := pgx.Connect(t.Context(), pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var v string
+	if err := conn.QueryRow(t.Context(), "SHOW server_version").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(v, "18.") {
+		t.Fatalf("server_version %q, want 18.x", v)
 	}
 }
