@@ -220,7 +220,7 @@ func (p *pipeline) failed(r *retrying, cause error) bool {
 	// Escaped: it reaches stuck/ values, status and logs.
 	j.attempts, j.lastErr = r.attempt, textsafe.Escape(cause.Error())
 	p.mu.Unlock()
-	if r.attempt >= c.cfg.Retry.MaxAttempts && c.dlq != nil {
+	if r.attempt >= c.cfg.Retry.MaxAttempts && c.dlq != nil && !errors.Is(cause, ErrFenced) { // fenced: its range has a newer owner
 		derr := c.deadLetter(&j.ctx, m, cause, r.attempt)
 		switch {
 		case derr == nil:

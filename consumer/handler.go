@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -33,7 +34,9 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 		// Escaped: it reaches stuck/ values, status and logs.
 		j.attempts, j.lastErr = attempt, textsafe.Escape(err.Error())
 		mu.Unlock()
-		if attempt >= c.cfg.Retry.MaxAttempts && c.dlq != nil {
+		// A fenced record is never dead-lettered: its range has a newer
+		// owner, who runs it.
+		if attempt >= c.cfg.Retry.MaxAttempts && c.dlq != nil && !errors.Is(err, ErrFenced) {
 			// The handler is not called again: deadLetter retries the
 			// write alone until it lands or ctx ends.
 			if derr := c.deadLetter(ctx, m, err, attempt); derr != nil {
