@@ -225,3 +225,70 @@ func TestFenceOfBatch(t *testing.T) {
 		t.Errorf("%d batches found a fence for a message not in the batch", outsiders)
 	}
 }
+
+// TestFencedNeverDeadLettered: a record whose handler fails with
+// ErrFenced is retried past Retry.MaxAttempts and never dead-lettered
+// (its range has a newer owner, or the member's view is catching up);
+// once its fence passes it is done, and the commit passes it. With a
+// Handler and a BatchHandler.
+func TestFencedNeverDeadLettered(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			cl, k := newCluster(t, map[string]int32{"orders": 1, "orders.dlq": 1})
+			cl.topics = []string{"orders"}
+			cl.mutate = func(c *consumer.Config) {
+				c.DeadLetterTopic = "orders.dlq"
+				c.Retry = consumer.RetryPolicy{MaxAttempts: 2, Backoff: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond}
+			}
+			const refusals = 5
+			var mu sync.Mutex
+			attempts := 0
+			fenced := func(m *kafka.Message) error {
+				if m.TopicPartition.Offset != 42 {
+					return nil
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				attempts++
+				if attempts <= refusals {
+					return fmt.Errorf("sink refused the write: %w", consumer.ErrFenced)
+				}
+				return nil
+			}
+			if batch {
+				cl.startBatch("m", func(_ context.Context, msgs []*kafka.Message) []error {
+					res := make([]error, len(msgs))
+					for i, m := range msgs {
+						res[i] = fenced(m)
+					}
+					return res
+				})
+			} else {
+				cl.start("m", func(_ context.Context, m *kafka.Message) error { return fenced(m) })
+			}
+			produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(100, 10))
+			waitFor(t, "commit reaches end", 60*time.Second, func() bool {
+				return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == int64(len(produced))
+			})
+			mu.Lock()
+			got := attempts
+			mu.Unlock()
+			if got != refusals+1 {
+				t.Fatalf("offset 42 tried %d times, want %d (refused %d times, past MaxAttempts 2, then done)", got, refusals+1, refusals)
+			}
+			c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": k.Brokers, "group.id": "reader", "log_level": 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_, high, err := c.QueryWatermarkOffsets("orders.dlq", 0, 10000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if high != 0 {
+				t.Fatalf("%d dead letters; a fenced record must not be dead-lettered", high)
+			}
+		})
+	}
+}
