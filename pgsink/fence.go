@@ -29,6 +29,11 @@ import (
 // holder of the partition to commit, and once it commits, a stale writer's
 // shared check sees its token. A shared attempt that finds its row not
 // yet at its token rolls back and runs again exclusive.
+//
+// The lock is a statement of its own, before the check: under read
+// committed a statement reads a snapshot taken when it starts, so a check
+// in the statement that waited for the lock could miss the commit it
+// waited for.
 
 // errAdvance sends Apply from the shared attempt to the exclusive one.
 var errAdvance = errors.New("pgsink: the range's token must be written")

@@ -144,6 +144,13 @@ func TestApplyOnce(t *testing.T) {
 	if st := s.Stats(); st != (pgsink.Stats{Applied: 11, Duplicates: 1}) {
 		t.Fatalf("stats %+v", st)
 	}
+	var fences, lo, hi, token int64
+	if err := pool.QueryRow(t.Context(), "SELECT count(*), min(lo), min(hi), min(token) FROM once_fences").Scan(&fences, &lo, &hi, &token); err != nil {
+		t.Fatal(err)
+	}
+	if fences != 1 || lo != 0 || hi != int64(space) || token != 5 {
+		t.Fatalf("fences: %d rows, [%d, %d) token %d; want one, the whole range at 5", fences, lo, hi, token)
+	}
 	for _, bad := range []consumer.Fence{
 		{Partition: 0, Lo: 0, Hi: space, Token: 5},
 		{Topic: "orders", Lo: 5, Hi: 5, Token: 5},
