@@ -15,7 +15,8 @@ import (
 // against the same effect (one row inserted) written plainly, on the
 // embedded PostgreSQL over TCP on loopback: an INSERT on its own
 // (autocommit), an INSERT in a transaction, the sink without the fence
-// check (applied row only) and the sink. The parallel cases run 8
+// check (applied row only), the sink, and the sink's batch transaction
+// (BatchHandler) of 100 records. The parallel cases run 8
 // goroutines (4 per GOMAXPROCS, on the pool's 4 connections) on one
 // partition's fence, which share the partition's lock.
 // Run with:
@@ -67,6 +68,30 @@ func BenchmarkApply(b *testing.B) {
 			}
 		})
 	}
+	// The BatchHandler's transaction: 100 records a transaction; ns/op
+	// is a batch's, ns/record a record's.
+	b.Run("sink-batch100", func(b *testing.B) {
+		const n = 100
+		fences := make([]consumer.Fence, n)
+		offsets := make([]int64, n)
+		effects := make([]pgsink.Effect, n)
+		for b.Loop() {
+			for i := range n {
+				o := offset.Add(1)
+				fences[i], offsets[i] = f, o
+				effects[i] = func(ctx context.Context, tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, "INSERT INTO fenced_effects (key, kafka_offset, writer) VALUES ($1, $2, $3)", "k", o, "bench")
+					return err
+				}
+			}
+			for _, err := range pgsink.ApplyBatch(fenced, b.Context(), fences, offsets, effects) {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/record")
+	})
 	for _, c := range cases {
 		b.Run(c.name+"-parallel8", func(b *testing.B) {
 			b.SetParallelism(4)

@@ -12,9 +12,12 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/pgsink"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -22,6 +25,7 @@ import (
 // through PostgreSQL.
 type group struct {
 	t         *testing.T
+	etcd      *clientv3.Client
 	endpoints []string
 	brokers   string
 	pool      *pgxpool.Pool
@@ -29,10 +33,10 @@ type group struct {
 }
 
 func newGroup(t *testing.T, prefix string) *group {
-	_, e := testutil.StartEtcd(t)
+	cli, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
 	pool := newPool(t)
-	return &group{t: t, endpoints: e.Endpoints, brokers: k.Brokers, pool: pool, prefix: prefix}
+	return &group{t: t, etcd: cli, endpoints: e.Endpoints, brokers: k.Brokers, pool: pool, prefix: prefix}
 }
 
 // keyEffect is the effect of a record "key-K:SEQ": a row with the key,
@@ -81,11 +85,17 @@ type runner struct {
 
 func (g *group) start(id string, h consumer.Handler, drain time.Duration) *runner {
 	g.t.Helper()
+	return g.startWith(id, func(c *consumer.Config) { c.Handler = h }, drain)
+}
+
+// startWith starts member id with the handler set by set.
+func (g *group) startWith(id string, set func(*consumer.Config), drain time.Duration) *runner {
+	g.t.Helper()
 	cfg := consumer.DefaultConfig()
 	cfg.Group = "g"
 	cfg.Topics = []string{"orders"}
 	cfg.Kafka = kafka.ConfigMap{"bootstrap.servers": g.brokers, "log_level": 3, "fetch.wait.max.ms": 50}
-	cfg.Handler = h
+	set(&cfg)
 	cfg.MemberID = id
 	cfg.SessionTTL = 2 * time.Second
 	cfg.DrainTimeout = drain
@@ -144,32 +154,53 @@ func (g *group) check() (rows, offsets, outOfOrder int) {
 // TestEffectsOnceThroughHandoffs: members write every record's effect
 // through the sink while a member joins and the first leaves: every
 // produced record's effect is in the database once, and each key's effects
-// are in the order of its records.
+// are in the order of its records. With the sink's Handler and its
+// BatchHandler.
 func TestEffectsOnceThroughHandoffs(t *testing.T) {
 	testutil.ParallelOnKfake(t)
-	g := newGroup(t, "handoffs_")
-	g.createTables()
-	recs := testutil.KeyedRecords(3000, 100)
-	a := g.start("a", g.sink(false).Handler(g.keyEffect("a")), 10*time.Second)
-	testutil.Produce(t, g.brokers, "orders", recs[:1000])
-	g.start("b", g.sink(false).Handler(g.keyEffect("b")), 10*time.Second)
-	testutil.Produce(t, g.brokers, "orders", recs[1000:2000])
-	testutil.WaitFor(t, "b writes", 30*time.Second, func() bool {
-		return g.count("SELECT count(*) FROM "+g.prefix+"effects WHERE writer = 'b'") > 0
-	})
-	a.stop(t)
-	testutil.Produce(t, g.brokers, "orders", recs[2000:])
-	testutil.WaitFor(t, "every record's effect", 60*time.Second, func() bool {
-		return g.count("SELECT count(DISTINCT kafka_offset) FROM "+g.prefix+"effects") == len(recs)
-	})
-	rows, offsets, outOfOrder := g.check()
-	if rows != len(recs) || offsets != len(recs) || outOfOrder != 0 {
-		t.Fatalf("effects: %d rows of %d offsets, %d out of order; want %d once each, in order", rows, offsets, outOfOrder, len(recs))
-	}
-	for _, m := range []string{"a", "b"} {
-		if n := g.count("SELECT count(*) FROM "+g.prefix+"effects WHERE writer = $1", m); n == 0 {
-			t.Errorf("member %s wrote no effect", m)
-		}
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			g := newGroup(t, "handoffs_")
+			g.createTables()
+			member := func(id string) *runner {
+				s := g.sink(false)
+				return g.startWith(id, func(c *consumer.Config) {
+					if batch {
+						c.Handler, c.BatchHandler = nil, s.BatchHandler(g.keyEffect(id))
+					} else {
+						c.Handler = s.Handler(g.keyEffect(id))
+					}
+				}, 10*time.Second)
+			}
+			recs := testutil.KeyedRecords(3000, 100)
+			a := member("a")
+			testutil.Produce(t, g.brokers, "orders", recs[:1000])
+			member("b")
+			// The next records are produced once b owns a range, so that
+			// both members write (a may finish the first ones before).
+			testutil.WaitFor(t, "b owns a range", 30*time.Second, func() bool {
+				snap, err := coord.ReadSnapshot(t.Context(), g.etcd, state.Group{Name: "g"})
+				return err == nil && len(snap.AssignmentOf("b").Ranges) > 0
+			})
+			testutil.Produce(t, g.brokers, "orders", recs[1000:2000])
+			testutil.WaitFor(t, "b writes", 30*time.Second, func() bool {
+				return g.count("SELECT count(*) FROM "+g.prefix+"effects WHERE writer = 'b'") > 0
+			})
+			a.stop(t)
+			testutil.Produce(t, g.brokers, "orders", recs[2000:])
+			testutil.WaitFor(t, "every record's effect", 60*time.Second, func() bool {
+				return g.count("SELECT count(DISTINCT kafka_offset) FROM "+g.prefix+"effects") == len(recs)
+			})
+			rows, offsets, outOfOrder := g.check()
+			if rows != len(recs) || offsets != len(recs) || outOfOrder != 0 {
+				t.Fatalf("effects: %d rows of %d offsets, %d out of order; want %d once each, in order", rows, offsets, outOfOrder, len(recs))
+			}
+			for _, m := range []string{"a", "b"} {
+				if n := g.count("SELECT count(*) FROM "+g.prefix+"effects WHERE writer = $1", m); n == 0 {
+					t.Errorf("member %s wrote no effect", m)
+				}
+			}
+		})
 	}
 }
 

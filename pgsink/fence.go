@@ -44,10 +44,21 @@ type fenceCheck struct {
 	mine   bool  // the write's own range is at its token already
 }
 
-// queueFence queues the partition's lock and the fence statement.
-func (s *Sink) queueFence(b *pgx.Batch, f consumer.Fence, advance bool, fc *fenceCheck) {
+// queueLock queues the lock of f's partition: shared, or exclusive to
+// write a newer token.
+func queueLock(b *pgx.Batch, topic string, partition int32, exclusive bool) {
+	if exclusive {
+		b.Queue("SELECT pg_advisory_xact_lock(hashtext($1), $2)", topic, partition)
+		return
+	}
+	b.Queue("SELECT pg_advisory_xact_lock_shared(hashtext($1), $2)", topic, partition)
+}
+
+// queueCheck queues the fence statement of f, after its partition's lock;
+// with advance (the lock exclusive) it also writes f's token for f's
+// range if the write may pass.
+func (s *Sink) queueCheck(b *pgx.Batch, f consumer.Fence, advance bool, fc *fenceCheck) {
 	if !advance {
-		b.Queue("SELECT pg_advisory_xact_lock_shared(hashtext($1), $2)", f.Topic, f.Partition)
 		b.Queue(`SELECT coalesce(max(token), 0), coalesce(bool_or(lo = $3 AND hi = $4 AND token = $5), false)
 FROM `+s.fences+` WHERE topic = $1 AND kafka_partition = $2 AND lo < $4 AND hi > $3`,
 			f.Topic, f.Partition, int64(f.Lo), int64(f.Hi), f.Token).QueryRow(func(r pgx.Row) error {
@@ -55,11 +66,10 @@ FROM `+s.fences+` WHERE topic = $1 AND kafka_partition = $2 AND lo < $4 AND hi >
 		})
 		return
 	}
-	// Exclusive: check, and if the write may pass, make its range's row say
-	// its token and drop the rows its range covers that are no newer (any
-	// later write overlapping them overlaps this row, whose token is at
-	// least theirs), so the table keeps about one row per range.
-	b.Queue("SELECT pg_advisory_xact_lock(hashtext($1), $2)", f.Topic, f.Partition)
+	// Make f's range's row say its token, and drop the rows its range
+	// covers that are no newer (any later write overlapping them overlaps
+	// this row, whose token is at least theirs), so the table keeps about
+	// one row per range.
 	b.Queue(`WITH newest AS (
 	SELECT coalesce(max(token), 0) AS token FROM `+s.fences+`
 	WHERE topic = $1 AND kafka_partition = $2 AND lo < $4 AND hi > $3

@@ -138,7 +138,8 @@ func (s *Sink) apply(ctx context.Context, f consumer.Fence, offset int64, effect
 	b := &pgx.Batch{}
 	var fc fenceCheck
 	if !s.unfenced {
-		s.queueFence(b, f, advance, &fc)
+		queueLock(b, f.Topic, f.Partition, advance)
+		s.queueCheck(b, f, advance, &fc)
 	}
 	var fresh bool
 	b.Queue("INSERT INTO "+s.applied+" (topic, kafka_partition, kafka_offset, token) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",

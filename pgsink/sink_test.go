@@ -300,3 +300,56 @@ func TestConcurrentWriters(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestApplyBatch: one transaction for records under several fences: a
+// record under a stale fence is refused and nothing of it is written, the
+// others apply, a record applied before is skipped; an effect's error
+// fails the whole batch and keeps nothing.
+func TestApplyBatch(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	s := newSink(t, pool, "batch_")
+	ctx := t.Context()
+	whole := consumer.Fence{Topic: "orders", Partition: 0, Lo: 0, Hi: space, Token: 5}
+	high := consumer.Fence{Topic: "orders", Partition: 0, Lo: space / 2, Hi: space, Token: 9}
+	other := consumer.Fence{Topic: "orders", Partition: 1, Lo: 0, Hi: space, Token: 6}
+	if _, err := s.Apply(ctx, high, 0, effect("batch_", "h", 0, "b")); err != nil {
+		t.Fatal(err)
+	}
+	fences := []consumer.Fence{high, whole, other, high, other}
+	offsets := []int64{0, 1, 0, 2, 1} // high's 0 is applied already
+	var effects []pgsink.Effect
+	for i, f := range fences {
+		effects = append(effects, effect("batch_", fmt.Sprintf("p%d", f.Partition), offsets[i], fmt.Sprint(f.Token)))
+	}
+	res := pgsink.ApplyBatch(s, ctx, fences, offsets, effects)
+	for i, err := range res {
+		if stale := fences[i] == whole; stale != errors.Is(err, consumer.ErrFenced) || (!stale && err != nil) {
+			t.Errorf("record %d under %+v: %v", i, fences[i], err)
+		}
+	}
+	c := checkEffects(t, pool, "batch_")
+	if c.rows != 4 || c.byWriter["5"] != 0 {
+		t.Fatalf("effects %+v: want high's 0 and 2 and other's 0 and 1, nothing under the stale fence", c)
+	}
+	var stale int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM batch_applied WHERE token = 5").Scan(&stale); err != nil || stale != 0 {
+		t.Fatalf("applied rows under the stale fence: %d, %v", stale, err)
+	}
+	if st := s.Stats(); st != (pgsink.Stats{Applied: 4, Duplicates: 1, Fenced: 1}) {
+		t.Fatalf("stats %+v", st)
+	}
+	boom := errors.New("boom")
+	res = pgsink.ApplyBatch(s, ctx, []consumer.Fence{other, other}, []int64{2, 3}, []pgsink.Effect{
+		effect("batch_", "p1", 2, "6"),
+		func(context.Context, pgx.Tx) error { return boom },
+	})
+	for i, err := range res {
+		if !errors.Is(err, boom) {
+			t.Errorf("record %d of the failing batch: %v, want boom", i, err)
+		}
+	}
+	if c := checkEffects(t, pool, "batch_"); c.rows != 4 {
+		t.Fatalf("effects after the failing batch: %+v, want the 4 from before", c)
+	}
+}
