@@ -87,3 +87,28 @@ func TestJobCtxActsAsWithCancel(t *testing.T) {
 		})
 	}
 }
+
+// TestJobCtxFenceMakesNoContext: FenceOf's lookup through a record's
+// context (and through a context derived from it by WithValue, as
+// tracing's is) is answered without making the context; any other value
+// makes it.
+func TestJobCtxFenceMakesNoContext(t *testing.T) {
+	p := &pipeline{}
+	j := &job{p: p}
+	j.ctx = jobCtx{parent: context.Background(), job: j}
+	derived := context.WithValue(&j.ctx, ctxTestKey{}, "v")
+	src, ok := derived.Value(fenceKey{}).(fenceSource)
+	if !ok || src != fenceSource(j) {
+		t.Fatalf("fence source %v, %v; want the record's job", src, ok)
+	}
+	if j.ctx.made != nil {
+		t.Fatal("the fence lookup made the record's context")
+	}
+	if (&jobCtx{parent: context.Background()}).Value(fenceKey{}) != nil {
+		t.Error("a context without a job answered the fence key")
+	}
+	_ = derived.Value(struct{}{})
+	if j.ctx.made == nil {
+		t.Fatal("another value did not make the context")
+	}
+}
