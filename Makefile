@@ -24,12 +24,13 @@ test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 # The second tier: the devcluster and testutil checks, the consumer
-# integration tests, the CLI end to end and the short fault-matrix rows
+# integration tests, the PostgreSQL sink's end to end, the CLI end to end
+# and the short fault-matrix rows
 # against Apache Kafka (devcluster.ApacheKafkaVersion, KRaft, one JVM per
 # test binary; a cluster per chaos row). Needs java 17+; mvn fetches the
 # broker's jars from Maven Central once (docs/compatibility.md).
 test-kafka:
-	KEYSHARE_KAFKA=apache $(GO) test $(KAFKA_TESTFLAGS) ./internal/devcluster/ ./testutil/ ./consumer/ ./cmd/keyshare/
+	KEYSHARE_KAFKA=apache $(GO) test $(KAFKA_TESTFLAGS) ./internal/devcluster/ ./testutil/ ./consumer/ ./pgsink/ ./cmd/keyshare/
 	KEYSHARE_KAFKA=apache $(GO) test $(KAFKA_TESTFLAGS) -run TestFaultMatrix ./chaos/
 
 demo: build
