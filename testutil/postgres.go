@@ -80,24 +80,35 @@ func StartPostgres(t testing.TB) *Postgres {
 			t.Skipf("StartPostgres: running as root, and PostgreSQL cannot run as root: %v", err)
 		}
 	}
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	cfg := embeddedpostgres.DefaultConfig().
-		Version(embeddedpostgres.PostgresVersion(PostgresVersion)).
-		Port(port).
-		Database("keyshare").
-		CachePath(filepath.Dir(archive)).
-		RuntimePath(runtimeDir).
-		BinariesPath(bins).
-		StartTimeout(30 * time.Second).
-		StartParameters(map[string]string{"listen_addresses": "127.0.0.1", "unix_socket_directories": "", "fsync": "off", "max_connections": "50"}).
-		Logger(&logs)
-	db := embeddedpostgres.NewDatabase(cfg)
-	if err := db.Start(); err != nil {
-		t.Fatalf("StartPostgres: %v\n%s", err, logs.String())
+	var (
+		db   *embeddedpostgres.EmbeddedPostgres
+		port uint32
+		logs bytes.Buffer
+	)
+	// A port another process takes between freePort and the server's
+	// bind fails the start: then it tries another, up to three.
+	for attempt := 1; ; attempt++ {
+		if port, err = freePort(); err != nil {
+			t.Fatal(err)
+		}
+		logs.Reset()
+		db = embeddedpostgres.NewDatabase(embeddedpostgres.DefaultConfig().
+			Version(embeddedpostgres.PostgresVersion(PostgresVersion)).
+			Port(port).
+			Database("keyshare").
+			CachePath(filepath.Dir(archive)).
+			RuntimePath(runtimeDir).
+			BinariesPath(bins).
+			StartTimeout(30 * time.Second).
+			StartParameters(map[string]string{"listen_addresses": "127.0.0.1", "unix_socket_directories": "", "fsync": "off", "max_connections": "50"}).
+			Logger(&logs))
+		if err = db.Start(); err == nil {
+			break
+		}
+		if attempt == 3 {
+			t.Fatalf("StartPostgres: %v\n%s", err, logs.String())
+		}
+		t.Logf("StartPostgres on port %d: %v; trying another port", port, err)
 	}
 	t.Cleanup(func() {
 		if err := db.Stop(); err != nil {
