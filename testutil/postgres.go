@@ -17,12 +17,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	embeddedpostgres "github.com/fergusstrange/embedded-postgres"
 	"github.com/xi2/xz"
+
+	"github.com/keyshare/keyshare/internal/devcluster"
 )
 
 // PostgresVersion is the PostgreSQL the tests run: zonky's build of it,
@@ -172,7 +173,7 @@ func postgresArchive(logf func(format string, args ...any)) (string, error) {
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return "", err
 	}
-	unlock, err := flock(filepath.Join(base, ".lock"), 5*time.Minute)
+	unlock, err := devcluster.LockFile(filepath.Join(base, ".lock"), 5*time.Minute, "fetching PostgreSQL")
 	if err != nil {
 		return "", err
 	}
@@ -251,7 +252,7 @@ func postgresDist(archive string) (string, error) {
 	if _, err := os.Stat(filepath.Join(dist, "bin", "pg_ctl")); err == nil {
 		return dist, nil
 	}
-	unlock, err := flock(dist+".lock", 5*time.Minute)
+	unlock, err := devcluster.LockFile(dist+".lock", 5*time.Minute, "unpacking PostgreSQL")
 	if err != nil {
 		return "", err
 	}
@@ -335,25 +336,5 @@ func untarXz(archive, dir string) error {
 				return err
 			}
 		}
-	}
-}
-
-// flock takes an exclusive lock on path, waiting up to d.
-func flock(path string, d time.Duration) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	deadline := time.Now().Add(d)
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s (another process fetching PostgreSQL?): %w", path, err)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -96,7 +96,7 @@ func KafkaJarDir(logf func(format string, args ...any)) (string, error) {
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return "", fmt.Errorf("devcluster: %w", err)
 	}
-	unlock, err := lockFile(filepath.Join(base, ".lock"), mavenTimeout)
+	unlock, err := LockFile(filepath.Join(base, ".lock"), mavenTimeout, "resolving Kafka's jars")
 	if err != nil {
 		return "", err
 	}
@@ -141,8 +141,11 @@ func complete(lib string) bool {
 	return err == nil
 }
 
-// lockFile takes an exclusive flock on path, waiting up to d.
-func lockFile(path string, d time.Duration) (unlock func(), err error) {
+// LockFile takes an exclusive flock on path, waiting up to d: processes
+// that fill one cache directory (test binaries of several packages at
+// once) take turns. what names the work in the error, for the one who
+// waited too long.
+func LockFile(path string, d time.Duration, what string) (unlock func(), err error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("devcluster: %w", err)
@@ -155,7 +158,7 @@ func lockFile(path string, d time.Duration) (unlock func(), err error) {
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
 			f.Close()
-			return nil, fmt.Errorf("devcluster: lock %s (another process resolving Kafka's jars?): %w", path, err)
+			return nil, fmt.Errorf("devcluster: lock %s (another process %s?): %w", path, what, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
