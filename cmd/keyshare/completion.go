@@ -16,6 +16,9 @@ import (
 // groupSubcommands are the subcommands of keyshare group.
 var groupSubcommands = []string{"describe", "reset-offsets", "pause", "resume", "delete"}
 
+// subcommands are the subcommands of the commands that have them.
+var subcommands = map[string][]string{"group": groupSubcommands, "key": keySubcommands}
+
 // completionCommand prints a shell completion script for the commands,
 // group's subcommands and each one's flags.
 type completionCommand struct{}
@@ -54,8 +57,8 @@ func commandFlags() map[string][]*flag.Flag {
 	}
 	defer func() { cli.Inspect = nil }()
 	for name, mk := range commands {
-		if name == "group" {
-			for _, sub := range groupSubcommands {
+		if subs, ok := subcommands[name]; ok {
+			for _, sub := range subs {
 				_ = mk().Run(context.Background(), []string{sub})
 			}
 			continue
@@ -98,14 +101,21 @@ _keyshare() {
     case "$cmd" in
     help) [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W "%[1]s" -- "$cur")); return ;;
     completion) COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur")); return ;;
-    group)
+`, strings.Join(commandNames(), " "))
+	for _, name := range commandNames() {
+		subs, ok := subcommands[name]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, `    %s)
         if [[ $COMP_CWORD -eq 2 ]]; then COMPREPLY=($(compgen -W "%s" -- "$cur")); return; fi
         case "$sub" in
-`, strings.Join(commandNames(), " "), strings.Join(groupSubcommands, " "))
-	for _, sub := range groupSubcommands {
-		fmt.Fprintf(w, "        %s) flags=%q ;;\n", sub, words("group "+sub))
+`, name, strings.Join(subs, " "))
+		for _, sub := range subs {
+			fmt.Fprintf(w, "        %s) flags=%q ;;\n", sub, words(name+" "+sub))
+		}
+		fmt.Fprint(w, "        esac ;;\n")
 	}
-	fmt.Fprint(w, "        esac ;;\n")
 	for _, name := range commandNames() {
 		if _, ok := flags[name]; ok && name != "completion" {
 			fmt.Fprintf(w, "    %s) flags=%q ;;\n", name, words(name))
@@ -133,8 +143,12 @@ func writeFish(w io.Writer, flags map[string][]*flag.Flag) {
 	fmt.Fprintf(w, "complete -c keyshare -f -n __fish_use_subcommand -a %s\n", quote(strings.Join(commandNames(), " ")))
 	fmt.Fprintf(w, "complete -c keyshare -f -n '__fish_seen_subcommand_from help' -a %s\n", quote(strings.Join(commandNames(), " ")))
 	fmt.Fprintln(w, "complete -c keyshare -f -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish'")
-	fmt.Fprintf(w, "complete -c keyshare -f -n '__fish_seen_subcommand_from group; and not __fish_seen_subcommand_from %s' -a %s\n",
-		strings.Join(groupSubcommands, " "), quote(strings.Join(groupSubcommands, " ")))
+	for _, name := range commandNames() {
+		if subs, ok := subcommands[name]; ok {
+			fmt.Fprintf(w, "complete -c keyshare -f -n '__fish_seen_subcommand_from %s; and not __fish_seen_subcommand_from %s' -a %s\n",
+				name, strings.Join(subs, " "), quote(strings.Join(subs, " ")))
+		}
+	}
 	names := make([]string, 0, len(flags))
 	for name := range flags {
 		names = append(names, name)
@@ -142,8 +156,8 @@ func writeFish(w io.Writer, flags map[string][]*flag.Flag) {
 	slices.Sort(names)
 	for _, name := range names {
 		cond := "__fish_seen_subcommand_from " + name
-		if sub, ok := strings.CutPrefix(name, "group "); ok {
-			cond = "__fish_seen_subcommand_from group; and __fish_seen_subcommand_from " + sub
+		if cmd, sub, ok := strings.Cut(name, " "); ok {
+			cond = "__fish_seen_subcommand_from " + cmd + "; and __fish_seen_subcommand_from " + sub
 		}
 		for _, f := range flags[name] {
 			opt := "-l " + f.Name

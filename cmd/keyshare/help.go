@@ -47,6 +47,10 @@ KEYSHARE_ETCD=etcd:2379 keyshare member --group orders-app --topic orders --weig
 		Description: `Removes the group's etcd state (with --kafka-offsets, also its committed offsets in Kafka). Refused while members run.`,
 		Example:     `keyshare group delete --etcd localhost:2379 --group orders-app`,
 	},
+	"key describe": {
+		Description: `Shows what the group knows of one key: its partition (--partition, or computed as the producer placed it: --partitioner), its key hash, the member and range that own it with the range's watermark, the offsets of its records the range's ledger has not seen handled (read from Kafka from the watermark, at most --max-scan records), and the error holding it when its owner reports it stuck. Reads etcd and Kafka only; changes nothing.`,
+		Example:     `keyshare key describe --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders customer-42`,
+	},
 	"completion": {
 		Description: `Prints a completion script for bash, zsh or fish: commands, group's subcommands and each command's flags. Load it in the shell's startup file, or save it where the shell looks for completions.`,
 		Example: `source <(keyshare completion bash)

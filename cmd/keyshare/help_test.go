@@ -9,13 +9,17 @@ import (
 	"github.com/keyshare/keyshare/internal/version"
 )
 
-// TestEveryCommandHasHelp: each command (and each group subcommand) has a
-// description and an example for -h.
+// TestEveryCommandHasHelp: each command (and each subcommand of group and
+// key) has a description and an example for -h.
 func TestEveryCommandHasHelp(t *testing.T) {
-	names := []string{"group describe", "group reset-offsets", "group pause", "group resume", "group delete"}
+	var names []string
 	for name := range commands {
-		if name != "group" { // group prints its own list of subcommands
+		subs, ok := subcommands[name]
+		if !ok {
 			names = append(names, name)
+		}
+		for _, sub := range subs { // the command prints its own list of subcommands
+			names = append(names, name+" "+sub)
 		}
 	}
 	for _, name := range names {

@@ -19,6 +19,7 @@ var commands = map[string]func() command{
 	"member":     func() command { return &memberCommand{} },
 	"status":     func() command { return &statusCommand{} },
 	"group":      func() command { return &groupCommand{} },
+	"key":        func() command { return &keyCommand{} },
 	"demo":       func() command { return &demoCommand{} },
 	"version":    func() command { return versionCommand{} },
 	"completion": func() command { return completionCommand{} },
@@ -35,6 +36,7 @@ Commands:
   member    run one member against any brokers and etcd
   status    show a group's leader, members, ranges, watermarks and lag
   group     administer a group: describe, reset-offsets, delete
+  key       describe one key across a group: owner, range, pending records, stuck error
   version   print the build's version
   completion  bash|zsh|fish: print a shell completion script
   help      help COMMAND: a command's description, example and flags

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/keyshare/keyshare/admin"
+	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/internal/textsafe"
+	"github.com/keyshare/keyshare/state"
+)
+
+// keyCommand inspects one key across a group: keyshare key describe.
+type keyCommand struct {
+	groupCommand // the group's connection flags and open
+}
+
+// keySubcommands are the subcommands of keyshare key.
+var keySubcommands = []string{"describe"}
+
+const keyUsage = `Usage: keyshare key describe --group G --topic T [--partition P] [flags] KEY
+
+  describe   the key's partition and hash, the member and range that own it,
+             its records not yet handled (read from Kafka from the range's
+             watermark), and the error holding it if it is stuck (--json)
+`
+
+func (c *keyCommand) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprint(os.Stderr, keyUsage)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return flag.ErrHelp
+		}
+		return cli.Usage(errors.New("want a subcommand: describe"))
+	}
+	sub, args := args[0], args[1:]
+	if sub != "describe" {
+		return cli.Usage(fmt.Errorf("unknown key subcommand %q: want describe", sub))
+	}
+	fs := flag.NewFlagSet("key "+sub, flag.ContinueOnError)
+	c.etcdConn.register(fs)
+	c.kafkaConn.register(fs, "", "Kafka bootstrap servers (required)")
+	fs.StringVar(&c.group, "group", "", "group name (required)")
+	fs.StringVar(&c.prefix, "prefix", state.DefaultPrefix, "etcd prefix of all groups")
+	return c.describe(ctx, fs, args)
+}
+
+// describe prints what the group knows of one key (admin.DescribeKey).
+func (c *keyCommand) describe(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	q := admin.KeyQuery{Partition: -1}
+	var partitioner string
+	var asJSON bool
+	fs.StringVar(&q.Topic, "topic", "", "the key's topic (required)")
+	fs.Func("partition", "the key's partition (default: computed by --partitioner)", func(v string) error {
+		p, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || p < 0 {
+			return fmt.Errorf("want a partition number, 0 or more")
+		}
+		q.Partition = int32(p)
+		return nil
+	})
+	fs.StringVar(&partitioner, "partitioner", string(admin.ConsistentRandom),
+		"how the producer chose the partition, when --partition is not given: consistent_random (librdkafka's default: confluent-kafka-go, keyshare produce), murmur2 (the Java client's default) or crc32 (librdkafka's consistent)")
+	fs.IntVar(&q.MaxScan, "max-scan", admin.DefaultMaxScan, "read at most this many records of the partition, from the range's watermark")
+	fs.BoolVar(&asJSON, "json", false, "print JSON (a stable schema: docs/cli.md)")
+	flags, keys := splitKeyArgs(fs, args)
+	if err := cli.Parse(fs, flags); err != nil {
+		return err
+	}
+	switch {
+	case len(keys) == 0:
+		return cli.Usage(errors.New("want the KEY to describe, after the flags (-- KEY for a key that starts with -)"))
+	case len(keys) > 1:
+		return cli.Usage(fmt.Errorf("want one KEY, got %d: %s", len(keys), textsafe.FirstFew(keys, ", ", textsafe.Quote)))
+	case q.Topic == "":
+		return cli.Usage(errors.New("--topic is required"))
+	case q.MaxScan < 1:
+		return cli.Usage(fmt.Errorf("--max-scan %d: want 1 or more", q.MaxScan))
+	}
+	q.Key = []byte(keys[0])
+	p, err := admin.ParsePartitioner(partitioner)
+	if err != nil {
+		return cli.Usage(fmt.Errorf("--%w", err))
+	}
+	q.Partitioner = p
+	if q.Partition < 0 && p == admin.ConsistentRandom && len(q.Key) == 0 {
+		return cli.Usage(errors.New("an empty KEY: consistent_random places it in a random partition; give --partition"))
+	}
+	etcd, g, _, err := c.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	defer g.Close()
+	info, err := g.DescribeKey(ctx, q)
+	if errors.Is(err, admin.ErrBadKeyQuery) {
+		// A topic the group does not consume, a partition the topic
+		// does not have: the command line's fault, exit status 2.
+		return cli.Usage(err)
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		b, err := json.MarshalIndent(keyJSONOf(q.Key, info), "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(append(textsafe.JSON(b), '\n'))
+		return err
+	}
+	printKey(os.Stdout, q.Key, info, time.Now())
+	return nil
+}
+
+// splitKeyArgs separates the positional KEY from the flags, wherever it
+// stands: a word that is neither a flag nor a flag's value. After "--"
+// every word is a key.
+func splitKeyArgs(fs *flag.FlagSet, args []string) (flags, keys []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return flags, append(keys, args[i+1:]...)
+		}
+		if len(a) < 2 || a[0] != '-' {
+			keys = append(keys, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue // cli.Parse names it
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		if i+1 < len(args) {
+			flags = append(flags, args[i+1])
+			i++
+		}
+	}
+	return flags, keys
+}
+
+// pendingShown is how many pending offsets the text form lists.
+const pendingShown = 20
+
+// printKey prints info as lines an operator reads top to bottom.
+func printKey(w io.Writer, key []byte, info admin.KeyInfo, now time.Time) {
+	how := "given"
+	if info.PartitionFrom != "given" {
+		how = "computed with " + info.PartitionFrom
+	}
+	fmt.Fprintf(w, "key        %s\n", textsafe.Quote(string(key)))
+	fmt.Fprintf(w, "partition  %s/%d (%s)\n", name(info.Topic), info.Partition, how)
+	fmt.Fprintf(w, "hash       %d (0x%08x)\n", info.Hash, info.Hash)
+	if r := info.Range; r != nil {
+		live := "live"
+		if !r.OwnerLive {
+			live = "gone: the leader fails its ranges over"
+		}
+		state := r.State
+		if r.Target != "" {
+			state += " to " + name(r.Target)
+		}
+		fmt.Fprintf(w, "owner      %s (%s)\n", name(r.Owner), live)
+		fmt.Fprintf(w, "range      [%d,%d) %s, generation %d\n", r.Lo, r.Hi, state, r.Generation)
+		if r.Watermark >= 0 {
+			fmt.Fprintf(w, "watermark  %d (ledger seen up to %d)\n", r.Watermark, r.Next)
+		} else {
+			fmt.Fprintln(w, "watermark  none yet: the range has no ledger state, its owner starts at the committed offset")
+		}
+	} else {
+		fmt.Fprintln(w, "owner      none: no range holds the hash yet (the leader has not assigned the partition)")
+	}
+	sc := info.Scan
+	switch n := len(info.Pending); {
+	case n == 0:
+		fmt.Fprintln(w, "pending    none")
+	default:
+		var b strings.Builder
+		for i, o := range info.Pending[:min(n, pendingShown)] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(strconv.FormatInt(o, 10))
+		}
+		if n > pendingShown {
+			fmt.Fprintf(&b, " and %d more (--json lists them all)", n-pendingShown)
+		}
+		fmt.Fprintf(w, "pending    %d: %s\n", n, b.String())
+	}
+	if s := info.Stuck; s != nil {
+		why := "no error yet: the handler has not returned"
+		if s.Error != "" {
+			why = "last error: " + s.Error
+		}
+		fmt.Fprintf(w, "stuck      at offset %d since %s (%s), %d failed attempts on %s; %s\n", s.Offset, s.Since.UTC().Format(time.RFC3339),
+			now.Sub(s.Since).Round(time.Second), s.Attempts, name(s.Member), why)
+	} else {
+		fmt.Fprintln(w, "stuck      no")
+	}
+	if info.LastHandled >= 0 {
+		fmt.Fprintf(w, "handled    up to offset %d\n", info.LastHandled)
+	} else {
+		fmt.Fprintln(w, "handled    unknown (its records below the watermark are handled; the ledger does not keep which were this key's)")
+	}
+	end := "the log end"
+	if !sc.Complete {
+		end = fmt.Sprintf("stopped early at --max-scan; the log ends at %d", sc.End)
+	}
+	from := "the watermark"
+	if sc.FromCommit {
+		from = "the committed offset"
+	}
+	fmt.Fprintf(w, "scanned    %d records, offsets %d to %d (from %s to %s)\n", sc.Records, sc.From, sc.Stop, from, end)
+}
+
+// keyJSON is key describe's --json form (docs/cli.md).
+type keyJSON struct {
+	Key           string        `json:"key"`
+	Topic         string        `json:"topic"`
+	Partition     int32         `json:"partition"`
+	PartitionFrom string        `json:"partition_from"`
+	Hash          uint32        `json:"hash"`
+	Range         *keyRangeJSON `json:"range"`
+	Pending       []int64       `json:"pending"`
+	LastHandled   *int64        `json:"last_handled"`
+	Stuck         *keyStuckJSON `json:"stuck"`
+	Scan          keyScanJSON   `json:"scan"`
+}
+
+type keyRangeJSON struct {
+	Lo         uint64 `json:"lo"`
+	Hi         uint64 `json:"hi"`
+	Owner      string `json:"owner"`
+	OwnerLive  bool   `json:"owner_live"`
+	State      string `json:"state"`
+	Target     string `json:"target,omitempty"`
+	Generation int64  `json:"generation"`
+	Watermark  *int64 `json:"watermark"`
+	Next       *int64 `json:"next"`
+}
+
+type keyStuckJSON struct {
+	Offset   int64     `json:"offset"`
+	Member   string    `json:"member"`
+	Since    time.Time `json:"since"`
+	Attempts int       `json:"attempts"`
+	Error    string    `json:"error"`
+}
+
+type keyScanJSON struct {
+	From       int64 `json:"from"`
+	Stop       int64 `json:"stop"`
+	End        int64 `json:"end"`
+	Records    int   `json:"records"`
+	Complete   bool  `json:"complete"`
+	FromCommit bool  `json:"from_commit"`
+}
+
+func keyJSONOf(key []byte, info admin.KeyInfo) keyJSON {
+	opt := func(v int64) *int64 {
+		if v < 0 {
+			return nil
+		}
+		return &v
+	}
+	out := keyJSON{Key: textsafe.Bytes(key), Topic: info.Topic, Partition: info.Partition, PartitionFrom: info.PartitionFrom, Hash: info.Hash,
+		Pending: info.Pending, LastHandled: opt(info.LastHandled),
+		Scan: keyScanJSON{From: info.Scan.From, Stop: info.Scan.Stop, End: info.Scan.End, Records: info.Scan.Records, Complete: info.Scan.Complete, FromCommit: info.Scan.FromCommit}}
+	if out.Pending == nil {
+		out.Pending = []int64{}
+	}
+	if r := info.Range; r != nil {
+		out.Range = &keyRangeJSON{Lo: r.Lo, Hi: r.Hi, Owner: r.Owner, OwnerLive: r.OwnerLive, State: r.State, Target: r.Target, Generation: r.Generation,
+			Watermark: opt(r.Watermark), Next: opt(r.Next)}
+	}
+	if s := info.Stuck; s != nil {
+		out.Stuck = &keyStuckJSON{Offset: s.Offset, Member: s.Member, Since: s.Since, Attempts: s.Attempts, Error: s.Error}
+	}
+	return out
+}
