@@ -19,6 +19,11 @@
 // once no member runs. List finds the groups under a prefix and StateOf
 // names a group's state (Stable, Rebalancing, Empty, Paused) from its etcd
 // state. A reset's target outside the log is clamped to it, as
-// kafka-consumer-groups clamps. cmd/keyshare's "group" subcommand is a thin layer
+// kafka-consumer-groups clamps. DescribeKey reports, read only, what the
+// group knows of one key: its partition (given, or computed with a
+// producer's Partitioner), its key hash, the range and member that own it,
+// the offsets of its records the range's ledger has not seen handled (read
+// from Kafka from the range's watermark, bounded) and the stuck report
+// naming it. cmd/keyshare's "group" and "key" subcommands are thin layers
 // over this package.
 package admin

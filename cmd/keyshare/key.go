@@ -225,7 +225,7 @@ func printKey(w io.Writer, key []byte, info admin.KeyInfo, now time.Time) {
 	if sc.FromCommit {
 		from = "the committed offset"
 	}
-	fmt.Fprintf(w, "scanned    %d records, offsets %d to %d (from %s to %s)\n", sc.Records, sc.From, sc.Stop, from, end)
+	fmt.Fprintf(w, "scanned    %d records, offsets [%d,%d) (from %s to %s)\n", sc.Records, sc.From, sc.Stop, from, end)
 }
 
 // keyJSON is key describe's --json form (docs/cli.md).
