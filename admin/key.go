@@ -257,12 +257,19 @@ func (g *Group) scanKey(ctx context.Context, q KeyQuery, partition int32, sc *Ke
 		return nil, fmt.Errorf("admin: read %s/%d: %w", q.Topic, partition, err)
 	}
 	var found []int64
+	// Brokers that stop answering end the scan with an error rather than
+	// a wait without end: librdkafka retries them quietly.
+	progress, lastErr := time.Now(), error(nil)
 	for sc.Records < limit && sc.Stop < sc.End {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("admin: read %s/%d at offset %d: %w", q.Topic, partition, sc.Stop, err)
 		}
+		if time.Since(progress) > kafkaTimeoutMs*time.Millisecond {
+			return nil, fmt.Errorf("admin: read %s/%d: no record at offset %d within %ds (last Kafka error: %v)", q.Topic, partition, sc.Stop, kafkaTimeoutMs/1000, lastErr)
+		}
 		switch e := kc.Poll(100).(type) {
 		case *kafka.Message:
+			progress = time.Now()
 			if e.TopicPartition.Error != nil {
 				return nil, fmt.Errorf("admin: read %s/%d at offset %d: %w", q.Topic, partition, sc.Stop, e.TopicPartition.Error)
 			}
@@ -284,6 +291,7 @@ func (g *Group) scanKey(ctx context.Context, q KeyQuery, partition int32, sc *Ke
 			if e.IsFatal() {
 				return nil, fmt.Errorf("admin: read %s/%d: %w", q.Topic, partition, e)
 			}
+			lastErr = e
 		}
 	}
 	sc.Complete = sc.Stop >= sc.End
