@@ -84,3 +84,25 @@ func TestPartitionOfAnEmptyKey(t *testing.T) {
 		}
 	}
 }
+
+// TestMurmur2MatchesJava holds Murmur2 to the Java client's default
+// partitioner, Utils.toPositive(Utils.murmur2(key)) % n, as kafka-clients
+// 4.2.0 computed it for these keys (M.java calling
+// org.apache.kafka.common.utils.Utils, run with
+// java -cp "$HOME/.cache/keyshare/kafka-4.2.0/lib/*" M.java).
+func TestMurmur2MatchesJava(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		key         string
+		of7, of1000 int32
+	}{
+		{"", 2, 681}, {"a", 5, 524}, {"ab", 0, 434}, {"abc", 4, 107}, {"abcd", 5, 100},
+		{"héllo, wörld", 0, 861}, {"key-0", 0, 41}, {"key-3", 4, 547}, {"key-17", 2, 460}, {"customer-42", 1, 153},
+	} {
+		for n, want := range map[int32]int32{7: tc.of7, 1000: tc.of1000} {
+			if got, err := admin.Murmur2.Partition([]byte(tc.key), n); err != nil || got != want {
+				t.Errorf("murmur2 %q of %d partitions: got %d, %v; Java's client: %d", tc.key, n, got, err, want)
+			}
+		}
+	}
+}
