@@ -50,6 +50,7 @@ KEYSHARE_ETCD=etcd:2379 keyshare member --group orders-app --topic orders --weig
 	"key describe": {
 		Description: `Shows what the group knows of one key: its partition (--partition, or computed as the producer placed it: --partitioner), its key hash, the member and range that own it with the range's watermark, the offsets of its records the range's ledger has not seen handled (read from Kafka from the watermark, at most --max-scan records), and the error holding it when its owner reports it stuck. Reads etcd and Kafka only; changes nothing.`,
 		Example:     `keyshare key describe --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders customer-42`,
+		Args:        "KEY",
 	},
 	"completion": {
 		Description: `Prints a completion script for bash, zsh or fish: commands, group's subcommands and each command's flags. Load it in the shell's startup file, or save it where the shell looks for completions.`,

@@ -152,8 +152,12 @@ func TestKeyDescribeBadInput(t *testing.T) {
 		{[]string{"key", "describe", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1", "--group", "a/b", "--topic", "orders", "k"}, "--group"},
 	} {
 		out, code := run(t, 10*time.Second, tc.args...)
-		if code != 2 || !strings.Contains(out, tc.want) {
-			t.Errorf("%v: exit %d (want 2), output:\n%s\nwant it to contain %q", tc.args, code, out, tc.want)
+		if code != 2 || !strings.Contains(out, tc.want) || strings.Contains(out, "Flags:") {
+			t.Errorf("%v: exit %d (want 2), output:\n%s\nwant one error containing %q", tc.args, code, out, tc.want)
 		}
+	}
+	out, code := run(t, 10*time.Second, "help", "key", "describe")
+	if code != 0 || !strings.Contains(out, "Usage: keyshare key describe [flags] KEY\n") || !strings.Contains(out, "--partitioner") {
+		t.Errorf("help key describe: exit %d:\n%s", code, out)
 	}
 }

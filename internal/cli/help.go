@@ -13,6 +13,9 @@ type CommandHelp struct {
 	Description string
 	// Example is a command line or a few, one per line.
 	Example string
+	// Args names the command's arguments besides its flags ("KEY"), for
+	// the usage line; empty for a command of flags only.
+	Args string
 }
 
 // Program is the binary's name ("keyshare"); Help holds its commands' help
@@ -34,7 +37,11 @@ func helpName(fs *flag.FlagSet) string {
 // flags, and where flags come from besides the command line.
 func printHelp(w io.Writer, fs *flag.FlagSet) {
 	h := Help[fs.Name()]
-	fmt.Fprintf(w, "Usage: %s [flags]\n\n", helpName(fs))
+	args := ""
+	if h.Args != "" {
+		args = " " + h.Args
+	}
+	fmt.Fprintf(w, "Usage: %s [flags]%s\n\n", helpName(fs), args)
 	if h.Description != "" {
 		fmt.Fprintf(w, "%s\n\n", wrap(strings.TrimSpace(h.Description), 76))
 	}
