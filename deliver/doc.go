@@ -11,7 +11,10 @@
 //
 // A record the endpoint refuses (a 4xx answer, or "failed" in a batch
 // answer) fails its attempt: the consumer's RetryPolicy and dead-letter
-// topic apply as for a Go handler. An endpoint that cannot answer
+// topic apply as for a Go handler. A record whose fence the endpoint's sink
+// refused ("fenced" in a batch answer) is a *FencedError, which matches
+// consumer.ErrFenced: retried while the member works on it, never
+// dead-lettered. An endpoint that cannot answer
 // (connection refused, a timeout, 5xx, 408, 429) or whose answer names the
 // member's set-up (3xx, 401, 403, 404, 405) is in trouble, not the
 // record: the handler waits and tries again until the endpoint answers or

@@ -1,6 +1,7 @@
 package deliver
 
 import (
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,7 +23,7 @@ func newMetrics() *metrics {
 		}, []string{"outcome"}),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "keyshare_deliver_records_total",
-			Help: "Records the delivery endpoint answered about, by outcome: done, or failed (refused, or \"failed\" in a batch answer; retried, then dead-lettered).",
+			Help: "Records the delivery endpoint answered about, by outcome: done, failed (refused, or \"failed\" in a batch answer; retried, then dead-lettered), or fenced (\"fenced\" in a batch answer: the endpoint refused the record's fence; retried while the member works on it, never dead-lettered).",
 		}, []string{"outcome"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "keyshare_deliver_request_seconds",
@@ -42,14 +43,21 @@ func (m *metrics) observe(o outcome, d time.Duration) {
 }
 
 func (m *metrics) countRecords(res []error) {
-	failed := 0
+	failed, fenced := 0, 0
 	for _, err := range res {
-		if err != nil {
+		var fe *FencedError
+		switch {
+		case errors.As(err, &fe):
+			fenced++
+		case err != nil:
 			failed++
 		}
 	}
-	m.records.WithLabelValues("done").Add(float64(len(res) - failed))
+	m.records.WithLabelValues("done").Add(float64(len(res) - failed - fenced))
 	m.records.WithLabelValues("failed").Add(float64(failed))
+	if fenced > 0 {
+		m.records.WithLabelValues("fenced").Add(float64(fenced))
+	}
 }
 
 // Collector returns the Endpoint's metrics (docs/delivery.md lists them),

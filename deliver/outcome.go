@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
@@ -95,6 +96,24 @@ func (e *RefusedError) Error() string {
 	}
 	return fmt.Sprintf("deliver: the endpoint refused the record (%d %s): %s", e.Status, http.StatusText(e.Status), e.Body)
 }
+
+// FencedError is a record whose fence the endpoint refused ("fenced" in
+// a batch answer's results): a later owner of some of the record's hash
+// range has written through the endpoint's sink. It matches
+// consumer.ErrFenced (errors.Is), so the consumer never dead-letters the
+// record: it retries it, with its fence read afresh, while the member
+// works on it, and the range's next owner runs it. Body is the endpoint's
+// explanation, escaped and cut as RefusedError's.
+type FencedError struct {
+	Body string
+}
+
+func (e *FencedError) Error() string {
+	return "deliver: the endpoint refused the record's fence (a later owner of its range has written): " + e.Body
+}
+
+// Unwrap makes the error match consumer.ErrFenced.
+func (e *FencedError) Unwrap() error { return consumer.ErrFenced }
 
 // safeBody is an endpoint's text as logs and errors may carry it.
 func safeBody(b []byte) string {

@@ -87,6 +87,7 @@ func encodeRequest(member string, msgs []*kafka.Message, attempts []int, fences 
 const (
 	statusDone   = "done"
 	statusFailed = "failed"
+	statusFenced = "fenced"
 )
 
 type answerResult struct {
@@ -99,10 +100,14 @@ type answerResult struct {
 var errBadAnswer = errors.New("deliver: the endpoint's results are not one per record")
 
 // decodeAnswer reads the body of a 2xx answer to a request of n records:
-// nil for each record done, an error for each failed. A body that is not
-// a JSON object with "results" (none, "OK", {"ok": true}) means every
-// record is done: the endpoint took the request and failed none of it. A
-// body with "results" must have one per record, each "done" or "failed".
+// nil for each record done, a *RefusedError for each failed, a
+// *FencedError for each fenced. A body that is not a JSON object with
+// "results" (none, "OK", {"ok": true}) means every record is done: the
+// endpoint took the request and failed none of it. A body with "results"
+// must have one per record, each "done", "failed" or "fenced"; any other
+// status makes the whole answer bad (the endpoint's trouble: the request
+// is sent again), which is also what a release that predates "fenced"
+// does with it.
 func decodeAnswer(body []byte, n int) ([]error, error) {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(body, &fields) != nil || fields["results"] == nil {
@@ -121,8 +126,10 @@ func decodeAnswer(body []byte, n int) ([]error, error) {
 		case statusDone:
 		case statusFailed:
 			out[i] = &RefusedError{Status: 200, Body: safeBody([]byte(r.Error))}
+		case statusFenced:
+			out[i] = &FencedError{Body: safeBody([]byte(r.Error))}
 		default:
-			return nil, fmt.Errorf("%w: result %d has status %q, want %q or %q", errBadAnswer, i, textsafe.Cut(r.Status, 64), statusDone, statusFailed)
+			return nil, fmt.Errorf("%w: result %d has status %q, want %q, %q or %q", errBadAnswer, i, textsafe.Cut(r.Status, 64), statusDone, statusFailed, statusFenced)
 		}
 	}
 	return out, nil

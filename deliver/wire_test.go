@@ -75,6 +75,7 @@ func TestDecodeAnswer(t *testing.T) {
 		{"too few results", `{"results":[{"status":"done"}]}`, 2, nil},
 		{"results not a list", `{"results":{"status":"done"}}`, 1, nil},
 		{"unknown status", `{"results":[{"status":"retry"}]}`, 1, nil},
+		{"fenced", `{"results":[{"status":"fenced","error":"stale token"},{"status":"done"}]}`, 2, []bool{true, false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := decodeAnswer([]byte(tc.body), tc.n)
@@ -89,7 +90,8 @@ func TestDecodeAnswer(t *testing.T) {
 			}
 			for i, f := range tc.failed {
 				var refused *RefusedError
-				if f != errors.As(res[i], &refused) {
+				var fenced *FencedError
+				if f != (errors.As(res[i], &refused) || errors.As(res[i], &fenced)) {
 					t.Errorf("result %d = %v, want failed %v", i, res[i], f)
 				}
 			}
