@@ -105,6 +105,9 @@ type env struct {
 	// noStarts are spans in which no member may start a record
 	// (quorum_test.go).
 	noStarts []window
+	// eo: the members deliver to this endpoint, which applies each record
+	// through pgsink (exactlyonce_test.go); nil: simulated work.
+	eo *eoEndpoint
 }
 
 // binary is the keyshare binary the next member starts from.
@@ -351,9 +354,17 @@ func (e *env) start() string {
 }
 
 func (e *env) startID(id string) {
-	args := []string{"member", "--brokers", e.brokers, "--etcd", e.memberEtcd, "--group", group, "--topic", topic,
-		"--id", id, "--work", "uniform:0-1ms", "--record", filepath.Join(e.dir, id+".jsonl"), "--audit", filepath.Join(e.dir, id+".audit"),
-		"--ttl", ttl.String(), "--drain-timeout", "10s", "--log-level", "info", "--metrics-addr", e.metricsAddr(id)}
+	// The member does simulated work and writes its record log, or
+	// delivers to the row's endpoint, which writes the log for it
+	// (exactlyonce_test.go).
+	work := []string{"--work", "uniform:0-1ms", "--record", filepath.Join(e.dir, id+".jsonl")}
+	if e.eo != nil {
+		work = []string{"--deliver", e.eo.url}
+	}
+	args := []string{"member", "--brokers", e.brokers, "--etcd", e.memberEtcd, "--group", group, "--topic", topic, "--id", id}
+	args = append(args, work...)
+	args = append(args, "--audit", filepath.Join(e.dir, id+".audit"),
+		"--ttl", ttl.String(), "--drain-timeout", "10s", "--log-level", "info", "--metrics-addr", e.metricsAddr(id))
 	args = append(args, e.memberArgs...)
 	// KEYSHARE_CHAOS_MEMBER_ARGS adds member flags (later ones win), e.g.
 	// "--batch-size 50 --work call:1ms+0.02ms" runs the matrix on batches.

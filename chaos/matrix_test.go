@@ -71,6 +71,9 @@ type row struct {
 	// fails over (an owner that cannot read what the others write shows
 	// as failovers: its ranges are taken when its drain times out).
 	handoffsOnly bool
+	// eo: the members deliver to an endpoint applying each record through
+	// pgsink, and the database is checked too (exactlyonce_test.go).
+	eo eoMode
 }
 
 var rows = []row{
@@ -484,6 +487,13 @@ func runRow(t *testing.T, r row, long bool) result {
 	}
 	e := newEnvOn(t, 2, max(1, r.brokers), max(1, r.etcdMembers), n, r.slow)
 	e.memberArgs, e.hotShare = r.memberArgs, r.hotShare
+	if r.eo != eoOff {
+		addr := "127.0.0.1:0"
+		if n != nil {
+			addr = n.ServiceIP() + ":0" // the members reach it from their hosts
+		}
+		e.eo = startEO(t, e.dir, addr, r.eo)
+	}
 	if r.previous {
 		usePrevious(t, e)
 	}
@@ -553,6 +563,14 @@ func runRow(t *testing.T, r row, long bool) result {
 	}
 	if r.moves && res.Overlap.Moves == 0 {
 		t.Errorf("no range changed owner while its keys were handled: the row tested no handover")
+	}
+	if e.eo != nil {
+		c := e.checkEO()
+		t.Log(c)
+		eoChecks.Store(e, c)
+		if r.eo == eoFenced && c.broken() {
+			t.Errorf("exactly-once broken: %s", c)
+		}
 	}
 	if r.check != nil {
 		r.check(t, e)
