@@ -17,6 +17,13 @@
 // network namespace, internal/netns) and is cut from etcd or from Kafka
 // alone. They need root and `ip netns`, and are skipped otherwise.
 //
+// Rows named "EO …" rerun rows 2, 3, 4, 5, 16a and 17 exactly-once: the
+// members deliver (--deliver) to an endpoint in the test process that
+// applies each record through package pgsink on a real PostgreSQL under
+// the request's fence, and the database is checked too: every
+// acknowledged record's effect exactly once, each key's in offset order,
+// and in the zombie row its delayed writes under old tokens all refused.
+//
 //	go test ./chaos/                                     # short form (make test)
 //	KEYSHARE_CHAOS=long go test -timeout 30m ./chaos/    # long form (make chaos),
 //	                                                     # writes docs/reliability.md
