@@ -23,6 +23,8 @@
 // the request's fence, and the database is checked too: every
 // acknowledged record's effect exactly once, each key's in offset order,
 // and in the zombie row its delayed writes under old tokens all refused.
+// KEYSHARE_CHAOS_MEMBER_ARGS's simulated-work flags (--work, --record,
+// --fail-rate, --stall) are dropped for these rows; --batch-size stays.
 //
 //	go test ./chaos/                                     # short form (make test)
 //	KEYSHARE_CHAOS=long go test -timeout 30m ./chaos/    # long form (make chaos),

@@ -368,7 +368,11 @@ func (e *env) startID(id string) {
 	args = append(args, e.memberArgs...)
 	// KEYSHARE_CHAOS_MEMBER_ARGS adds member flags (later ones win), e.g.
 	// "--batch-size 50 --work call:1ms+0.02ms" runs the matrix on batches.
-	args = append(args, strings.Fields(os.Getenv("KEYSHARE_CHAOS_MEMBER_ARGS"))...)
+	extra := strings.Fields(os.Getenv("KEYSHARE_CHAOS_MEMBER_ARGS"))
+	if e.eo != nil {
+		extra = withoutSimulatedWork(extra)
+	}
+	args = append(args, extra...)
 	cmd := exec.Command(e.binary(), args...)
 	if e.net != nil {
 		cmd = e.net.Host(id).Command(e.binary(), args...) // ip netns exec execs the member: the pid is the member's
@@ -384,6 +388,24 @@ func (e *env) startID(id string) {
 	e.mu.Lock()
 	e.procs[id] = cmd
 	e.mu.Unlock()
+}
+
+// withoutSimulatedWork drops the flags of the simulated handler, which
+// the member refuses beside --deliver, and their values.
+func withoutSimulatedWork(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		name, _, inline := strings.Cut(args[i], "=")
+		switch strings.TrimLeft(name, "-") {
+		case "work", "record", "fail-rate", "stall":
+			if !inline {
+				i++ // its value
+			}
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
 
 // members lists the running member ids.
