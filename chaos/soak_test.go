@@ -270,7 +270,11 @@ func soakReport(dur time.Duration, seed uint64, injected map[string]int, samples
 		fmt.Fprintf(&b, "  %-50s %d\n", name, injected[name])
 	}
 	for _, s := range slopes(samples) {
-		fmt.Fprintf(&b, "%-34s first %10.1f  last %10.1f  slope %+9.3f per minute (after warm-up)\n", s.name, s.first, s.last, s.perMinute)
+		judged := "judged"
+		if !s.judged {
+			judged = "reported only"
+		}
+		fmt.Fprintf(&b, "%-34s first %10.1f  last %10.1f  slope %+9.3f per minute (after warm-up; %s)\n", s.name, s.first, s.last, s.perMinute, judged)
 	}
 	return b.String()
 }
