@@ -126,7 +126,9 @@ func moveLeaders(e *env, rounds int) {
 		}
 		time.Sleep(time.Second)
 	}
-	if len(led) < 3 {
+	// Over several rounds every broker must have led something; one
+	// round (the soak's nemesis) may move every leader to the same two.
+	if rounds > 1 && len(led) < 3 {
 		e.t.Errorf("leadership moved to only %d of 3 brokers", len(led))
 	}
 }
