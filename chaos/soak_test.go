@@ -2,9 +2,11 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -182,6 +184,7 @@ func TestSoak(t *testing.T) {
 	apache := testutil.KafkaBackend() == testutil.BackendApache
 
 	e := newEnv(t, soakParts, 3, 3)
+	t.Cleanup(func() { e.keepOnFailure(seed) }) // before newEnv's cleanups: etcd still serves
 	for range soakMembers {
 		e.start()
 	}
@@ -277,4 +280,38 @@ func soakReport(dur time.Duration, seed uint64, injected map[string]int, samples
 		fmt.Fprintf(&b, "%-34s first %10.1f  last %10.1f  slope %+9.3f per minute (after warm-up; %s)\n", s.name, s.first, s.last, s.perMinute, judged)
 	}
 	return b.String()
+}
+
+// keepOnFailure copies a failed soak's evidence out of the test's temporary
+// directory, which is removed after the test: the members' logs, record
+// logs and audit logs, and etcd's history of the group as JSON lines
+// (events.jsonl: the key, value and revisions of every write). The seed
+// goes in the directory's name, so the run can be repeated.
+func (e *env) keepOnFailure(seed uint64) {
+	if !e.t.Failed() {
+		return
+	}
+	keep, err := os.MkdirTemp("", fmt.Sprintf("keyshare-soak-%d-", seed))
+	if err != nil {
+		e.t.Logf("keep the soak's logs: %v", err)
+		return
+	}
+	for _, pattern := range []string{"*.log", "*.jsonl", "*.audit"} {
+		files, _ := filepath.Glob(filepath.Join(e.dir, pattern))
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil {
+				_ = os.WriteFile(filepath.Join(keep, filepath.Base(f)), b, 0o644)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var events strings.Builder
+	for _, ev := range e.history(ctx, "/keyshare/"+group+"/") {
+		line, _ := json.Marshal(map[string]any{"type": ev.Type.String(), "key": string(ev.Kv.Key), "value": string(ev.Kv.Value),
+			"mod_revision": ev.Kv.ModRevision, "create_revision": ev.Kv.CreateRevision, "lease": ev.Kv.Lease})
+		events.Write(append(line, '\n'))
+	}
+	_ = os.WriteFile(filepath.Join(keep, "events.jsonl"), []byte(events.String()), 0o644)
+	e.t.Logf("the failed soak's logs and etcd history are kept in %s (KEYSHARE_SOAK_SEED=%d repeats the nemesis)", keep, seed)
 }
