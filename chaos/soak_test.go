@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -90,13 +91,13 @@ func soakFaults(apache bool) []nemesisFault {
 			nemesisFault{name: "broker SIGKILL, restarted", run: func(e *env, _ *rand.Rand) { killBrokers(e, 1) }},
 			nemesisFault{name: "partition leadership moves", run: func(e *env, _ *rand.Rand) { moveLeaders(e, 1) }})
 	} else {
-		faults = append(faults, nemesisFault{name: "partition leadership moves", run: func(e *env, _ *rand.Rand) {
+		faults = append(faults, nemesisFault{name: "partition leadership moves", run: func(e *env, rng *rand.Rand) {
 			e.mu.Lock()
 			k, parts := e.kafkaSrv, e.parts
 			e.mu.Unlock()
 			e.fault()
 			for p := range parts {
-				if err := k.MoveTopicPartition(topic, p, (p+int32(time.Now().Unix()))%3); err != nil {
+				if err := k.MoveTopicPartition(topic, p, rng.Int32N(3)); err != nil {
 					e.t.Errorf("move partition %d: %v", p, err)
 				}
 			}
@@ -263,13 +264,7 @@ func (e *env) nemesis(rng *rand.Rand, faults []nemesisFault, until time.Time) ma
 func soakReport(dur time.Duration, seed uint64, injected map[string]int, samples []resourceSample) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak %v, seed %d, %d resource samples\nfaults injected:\n", dur, seed, len(samples))
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for k := range injected {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(injected)) {
 		fmt.Fprintf(&b, "  %-50s %d\n", name, injected[name])
 	}
 	for _, s := range slopes(samples) {
