@@ -36,16 +36,19 @@ func TestDeadlineStopsWorkBeforeLeaseCanExpire(t *testing.T) {
 	if !s.Live() {
 		t.Error("not live while etcd answers")
 	}
-	killed := time.Now()
+	// The kill is done when Kill returns: a keepalive sent just before
+	// that may still be answered, so the clock is read after it, and the
+	// deadline once the session has ended (no answer can extend it then).
 	e.Kill()
-	d := s.Deadline()
-	if limit := killed.Add(cfg.SessionTTL - margin); d.After(limit) {
-		t.Errorf("deadline %s after kill + TTL − margin %s", d, limit)
-	}
+	killed := time.Now()
 	select {
 	case <-s.Ctx().Done():
 	case <-time.After(cfg.SessionTTL + 5*time.Second):
 		t.Fatal("session did not end after etcd was killed")
+	}
+	d := s.Deadline()
+	if limit := killed.Add(cfg.SessionTTL - margin); d.After(limit) {
+		t.Errorf("deadline %s after kill + TTL − margin %s", d, limit)
 	}
 	// etcd's client may end the session a little before the deadline (it
 	// counts the TTL from its last answer, on a 500 ms tick): earlier is
