@@ -86,6 +86,17 @@ func (p *pipeline) backpressure() bool {
 	return false
 }
 
+// roomLocked reports whether the fetch loop may take another record with
+// no call to backpressure first: below both in-flight bounds and the
+// unflushed bound, not held by an operator and not paused. It is the
+// cheap part of backpressure's test, for a record taken in a burst.
+func (p *pipeline) roomLocked() bool {
+	cfg := &p.c.cfg
+	return !p.mu.held && !p.mu.paused &&
+		p.mu.inflight < cfg.MaxInFlight && p.mu.inflightBytes < cfg.MaxInFlightBytes &&
+		p.mu.unflushed < cfg.MaxUnflushed
+}
+
 // recordBytes is what a fetched record holds in memory, as far as
 // MaxInFlightBytes counts it: its key, value and headers.
 func recordBytes(m *kafka.Message) int64 {

@@ -11,8 +11,10 @@ import (
 // Filter and dispatch: each fetched record through its partition's ranges
 // to the scheduler, and each outcome back to the ledger.
 
-// handle filters one fetched record through the ranges of its partition.
-func (p *pipeline) handle(m *kafka.Message) {
+// handle filters one fetched record through the ranges of its partition,
+// and reports whether the fetch loop may take another record at once
+// (roomLocked).
+func (p *pipeline) handle(m *kafka.Message) (room bool) {
 	t := tp{Topic: *m.TopicPartition.Topic, Partition: m.TopicPartition.Partition}
 	o := int64(m.TopicPartition.Offset)
 	h := ledger.Hash(m.Key, o)
@@ -20,7 +22,7 @@ func (p *pipeline) handle(m *kafka.Message) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.mu.fetching {
-		return
+		return false
 	}
 	p.skipAbsentLocked(t, o) // offsets between the position and o hold no record (gaps.go)
 	p.mu.pos[t] = o + 1
@@ -40,10 +42,10 @@ func (p *pipeline) handle(m *kafka.Message) {
 			run = w
 		}
 	}
-	if run == nil {
-		return
+	if run != nil {
+		p.dispatchLocked(t, run, m, o, h)
 	}
-	p.dispatchLocked(t, run, m, o, h)
+	return p.roomLocked()
 }
 
 // keyOf is the key whose records run one at a time in order.
