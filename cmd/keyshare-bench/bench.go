@@ -72,7 +72,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	if c.runs < 1 {
 		return cli.Usage(fmt.Errorf("--runs %d: want at least 1", c.runs))
 	}
-	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "hot-deep": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "batch": 1, "batch-rate": 1, throughputTopic: 1, deliverTopic: 1}
+	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "hot-deep": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "batch": 1, "batch-rate": 1, throughputTopic: 1, latencyTopic: 1, deliverTopic: 1}
 	for name, parts := range skewTopics { // bench_skew.go
 		topics[name] = parts
 	}

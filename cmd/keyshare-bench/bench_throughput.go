@@ -100,7 +100,7 @@ func (c *benchCommand) throughput(ctx context.Context) error {
 		c.printf("| %s | %s | %.2f | %.2f | %s | %s |\n", setups[i].name, withCommas(int64(r.rate)), r.rate/bare, r.cpuMicros, allocs, bytes)
 	}
 	c.printf("\nFour members each fetch the whole partition and pass over the records of the others' ranges, so their CPU per record of the topic counts every record fetched four times.\n\n")
-	return nil
+	return c.latency(ctx) // bench_latency.go
 }
 
 // readKcat times `kcat -C -e` over the partition, from its start to its exit.

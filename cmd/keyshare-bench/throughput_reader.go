@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,7 +31,11 @@ import (
 // (a bare confluent-kafka-go poll loop or a keyshare member) alone in its
 // process, so that its CPU time is its own. It prints "ready" once set up,
 // starts reading on a "go" line from stdin, prints a readerReport line
-// every 100 ms and a last one when stdin closes, then exits.
+// every 100 ms and a last one when stdin closes, then exits. A "since N"
+// line (unix ns) starts the latency count: every record produced at or
+// after N (its timestamp) adds how long after its production the reader
+// saw it — a bare loop when Poll returned it, a member when its handler
+// started.
 const readerCommand = "throughput-reader"
 
 // readerReport is what a reader has done since its first record, as of the
@@ -43,6 +49,13 @@ type readerReport struct {
 	CPUNanos   int64 `json:"cpu_ns"`
 	Allocs     int64 `json:"allocs"`
 	AllocBytes int64 `json:"alloc_bytes"`
+	// Since echoes the latest "since" line; Timed counts the records
+	// produced since then, and the last report gives their latencies'
+	// percentiles.
+	Since     int64   `json:"since,omitempty"`
+	Timed     int64   `json:"timed,omitempty"`
+	P50Micros float64 `json:"p50_us,omitempty"`
+	P99Micros float64 `json:"p99_us,omitempty"`
 }
 
 // usage is a sample of the process's CPU time (user+system, all threads,
@@ -71,14 +84,37 @@ type readerWindow struct {
 	last        int64
 	lastUsage   usage
 	lastCounted int64
+
+	since atomic.Int64 // unix ns; 0: no latency count
+	mu    sync.Mutex
+	lat   []time.Duration // of the records produced since then
 }
 
-func (w *readerWindow) hit() {
+func (w *readerWindow) hit(m *kafka.Message) {
 	w.firstOnce.Do(func() {
 		w.firstUsage = sampleUsage()
 		w.first.Store(time.Now().UnixNano())
 	})
 	w.n.Add(1)
+	if since := w.since.Load(); since != 0 && m.Timestamp.UnixNano() >= since {
+		d := time.Since(m.Timestamp)
+		w.mu.Lock()
+		w.lat = append(w.lat, d)
+		w.mu.Unlock()
+	}
+}
+
+// latency adds the latency count to r; with percentiles, their p50 and p99.
+func (w *readerWindow) latency(r readerReport, percentiles bool) readerReport {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r.Since, r.Timed = w.since.Load(), int64(len(w.lat))
+	if percentiles && len(w.lat) > 0 {
+		slices.Sort(w.lat)
+		at := func(q float64) float64 { return float64(w.lat[int(q*float64(len(w.lat)-1))]) / 1e3 }
+		r.P50Micros, r.P99Micros = at(0.50), at(0.99)
+	}
+	return r
 }
 
 // tick notes the time and usage now if records came since the last tick,
@@ -88,14 +124,14 @@ func (w *readerWindow) tick() readerReport {
 		w.lastCounted, w.last, w.lastUsage = n, time.Now().UnixNano(), sampleUsage()
 	}
 	if w.last == 0 {
-		return readerReport{}
+		return w.latency(readerReport{}, false)
 	}
-	return readerReport{
+	return w.latency(readerReport{
 		Handled: w.lastCounted, First: w.first.Load(), Last: w.last,
 		CPUNanos:   w.lastUsage.cpu - w.firstUsage.cpu,
 		Allocs:     w.lastUsage.allocs - w.firstUsage.allocs,
 		AllocBytes: w.lastUsage.bytes - w.firstUsage.bytes,
-	}
+	}, false)
 }
 
 func runReader(args []string) error {
@@ -106,12 +142,21 @@ func runReader(args []string) error {
 	topic := fs.String("topic", "", "topic (partition 0 for bare)")
 	group := fs.String("group", "", "group")
 	id := fs.String("id", "", "member id (keyshare)")
+	start := fs.String("start", "beginning", "where reading starts: the partition's beginning, or its end (a keyshare member: a fresh group's AutoOffsetReset)")
 	var props kvFlags
 	fs.Var(&props, "X", "librdkafka property=value (repeatable)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the reading to this file")
 	allocProfile := fs.String("allocprofile", "", "write an allocation profile of the reading to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	from, reset := kafka.OffsetBeginning, consumer.OffsetEarliest
+	switch *start {
+	case "beginning":
+	case "end":
+		from, reset = kafka.OffsetEnd, consumer.OffsetLatest
+	default:
+		return fmt.Errorf("--start %q: want beginning or end", *start)
 	}
 	cm := kafka.ConfigMap{"bootstrap.servers": *brokers, "log_level": 3}
 	for k, v := range props {
@@ -131,12 +176,12 @@ func runReader(args []string) error {
 		}
 		defer kc.Close()
 		read = func(ctx context.Context) error {
-			if err := kc.Assign([]kafka.TopicPartition{{Topic: topic, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
+			if err := kc.Assign([]kafka.TopicPartition{{Topic: topic, Partition: 0, Offset: from}}); err != nil {
 				return err
 			}
 			for ctx.Err() == nil {
 				if m, ok := kc.Poll(100).(*kafka.Message); ok && m.TopicPartition.Error == nil {
-					w.hit()
+					w.hit(m)
 				}
 			}
 			return nil
@@ -149,8 +194,9 @@ func runReader(args []string) error {
 		defer cli.Close()
 		cfg := consumer.DefaultConfig()
 		cfg.Group, cfg.Topics, cfg.MemberID, cfg.Kafka = *group, []string{*topic}, *id, cm
+		cfg.AutoOffsetReset = reset
 		cfg.Logger = hclog.NewNullLogger()
-		cfg.Handler = func(context.Context, *kafka.Message) error { w.hit(); return nil }
+		cfg.Handler = func(_ context.Context, m *kafka.Message) error { w.hit(m); return nil }
 		k, err := consumer.New(cli, cfg)
 		if err != nil {
 			return err
@@ -186,6 +232,11 @@ func runReader(args []string) error {
 	go func() { readErr <- read(ctx) }()
 	go func() {
 		for in.Scan() { // stdin closes: stop
+			if v, ok := strings.CutPrefix(in.Text(), "since "); ok {
+				if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
+					w.since.Store(ns)
+				}
+			}
 		}
 		cancel()
 	}()
@@ -211,7 +262,7 @@ func runReader(args []string) error {
 					return err
 				}
 			}
-			return out.Encode(w.tick())
+			return out.Encode(w.latency(w.tick(), true))
 		}
 	}
 }
