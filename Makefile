@@ -13,7 +13,7 @@ FUZZTIME  ?= 30s
 # The second tier, on a real broker: slower to start, same flags otherwise.
 KAFKA_TESTFLAGS ?= -race -count=1 -p 1 -timeout 15m
 
-.PHONY: all build test test-kafka demo bench fuzz lint tidy clean chaos soak bench-peers
+.PHONY: all build test test-kafka demo bench fuzz lint tidy clean chaos soak bench-peers proto
 
 all: build
 
@@ -84,6 +84,26 @@ imports:
 
 tidy:
 	$(GO) mod tidy
+
+# Regenerates deliver/deliverpb's Go code from deliver.proto (the generated
+# files are committed: make test needs no protoc). protoc comes from Maven
+# Central (com.google.protobuf:protoc, the linux-x86_64 exe) through mvn,
+# once, into PROTOC_DIR; the Go plugins are tool dependencies in go.mod
+# (go tool protoc-gen-go, protoc-gen-go-grpc), pinned with the module's.
+PROTOC_VERSION ?= 4.33.5
+PROTOC_DIR     ?= bin/protoc-$(PROTOC_VERSION)
+PROTOC         := $(PROTOC_DIR)/protoc-$(PROTOC_VERSION)-linux-x86_64.exe
+proto: $(PROTOC)
+	mkdir -p $(PROTOC_DIR)/plugins
+	$(GO) build -o $(PROTOC_DIR)/plugins/ google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	PATH="$(CURDIR)/$(PROTOC_DIR)/plugins:$$PATH" $(PROTOC) --proto_path=deliver/deliverpb \
+		--go_out=deliver/deliverpb --go_opt=paths=source_relative \
+		--go-grpc_out=deliver/deliverpb --go-grpc_opt=paths=source_relative deliver.proto
+	$(GO) tool goimports -local github.com/keyshare/keyshare -w deliver/deliverpb/*.pb.go
+
+$(PROTOC):
+	mvn -q dependency:copy -Dartifact=com.google.protobuf:protoc:$(PROTOC_VERSION):exe:linux-x86_64 -DoutputDirectory=$(PROTOC_DIR)
+	chmod +x $@
 
 clean:
 	rm -rf bin
