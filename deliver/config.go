@@ -15,8 +15,10 @@ import (
 // Config says where and how records are delivered. URL is required; the
 // zero value of every other field means its default.
 type Config struct {
-	// URL is the endpoint, http:// or https://. Each handler call POSTs
-	// to it.
+	// URL is the endpoint. http:// or https://: each handler call POSTs
+	// its records to it as JSON. grpc://host:port (plaintext) or
+	// grpcs://host:port (TLS): each handler call calls
+	// keyshare.deliver.v1.Delivery/Deliver (deliverpb/deliver.proto).
 	URL string
 	// MemberID is the member's id, sent with every request ("member").
 	MemberID string
@@ -24,12 +26,16 @@ type Config struct {
 	// answer's body. A request that times out is the endpoint's trouble:
 	// it is sent again. Default 10 s.
 	Timeout time.Duration
-	// TLS is the client's TLS configuration for an https:// URL: the CAs
+	// TLS is the client's TLS configuration for an https:// or grpcs://
+	// URL: the CAs
 	// it trusts (RootCAs) and its certificate (Certificates). Default nil:
 	// the system's CAs, no client certificate.
 	TLS *tls.Config
 	// Header is sent with every request, for example Authorization. Its
 	// values are never logged. Content-Type is always application/json.
+	// Over gRPC it is the call's metadata, names in lower case; a name
+	// gRPC reserves (grpc-*, te, content-type, user-agent) or cannot carry
+	// is refused.
 	Header http.Header
 	// Backoff is the first wait after the endpoint could not answer; it
 	// doubles up to MaxBackoff while the endpoint stays in trouble, each
@@ -37,8 +43,9 @@ type Config struct {
 	// not come back at once. Defaults 100 ms and 5 s.
 	Backoff    time.Duration
 	MaxBackoff time.Duration
-	// MaxRetryAfter caps the wait a Retry-After header (on 429 or 503)
-	// asks for; the header replaces the backoff's wait. Default 1 min.
+	// MaxRetryAfter caps the wait a Retry-After header (on 429 or 503),
+	// or over gRPC a grpc-retry-pushback-ms trailer, asks for; it replaces
+	// the backoff's wait. Default 1 min.
 	MaxRetryAfter time.Duration
 	// Logger receives a line when the endpoint gets into trouble and when
 	// it answers again. Default: none.
@@ -46,7 +53,8 @@ type Config struct {
 	// TracerProvider, if set, traces each request with a span of kind
 	// Client (a child of the handler call's span when the consumer traces
 	// too) and sends its W3C trace context in the request's traceparent
-	// and tracestate headers. Default nil: no span, no header.
+	// and tracestate headers (gRPC: metadata). Default nil: no span, no
+	// header.
 	TracerProvider trace.TracerProvider
 }
 
@@ -58,15 +66,20 @@ func (c Config) withDefaults() (Config, error) {
 	u, err := url.Parse(c.URL)
 	switch {
 	case c.URL == "":
-		return c, fmt.Errorf("%w: URL is required (http://host:port/path or https://...)", ErrConfig)
+		return c, fmt.Errorf("%w: URL is required (http://host:port/path, https://..., grpc://host:port or grpcs://...)", ErrConfig)
 	case err != nil:
 		return c, fmt.Errorf("%w: URL %q: %v", ErrConfig, c.URL, err)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return c, fmt.Errorf("%w: URL %q: want an http:// or https:// URL", ErrConfig, c.URL)
+	case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "grpc" && u.Scheme != "grpcs":
+		return c, fmt.Errorf("%w: URL %q: want an http://, https://, grpc:// or grpcs:// URL", ErrConfig, c.URL)
 	case u.Host == "":
 		return c, fmt.Errorf("%w: URL %q has no host", ErrConfig, c.URL)
 	case u.User != nil:
 		return c, fmt.Errorf("%w: URL %q carries credentials: send a token in an Authorization header instead", ErrConfig, u.Redacted())
+	case !isGRPC(c.URL):
+	case u.Port() == "":
+		return c, fmt.Errorf("%w: URL %q has no port: want %s://host:port", ErrConfig, c.URL, u.Scheme)
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		return c, fmt.Errorf("%w: URL %q: a gRPC endpoint has no path or query: want %s://host:port", ErrConfig, shownURL(c.URL), u.Scheme)
 	}
 	for name, d := range map[string]*time.Duration{"Timeout": &c.Timeout, "Backoff": &c.Backoff, "MaxBackoff": &c.MaxBackoff, "MaxRetryAfter": &c.MaxRetryAfter} {
 		if *d < 0 {

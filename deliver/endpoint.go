@@ -1,13 +1,9 @@
 package deliver
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"net/url"
 	"time"
 
@@ -16,16 +12,46 @@ import (
 	"github.com/keyshare/keyshare/consumer"
 )
 
-// Endpoint delivers records to one HTTP(S) endpoint. Its handlers may run
-// on many workers at once.
+// Endpoint delivers records to one endpoint, over HTTP(S) or gRPC as its
+// URL's scheme says. Its handlers may run on many workers at once.
 type Endpoint struct {
-	cfg      Config
-	shown    string // the URL without its query, for logs, errors and spans
-	client   *http.Client
-	metrics  *metrics
-	tracing  *tracing // nil: no TracerProvider
-	attempts attemptCounter
-	trouble  trouble
+	cfg       Config
+	shown     string // the URL without its query, for logs, errors and spans
+	transport transport
+	metrics   *metrics
+	attempts  attemptCounter
+	trouble   trouble
+}
+
+// transport carries a handler call's records to the endpoint and reads
+// what it answered: HTTP(S) (http.go) or gRPC (grpc.go).
+type transport interface {
+	// prepare encodes the request of a handler call once; its call sends
+	// that request, as often as the endpoint needs.
+	prepare(member string, msgs []*kafka.Message, attempts []int, fences []fence) (call, error)
+	// close closes the connections kept for later requests.
+	close()
+}
+
+// call makes one request and reads its answer; ctx bounds it (the
+// request timeout) and cancels it (the record's context).
+type call func(ctx context.Context) reply
+
+// reply is what one request came to.
+type reply struct {
+	// results has a result per record when the endpoint answered about
+	// them: nil when done, a *RefusedError or a *FencedError. It is nil
+	// when the endpoint did not answer about them (its trouble, or ctx
+	// ended).
+	results []error
+	// refused: the endpoint refused the whole request (a 4xx; gRPC's
+	// InvalidArgument and the like), for the metrics.
+	refused bool
+	// wait is the pause the endpoint asked for before the next try
+	// (Retry-After, grpc-retry-pushback-ms); 0 for the backoff's.
+	wait time.Duration
+	// err is why the endpoint did not answer about the records.
+	err error
 }
 
 // New checks cfg and returns its Endpoint. It makes no request.
@@ -34,23 +60,15 @@ func New(cfg Config) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = cfg.TLS
-	tr.Proxy = nil // an endpoint is reached directly, not through the environment's proxy
-	// Every worker may have a request open at once: keep their
-	// connections instead of opening one per request.
-	tr.MaxIdleConnsPerHost = 1024
-	tr.MaxIdleConns = 1024
-	e := &Endpoint{
-		cfg:   cfg,
-		shown: shownURL(cfg.URL),
-		// A redirect is not followed: a 302 or 303 would turn the POST
-		// into a GET whose 2xx would count the records as done.
-		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		}},
-		metrics: newMetrics(),
-		tracing: newTracing(cfg.TracerProvider),
+	e := &Endpoint{cfg: cfg, shown: shownURL(cfg.URL), metrics: newMetrics()}
+	tracing := newTracing(cfg.TracerProvider)
+	if isGRPC(cfg.URL) {
+		e.transport, err = newGRPCTransport(cfg, tracing)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		e.transport = newHTTPTransport(cfg, e.shown, tracing)
 	}
 	e.trouble.log = cfg.Logger
 	e.trouble.url = e.shown
@@ -78,18 +96,21 @@ func (e *Endpoint) BatchHandler() consumer.BatchHandler {
 // request is waiting for it (since when, and the last failure).
 func (e *Endpoint) Ready() error { return e.trouble.err() }
 
-// Close closes the connections kept for later requests.
-func (e *Endpoint) Close() { e.client.CloseIdleConnections() }
+// Close closes the connections kept for later requests. Call it once the
+// handlers are no longer called: over gRPC, a call after Close finds the
+// endpoint in trouble until its context ends.
+func (e *Endpoint) Close() { e.transport.close() }
 
 // deliver sends msgs until the endpoint answers or ctx ends, and returns a
 // result per record: nil when done, a *RefusedError when the endpoint
-// refused it, ctx's error when the member must stop working on it.
+// refused it, a *FencedError when it refused its fence, ctx's error when
+// the member must stop working on it.
 func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 	fences := make([]fence, len(msgs))
 	for i, m := range msgs {
 		fences[i] = fenceOf(ctx, m)
 	}
-	body, err := encodeRequest(e.cfg.MemberID, msgs, e.attempts.next(msgs), fences)
+	send, err := e.transport.prepare(e.cfg.MemberID, msgs, e.attempts.next(msgs), fences)
 	if err != nil {
 		return consumer.FailAll(len(msgs), fmt.Errorf("deliver: encoding the request: %w", err))
 	}
@@ -101,11 +122,11 @@ func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 		}
 	}()
 	for {
-		res, wait, err := e.send(ctx, body, len(msgs))
-		if res != nil {
-			e.attempts.settle(msgs, res)
-			e.metrics.countRecords(res)
-			return res
+		r := e.send(ctx, send)
+		if r.results != nil {
+			e.attempts.settle(msgs, r.results)
+			e.metrics.countRecords(r.results)
+			return r.results
 		}
 		if ctx.Err() != nil {
 			e.attempts.forget(msgs)
@@ -113,10 +134,11 @@ func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 		}
 		if !waiting {
 			waiting = true
-			e.trouble.enter(err)
+			e.trouble.enter(r.err)
 		} else {
-			e.trouble.note(err)
+			e.trouble.note(r.err)
 		}
+		wait := r.wait
 		if wait == 0 {
 			wait = backoff/2 + rand.N(backoff/2+1)
 			backoff = min(2*backoff, e.cfg.MaxBackoff)
@@ -132,89 +154,27 @@ func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 	}
 }
 
-// maxAnswer bounds the body read from an answer: results of a large batch
-// fit many times over.
-const maxAnswer = 4 << 20
-
-// send makes one request. It returns the records' results when the
-// endpoint answered about them, else the endpoint's trouble and the wait
-// its Retry-After asked for (0 if none).
-func (e *Endpoint) send(parent context.Context, body []byte, n int) (res []error, wait time.Duration, err error) {
+// send makes one request within the request timeout and counts it by
+// outcome; a request cancelled because parent ended is not counted.
+func (e *Endpoint) send(parent context.Context, send call) reply {
 	ctx, cancel := context.WithTimeout(parent, e.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	status := 0
-	if e.tracing != nil {
-		var end func(int, error)
-		ctx, end = e.tracing.start(ctx, e.shown, n)
-		defer func() { end(status, err) }()
-	}
-	defer func() {
-		o := outcomeDone
-		switch {
-		case res == nil && parent.Err() != nil:
-			return // cancelled: neither the endpoint's answer nor its trouble
-		case res == nil:
-			o = outcomeTrouble
-		case status < 200 || status > 299:
-			o = outcomeRefused
+	r := send(ctx)
+	o := outcomeDone
+	switch {
+	case r.results == nil && parent.Err() != nil:
+		return r // cancelled: neither the endpoint's answer nor its trouble
+	case r.results == nil:
+		o = outcomeTrouble
+		if ctx.Err() != nil {
+			r.err = fmt.Errorf("no answer within %s (the request timeout)", e.cfg.Timeout)
 		}
-		e.metrics.observe(o, time.Since(start))
-	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.cfg.URL, bytes.NewReader(body))
-	if err != nil {
-		return nil, 0, err
+	case r.refused:
+		o = outcomeRefused
 	}
-	for k, vs := range e.cfg.Header {
-		req.Header[k] = vs
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if e.tracing != nil {
-		e.tracing.inject(ctx, req.Header)
-	}
-	resp, err := e.client.Do(req)
-	if err != nil {
-		// Without the URL a *url.Error repeats (with its query): logs and
-		// /readyz name the endpoint by e.shown.
-		if ue := (*url.Error)(nil); errors.As(err, &ue) {
-			err = ue.Err
-		}
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no answer within %s (the request timeout)", e.cfg.Timeout)
-		}
-		return nil, 0, err
-	}
-	defer resp.Body.Close()
-	status = resp.StatusCode
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
-	if err != nil {
-		return nil, 0, fmt.Errorf("reading the answer (%d): %w", status, err)
-	}
-	if len(answer) > maxAnswer {
-		return nil, 0, fmt.Errorf("%w: longer than %d bytes", errBadAnswer, maxAnswer)
-	}
-	switch classify(status) {
-	case outcomeDone:
-		results, err := decodeAnswer(answer, n)
-		if err != nil {
-			return nil, 0, err
-		}
-		return results, 0, nil
-	case outcomeRefused:
-		return consumer.FailAll(n, &RefusedError{Status: status, Body: safeBody(answer)}), 0, nil
-	}
-	wait, _ = retryAfter(resp.Header.Get("Retry-After"), time.Now(), e.cfg.MaxRetryAfter)
-	return nil, wait, &troubleError{status: status, body: safeBody(answer)}
-}
-
-// troubleError is an answer that says the endpoint is in trouble.
-type troubleError struct {
-	status int
-	body   string
-}
-
-func (e *troubleError) Error() string {
-	return fmt.Sprintf("%d %s: %s", e.status, http.StatusText(e.status), e.body)
+	e.metrics.observe(o, time.Since(start))
+	return r
 }
 
 // shownURL is raw without its query and fragment, which may carry a

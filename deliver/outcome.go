@@ -82,17 +82,23 @@ func retryAfter(v string, now time.Time, limit time.Duration) (time.Duration, bo
 const maxErrorBody = 512
 
 // RefusedError is a record the endpoint refused: a 4xx answer to its
-// request, or "failed" for it in a batch answer (Status 200 then). Body is
+// request, or "failed" for it in a batch answer (Status 200 then). Over
+// gRPC, Status is 0 and Code names the call's status code: InvalidArgument
+// and the like for the whole call, OK for "failed" in its results. Body is
 // the endpoint's explanation, escaped and cut to a few hundred bytes so
 // that it can go to logs, status and the dead-letter headers as it is.
 type RefusedError struct {
 	Status int
+	Code   string
 	Body   string
 }
 
 func (e *RefusedError) Error() string {
-	if e.Status >= 200 && e.Status <= 299 {
+	switch {
+	case e.Status >= 200 && e.Status <= 299, e.Code == "OK":
 		return "deliver: the endpoint failed the record: " + e.Body
+	case e.Code != "":
+		return fmt.Sprintf("deliver: the endpoint refused the record (gRPC %s): %s", e.Code, e.Body)
 	}
 	return fmt.Sprintf("deliver: the endpoint refused the record (%d %s): %s", e.Status, http.StatusText(e.Status), e.Body)
 }

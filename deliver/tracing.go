@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	grpccodes "google.golang.org/grpc/codes"
 )
 
 // tracerName is the instrumentation scope of the delivery spans.
@@ -18,7 +19,7 @@ const tracerName = "github.com/keyshare/keyshare/deliver"
 const recordsKey = attribute.Key("keyshare.deliver.records")
 
 // tracing starts a span of kind Client around each request and puts its
-// W3C trace context in the request's headers.
+// W3C trace context in the request's headers (HTTP) or metadata (gRPC).
 type tracing struct {
 	tracer trace.Tracer
 	prop   propagation.TraceContext
@@ -52,7 +53,26 @@ func (t *tracing) start(ctx context.Context, url string, n int) (context.Context
 	}
 }
 
-// inject writes ctx's trace context (traceparent, tracestate) into h.
-func (t *tracing) inject(ctx context.Context, h http.Header) {
-	t.prop.Inject(ctx, propagation.HeaderCarrier(h))
+// startRPC starts a gRPC call's span, as start does a POST's, and returns
+// the function that ends it with the call's status code and error.
+func (t *tracing) startRPC(ctx context.Context, host string, port, n int) (context.Context, func(code grpccodes.Code, err error)) {
+	ctx, span := t.tracer.Start(ctx, deliverMethod, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(semconv.RPCSystemNameGRPC, semconv.RPCMethod(deliverMethod),
+			semconv.ServerAddress(host), semconv.ServerPort(port), recordsKey.Int(n)))
+	return ctx, func(code grpccodes.Code, err error) {
+		span.SetAttributes(semconv.RPCResponseStatusCode(codeName(code)))
+		switch {
+		case err != nil:
+			span.SetStatus(codes.Error, err.Error())
+		case code != grpccodes.OK:
+			span.SetStatus(codes.Error, code.String())
+		}
+		span.End()
+	}
+}
+
+// inject writes ctx's trace context (traceparent, tracestate) into a
+// request's headers or metadata.
+func (t *tracing) inject(ctx context.Context, carrier propagation.TextMapCarrier) {
+	t.prop.Inject(ctx, carrier)
 }

@@ -1,0 +1,123 @@
+package deliver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/keyshare/keyshare/consumer"
+)
+
+// httpTransport POSTs each request's JSON body (wire.go) to an http:// or
+// https:// URL.
+type httpTransport struct {
+	url     string
+	shown   string // url without its query, for spans
+	header  http.Header
+	client  *http.Client
+	tracing *tracing // nil: no TracerProvider
+	// maxRetryAfter caps the wait a Retry-After header asks for.
+	maxRetryAfter time.Duration
+}
+
+func newHTTPTransport(cfg Config, shown string, tracing *tracing) *httpTransport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg.TLS
+	tr.Proxy = nil // an endpoint is reached directly, not through the environment's proxy
+	// Every worker may have a request open at once: keep their
+	// connections instead of opening one per request.
+	tr.MaxIdleConnsPerHost = 1024
+	tr.MaxIdleConns = 1024
+	return &httpTransport{
+		url: cfg.URL, shown: shown, header: cfg.Header, tracing: tracing, maxRetryAfter: cfg.MaxRetryAfter,
+		// A redirect is not followed: a 302 or 303 would turn the POST
+		// into a GET whose 2xx would count the records as done.
+		client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}},
+	}
+}
+
+func (h *httpTransport) close() { h.client.CloseIdleConnections() }
+
+func (h *httpTransport) prepare(member string, msgs []*kafka.Message, attempts []int, fences []fence) (call, error) {
+	body, err := encodeRequest(member, msgs, attempts, fences)
+	if err != nil {
+		return nil, err
+	}
+	n := len(msgs)
+	return func(ctx context.Context) reply { return h.send(ctx, body, n) }, nil
+}
+
+// maxAnswer bounds the body read from an answer: results of a large batch
+// fit many times over.
+const maxAnswer = 4 << 20
+
+// send POSTs body, a request of n records.
+func (h *httpTransport) send(ctx context.Context, body []byte, n int) (r reply) {
+	status := 0
+	if h.tracing != nil {
+		var end func(int, error)
+		ctx, end = h.tracing.start(ctx, h.shown, n)
+		defer func() { end(status, r.err) }()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
+	if err != nil {
+		return reply{err: err}
+	}
+	for k, vs := range h.header {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if h.tracing != nil {
+		h.tracing.inject(ctx, propagation.HeaderCarrier(req.Header))
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		// Without the URL a *url.Error repeats (with its query): logs and
+		// /readyz name the endpoint by its shown URL.
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return reply{err: err}
+	}
+	defer resp.Body.Close()
+	status = resp.StatusCode
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	if err != nil {
+		return reply{err: fmt.Errorf("reading the answer (%d): %w", status, err)}
+	}
+	if len(answer) > maxAnswer {
+		return reply{err: fmt.Errorf("%w: longer than %d bytes", errBadAnswer, maxAnswer)}
+	}
+	switch classify(status) {
+	case outcomeDone:
+		results, err := decodeAnswer(answer, n)
+		if err != nil {
+			return reply{err: err}
+		}
+		return reply{results: results}
+	case outcomeRefused:
+		return reply{results: consumer.FailAll(n, &RefusedError{Status: status, Body: safeBody(answer)}), refused: true}
+	}
+	wait, _ := retryAfter(resp.Header.Get("Retry-After"), time.Now(), h.maxRetryAfter)
+	return reply{wait: wait, err: &troubleError{status: status, body: safeBody(answer)}}
+}
+
+// troubleError is an answer that says the endpoint is in trouble.
+type troubleError struct {
+	status int
+	body   string
+}
+
+func (e *troubleError) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.status, http.StatusText(e.status), e.body)
+}

@@ -1,0 +1,72 @@
+package deliver
+
+import (
+	"fmt"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/deliver/deliverpb"
+)
+
+// encodeProto is encodeRequest's request as a gRPC call's
+// (deliverpb/deliver.proto): the same fields, bytes as bytes, and a null
+// key, value or header value absent where an empty one is present.
+func encodeProto(member string, msgs []*kafka.Message, attempts []int, fences []fence) *deliverpb.DeliverRequest {
+	req := &deliverpb.DeliverRequest{Member: member, Records: make([]*deliverpb.Record, len(msgs))}
+	for i, m := range msgs {
+		r := &deliverpb.Record{
+			Partition: m.TopicPartition.Partition,
+			Offset:    int64(m.TopicPartition.Offset),
+			Key:       m.Key,
+			Value:     m.Value,
+			Headers:   make([]*deliverpb.Header, len(m.Headers)),
+			Attempt:   int32(attempts[i]),
+		}
+		if m.TopicPartition.Topic != nil {
+			r.Topic = *m.TopicPartition.Topic
+		}
+		if m.TimestampType != kafka.TimestampNotAvailable && !m.Timestamp.IsZero() {
+			ms := m.Timestamp.UnixMilli()
+			r.Timestamp = &ms
+		}
+		for j, h := range m.Headers {
+			r.Headers[j] = &deliverpb.Header{Key: h.Key, Value: h.Value}
+		}
+		f := fences[i]
+		r.Hash = f.hash
+		if f.known {
+			r.Range = &deliverpb.Range{Lo: f.lo, Hi: f.hi}
+			token := f.token
+			r.Fence = &token
+		}
+		req.Records[i] = r
+	}
+	return req
+}
+
+// decodeResults reads the results of a call on n records that returned
+// OK, as decodeAnswer reads a 2xx body's: none at all means every record
+// is done; otherwise one per record, each done, failed or fenced, and any
+// other status (unset, or one this release does not know) makes the whole
+// answer bad: the endpoint's trouble, the request sent again.
+func decodeResults(results []*deliverpb.Result, n int) ([]error, error) {
+	out := make([]error, n)
+	if len(results) == 0 {
+		return out, nil
+	}
+	if len(results) != n {
+		return nil, fmt.Errorf("%w: %d results for %d records", errBadAnswer, len(results), n)
+	}
+	for i, r := range results {
+		switch r.GetStatus() {
+		case deliverpb.RecordStatus_RECORD_STATUS_DONE:
+		case deliverpb.RecordStatus_RECORD_STATUS_FAILED:
+			out[i] = &RefusedError{Code: "OK", Body: safeBody([]byte(r.GetError()))}
+		case deliverpb.RecordStatus_RECORD_STATUS_FENCED:
+			out[i] = &FencedError{Body: safeBody([]byte(r.GetError()))}
+		default:
+			return nil, fmt.Errorf("%w: result %d has status %s, want DONE, FAILED or FENCED", errBadAnswer, i, r.GetStatus())
+		}
+	}
+	return out, nil
+}
