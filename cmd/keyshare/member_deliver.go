@@ -1,7 +1,7 @@
 package main
 
-// --deliver: the member hands each record (or batch) to an HTTP(S)
-// endpoint through package deliver, instead of the simulated work.
+// --deliver: the member hands each record (or batch) to an HTTP(S) or
+// gRPC endpoint through package deliver, instead of the simulated work.
 
 import (
 	"bufio"
@@ -35,13 +35,13 @@ type deliverFlags struct {
 const defaultDeliverTimeout = 10 * time.Second
 
 func (f *deliverFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.url, "deliver", "", "deliver each record (each batch with --batch-size) to this http:// or https:// endpoint as JSON (docs/delivery.md), instead of --work")
+	fs.StringVar(&f.url, "deliver", "", "deliver each record (each batch with --batch-size) to this http:// or https:// endpoint as JSON, or grpc://host:port or grpcs://host:port by gRPC (docs/delivery.md), instead of --work")
 	fs.DurationVar(&f.timeout, "deliver-timeout", defaultDeliverTimeout, "with --deliver: bound on each request; one that times out is sent again")
-	fs.StringVar(&f.ca, "deliver-ca", "", "with an https:// --deliver: verify the endpoint's certificate with this CA bundle (PEM) instead of the system's")
-	fs.StringVar(&f.cert, "deliver-cert", "", "with an https:// --deliver: client certificate (PEM), with --deliver-key")
-	fs.StringVar(&f.key, "deliver-key", "", "with an https:// --deliver: the client certificate's private key (PEM)")
-	fs.StringVar(&f.tokenFile, "deliver-token-file", "", "with --deliver: send the first line of this file as a bearer token (Authorization: Bearer ...)")
-	fs.StringVar(&f.headerFile, "deliver-header-file", "", "with --deliver: send the headers in this file (one \"Name: value\" per line) with every request")
+	fs.StringVar(&f.ca, "deliver-ca", "", "with an https:// or grpcs:// --deliver: verify the endpoint's certificate with this CA bundle (PEM) instead of the system's")
+	fs.StringVar(&f.cert, "deliver-cert", "", "with an https:// or grpcs:// --deliver: client certificate (PEM), with --deliver-key")
+	fs.StringVar(&f.key, "deliver-key", "", "with an https:// or grpcs:// --deliver: the client certificate's private key (PEM)")
+	fs.StringVar(&f.tokenFile, "deliver-token-file", "", "with --deliver: send the first line of this file as a bearer token (Authorization: Bearer ...; gRPC metadata authorization)")
+	fs.StringVar(&f.headerFile, "deliver-header-file", "", "with --deliver: send the headers in this file (one \"Name: value\" per line) with every request (gRPC: as metadata)")
 }
 
 // config checks the flags and reads their files, before any network; a
@@ -69,8 +69,8 @@ func (f *deliverFlags) config() (deliver.Config, error) {
 	if err != nil {
 		return cfg, cli.Usage(err)
 	}
-	if tlsCfg != nil && !strings.HasPrefix(f.url, "https://") {
-		return cfg, cli.Usage(fmt.Errorf("--deliver-ca, --deliver-cert and --deliver-key need an https:// --deliver URL, not %q", f.url))
+	if tlsCfg != nil && !strings.HasPrefix(f.url, "https://") && !strings.HasPrefix(f.url, "grpcs://") {
+		return cfg, cli.Usage(fmt.Errorf("--deliver-ca, --deliver-cert and --deliver-key need an https:// or grpcs:// --deliver URL, not %q", f.url))
 	}
 	cfg.TLS = tlsCfg
 	if f.headerFile != "" {
@@ -88,6 +88,11 @@ func (f *deliverFlags) config() (deliver.Config, error) {
 		}
 		cfg.Header.Set("Authorization", "Bearer "+token)
 	}
+	ep, err := deliver.New(cfg) // a gRPC endpoint takes only the headers gRPC metadata can carry
+	if err != nil {
+		return cfg, cli.Usage(errors.New("--deliver-header-file " + strings.TrimPrefix(err.Error(), deliver.ErrConfig.Error()+": ")))
+	}
+	ep.Close()
 	return cfg, nil
 }
 

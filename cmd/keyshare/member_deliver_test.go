@@ -36,8 +36,8 @@ func TestMemberRefusesBadDeliverFlags(t *testing.T) {
 		args []string
 		want string // the error's start
 	}{
-		{[]string{"--deliver", "ftp://sink/"}, `--deliver "ftp://sink/": want an http:// or https:// URL`},
-		{[]string{"--deliver", "sink:8080"}, `--deliver "sink:8080": want an http:// or https:// URL`},
+		{[]string{"--deliver", "ftp://sink/"}, `--deliver "ftp://sink/": want an http://, https://, grpc:// or grpcs:// URL`},
+		{[]string{"--deliver", "sink:8080"}, `--deliver "sink:8080": want an http://, https://, grpc:// or grpcs:// URL`},
 		{[]string{"--deliver", "http://user:pw@sink/"}, `--deliver "http://user:xxxxx@sink/" carries credentials`},
 		{[]string{"--deliver-timeout", "5s"}, "--deliver-timeout needs --deliver URL"},
 		{[]string{"--deliver-token-file", spaced}, "--deliver-token-file needs --deliver URL"},
@@ -52,7 +52,7 @@ func TestMemberRefusesBadDeliverFlags(t *testing.T) {
 		{[]string{"--deliver", "http://sink/", "--deliver-header-file", headers, "--deliver-token-file", write("token", "abc\n")}, "--deliver-token-file and an Authorization line"},
 		{[]string{"--deliver", "https://sink/", "--deliver-cert", cert}, "--deliver-cert and --deliver-key go together"},
 		{[]string{"--deliver", "https://sink/", "--deliver-ca", notPEM}, "--deliver-ca " + notPEM + " holds no PEM certificate"},
-		{[]string{"--deliver", "http://sink/", "--deliver-cert", cert, "--deliver-key", key}, "--deliver-ca, --deliver-cert and --deliver-key need an https:// --deliver URL"},
+		{[]string{"--deliver", "http://sink/", "--deliver-cert", cert, "--deliver-key", key}, "--deliver-ca, --deliver-cert and --deliver-key need an https:// or grpcs:// --deliver URL"},
 	} {
 		args := append([]string{"--group", "g", "--topic", "t"}, tc.args...)
 		_, err := (&memberCommand{}).parse(args)
