@@ -5,13 +5,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"google.golang.org/grpc"
 
 	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/deliver/deliverpb"
 )
 
 // BenchmarkDeliver is what handing a record to an endpoint costs over a
@@ -30,6 +33,32 @@ func BenchmarkDeliver(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ep.Close()
+	benchmarkEndpoint(b, ep)
+}
+
+// BenchmarkDeliverGRPC is BenchmarkDeliver over gRPC: a grpc-go server on
+// loopback whose Deliver does nothing and answers no results (every
+// record done), the records as BenchmarkDeliver's.
+func BenchmarkDeliverGRPC(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	deliverpb.RegisterDeliveryServer(srv, &deliveryServer{serve: func(context.Context, *deliverpb.DeliverRequest) (*deliverpb.DeliverResponse, error) {
+		return &deliverpb.DeliverResponse{}, nil
+	}})
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Stop()
+	ep, err := New(Config{URL: "grpc://" + ln.Addr().String()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ep.Close()
+	benchmarkEndpoint(b, ep)
+}
+
+func benchmarkEndpoint(b *testing.B, ep *Endpoint) {
 	topic := "orders"
 	record := func(i int) *kafka.Message {
 		return &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0, Offset: kafka.Offset(i)},
