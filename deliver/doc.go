@@ -1,6 +1,8 @@
-// Package deliver hands records to an HTTP(S) endpoint written in any
-// language: each record, or each batch of records, is POSTed as JSON and
-// the response says what happened to it. Its handlers plug into a
+// Package deliver hands records to an endpoint written in any language:
+// each record, or each batch of records, is POSTed as JSON to an
+// http(s):// URL, or sent in a call of keyshare.deliver.v1.Delivery
+// (deliverpb/deliver.proto) to a grpc:// or grpcs:// one, and the answer
+// says what happened to it. Its handlers plug into a
 // keyshare consumer, so every guarantee the consumer keeps still holds:
 // one key at a time in offset order, keys in parallel, the ledger and safe
 // commit, handoffs, retries and the dead-letter topic.
@@ -19,7 +21,10 @@
 // member's set-up (3xx, 401, 403, 404, 405) is in trouble, not the
 // record: the handler waits and tries again until the endpoint answers or
 // the record's context ends, so an endpoint down for minutes dead-letters
-// nothing and loses nothing.
+// nothing and loses nothing. A gRPC call's status code is read by the
+// same rules: InvalidArgument, FailedPrecondition, OutOfRange and
+// AlreadyExists refuse the records, every other failure is the endpoint's
+// trouble.
 //
 // docs/delivery.md gives the wire format, the outcome of each answer, and
 // example endpoints.

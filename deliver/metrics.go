@@ -19,11 +19,11 @@ func newMetrics() *metrics {
 	return &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "keyshare_deliver_requests_total",
-			Help: "Requests to the delivery endpoint by outcome: done (2xx), refused (4xx that fails the records), trouble (no answer, timeout, 3xx, 5xx, 408, 429, 401, 403, 404, 405, or results that are not one per record; sent again). A request cancelled because the member stopped working on its records is not counted.",
+			Help: "Requests (gRPC: calls) to the delivery endpoint by outcome: done (2xx; OK), refused (4xx that fails the records; InvalidArgument, FailedPrecondition, OutOfRange, AlreadyExists), trouble (no answer, timeout, 3xx, 5xx, 408, 429, 401, 403, 404, 405; any other status code; or results that are not one per record; sent again). A request cancelled because the member stopped working on its records is not counted.",
 		}, []string{"outcome"}),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "keyshare_deliver_records_total",
-			Help: "Records the delivery endpoint answered about, by outcome: done, failed (refused, or \"failed\" in a batch answer; retried, then dead-lettered), or fenced (\"fenced\" in a batch answer: the endpoint refused the record's fence; retried while the member works on it, never dead-lettered).",
+			Help: "Records the delivery endpoint answered about, by outcome: done, failed (refused, or \"failed\" in a batch answer or a call's results; retried, then dead-lettered), or fenced (\"fenced\" in a batch answer or a call's results: the endpoint refused the record's fence; retried while the member works on it, never dead-lettered).",
 		}, []string{"outcome"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "keyshare_deliver_request_seconds",
