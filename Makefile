@@ -90,6 +90,8 @@ tidy:
 # Central (com.google.protobuf:protoc, the linux-x86_64 exe) through mvn,
 # once, into PROTOC_DIR; the Go plugins are tool dependencies in go.mod
 # (go tool protoc-gen-go, protoc-gen-go-grpc), pinned with the module's.
+# TestGeneratedCodeMatchesProto (deliver/deliverpb) fails, without protoc,
+# when the committed code no longer declares what the .proto does.
 PROTOC_VERSION ?= 4.33.5
 PROTOC_DIR     ?= bin/protoc-$(PROTOC_VERSION)
 PROTOC         := $(PROTOC_DIR)/protoc-$(PROTOC_VERSION)-linux-x86_64.exe
