@@ -34,7 +34,7 @@ type Config struct {
 	// Header is sent with every request, for example Authorization. Its
 	// values are never logged. Content-Type is always application/json.
 	// Over gRPC it is the call's metadata, names in lower case; a name
-	// gRPC reserves (grpc-*, te, content-type, user-agent) or cannot carry
+	// gRPC reserves (grpc-*, te, content-type) or cannot carry
 	// is refused.
 	Header http.Header
 	// Backoff is the first wait after the endpoint could not answer; it

@@ -137,7 +137,7 @@ func metadataOf(h http.Header) (metadata.MD, error) {
 		switch {
 		case !metadataKey(key):
 			return nil, fmt.Errorf("%w: header %q cannot be gRPC metadata: a name takes only letters, digits, '-', '_' and '.'", ErrConfig, name)
-		case strings.HasPrefix(key, "grpc-"), key == "te", key == "content-type", key == "user-agent",
+		case strings.HasPrefix(key, "grpc-"), key == "te", key == "content-type",
 			key == "traceparent", key == "tracestate":
 			return nil, fmt.Errorf("%w: header %q: the member's gRPC client sets it itself", ErrConfig, name)
 		}
