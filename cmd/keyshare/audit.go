@@ -9,6 +9,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+
+	"github.com/keyshare/keyshare/internal/clientflags"
 )
 
 // auditLog records every etcd write of this process that etcd accepted,
@@ -35,7 +37,7 @@ func openAuditLog(path, member string) (*auditLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--audit %s: %w", path, err)
 	}
-	warnOpenToOthers("--audit", path, "the group's etcd writes")
+	clientflags.WarnOpenToOthers("--audit", path, "the group's etcd writes")
 	return &auditLog{member: member, f: f}, nil
 }
 

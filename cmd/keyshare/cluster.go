@@ -13,7 +13,7 @@ import (
 
 type clusterCommand struct {
 	etcdAddr, kafkaAddr, dataDir, kafka string
-	topics                              listFlag
+	topics                              cli.List
 }
 
 func (c *clusterCommand) flags(fs *flag.FlagSet) {

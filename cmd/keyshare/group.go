@@ -14,6 +14,7 @@ import (
 	"github.com/keyshare/keyshare/admin"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/internal/clientflags"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/state"
 )
@@ -21,8 +22,8 @@ import (
 // groupCommand administers groups: list, describe, reset-offsets, pause,
 // resume, delete.
 type groupCommand struct {
-	etcdConn      etcdFlags
-	kafkaConn     kafkaFlags
+	etcdConn      clientflags.Etcd
+	kafkaConn     clientflags.Kafka
 	group, prefix string
 }
 
@@ -57,8 +58,8 @@ func (c *groupCommand) Run(ctx context.Context, args []string) error {
 	}
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("group "+sub, flag.ContinueOnError)
-	c.etcdConn.register(fs)
-	c.kafkaConn.register(fs, "", "Kafka bootstrap servers")
+	c.etcdConn.Register(fs)
+	c.kafkaConn.Register(fs, "", "Kafka bootstrap servers")
 	fs.StringVar(&c.group, "group", "", "group name (required but for list)")
 	fs.StringVar(&c.prefix, "prefix", state.DefaultPrefix, "etcd prefix of all groups")
 	switch sub {
@@ -78,37 +79,37 @@ func (c *groupCommand) Run(ctx context.Context, args []string) error {
 
 // open parses the connection flags and connects to etcd (and Kafka when
 // needKafka or brokers are given).
-func (c *groupCommand) open(ctx context.Context, needKafka bool) (*clientv3.Client, *admin.Group, *kafkaSettings, error) {
+func (c *groupCommand) open(ctx context.Context, needKafka bool) (*clientv3.Client, *admin.Group, *clientflags.KafkaSettings, error) {
 	if err := coord.CheckName("--group", c.group); err != nil {
 		return nil, nil, nil, cli.Usage(err)
 	}
-	ks, err := c.kafkaConn.settings()
+	ks, err := c.kafkaConn.Settings()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if needKafka && !ks.has() {
+	if needKafka && !ks.Has() {
 		return nil, nil, nil, cli.Usage(errors.New("--brokers (or bootstrap.servers in --kafka-config or -X) is required"))
 	}
-	cfg, err := c.etcdConn.config()
+	cfg, err := c.etcdConn.Config()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cli, err := c.etcdConn.connect(ctx, cfg, keys.New(c.prefix, c.group).Root())
+	cli, err := c.etcdConn.Connect(ctx, cfg, keys.New(c.prefix, c.group).Root())
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	var kcfg kafka.ConfigMap
-	if ks.has() {
-		if err := checkKafka(ctx, ks); err != nil {
+	if ks.Has() {
+		if err := clientflags.CheckKafka(ctx, ks); err != nil {
 			cli.Close()
 			return nil, nil, nil, err
 		}
-		kcfg = ks.with(nil)
+		kcfg = ks.With(nil)
 	}
 	g, err := admin.Open(cli, kcfg, c.prefix, c.group)
 	if err != nil {
 		cli.Close()
-		return nil, nil, nil, ks.explain(err)
+		return nil, nil, nil, ks.Explain(err)
 	}
 	return cli, g, ks, nil
 }

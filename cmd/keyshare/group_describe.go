@@ -33,16 +33,16 @@ func (c *groupCommand) describe(ctx context.Context, fs *flag.FlagSet, args []st
 	if err := coord.CheckName("--group", c.group); err != nil {
 		return cli.Usage(err)
 	}
-	ks, err := c.kafkaConn.settings()
+	ks, err := c.kafkaConn.Settings()
 	if err != nil {
 		return err
 	}
-	cfg, err := c.etcdConn.config()
+	cfg, err := c.etcdConn.Config()
 	if err != nil {
 		return err
 	}
 	g := state.Group{Prefix: c.prefix, Name: c.group}
-	cli, err := c.etcdConn.connect(ctx, cfg, keys.New(c.prefix, c.group).Root())
+	cli, err := c.etcdConn.Connect(ctx, cfg, keys.New(c.prefix, c.group).Root())
 	if err != nil {
 		return err
 	}
@@ -76,11 +76,11 @@ func (c *groupCommand) list(ctx context.Context, fs *flag.FlagSet, args []string
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	cfg, err := c.etcdConn.config()
+	cfg, err := c.etcdConn.Config()
 	if err != nil {
 		return err
 	}
-	cli, err := c.etcdConn.connect(ctx, cfg, c.prefix)
+	cli, err := c.etcdConn.Connect(ctx, cfg, c.prefix)
 	if err != nil {
 		return err
 	}

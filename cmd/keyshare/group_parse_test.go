@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/admin"
+	"github.com/keyshare/keyshare/internal/cli"
 )
 
 func TestParseTopicSpec(t *testing.T) {
@@ -150,24 +151,24 @@ func TestResetFlags(t *testing.T) {
 		sel     []admin.Selector
 		wantErr string
 	}{
-		{"earliest", resetFlags{topics: listFlag{"orders"}, targets: []string{"--to-earliest"}}, admin.Reset{To: admin.ToEarliest}, orders, ""},
-		{"current, partitions", resetFlags{topics: listFlag{"orders:0,1"}, toCurrent: true, targets: []string{"--to-current"}},
+		{"earliest", resetFlags{topics: cli.List{"orders"}, targets: []string{"--to-earliest"}}, admin.Reset{To: admin.ToEarliest}, orders, ""},
+		{"current, partitions", resetFlags{topics: cli.List{"orders:0,1"}, toCurrent: true, targets: []string{"--to-current"}},
 			admin.Reset{To: admin.ToCurrent}, []admin.Selector{{Topic: "orders", Partition: 0}, {Topic: "orders", Partition: 1}}, ""},
 		{"by duration", resetFlags{allTopics: true, byDuration: "PT30M", targets: []string{"--by-duration"}}, admin.Reset{To: admin.ToDatetime, Time: now.Add(-30 * time.Minute)}, nil, ""},
-		{"datetime", resetFlags{topics: listFlag{"orders"}, toDatetime: "2026-04-30T00:00:00", targets: []string{"--to-datetime"}},
+		{"datetime", resetFlags{topics: cli.List{"orders"}, toDatetime: "2026-04-30T00:00:00", targets: []string{"--to-datetime"}},
 			admin.Reset{To: admin.ToDatetime, Time: time.Date(2026, 4, 30, 0, 0, 0, 0, time.UTC)}, orders, ""},
-		{"offset", resetFlags{topics: listFlag{"orders"}, toOffset: 7, targets: []string{"--to-offset"}}, admin.Reset{To: admin.ToOffset, Offset: 7}, orders, ""},
-		{"shift", resetFlags{topics: listFlag{"orders"}, shiftBy: -3, targets: []string{"--shift-by"}}, admin.Reset{To: admin.ShiftBy, Shift: -3}, orders, ""},
+		{"offset", resetFlags{topics: cli.List{"orders"}, toOffset: 7, targets: []string{"--to-offset"}}, admin.Reset{To: admin.ToOffset, Offset: 7}, orders, ""},
+		{"shift", resetFlags{topics: cli.List{"orders"}, shiftBy: -3, targets: []string{"--shift-by"}}, admin.Reset{To: admin.ShiftBy, Shift: -3}, orders, ""},
 		{"from file", resetFlags{fromFile: "plan.csv", targets: []string{"--from-file"}}, admin.Reset{To: admin.ToOffsets}, nil, ""},
-		{"two targets", resetFlags{topics: listFlag{"orders"}, targets: []string{"--to-earliest", "--to-latest"}}, admin.Reset{}, nil, "give exactly one of --to-earliest, --to-latest, --to-current, --to-offset, --to-datetime, --by-duration, --shift-by, --from-file (got --to-earliest, --to-latest)"},
-		{"no target", resetFlags{topics: listFlag{"orders"}}, admin.Reset{}, nil, "(got none)"},
+		{"two targets", resetFlags{topics: cli.List{"orders"}, targets: []string{"--to-earliest", "--to-latest"}}, admin.Reset{}, nil, "give exactly one of --to-earliest, --to-latest, --to-current, --to-offset, --to-datetime, --by-duration, --shift-by, --from-file (got --to-earliest, --to-latest)"},
+		{"no target", resetFlags{topics: cli.List{"orders"}}, admin.Reset{}, nil, "(got none)"},
 		{"no scope", resetFlags{targets: []string{"--to-earliest"}}, admin.Reset{}, nil, "say which partitions: --topic T, T:P or T:P,P,..., or --all-topics"},
-		{"two scopes", resetFlags{topics: listFlag{"orders"}, allTopics: true, targets: []string{"--to-earliest"}}, admin.Reset{}, nil, "give --topic or --all-topics, not both"},
-		{"file and topic", resetFlags{topics: listFlag{"orders"}, fromFile: "p.csv", targets: []string{"--from-file"}}, admin.Reset{}, nil, "--from-file names its partitions: drop --topic and --all-topics"},
-		{"execute and dry run", resetFlags{topics: listFlag{"orders"}, execute: true, dryRun: true, targets: []string{"--to-latest"}}, admin.Reset{}, nil, "give --execute or --dry-run, not both"},
-		{"negative offset", resetFlags{topics: listFlag{"orders"}, toOffset: -2, targets: []string{"--to-offset"}}, admin.Reset{}, nil, "--to-offset -2: want an offset, 0 or more"},
-		{"bad duration", resetFlags{topics: listFlag{"orders"}, byDuration: "30m", targets: []string{"--by-duration"}}, admin.Reset{}, nil, `--by-duration "30m"`},
-		{"bad topic", resetFlags{topics: listFlag{"orders:a"}, targets: []string{"--to-latest"}}, admin.Reset{}, nil, `--topic "orders:a"`},
+		{"two scopes", resetFlags{topics: cli.List{"orders"}, allTopics: true, targets: []string{"--to-earliest"}}, admin.Reset{}, nil, "give --topic or --all-topics, not both"},
+		{"file and topic", resetFlags{topics: cli.List{"orders"}, fromFile: "p.csv", targets: []string{"--from-file"}}, admin.Reset{}, nil, "--from-file names its partitions: drop --topic and --all-topics"},
+		{"execute and dry run", resetFlags{topics: cli.List{"orders"}, execute: true, dryRun: true, targets: []string{"--to-latest"}}, admin.Reset{}, nil, "give --execute or --dry-run, not both"},
+		{"negative offset", resetFlags{topics: cli.List{"orders"}, toOffset: -2, targets: []string{"--to-offset"}}, admin.Reset{}, nil, "--to-offset -2: want an offset, 0 or more"},
+		{"bad duration", resetFlags{topics: cli.List{"orders"}, byDuration: "30m", targets: []string{"--by-duration"}}, admin.Reset{}, nil, `--by-duration "30m"`},
+		{"bad topic", resetFlags{topics: cli.List{"orders:a"}, targets: []string{"--to-latest"}}, admin.Reset{}, nil, `--topic "orders:a"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, sel, err := tc.f.reset(now, time.UTC)

@@ -18,7 +18,7 @@ import (
 
 // resetFlags are reset-offsets' flags as given.
 type resetFlags struct {
-	topics                           listFlag
+	topics                           cli.List
 	allTopics                        bool
 	toEarliest, toLatest, toCurrent  bool
 	toOffset, shiftBy                int64
@@ -224,4 +224,11 @@ func printNotes(w io.Writer, plan []admin.PlanRow) {
 			fmt.Fprintf(w, "%s/%d: %s\n", name(row.Topic), row.Partition, row.Note)
 		}
 	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

@@ -46,8 +46,8 @@ func (c *keyCommand) Run(ctx context.Context, args []string) error {
 		return cli.Usage(fmt.Errorf("unknown key subcommand %q: want describe", sub))
 	}
 	fs := flag.NewFlagSet("key "+sub, flag.ContinueOnError)
-	c.etcdConn.register(fs)
-	c.kafkaConn.register(fs, "", "Kafka bootstrap servers (required)")
+	c.etcdConn.Register(fs)
+	c.kafkaConn.Register(fs, "", "Kafka bootstrap servers (required)")
 	fs.StringVar(&c.group, "group", "", "group name (required)")
 	fs.StringVar(&c.prefix, "prefix", state.DefaultPrefix, "etcd prefix of all groups")
 	return c.describe(ctx, fs, args)

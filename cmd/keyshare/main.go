@@ -70,9 +70,3 @@ func main() {
 	}
 	cli.Main("keyshare "+os.Args[1], mk().Run, os.Args[2:])
 }
-
-// listFlag is a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return fmt.Sprint(*l) }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }

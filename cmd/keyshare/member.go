@@ -22,16 +22,17 @@ import (
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/deliver"
 	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/internal/clientflags"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
 type memberCommand struct {
-	etcdConn                                                   etcdFlags
-	kafkaConn                                                  kafkaFlags
+	etcdConn                                                   clientflags.Etcd
+	kafkaConn                                                  clientflags.Kafka
 	work, record, logLevel, logFormat, stall, audit, autoReset string
 	retentionLoss, balance                                     string
-	topics                                                     listFlag
+	topics                                                     cli.List
 	batchSize                                                  int
 	failRate                                                   float64
 	batchWait                                                  time.Duration
@@ -46,15 +47,15 @@ type memberCommand struct {
 func (c *memberCommand) flagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("member", flag.ContinueOnError)
 	c.cfg = consumer.DefaultConfig()
-	c.kafkaConn.register(fs, "127.0.0.1:9092", "Kafka bootstrap servers")
-	c.etcdConn.register(fs)
+	c.kafkaConn.Register(fs, "127.0.0.1:9092", "Kafka bootstrap servers")
+	c.etcdConn.Register(fs)
 	fs.Var(&c.topics, "topic", "topic to consume (repeatable, at least one)")
 	fs.StringVar(&c.work, "work", "0", "simulated work per record: a duration (5ms), uniform:MIN-MAX (uniform:0-5ms) or exp:MEAN (exp:2ms); or per handler call: call:FIXED+PER_RECORD (call:5ms+0.05ms)")
 	fs.IntVar(&c.batchSize, "batch-size", 0, "hand records to the handler in batches of up to N (any keys, per-key order kept); 0 handles one record per call")
 	fs.DurationVar(&c.batchWait, "batch-wait", 10*time.Millisecond, "with --batch-size: how long a batch waits for more records once it has one")
 	fs.StringVar(&c.record, "record", "", "append one JSON line per handled record to this file (written before the record counts as done)")
 	fs.Float64Var(&c.failRate, "fail-rate", 0, "probability that an attempt fails (0-1)")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: "+strings.Join(logLevels, ", "))
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: "+strings.Join(cli.LogLevels, ", "))
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text, or json (one JSON object per line)")
 	fs.StringVar(&c.stall, "stall", "", "simulate a stuck key: KEY:DURATION makes the first record of KEY take DURATION")
 	fs.StringVar(&c.audit, "audit", "", "append one JSON line per etcd write etcd accepted (keys and revision) to this file")
@@ -77,7 +78,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		return cli.Usage(err)
 	}
 	var stalled sync.Once
-	log, err := newLogger("keyshare", c.logLevel, c.logFormat)
+	log, err := cli.NewLogger("keyshare", c.logLevel, c.logFormat)
 	if err != nil {
 		return cli.Usage(err)
 	}
@@ -91,7 +92,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		}
 		defer rec.close()
 	}
-	etcdCfg, err := c.etcdConn.config()
+	etcdCfg, err := c.etcdConn.Config()
 	if err != nil {
 		return err
 	}
@@ -106,8 +107,8 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		defer audit.close()
 		etcdCfg.DialOptions = append(etcdCfg.DialOptions, grpc.WithChainUnaryInterceptor(audit.interceptor()))
 	}
-	if err := checkKafka(ctx, ks); err != nil {
-		var unreachable kafkaUnreachableError
+	if err := clientflags.CheckKafka(ctx, ks); err != nil {
+		var unreachable clientflags.UnreachableError
 		if !errors.As(err, &unreachable) {
 			return err
 		}
@@ -115,7 +116,7 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		// trying (its consumer retries, logging what fails once a minute).
 		log.Warn("Kafka brokers not reachable yet; the member keeps trying", "error", err)
 	}
-	cli, err := c.etcdConn.connect(ctx, etcdCfg, keys.New(cfg.Prefix, cfg.Group).Root())
+	cli, err := c.etcdConn.Connect(ctx, etcdCfg, keys.New(cfg.Prefix, cfg.Group).Root())
 	if err != nil {
 		return err
 	}
@@ -163,12 +164,12 @@ func (c *memberCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Info("member starting", "id", self.ID(), "group", cfg.Group, "topics", strings.Join(cfg.Topics, ","), "batch_size", c.batchSize)
-	return ks.explain(self.Run(ctx))
+	return ks.Explain(self.Run(ctx))
 }
 
 // runDelivering runs the member with the --deliver endpoint as its
 // handler.
-func (c *memberCommand) runDelivering(ctx context.Context, etcd *clientv3.Client, cfg consumer.Config, ks *kafkaSettings) error {
+func (c *memberCommand) runDelivering(ctx context.Context, etcd *clientv3.Client, cfg consumer.Config, ks *clientflags.KafkaSettings) error {
 	if cfg.MemberID == "" {
 		cfg.MemberID = coord.DefaultMemberID() // the endpoint is told it
 	}
@@ -200,7 +201,7 @@ func (c *memberCommand) runDelivering(ctx context.Context, etcd *clientv3.Client
 	}
 	cfg.Logger.Info("member starting", "id", self.ID(), "group", cfg.Group, "topics", strings.Join(cfg.Topics, ","),
 		"batch_size", c.batchSize, "deliver", textsafe.Escape(ep.String()))
-	return ks.explain(self.Run(ctx))
+	return ks.Explain(self.Run(ctx))
 }
 
 // parseStall reads KEY:DURATION ("" means no stall).
@@ -296,7 +297,7 @@ func openRecordLog(path string) (*recordLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--record %s: %w", path, err)
 	}
-	warnOpenToOthers("--record", path, "record keys and values")
+	clientflags.WarnOpenToOthers("--record", path, "record keys and values")
 	return &recordLog{f: f, w: bufio.NewWriter(f)}, nil
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/deliver"
 	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/internal/clientflags"
 )
 
 // deliverFlags say where records go and how the member reaches it.
@@ -116,7 +117,7 @@ func (f *deliverFlags) tls() (*tls.Config, error) {
 		}
 	}
 	if f.cert != "" {
-		warnOpenToOthers("--deliver-key", f.key, "a private key")
+		clientflags.WarnOpenToOthers("--deliver-key", f.key, "a private key")
 		pair, err := tls.LoadX509KeyPair(f.cert, f.key)
 		if err != nil {
 			return nil, fmt.Errorf("--deliver-cert %s / --deliver-key %s: %v", f.cert, f.key, err)
@@ -135,7 +136,7 @@ func readToken(path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--deliver-token-file: %w", err)
 	}
-	warnOpenToOthers("--deliver-token-file", path, "a bearer token")
+	clientflags.WarnOpenToOthers("--deliver-token-file", path, "a bearer token")
 	token, _, _ := strings.Cut(string(b), "\n")
 	token = strings.TrimSpace(token)
 	switch {
@@ -156,7 +157,7 @@ func readHeaderFile(path string, h http.Header) error {
 		return fmt.Errorf("--deliver-header-file: %w", err)
 	}
 	defer file.Close()
-	warnOpenToOthers("--deliver-header-file", path, "request headers")
+	clientflags.WarnOpenToOthers("--deliver-header-file", path, "request headers")
 	sc := bufio.NewScanner(file)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())

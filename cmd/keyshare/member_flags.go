@@ -15,6 +15,7 @@ import (
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/internal/clientflags"
 )
 
 // configFlags names the flag of each consumer.Config setting a member takes
@@ -117,7 +118,7 @@ func (c *memberCommand) registerConfigFlags(fs *flag.FlagSet) {
 // parse reads the command line into c and checks every setting, all before
 // any network: a bad value is a usage error (exit status 2) naming its flag.
 // It returns the Kafka settings.
-func (c *memberCommand) parse(args []string) (*kafkaSettings, error) {
+func (c *memberCommand) parse(args []string) (*clientflags.KafkaSettings, error) {
 	fs := c.flagSet()
 	if err := cli.Parse(fs, args); err != nil {
 		return nil, err
@@ -138,7 +139,7 @@ func (c *memberCommand) parse(args []string) (*kafkaSettings, error) {
 	if c.failRate < 0 || c.failRate > 1 {
 		return nil, cli.Usage(fmt.Errorf("--fail-rate %g: want a probability between 0 and 1", c.failRate))
 	}
-	if _, err := newLogger("keyshare", c.logLevel, c.logFormat); err != nil {
+	if _, err := cli.NewLogger("keyshare", c.logLevel, c.logFormat); err != nil {
 		return nil, cli.Usage(err)
 	}
 	cfg.Balance = coord.Balance(c.balance)
@@ -151,14 +152,14 @@ func (c *memberCommand) parse(args []string) (*kafkaSettings, error) {
 	if cfg.MaxTxnOps < 8 {
 		return nil, cli.Usage(fmt.Errorf("--max-txn-ops %d: want at least 8, the etcd server's --max-txn-ops (default %d)", cfg.MaxTxnOps, coord.DefaultMaxTxnOps))
 	}
-	ks, err := c.kafkaConn.settings()
+	ks, err := c.kafkaConn.Settings()
 	if err != nil {
 		return nil, err
 	}
 	cfg.Topics = c.topics
 	cfg.AutoOffsetReset = consumer.OffsetReset(c.autoReset)
 	cfg.RetentionLoss = consumer.RetentionLossPolicy(c.retentionLoss)
-	cfg.Kafka = ks.with(nil)
+	cfg.Kafka = ks.With(nil)
 	if _, ok := cfg.Kafka["log_level"]; !ok {
 		cfg.Kafka["log_level"] = 4
 	}

@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keyshare/keyshare/internal/clientflags"
 	"github.com/keyshare/keyshare/testutil"
 )
 
 // TestMemberStartInterrupted: Ctrl-C two seconds into the start of a
 // member whose brokers do not answer ends it at once, exit 130 and no
-// error text: it does not wait out the attempt's timeout (connectTimeout)
+// error text: it does not wait out the attempt's timeout (clientflags.ConnectTimeout)
 // first.
 func TestMemberStartInterrupted(t *testing.T) {
 	_, e := testutil.StartEtcd(t)
@@ -42,15 +43,15 @@ func TestMemberStartInterrupted(t *testing.T) {
 	if strings.Contains(out.String(), "keyshare member:") {
 		t.Errorf("Ctrl-C printed an error:\n%s", out.String())
 	}
-	if time.Since(started) >= connectTimeout {
-		t.Errorf("the member took %s to stop after Ctrl-C: it waited out the %s attempt", took.Round(time.Millisecond), connectTimeout)
+	if time.Since(started) >= clientflags.ConnectTimeout {
+		t.Errorf("the member took %s to stop after Ctrl-C: it waited out the %s attempt", took.Round(time.Millisecond), clientflags.ConnectTimeout)
 	}
 	t.Logf("exit %d, %s after Ctrl-C; output:\n%s", code, took.Round(time.Millisecond), out.String())
 }
 
 // TestMemberRefusalReportedAtOnce: a member whose SASL password the
 // brokers refuse exits 1 saying so when the refusal arrives, not when the
-// attempt to read metadata (connectTimeout) times out.
+// attempt to read metadata (clientflags.ConnectTimeout) times out.
 func TestMemberRefusalReportedAtOnce(t *testing.T) {
 	k := saslKafka(t, map[string]int32{"orders": 1}, "plain-right", "scram-right")
 	bad := writeFile(t, "bad.properties", "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=keyshare\nsasl.password=plain-wrong\n")
@@ -58,7 +59,7 @@ func TestMemberRefusalReportedAtOnce(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "refused the credentials") {
 		t.Fatalf("exit %d after %s, want 1 and the refusal:\n%s", code, took, out)
 	}
-	if took >= connectTimeout {
-		t.Errorf("the refusal was reported after %s: the member waited out the %s attempt", took.Round(time.Millisecond), connectTimeout)
+	if took >= clientflags.ConnectTimeout {
+		t.Errorf("the refusal was reported after %s: the member waited out the %s attempt", took.Round(time.Millisecond), clientflags.ConnectTimeout)
 	}
 }

@@ -10,11 +10,12 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/internal/clientflags"
 	"github.com/keyshare/keyshare/internal/loadgen"
 )
 
 type produceCommand struct {
-	kafkaConn   kafkaFlags
+	kafkaConn   clientflags.Kafka
 	topic       string
 	count, keys int
 	zipf        float64
@@ -26,7 +27,7 @@ type produceCommand struct {
 
 func (c *produceCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
-	c.kafkaConn.register(fs, "127.0.0.1:9092", "Kafka bootstrap servers")
+	c.kafkaConn.Register(fs, "127.0.0.1:9092", "Kafka bootstrap servers")
 	fs.StringVar(&c.topic, "topic", "", "topic to write to (required)")
 	fs.IntVar(&c.count, "count", 10000, "records to write")
 	fs.IntVar(&c.keys, "keys", 100, "distinct keys (key-0 … key-N-1)")
@@ -53,11 +54,11 @@ func (c *produceCommand) Run(ctx context.Context, args []string) error {
 	case c.firstSeq < 0:
 		return cli.Usage(fmt.Errorf("--first-seq %d must not be negative", c.firstSeq))
 	}
-	ks, err := c.kafkaConn.settings()
+	ks, err := c.kafkaConn.Settings()
 	if err != nil {
 		return err
 	}
-	cm := producerConfig(ks.m)
+	cm := ks.ProducerConfig()
 	for k, v := range (kafka.ConfigMap{"acks": "all", "enable.idempotence": true, "linger.ms": 5, "log_level": 3}) {
 		if _, ok := cm[k]; !ok {
 			cm[k] = v
@@ -68,7 +69,7 @@ func (c *produceCommand) Run(ctx context.Context, args []string) error {
 		Seed: c.seed, FirstSeq: c.firstSeq, Progress: produceProgress(c.quiet, stderrIsTerminal()),
 	})
 	fmt.Printf("produced %d records to %s (--seed %d repeats these keys; --first-seq %d goes on with new values)\n", res.Acked, c.topic, c.seed, res.NextSeq)
-	return ks.explain(err)
+	return ks.Explain(err)
 }
 
 // produceProgress is how produce shows its progress: a bar redrawn in

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/keyshare/keyshare/internal/clientflags"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -92,7 +93,7 @@ func TestEtcdTLS(t *testing.T) {
 				t.Fatalf("exit %d after %s, want an error containing %q:\n%s", code, took, tc.want, out)
 			}
 			if took > 25*time.Second {
-				t.Fatalf("the error took %s (connect timeout is %s)", took, connectTimeout)
+				t.Fatalf("the error took %s (connect timeout is %s)", took, clientflags.ConnectTimeout)
 			}
 			t.Logf("%s: %s", took.Round(time.Millisecond), strings.TrimSpace(out))
 		})
@@ -133,9 +134,9 @@ func TestEtcdAuthLeastPrivilege(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"wrong password", []string{etcdPasswordEnv + "=nope"}, args("a"), `refused the credentials of user "alice"`},
+		{"wrong password", []string{clientflags.EtcdPasswordEnv + "=nope"}, args("a"), `refused the credentials of user "alice"`},
 		{"no password", nil, args("a"), "--etcd-user alice needs a password"},
-		{"other group", []string{etcdPasswordEnv + "=alice-pw"}, args("b"), `etcd user "alice" may not read /keyshare/b/`},
+		{"other group", []string{clientflags.EtcdPasswordEnv + "=alice-pw"}, args("b"), `etcd user "alice" may not read /keyshare/b/`},
 		{"user:password", nil, append(args("a")[:len(args("a"))-1], "alice:alice-pw"), "takes a name only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,7 +170,7 @@ func TestEtcdAuthLeastPrivilege(t *testing.T) {
 		return c[0]+c[1] == 200
 	})
 	// status with the same least-privilege user.
-	out, code, _ := runEnv(t, time.Minute, []string{etcdPasswordEnv + "=alice-pw"}, "status", "--etcd", ep, "--etcd-user", "alice", "--group", "a")
+	out, code, _ := runEnv(t, time.Minute, []string{clientflags.EtcdPasswordEnv + "=alice-pw"}, "status", "--etcd", ep, "--etcd-user", "alice", "--group", "a")
 	if code != 0 || !strings.Contains(out, "leader m1") {
 		t.Fatalf("status as alice: exit %d:\n%s", code, out)
 	}
@@ -227,7 +228,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		t.Fatalf("produce with SCRAM: exit %d: %s", code, out)
 	}
 	metrics := freePort(t)
-	env := []string{etcdPasswordEnv + "=" + etcdSecret}
+	env := []string{clientflags.EtcdPasswordEnv + "=" + etcdSecret}
 	margs := []string{"member", "--brokers", k.Brokers, "--kafka-config", plain, "-X", "debug=security,broker,conf,protocol", "--etcd", e.Endpoints[0],
 		"--etcd-user", "alice", "--group", "g", "--topic", "orders", "--id", "m1", "--log-level", "trace", "--fail-rate", "1", "--dlq", "dead",
 		"--metrics-addr", metrics, "--ttl", "2s"}
@@ -281,7 +282,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		t.Fatalf("wrong SASL password: exit %d after %s:\n%s", code, took, out)
 	}
 	everything = append(everything, out)
-	out, code, _ = runEnv(t, time.Minute, []string{etcdPasswordEnv + "=wrong-" + etcdSecret}, "status", "--etcd", e.Endpoints[0], "--etcd-user", "alice", "--group", "g")
+	out, code, _ = runEnv(t, time.Minute, []string{clientflags.EtcdPasswordEnv + "=wrong-" + etcdSecret}, "status", "--etcd", e.Endpoints[0], "--etcd-user", "alice", "--group", "g")
 	if code == 0 || !strings.Contains(out, "refused the credentials") {
 		t.Fatalf("wrong etcd password: exit %d:\n%s", code, out)
 	}

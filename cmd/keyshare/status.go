@@ -18,6 +18,7 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/internal/clientflags"
 	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/textsafe"
@@ -26,8 +27,8 @@ import (
 )
 
 type statusCommand struct {
-	etcdConn      etcdFlags
-	kafkaConn     kafkaFlags
+	etcdConn      clientflags.Etcd
+	kafkaConn     clientflags.Kafka
 	group, prefix string
 	asJSON, watch bool
 }
@@ -135,8 +136,8 @@ type rangeStatus struct {
 
 func (c *statusCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	c.etcdConn.register(fs)
-	c.kafkaConn.register(fs, "", "Kafka bootstrap servers, to show committed and end offsets and lag")
+	c.etcdConn.Register(fs)
+	c.kafkaConn.Register(fs, "", "Kafka bootstrap servers, to show committed and end offsets and lag")
 	fs.StringVar(&c.group, "group", "", "group name (required)")
 	fs.StringVar(&c.prefix, "prefix", state.DefaultPrefix, "etcd prefix of all groups")
 	fs.BoolVar(&c.asJSON, "json", false, "print JSON")
@@ -155,15 +156,15 @@ func (c *statusCommand) show(ctx context.Context) error {
 	if err := coord.CheckName("--group", c.group); err != nil {
 		return cli.Usage(err)
 	}
-	ks, err := c.kafkaConn.settings()
+	ks, err := c.kafkaConn.Settings()
 	if err != nil {
 		return err
 	}
-	etcdCfg, err := c.etcdConn.config()
+	etcdCfg, err := c.etcdConn.Config()
 	if err != nil {
 		return err
 	}
-	cli, err := c.etcdConn.connect(ctx, etcdCfg, keys.New(c.prefix, c.group).Root())
+	cli, err := c.etcdConn.Connect(ctx, etcdCfg, keys.New(c.prefix, c.group).Root())
 	if err != nil {
 		return err
 	}
@@ -199,11 +200,11 @@ func (c *statusCommand) show(ctx context.Context) error {
 // statusConsumer is the Kafka client status reads offsets with (nil when no
 // brokers are configured): the user's settings, the group's id.
 // Its log lines go to klog, never straight to the terminal.
-func statusConsumer(ks *kafkaSettings, group string, klog *kafkaLog) (*kafka.Consumer, error) {
-	if !ks.has() {
+func statusConsumer(ks *clientflags.KafkaSettings, group string, klog *kafkaLog) (*kafka.Consumer, error) {
+	if !ks.Has() {
 		return nil, nil
 	}
-	cm := ks.with(kafka.ConfigMap{"group.id": group, "enable.auto.commit": false})
+	cm := ks.With(kafka.ConfigMap{"group.id": group, "enable.auto.commit": false})
 	if _, ok := cm["log_level"]; !ok {
 		cm["log_level"] = 3
 	}
@@ -211,7 +212,7 @@ func statusConsumer(ks *kafkaSettings, group string, klog *kafkaLog) (*kafka.Con
 	kc, err := kafka.NewConsumer(&cm)
 	if err != nil {
 		//lint:ignore ST1005 Kafka is a proper noun
-		return nil, ks.explain(fmt.Errorf("Kafka client: %w", err))
+		return nil, ks.Explain(fmt.Errorf("Kafka client: %w", err))
 	}
 	go klog.drain(kc.Logs())
 	return kc, nil

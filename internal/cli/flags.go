@@ -102,3 +102,9 @@ func CheckKafkaFlag(v string) error {
 	}
 	return nil
 }
+
+// List is a repeatable string flag.
+type List []string
+
+func (l *List) String() string     { return fmt.Sprint(*l) }
+func (l *List) Set(v string) error { *l = append(*l, v); return nil }

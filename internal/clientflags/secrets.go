@@ -1,4 +1,4 @@
-package main
+package clientflags
 
 // Secrets on the command line and in files: which librdkafka properties
 // hold secrets (a -X flag with one is warned about: ps shows flag values),
@@ -37,14 +37,14 @@ var librdkafkaSecrets = map[string]bool{
 // librdkafka, or a Java client's name (sasl.jaas.config) given by habit.
 var secretNames = regexp.MustCompile(`(?i)(password|passphrase|secret|private\.key|sasl\.jaas)`)
 
-// isSecretKey reports whether librdkafka property k holds a secret.
-func isSecretKey(k string) bool { return librdkafkaSecrets[k] || secretNames.MatchString(k) }
+// IsSecretKey reports whether librdkafka property k holds a secret.
+func IsSecretKey(k string) bool { return librdkafkaSecrets[k] || secretNames.MatchString(k) }
 
-// warnOpenToOthers warns when the file at path, named by flag and holding
+// WarnOpenToOthers warns when the file at path, named by flag and holding
 // what, can be read or written by users other than its owner. It only
 // warns: the file may be shared on purpose, and a mounted secret is often
 // 0644.
-func warnOpenToOthers(flag, path, what string) {
+func WarnOpenToOthers(flag, path, what string) {
 	st, err := os.Stat(path)
 	if err != nil || st.Mode().Perm()&0o077 == 0 {
 		return

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -11,10 +11,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// logLevels are the --log-level values hclog knows.
-var logLevels = []string{"trace", "debug", "info", "warn", "error", "off"}
+// LogLevels are the --log-level values hclog knows.
+var LogLevels = []string{"trace", "debug", "info", "warn", "error", "off"}
 
-// newLogger is the logger of a command that runs until it is stopped (a
+// NewLogger is the logger of a command that runs until it is stopped (a
 // member): hclog on stderr at the given level, as text or, with format
 // "json", one JSON object per line. An unknown level or format is an error
 // naming the flag (hclog would take an unknown level as info).
@@ -28,9 +28,9 @@ var logLevels = []string{"trace", "debug", "info", "warn", "error", "off"}
 // with EPIPE, hclog drops the line, and the leave goes on. A handler, not
 // signal.Ignore, because an ignored signal stays ignored in the processes a
 // command starts (exec keeps SIG_IGN, and resets handlers).
-func newLogger(name, level, format string) (hclog.Logger, error) {
-	if !slices.Contains(logLevels, strings.ToLower(level)) {
-		return nil, fmt.Errorf("--log-level %q: want one of %s", level, strings.Join(logLevels, ", "))
+func NewLogger(name, level, format string) (hclog.Logger, error) {
+	if !slices.Contains(LogLevels, strings.ToLower(level)) {
+		return nil, fmt.Errorf("--log-level %q: want one of %s", level, strings.Join(LogLevels, ", "))
 	}
 	if format != "text" && format != "json" {
 		return nil, fmt.Errorf("--log-format %q: want text or json", format)
