@@ -38,11 +38,11 @@ demo: build
 
 # Go micro-benchmarks, then the side-by-side report (bin/benchmarks-report.md;
 # docs/benchmarks.md takes its figures from it and says so);
-# keyshare-bench runs its member processes from $(BIN).
-bench: build
+# keyshare-bench runs its member processes as `keyshare-bench member`.
+bench:
 	$(GO) build -o $(BENCH_BIN) ./cmd/keyshare-bench
 	$(GO) test -run '^$$' -bench . -benchmem ./ledger/ ./consumer/ ./coord/ ./internal/kafkaoffsets/ ./deliver/
-	./$(BENCH_BIN) --keyshare $(BIN) --write bin/benchmarks-report.md
+	./$(BENCH_BIN) --write bin/benchmarks-report.md
 
 # Each fuzz target runs for FUZZTIME; go test -fuzz takes one target at a time.
 fuzz:

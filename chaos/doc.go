@@ -1,8 +1,11 @@
 // Package chaos attacks keyshare's guarantees with real faults and checks
 // the history afterwards, in the manner of etcd's robustness tests and
-// Jepsen's Kafka checks. Members run as separate `keyshare member` processes
-// so that they can be killed, paused and restarted for real; etcd and the
-// Kafka-protocol broker run in the test process.
+// Jepsen's Kafka checks. Members run as separate `keyshare-bench member`
+// processes (keyshare member's command with simulated work, a record log
+// and an audit log; the rolling-upgrade row runs the previous release's
+// `keyshare member`, which still had them) so that they can be killed,
+// paused and restarted for real; etcd and the Kafka-protocol broker run in
+// the test process.
 //
 // For every row of the fault matrix the checker reads the members' record
 // logs, the producer's acknowledged records, every Kafka commit it observed,

@@ -46,13 +46,16 @@ const (
 	maxUnflushed  = 10000
 )
 
-// bin is the keyshare binary, built once.
+// bin is the binary the members run, built once: keyshare-bench, whose
+// member command is keyshare member's with the simulated work, record log
+// and audit log the checks read. (The previous release's members run its
+// own keyshare member, which still had them: upgrade_test.go.)
 var bin string
 
 func TestMain(m *testing.M) {
 	var cleanup func()
 	var err error
-	bin, cleanup, err = testutil.BuildKeyshare("../cmd/keyshare", false)
+	bin, cleanup, err = testutil.BuildCommand("../cmd/keyshare-bench", "keyshare-bench", false)
 	if err != nil {
 		panic(err)
 	}
@@ -97,8 +100,8 @@ type env struct {
 	// first member starts.
 	memberArgs []string
 	hotShare   float64
-	// bin is the keyshare binary members start from (setBinary); the
-	// tree's own unless a row changes it.
+	// bin is the binary whose member command members start from
+	// (setBinary); the tree's keyshare-bench unless a row changes it.
 	bin string
 	// restored: etcd was restored from a backup (restore_test.go).
 	restored bool
@@ -110,7 +113,7 @@ type env struct {
 	eo *eoEndpoint
 }
 
-// binary is the keyshare binary the next member starts from.
+// binary is the binary whose member command the next member runs.
 func (e *env) binary() string {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -609,7 +609,7 @@ the short form (rows 1, 2, 3, 5, 8b, 15, 17, 18, 19b, EO 5 and, where network
 namespaces are available, 16a, with fewer records) runs in ` + "`make test`" + `. The report is
 written only when every row ran: rows 16a–16e need root and ` + "`ip netns`" + `.
 
-Each row: embedded etcd and kfake in the test process, three ` + "`keyshare member`" + `
+Each row: embedded etcd and kfake in the test process, three ` + "`keyshare-bench member`" + `
 processes (TTL 2 s, flush every 500 ms, in-flight bound 1,000, work 0–1 ms per
 record), a producer writing 1,000 keyed records/s for 25 s over 2 partitions
 and 300 keys, and the row's faults a quarter of the way in. The checker reads
@@ -638,7 +638,7 @@ observed (polled every 50 ms by a separate client), and reports:
   timeout). Every answer is kept, unchanged ones too, so a commit that did
   pass an unhandled record is seen again by the next poll;
 - **stale writes accepted**: writes etcd accepted (each member logs them with
-  their revision, ` + "`keyshare member --audit`" + `) from a member that, in etcd's
+  their revision, ` + "`keyshare-bench member --audit`" + `) from a member that, in etcd's
   history just before that revision, was not the leader (for assignments,
   repairs and commit records) or not the registered owner of an active or
   revoking range (for ledger entries, releases, loss and stuck reports);

@@ -65,7 +65,11 @@ func checkNoBadValues(t *testing.T, e *env) {
 }
 
 // previousBinary builds `keyshare` from previousRelease, once per test
-// binary: the commit's tree from git, built with this tree's Go.
+// binary: the commit's tree from git, built with this tree's Go. Its
+// `keyshare member` still takes the simulated work, record log and audit
+// log flags (--work, --record, --audit) that this tree's members take as
+// `keyshare-bench member`, so the harness starts both with the same
+// arguments.
 var previousBinary = sync.OnceValues(func() (string, error) {
 	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {

@@ -28,11 +28,18 @@ func EtcdGoroutines() []goleak.Option {
 // it as a process. It is meant for TestMain: build once per test binary. The
 // returned cleanup removes the directory.
 func BuildKeyshare(pkgDir string, race bool) (bin string, cleanup func(), err error) {
-	dir, err := os.MkdirTemp("", "keyshare-bin-")
+	return BuildCommand(pkgDir, "keyshare", race)
+}
+
+// BuildCommand builds the command in pkgDir as name, as BuildKeyshare does:
+// keyshare-bench, whose member command the tests that need simulated
+// members run.
+func BuildCommand(pkgDir, name string, race bool) (bin string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", name+"-bin-")
 	if err != nil {
 		return "", nil, err
 	}
-	bin = filepath.Join(dir, "keyshare")
+	bin = filepath.Join(dir, name)
 	args := []string{"build", "-o", bin}
 	if race {
 		args = append(args, "-race")

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -40,9 +39,6 @@ type benchCommand struct {
 	memberProfile string
 	tries         listFlag
 	kafka         string // the bundled cluster's broker: kfake or apache
-	// keyshare is the binary whose `member` command runs the member
-	// processes of the pauses, memory, groups and pc-http scenarios.
-	keyshare string
 
 	cl      *devcluster.Cluster
 	brokers string
@@ -60,9 +56,8 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&c.records, "records", 0, "records the throughput scenario reads (default 1,000,000; 100,000 with --quick)")
 	fs.StringVar(&c.memberProfile, "member-profile", "", "write CPU and allocation profiles of the throughput scenario's one member (keyshare-1.cpu.pprof, keyshare-1.allocs.pprof) and of the first of its four (keyshare-4.*) to this directory")
 	fs.Var(&c.tries, "try", "librdkafka settings (prop=value,prop=value) the throughput scenario also tries on a bare loop and one member, a row each (repeatable)")
-	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: throughput (one partition read by kcat, a bare client and keyshare members), pc, pc-http (pc's workload at an HTTP endpoint, through keyshare member --deliver), scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
+	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: throughput (one partition read by kcat, a bare client and keyshare members), pc, pc-http (pc's workload at an HTTP endpoint, through keyshare-bench member --deliver), scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
 	cli.KafkaFlag(fs, &c.kafka)
-	fs.StringVar(&c.keyshare, "keyshare", keyshareNextToThis(), "the keyshare binary that runs the member processes of the pauses, memory, groups and pc-http scenarios")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -82,13 +77,6 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	}
 	if c.runs > 10 {
 		return cli.Usage(fmt.Errorf("--runs %d: at most 10", c.runs))
-	}
-	if c.only == "" || slices.ContainsFunc(strings.Split(c.only, ","), func(s string) bool { return s == "pauses" || s == "memory" || s == "groups" || s == "pc-http" }) {
-		// Found now, not after the scenarios before them have run for
-		// minutes.
-		if _, err := exec.LookPath(c.keyshare); err != nil {
-			return cli.Usage(fmt.Errorf("--keyshare: %w; the pauses, memory, groups and pc-http scenarios run `keyshare member` processes: build keyshare (make build) or give its path", err))
-		}
 	}
 	cl, err := devcluster.StartCluster(devcluster.ClusterOptions{EtcdAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", Kafka: c.kafka, Topics: topics})
 	if err != nil {

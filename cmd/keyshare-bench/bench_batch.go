@@ -29,7 +29,7 @@ func (c *benchCommand) batchSink(ctx context.Context) error {
 		return err
 	}
 	c.printf("## 9. Batch handler against a sink with a cost per call\n\n"+
-		"The sink costs %s per handler call plus %s per record in it (a database transaction, a bulk API); `keyshare member --work call:5ms+0.05ms` simulates the same. "+
+		"The sink costs %s per handler call plus %s per record in it (a database transaction, a bulk API); `keyshare-bench member --work call:5ms+0.05ms` simulates the same. "+
 		"1 member, 1 partition, %d handler calls at once (`Concurrency`), `MaxBatchWait` %s, `MaxInFlight` max(1,000, %d × batch size). "+
 		"Throughput: %d records over 1,000 keys produced in advance, from the start of the first handler call to the end of the last. "+
 		"Latency: a fresh group at the end of another topic, records produced at %d/s for %d s (below the single-record handler's capacity, %.0f/s), "+

@@ -92,7 +92,7 @@ func selfCPU() time.Duration {
 
 // parallelConsumerOverHTTP is Parallel Consumer's workload (1 partition,
 // work uniform in 0–5 ms, total concurrency 100) with the work done by an
-// HTTP endpoint: four `keyshare member --deliver` processes of 25
+// HTTP endpoint: four `keyshare-bench member --deliver` processes of 25
 // concurrent requests each.
 func (c *benchCommand) parallelConsumerOverHTTP(ctx context.Context) error {
 	n := 40000
@@ -101,7 +101,7 @@ func (c *benchCommand) parallelConsumerOverHTTP(ctx context.Context) error {
 	}
 	const members, concurrency, keyCount = 4, 25, 1000
 	work := uniformWork(5 * time.Millisecond)
-	c.printf("## 1b. Parallel Consumer's workload through HTTP\n\n%d records over %d keys (uniform) in 1 partition; %d `keyshare member --deliver` processes × `--concurrency %d`, one record per request; the endpoint (an HTTP server in keyshare-bench) sleeps each record's work, uniform in 0–5 ms, before it answers. The members join a fresh group at the log's end, and the records are produced once they have settled; time is from the first record the endpoint finished to the last. Ideal = Σwork ÷ 100 (100 requests open at once), unless producing the records took longer (then the producer's time is the bound). The zero-work row is the same run with no sleep: the ceiling of members, HTTP and this machine. CPU per record: the CPU time (user and system, mean over the runs) the four members, and keyshare-bench (the endpoint, the broker, etcd and the producer), used from the first record produced to the last finished.\n\n", n, keyCount, members, concurrency)
+	c.printf("## 1b. Parallel Consumer's workload through HTTP\n\n%d records over %d keys (uniform) in 1 partition; %d `keyshare-bench member --deliver` processes × `--concurrency %d`, one record per request; the endpoint (an HTTP server in keyshare-bench) sleeps each record's work, uniform in 0–5 ms, before it answers. The members join a fresh group at the log's end, and the records are produced once they have settled; time is from the first record the endpoint finished to the last. Ideal = Σwork ÷ 100 (100 requests open at once), unless producing the records took longer (then the producer's time is the bound). The zero-work row is the same run with no sleep: the ceiling of members, HTTP and this machine. CPU per record: the CPU time (user and system, mean over the runs) the four members, and keyshare-bench (the endpoint, the broker, etcd and the producer), used from the first record produced to the last finished.\n\n", n, keyCount, members, concurrency)
 	c.printf("| work | time | records/s | producer's time | ideal | × ideal | CPU per record, members | CPU per record, keyshare-bench |\n|---|---|---|---|---|---|---|---|\n")
 	for _, w := range []struct {
 		name string
@@ -129,7 +129,7 @@ func (c *benchCommand) parallelConsumerOverHTTP(ctx context.Context) error {
 	return nil
 }
 
-// runDeliver runs members `keyshare member --deliver` processes of a fresh
+// runDeliver runs members `keyshare-bench member --deliver` processes of a fresh
 // group against a fresh sleepingEndpoint, produces n records once they
 // settled, and returns the endpoint's time from the first record finished
 // to the n-th, how long producing took, and the records' Σwork; it adds

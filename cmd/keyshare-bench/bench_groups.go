@@ -24,7 +24,7 @@ import (
 
 // largeGroups measures large groups on a 3-member embedded etcd:
 // coordination-only members (coord sessions, no Kafka) up to M = 200, and
-// keyshare member processes against the bundled broker (kfake, or Apache
+// keyshare-bench member processes against the bundled broker (kfake, or Apache
 // Kafka with --kafka apache), at P = 16 … 4,096 partitions.
 func (c *benchCommand) largeGroups(ctx context.Context) error {
 	dir, err := os.MkdirTemp("", "keyshare-bench-groups-")
@@ -82,7 +82,7 @@ func (c *benchCommand) largeGroups(ctx context.Context) error {
 		broker, where = "Apache Kafka", fmt.Sprintf("Apache Kafka %s (one KRaft node, its own JVM, -Xmx512m)", devcluster.ApacheKafkaVersion)
 	}
 	c.printf("## Scale: large groups\n\n3-member embedded etcd (devcluster.StartEtcdCluster) in the bench process; %s. P partitions over 1–4 topics.\n\n", where)
-	c.printf("### Member processes against %s\n\n`keyshare member` processes (session TTL 2 s, 16 workers, no work, commit interval 1 s, flush 500 ms). 4 records per partition before start. *owned*: from spawn until every partition has active ranges with ledger state (fetched and flushed). *commit delay*: from the last record handled (members' counters, polled every 50 ms) until Kafka's committed offset equals the end offset on every partition. *leave* / *SIGKILL*: from the signal to a non-leader (with one new record per partition produced at once) until every partition is held by active ranges of the remaining members and, in *moved*, the partitions the member held are committed at their new end (the moved ranges make progress), in *all*, every partition is. Leader CPU: the leading process's user+system CPU per second, over 3 s idle and over 3 s of 1,000 records/s spread over all partitions. etcd: revisions (write transactions) per second and bytes of events (keys + values, read by a watch) per second under that load.\n\n", broker)
+	c.printf("### Member processes against %s\n\n`keyshare-bench member` processes (session TTL 2 s, 16 workers, no work, commit interval 1 s, flush 500 ms). 4 records per partition before start. *owned*: from spawn until every partition has active ranges with ledger state (fetched and flushed). *commit delay*: from the last record handled (members' counters, polled every 50 ms) until Kafka's committed offset equals the end offset on every partition. *leave* / *SIGKILL*: from the signal to a non-leader (with one new record per partition produced at once) until every partition is held by active ranges of the remaining members and, in *moved*, the partitions the member held are committed at their new end (the moved ranges make progress), in *all*, every partition is. Leader CPU: the leading process's user+system CPU per second, over 3 s idle and over 3 s of 1,000 records/s spread over all partitions. etcd: revisions (write transactions) per second and bytes of events (keys + values, read by a watch) per second under that load.\n\n", broker)
 	brokerCols, brokerSep := "", ""
 	if c.cl.BrokerPids != nil {
 		brokerCols, brokerSep = " broker CPU idle | broker CPU load |", "---|---|"

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,20 +22,12 @@ import (
 	"github.com/keyshare/keyshare/internal/loadgen"
 )
 
-// benchMember is a `keyshare member` child process with a metrics endpoint.
+// benchMember is a `keyshare-bench member` child process (member.go: the
+// member command keyshare member runs, with the lab's flags) with a
+// metrics endpoint.
 type benchMember struct {
 	cmd     *exec.Cmd
 	metrics string
-}
-
-// keyshareNextToThis is the default of --keyshare: the keyshare binary in
-// this program's directory (bin/, where make build puts it).
-func keyshareNextToThis() string {
-	self, err := os.Executable()
-	if err != nil {
-		return "keyshare"
-	}
-	return filepath.Join(filepath.Dir(self), "keyshare")
 }
 
 func (c *benchCommand) spawnMember(topic, group, id string, extra ...string) (*benchMember, error) {
@@ -46,9 +37,13 @@ func (c *benchCommand) spawnMember(topic, group, id string, extra ...string) (*b
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	args := append([]string{"member", "--brokers", c.brokers, "--etcd", c.etcd, "--group", group, "--topic", topic,
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{memberCommand, "--brokers", c.brokers, "--etcd", c.etcd, "--group", group, "--topic", topic,
 		"--id", id, "--ttl", "2s", "--log-level", "error", "--metrics-addr", addr}, extra...)
-	cmd := exec.Command(c.keyshare, args...)
+	cmd := exec.Command(self, args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -140,7 +135,7 @@ func (c *benchCommand) memory(ctx context.Context) error {
 		}
 		return fmt.Sprintf("%.1f MiB [%.1f–%.1f]", f(s.med), f(s.lo), f(s.hi))
 	}
-	c.printf("## 8. Memory\n\nOne `keyshare member` process (16 workers, the default in-flight bound of 1,000, librdkafka's default queue limits) handles %d records of about 20 bytes produced in advance, with no work per record.\n\n| peak RSS after joining | peak RSS over the run |\n|---|---|\n| %s | %s |\n\n", n, mib(summarize(idle)), mib(summarize(peak)))
+	c.printf("## 8. Memory\n\nOne `keyshare-bench member` process (16 workers, the default in-flight bound of 1,000, librdkafka's default queue limits) handles %d records of about 20 bytes produced in advance, with no work per record.\n\n| peak RSS after joining | peak RSS over the run |\n|---|---|\n| %s | %s |\n\n", n, mib(summarize(idle)), mib(summarize(peak)))
 	return nil
 }
 
@@ -186,7 +181,7 @@ func (c *benchCommand) pauses(ctx context.Context) error {
 		killKept, killMoved = append(killKept, r[0]), append(killMoved, r[1])
 		joinKept, joinMoved = append(joinKept, r[2]), append(joinMoved, r[3])
 	}
-	c.printf("## 7. Pauses on failover and scale-out\n\nThree `keyshare member` processes (TTL 2 s, 16 workers, 1 ms per record) on 2 partitions, 2,000 records/s. The ledger watermark of every range is sampled every 20 ms from etcd; a pause is the longest time a range's watermark stood still (flushes come every 500 ms, so about 0.5 s is the floor).\n\n| event | longest pause, ranges that kept their owner | longest pause, ranges that moved |\n|---|---|---|\n")
+	c.printf("## 7. Pauses on failover and scale-out\n\nThree `keyshare-bench member` processes (TTL 2 s, 16 workers, 1 ms per record) on 2 partitions, 2,000 records/s. The ledger watermark of every range is sampled every 20 ms from etcd; a pause is the longest time a range's watermark stood still (flushes come every 500 ms, so about 0.5 s is the floor).\n\n| event | longest pause, ranges that kept their owner | longest pause, ranges that moved |\n|---|---|---|\n")
 	c.printf("| SIGKILL of a member | %s | %s |\n", summarize(killKept), summarize(killMoved))
 	c.printf("| graceful join of a member | %s | %s |\n\n", summarize(joinKept), summarize(joinMoved))
 	return nil

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/internal/membercmd"
 )
 
 func main() {
@@ -14,6 +15,13 @@ func main() {
 			fmt.Fprintf(os.Stderr, "keyshare-bench %s: %v\n", readerCommand, err)
 			os.Exit(1)
 		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == memberCommand {
+		// keyshare member with the lab's flags (member.go), its flags from
+		// $KEYSHARE_* as keyshare's are.
+		cli.Program, cli.EnvPrefix, cli.Help = "keyshare-bench", "KEYSHARE", map[string]cli.CommandHelp{"member": memberHelp}
+		cli.Main("keyshare-bench member", membercmd.New(&simulation{}).Run, os.Args[2:])
 		return
 	}
 	cli.Main("keyshare-bench", (&benchCommand{}).Run, os.Args[1:])

@@ -23,6 +23,7 @@ import (
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/devcluster"
 	"github.com/keyshare/keyshare/internal/loadgen"
+	"github.com/keyshare/keyshare/internal/recordlog"
 	"github.com/keyshare/keyshare/state"
 )
 
@@ -30,14 +31,12 @@ type demoCommand struct {
 	duration          time.Duration
 	members, parts    int
 	records, keyCount int
-	work, kafka       string
+	work              time.Duration
+	kafka             string
 	keep              bool
 }
 
 const demoTopic, demoGroup = "demo-orders", "demo"
-
-// demoDeliveringMember is the member that delivers over HTTP.
-const demoDeliveringMember = "m1"
 
 func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
@@ -46,14 +45,14 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&c.parts, "partitions", 2, "partitions of the demo topic")
 	fs.IntVar(&c.records, "records", 20000, "records to produce")
 	fs.IntVar(&c.keyCount, "keys", 200, "distinct keys")
-	fs.StringVar(&c.work, "work", "uniform:0-2ms", "simulated work per record (see keyshare member --work)")
+	fs.DurationVar(&c.work, "work", 2*time.Millisecond, "the most work the demo's endpoint spends on a record: a uniform draw from 0 to it")
 	fs.BoolVar(&c.keep, "keep", false, "keep the record logs and member logs (printed at the end)")
 	cli.KafkaFlag(fs, &c.kafka)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if _, err := parseWork(c.work); err != nil {
-		return cli.Usage(err)
+	if c.work < 0 {
+		return cli.Usage(fmt.Errorf("--work %s: want a duration of 0 or more, e.g. 2ms", c.work))
 	}
 	if err := cli.CheckKafkaFlag(c.kafka); err != nil {
 		return err
@@ -87,28 +86,21 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	etcdURL, brokers := cl.Etcd.ClientURL(), cl.Brokers
 	fmt.Printf("etcd %s, brokers %s, topic %s with %d partitions\n\n", etcdURL, brokers, demoTopic, c.parts)
 
-	// Member m1 delivers its records over HTTP to an endpoint the demo
-	// runs, which does the same work and keeps the same record log as the
-	// simulated members.
-	work, _ := parseWork(c.work)
-	ep, err := startDemoEndpoint(dir, work)
+	// Every member delivers its records over HTTP to an endpoint the demo
+	// runs, which spends the work on each and keeps the record logs the
+	// final check reads.
+	ep, err := startDemoEndpoint(dir, c.work)
 	if err != nil {
 		return err
 	}
 	defer ep.close()
+	fmt.Printf("the members deliver each record over HTTP to the demo's endpoint %s (keyshare member --deliver), which spends up to %s on it\n\n", ep.url, c.work)
 	view := newLiveView(dir)
 	view.note = ep.summary
 	procs := make(map[string]*exec.Cmd)
 	start := func(id string) error {
 		args := []string{"member", "--brokers", brokers, "--etcd", etcdURL, "--group", demoGroup, "--topic", demoTopic,
-			"--id", id, "--ttl", "2s", "--drain-timeout", "10s", "--log-level", "warn"}
-		how := "simulated work"
-		if id == demoDeliveringMember {
-			args = append(args, "--deliver", ep.url)
-			how = "delivers to the endpoint " + ep.url
-		} else {
-			args = append(args, "--work", c.work, "--record", filepath.Join(dir, id+".jsonl"))
-		}
+			"--id", id, "--ttl", "2s", "--drain-timeout", "10s", "--log-level", "warn", "--deliver", ep.url}
 		cmd := exec.Command(self, args...)
 		logf, err := os.Create(filepath.Join(dir, id+".log"))
 		if err != nil {
@@ -119,7 +111,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 		procs[id] = cmd
-		view.event("started member %s (pid %d, %s)", id, cmd.Process.Pid, how)
+		view.event("started member %s (pid %d)", id, cmd.Process.Pid)
 		return nil
 	}
 	defer func() {
@@ -228,10 +220,10 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nverified from the members' record logs:\n")
+	fmt.Printf("\nverified from the endpoint's record logs:\n")
 	fmt.Printf("  produced           %d\n  handled            %d (distinct %d)\n  lost               %d (must be 0)\n  duplicates         %d (allowed after the SIGKILL: records the killed member finished since its last flush)\n  order violations   %d (must be 0)\n  committed == end   %v\n",
 		v.produced, v.lines, v.distinct, v.lost, v.lines-v.distinct, v.orderViolations, v.committedAtEnd)
-	fmt.Printf("  over HTTP          %s: %s\n", demoDeliveringMember, ep.summary())
+	fmt.Printf("  over HTTP          %s\n", ep.summary())
 	if c.keep {
 		fmt.Printf("  logs in          %s\n", dir)
 	}
@@ -281,7 +273,7 @@ func verify(dir string, st *groupStatus) (verdict, error) {
 	seen := make(map[string]bool)
 	firsts := make(map[string][]first) // per topic/partition/key
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
-	var all []handledRecord
+	var all []recordlog.Line
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
@@ -289,7 +281,7 @@ func verify(dir string, st *groupStatus) (verdict, error) {
 		}
 		sc := bufio.NewScanner(fh)
 		for sc.Scan() {
-			var r handledRecord
+			var r recordlog.Line
 			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 				fh.Close()
 				return v, fmt.Errorf("%s: %w", f, err)

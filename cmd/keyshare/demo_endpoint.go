@@ -14,24 +14,26 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/internal/recordlog"
 )
 
 // demoEndpoint is the delivery endpoint (docs/delivery.md) the demo runs
-// for its member that delivers over HTTP (keyshare member --deliver). It
-// applies a record as the simulated members handle one: it spends the
-// demo's work on it and appends it to the sending member's record log,
-// which the demo's final check reads with the others. It also keeps its
-// own view: records applied per key, and whether each key's records came
-// in their produced order ("key-K:SEQ").
+// for its members (keyshare member --deliver). It applies a record by
+// spending a uniform draw of up to the demo's --work on it and appending it
+// to the sending member's record log (package recordlog), which the demo's
+// final check reads. It also keeps its own view: records applied per key,
+// and whether each key's records came in their produced order
+// ("key-K:SEQ").
 type demoEndpoint struct {
 	url  string
 	dir  string
-	work func(*rand.Rand) time.Duration
+	work time.Duration // the most spent on one record
 	srv  *http.Server
 
 	mu      sync.Mutex
 	rng     *rand.Rand
-	logs    map[string]*recordLog // by member
+	logs    map[string]*recordlog.Log // by member
 	applied int
 	again   int             // records applied before: sent again
 	late    int             // records applied after a later record of their key: order broken
@@ -44,13 +46,13 @@ type demoEndpoint struct {
 // ids, which name files in its directory.
 var demoMemberID = regexp.MustCompile(`^m[0-9]+$`)
 
-func startDemoEndpoint(dir string, work func(*rand.Rand) time.Duration) (*demoEndpoint, error) {
+func startDemoEndpoint(dir string, work time.Duration) (*demoEndpoint, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	e := &demoEndpoint{url: "http://" + ln.Addr().String() + "/", dir: dir, work: work, rng: rand.New(rand.NewPCG(7, 11)),
-		logs: map[string]*recordLog{}, seen: map[string]bool{}, last: map[string]int{}, perKey: map[string]int{}}
+		logs: map[string]*recordlog.Log{}, seen: map[string]bool{}, last: map[string]int{}, perKey: map[string]int{}}
 	e.srv = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = e.srv.Serve(ln) }()
 	return e, nil
@@ -86,7 +88,7 @@ func (e *demoEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, rec := range req.Records {
 		e.mu.Lock()
-		d := e.work(e.rng)
+		d := time.Duration(e.rng.Int64N(int64(e.work) + 1))
 		e.mu.Unlock()
 		if err := sleepCtx(r, d); err != nil {
 			return // the member closed the request (a revoked range): it sends the record again
@@ -116,12 +118,12 @@ func (e *demoEndpoint) apply(member, topic string, partition int32, offset int64
 	l := e.logs[member]
 	if l == nil {
 		var err error
-		if l, err = openRecordLog(filepath.Join(e.dir, member+".jsonl")); err != nil {
+		if l, err = recordlog.Open("the demo's record log", filepath.Join(e.dir, member+".jsonl")); err != nil {
 			return err
 		}
 		e.logs[member] = l
 	}
-	if err := l.write(member, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition, Offset: kafka.Offset(offset)},
+	if err := l.Write(member, &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition, Offset: kafka.Offset(offset)},
 		Key: key, Value: value}, start); err != nil {
 		return err
 	}
@@ -154,6 +156,6 @@ func (e *demoEndpoint) close() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, l := range e.logs {
-		l.close()
+		_ = l.Close()
 	}
 }

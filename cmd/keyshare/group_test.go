@@ -30,7 +30,7 @@ func TestGroupResetAndDelete(t *testing.T) {
 	}
 	conn := []string{"--etcd", e.Endpoints[0], "--brokers", k.Brokers}
 	startMember := func(rec string) *exec.Cmd {
-		m := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1", "--ttl", "2s", "--record", rec)
+		m := exec.Command(benchBin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1", "--ttl", "2s", "--record", rec)
 		var out bytes.Buffer
 		m.Stdout, m.Stderr = &out, &out
 		if err := m.Start(); err != nil {
@@ -209,7 +209,7 @@ func TestGroupResetWhilePaused(t *testing.T) {
 		t.Fatalf("produce: %s", out)
 	}
 	rec := filepath.Join(t.TempDir(), "records.jsonl")
-	m := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1", "--ttl", "2s", "--record", rec)
+	m := exec.Command(benchBin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1", "--ttl", "2s", "--record", rec)
 	var mout bytes.Buffer
 	m.Stdout, m.Stderr = &mout, &mout
 	if err := m.Start(); err != nil {
@@ -294,7 +294,7 @@ func TestGroupPauseResume(t *testing.T) {
 		return bytes.Count(b, []byte("\n"))
 	}
 	start := func() *exec.Cmd {
-		m := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1", "--ttl", "2s", "--record", rec)
+		m := exec.Command(benchBin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1", "--ttl", "2s", "--record", rec)
 		var out bytes.Buffer
 		m.Stdout, m.Stderr = &out, &out
 		if err := m.Start(); err != nil {

@@ -6,8 +6,8 @@ import "github.com/keyshare/keyshare/internal/cli"
 // print above the flags, by the command's flag set name.
 var commandHelp = map[string]cli.CommandHelp{
 	"demo": {
-		Description: `Runs the bundled cluster (embedded etcd and an in-process Kafka-protocol broker, or Apache Kafka with --kafka apache), a producer and several member processes (m1 delivers its records over HTTP to an endpoint the demo runs, the others simulate the work); kills one member and starts another on the way, prints a line a second, waits for the committed offsets to reach the end, then checks from the members' record logs that no record was lost and each key's records ran in order. Exit status 1 if a check failed.`,
-		Example:     `keyshare demo --duration 20s --members 4 --work uniform:0-2ms`,
+		Description: `Runs the bundled cluster (embedded etcd and an in-process Kafka-protocol broker, or Apache Kafka with --kafka apache), a producer and several member processes (every member delivers its records over HTTP to an endpoint the demo runs, which spends up to --work on each); kills one member and starts another on the way, prints a line a second, waits for the committed offsets to reach the end, then checks from the endpoint's record logs that no record was lost and each key's records ran in order. Exit status 1 if a check failed.`,
+		Example:     `keyshare demo --duration 20s --members 4 --work 5ms`,
 	},
 	"cluster": {
 		Description: `Runs embedded etcd and a Kafka-protocol broker until interrupted, with the given topics, and prints the endpoints and commands to try: a cluster for your own members on one machine. Nothing here is for production.`,
@@ -18,7 +18,7 @@ var commandHelp = map[string]cli.CommandHelp{
 		Example:     `keyshare produce --brokers localhost:9092 --topic orders --count 100000 --keys 1000`,
 	},
 	"member": {
-		Description: `Runs one keyshare member until SIGINT or SIGTERM, which leave gracefully: it joins the group in etcd, takes the key-hash ranges the leader gives it and delivers their records to an HTTP(S) endpoint in any language (--deliver, docs/delivery.md), or handles them with simulated work (--work, --fail-rate, --stall), optionally recording each one (--record). Every setting of the library's consumer.Config has a flag; a bad value is refused before any connection, naming the flag. Give every member of a group the same --ttl, --drain-timeout and load settings.`,
+		Description: `Runs one keyshare member until SIGINT or SIGTERM, which leave gracefully: it joins the group in etcd, takes the key-hash ranges the leader gives it and delivers their records to an HTTP(S) endpoint in any language (--deliver, required; docs/delivery.md). Simulated work for tests and benchmarks is keyshare-bench member's. Every setting of the library's consumer.Config has a flag; a bad value is refused before any connection, naming the flag. Give every member of a group the same --ttl, --drain-timeout and load settings.`,
 		Example: `keyshare member --brokers localhost:9092 --etcd localhost:2379 --group orders-app --topic orders
 keyshare member --group orders-app --topic orders --deliver https://sink:8443/records --deliver-token-file /run/secrets/sink-token --dlq orders.dlq
 KEYSHARE_ETCD=etcd:2379 keyshare member --group orders-app --topic orders --weight 2 --auto-offset-reset latest`,

@@ -41,7 +41,7 @@ func TestKeyDescribe(t *testing.T) {
 	}
 	slices.Sort(want)
 	for _, id := range []string{"m1", "m2"} {
-		member := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders",
+		member := exec.Command(benchBin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders",
 			"--id", id, "--stall", "key-3:60s", "--stuck-timeout", "1s", "--drain-timeout", "1s", "--ttl", "2s")
 		member.Env = flagFreeEnv()
 		var mout bytes.Buffer

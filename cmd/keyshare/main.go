@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/internal/membercmd"
 )
 
 // command is one subcommand.
@@ -16,7 +17,7 @@ type command interface {
 var commands = map[string]func() command{
 	"cluster":    func() command { return &clusterCommand{} },
 	"produce":    func() command { return &produceCommand{} },
-	"member":     func() command { return &memberCommand{} },
+	"member":     func() command { return membercmd.New(nil) },
 	"status":     func() command { return &statusCommand{} },
 	"group":      func() command { return &groupCommand{} },
 	"key":        func() command { return &keyCommand{} },

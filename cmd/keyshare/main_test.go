@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,23 +20,47 @@ import (
 	"github.com/keyshare/keyshare/testutil"
 )
 
-// bin is the keyshare binary, built once for all tests of this package.
-var bin string
+// bin is the keyshare binary, built once for all tests of this package;
+// benchBin is keyshare-bench, whose member (keyshare member with simulated
+// work and a record log) the tests of the other commands run when they
+// need members that handle records.
+var bin, benchBin string
+
+// deliverNowhere is the --deliver of a product member that is not meant to
+// hand any record over: nothing listens there.
+var deliverNowhere = []string{"--deliver", "http://127.0.0.1:1/"}
 
 func TestMain(m *testing.M) {
-	var cleanup func()
+	var cleanup, benchCleanup func()
 	var err error
 	bin, cleanup, err = testutil.BuildKeyshare(".", raceEnabled)
 	if err != nil {
 		panic(err)
 	}
+	benchBin, benchCleanup, err = testutil.BuildCommand("../keyshare-bench", "keyshare-bench", raceEnabled)
+	if err != nil {
+		cleanup()
+		panic(err)
+	}
 	code := testutil.RunTests(m)
 	cleanup()
+	benchCleanup()
 	os.Exit(code)
 }
 
 // run runs the binary and returns its output and exit code.
 func run(t *testing.T, timeout time.Duration, args ...string) (string, int) {
+	t.Helper()
+	return runBinary(t, bin, timeout, args...)
+}
+
+// runBench is run with keyshare-bench.
+func runBench(t *testing.T, timeout time.Duration, args ...string) (string, int) {
+	t.Helper()
+	return runBinary(t, benchBin, timeout, args...)
+}
+
+func runBinary(t *testing.T, bin string, timeout time.Duration, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
@@ -54,7 +79,7 @@ func run(t *testing.T, timeout time.Duration, args ...string) (string, int) {
 }
 
 func TestDemoVerifiesGuarantees(t *testing.T) {
-	args := []string{"demo", "--duration", "6s", "--records", "3000", "--keys", "100", "--work", "uniform:0-1ms"}
+	args := []string{"demo", "--duration", "6s", "--records", "3000", "--keys", "100", "--work", "1ms"}
 	if testutil.KafkaBackend() == testutil.BackendApache {
 		args = append(args, "--kafka", "apache") // its own broker, beside the tests' shared one
 	}
@@ -69,11 +94,18 @@ func TestDemoVerifiesGuarantees(t *testing.T) {
 			t.Errorf("demo output lacks %q", want)
 		}
 	}
-	// m1 delivers over HTTP to the demo's endpoint, which applied some of
-	// the records, none out of its key's order.
-	if !regexp.MustCompile(`started member m1 \(pid \d+, delivers to the endpoint http://127\.0\.0\.1:\d+/\)`).MatchString(out) ||
-		!regexp.MustCompile(`over HTTP +m1: endpoint applied [1-9]\d* records of \d+ keys \(\d+ sent again, 0 out of key order\)`).MatchString(out) {
-		t.Errorf("demo output does not show m1 delivering to the demo's endpoint")
+	// Every member delivers over HTTP to the demo's endpoint, which
+	// applied every record (some twice, after the SIGKILL), none out of
+	// its key's order.
+	if !regexp.MustCompile(`members deliver each record over HTTP to the demo's endpoint http://127\.0\.0\.1:\d+/`).MatchString(out) {
+		t.Errorf("demo output does not say where the members deliver")
+	}
+	m := regexp.MustCompile(`over HTTP +endpoint applied (\d+) records of 100 keys \(\d+ sent again, 0 out of key order\)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("demo output does not show the endpoint's summary")
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 3000 {
+		t.Errorf("the endpoint applied %d records, want all 3000 (and any sent again)", n)
 	}
 }
 
@@ -86,7 +118,7 @@ func TestProduceMemberStatusEndToEnd(t *testing.T) {
 		t.Fatalf("produce: exit %d: %s", code, out)
 	}
 	rec := filepath.Join(t.TempDir(), "m.jsonl")
-	member := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "solo", "--record", rec, "--ttl", "2s")
+	member := exec.Command(benchBin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "solo", "--record", rec, "--ttl", "2s")
 	var mout bytes.Buffer
 	member.Stdout, member.Stderr = &mout, &mout
 	if err := member.Start(); err != nil {
@@ -137,7 +169,8 @@ func TestBadInput(t *testing.T) {
 	}{
 		{[]string{"nope"}, 2, `unknown command "nope"`},
 		{[]string{"member", "--bogus"}, 2, "unknown flag --bogus: run 'keyshare member -h' for the flags"},
-		{[]string{"member", "--group", "g", "--topic", "t", "--work", "fast"}, 2, `--work "fast": want a duration`},
+		{[]string{"member", "--group", "g", "--topic", "t", "--work", "fast"}, 2, "--work is not a flag of keyshare member"},
+		{[]string{"member", "--group", "g", "--topic", "t"}, 2, "--deliver URL is required"},
 		{[]string{"produce", "--topic", "t", "--zipf", "0.5"}, 2, "exponent must be greater than 1"},
 		{[]string{"member", "--group", "g", "--topic", "t", "--balance", "hash"}, 2, `--balance "hash": want "load" or "width"`},
 		{[]string{"member", "--group", "g", "--topic", "t", "--load-report-interval", "10ms"}, 2, "--load-report-interval 10ms: want at least 100ms"},
@@ -147,7 +180,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"status"}, 2, "--group is required"},
 		// Brokers that do not answer: the member keeps trying (they may be
 		// starting); etcd that does not answer ends the start.
-		{[]string{"member", "--group", "g", "--topic", "t", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1"}, 1, "etcd at 127.0.0.1:1 did not answer"},
+		{[]string{"member", "--group", "g", "--topic", "t", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1", "--deliver", "http://127.0.0.1:1/"}, 1, "etcd at 127.0.0.1:1 did not answer"},
 		{[]string{"produce", "--brokers", "127.0.0.1:1", "--topic", "t"}, 1, "check --brokers"},
 	}
 	for _, tc := range cases {
@@ -225,7 +258,7 @@ func TestStatusExplainsStuckKey(t *testing.T) {
 		t.Fatalf("produce: %s", out)
 	}
 	metrics := freePort(t)
-	member := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders",
+	member := exec.Command(benchBin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders",
 		"--id", "solo", "--stall", "key-3:60s", "--stuck-timeout", "1s", "--drain-timeout", "2s", "--ttl", "2s", "--metrics-addr", metrics)
 	var mout bytes.Buffer
 	member.Stdout, member.Stderr = &mout, &mout
@@ -279,7 +312,7 @@ func TestStatusReportsRetentionLoss(t *testing.T) {
 	start := func(id string, extra ...string) (*exec.Cmd, *bytes.Buffer) {
 		args := append([]string{"member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders",
 			"--id", id, "--drain-timeout", "1s", "--ttl", "2s"}, extra...)
-		cmd := exec.Command(bin, args...)
+		cmd := exec.Command(benchBin, args...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {

@@ -18,7 +18,7 @@ import (
 // first.
 func TestMemberStartInterrupted(t *testing.T) {
 	_, e := testutil.StartEtcd(t)
-	m := exec.Command(bin, "member", "--brokers", freePort(t), "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1")
+	m := exec.Command(bin, "member", "--brokers", freePort(t), "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1", "--deliver", "http://127.0.0.1:1/")
 	var out bytes.Buffer
 	m.Stdout, m.Stderr = &out, &out
 	if err := m.Start(); err != nil {
@@ -55,7 +55,7 @@ func TestMemberStartInterrupted(t *testing.T) {
 func TestMemberRefusalReportedAtOnce(t *testing.T) {
 	k := saslKafka(t, map[string]int32{"orders": 1}, "plain-right", "scram-right")
 	bad := writeFile(t, "bad.properties", "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=keyshare\nsasl.password=plain-wrong\n")
-	out, code, took := runEnv(t, time.Minute, nil, "member", "--brokers", k.Brokers, "--kafka-config", bad, "--etcd", freePort(t), "--group", "g", "--topic", "orders")
+	out, code, took := runEnv(t, time.Minute, nil, "member", "--brokers", k.Brokers, "--kafka-config", bad, "--etcd", freePort(t), "--group", "g", "--topic", "orders", "--deliver", "http://127.0.0.1:1/")
 	if code != 1 || !strings.Contains(out, "refused the credentials") {
 		t.Fatalf("exit %d after %s, want 1 and the refusal:\n%s", code, took, out)
 	}

@@ -45,7 +45,7 @@ func TestMemberLeavesWithClosedLogPipe(t *testing.T) {
 	k := testutil.StartKafka(t, map[string]int32{"orders": 2, "events": 1})
 	member := func(id, topic string, stderr io.Writer) *exec.Cmd {
 		cmd := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", topic,
-			"--id", id, "--ttl", "10s", "--drain-timeout", "2s")
+			"--id", id, "--ttl", "10s", "--drain-timeout", "2s", "--deliver", "http://127.0.0.1:1/")
 		cmd.Stderr = stderr
 		return cmd
 	}
@@ -77,7 +77,7 @@ func TestMemberLeavesWithClosedLogPipe(t *testing.T) {
 		return err == nil && len(snap.Owned("a")) == 1 && len(snap.Owned("b")) == 1
 	})
 
-	out, code := run(t, time.Minute, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "events", "--id", "c")
+	out, code := run(t, time.Minute, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "events", "--id", "c", "--deliver", "http://127.0.0.1:1/")
 	if code != 1 || !strings.Contains(out, "topics [events] differ from the topics [orders]") {
 		t.Errorf("member with other topics: exit %d, want 1 with an error naming both lists:\n%s", code, out)
 	}

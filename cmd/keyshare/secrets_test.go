@@ -30,7 +30,7 @@ func TestSecretFiles(t *testing.T) {
 	plain := write("plain.properties", "client.id=me\n", 0o644)
 	pw := write("etcd.pw", "p\n", 0o640)
 	rec, audit := filepath.Join(dir, "records.jsonl"), filepath.Join(dir, "audit.jsonl")
-	out, code := run(t, time.Minute, "member", "--group", "g", "--topic", "orders", "--id", "m1", "--brokers", "127.0.0.1:1",
+	out, code := runBench(t, time.Minute, "member", "--group", "g", "--topic", "orders", "--id", "m1", "--brokers", "127.0.0.1:1",
 		"--kafka-config", kc, "--etcd-user", "alice", "--etcd-password-file", pw, "--record", rec, "--audit", audit,
 		"-X", "sasl.oauthbearer.assertion.private.key.passphrase=x", "-X", "bogus.prop=1")
 	if code != 1 || !strings.Contains(out, "(set by -X bogus.prop)") {

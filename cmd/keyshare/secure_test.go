@@ -73,7 +73,7 @@ func TestEtcdTLS(t *testing.T) {
 	if code != 1 || !strings.Contains(out, `unknown group "g": no key under /keyshare/g/ in etcd`) {
 		t.Fatalf("status over TLS: exit %d: %s", code, out)
 	}
-	member := []string{"member", "--group", "g", "--topic", "orders", "--brokers", k.Brokers}
+	member := append([]string{"member", "--group", "g", "--topic", "orders", "--brokers", k.Brokers}, deliverNowhere...)
 	cases := []struct {
 		name string
 		args []string
@@ -140,7 +140,7 @@ func TestEtcdAuthLeastPrivilege(t *testing.T) {
 		{"user:password", nil, append(args("a")[:len(args("a"))-1], "alice:alice-pw"), "takes a name only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, code, took := runEnv(t, time.Minute, tc.env, tc.args...)
+			out, code, took := runEnv(t, time.Minute, tc.env, append(tc.args, deliverNowhere...)...)
 			if code == 0 || !strings.Contains(out, tc.want) {
 				t.Fatalf("exit %d after %s, want an error containing %q:\n%s", code, took, tc.want, out)
 			}
@@ -158,7 +158,7 @@ func TestEtcdAuthLeastPrivilege(t *testing.T) {
 	if err := os.WriteFile(pwFile, []byte("alice-pw\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	m := exec.Command(bin, append(args("a"), "--etcd-password-file", pwFile, "--id", "m1")...)
+	m := exec.Command(benchBin, append(args("a"), "--etcd-password-file", pwFile, "--id", "m1")...)
 	var mout bytes.Buffer
 	m.Stdout, m.Stderr = &mout, &mout
 	if err := m.Start(); err != nil {
@@ -232,7 +232,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	margs := []string{"member", "--brokers", k.Brokers, "--kafka-config", plain, "-X", "debug=security,broker,conf,protocol", "--etcd", e.Endpoints[0],
 		"--etcd-user", "alice", "--group", "g", "--topic", "orders", "--id", "m1", "--log-level", "trace", "--fail-rate", "1", "--dlq", "dead",
 		"--metrics-addr", metrics, "--ttl", "2s"}
-	m := exec.Command(bin, margs...)
+	m := exec.Command(benchBin, margs...)
 	m.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	m.Stdout, m.Stderr = &stdout, &stderr
@@ -277,7 +277,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	// Wrong passwords: the errors name the failure, not the secret.
 	bad := writeFile(t, "bad.properties", "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=keyshare\nsasl.password=wrong-"+kafkaSecret+"\n")
 	out, code, took := runEnv(t, time.Minute, env, "member", "--brokers", k.Brokers, "--kafka-config", bad, "--etcd", e.Endpoints[0], "--etcd-user", "alice",
-		"--group", "g", "--topic", "orders", "--log-level", "trace")
+		"--group", "g", "--topic", "orders", "--log-level", "trace", "--deliver", "http://127.0.0.1:1/")
 	if code == 0 || !strings.Contains(out, "refused the credentials") {
 		t.Fatalf("wrong SASL password: exit %d after %s:\n%s", code, took, out)
 	}
@@ -319,7 +319,7 @@ func TestKafkaConfigErrors(t *testing.T) {
 	}{
 		{[]string{"produce", "--brokers", k.Brokers, "--topic", "orders", "--kafka-config", f}, 1, "no.such.property\" (set by --kafka-config " + f + " line 4)"},
 		{[]string{"produce", "--brokers", k.Brokers, "--topic", "orders", "-X", "bogus.prop=1"}, 1, "(set by -X bogus.prop)"},
-		{[]string{"member", "--brokers", k.Brokers, "--group", "g", "--topic", "orders", "-X", "bogus.prop=1"}, 1, "(set by -X bogus.prop)"},
+		{[]string{"member", "--brokers", k.Brokers, "--group", "g", "--topic", "orders", "-X", "bogus.prop=1", "--deliver", "http://127.0.0.1:1/"}, 1, "(set by -X bogus.prop)"},
 		{[]string{"status", "--group", "g", "--kafka-config", badLine}, 2, "line 2: want key=value"},
 		{[]string{"produce", "--topic", "orders", "-X", "novalue"}, 2, "-X novalue: want prop=value"},
 		{[]string{"produce", "--topic", "orders", "--brokers", "a:1", "-X", "bootstrap.servers=b:1"}, 2, "--brokers a:1 and bootstrap.servers from -X bootstrap.servers differ"},
@@ -344,7 +344,7 @@ func TestControlSequencesEscaped(t *testing.T) {
 	const evil = "\x1b[2J"
 	recs := append([]testutil.Record{{Key: []byte(evil), Value: []byte("v")}}, testutil.KeyedRecords(20, 4)...)
 	testutil.Produce(t, k.Brokers, "orders", recs)
-	m := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1",
+	m := exec.Command(benchBin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1",
 		"--fail-rate", "1", "--stuck-timeout", "1s", "--log-level", "debug", "--ttl", "2s", "--drain-timeout", "1s")
 	var mout bytes.Buffer
 	m.Stdout, m.Stderr = &mout, &mout

@@ -223,7 +223,7 @@ func TestStatusShowsHotKeys(t *testing.T) {
 		}
 	}
 	testutil.Produce(t, k.Brokers, "orders", recs)
-	member := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1",
+	member := exec.Command(benchBin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", "m1",
 		"--ttl", "2s", "--work", "5ms", "--load-report-interval", "200ms")
 	var mout bytes.Buffer
 	member.Stdout, member.Stderr = &mout, &mout

@@ -1,7 +1,7 @@
-package main
+package membercmd
 
 // --deliver: the member hands each record (or batch) to an HTTP(S) or
-// gRPC endpoint through package deliver, instead of the simulated work.
+// gRPC endpoint through package deliver.
 
 import (
 	"bufio"
@@ -36,7 +36,7 @@ type deliverFlags struct {
 const defaultDeliverTimeout = 10 * time.Second
 
 func (f *deliverFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.url, "deliver", "", "deliver each record (each batch with --batch-size) to this http:// or https:// endpoint as JSON, or grpc://host:port or grpcs://host:port by gRPC (docs/delivery.md), instead of --work")
+	fs.StringVar(&f.url, "deliver", "", "deliver each record (each batch with --batch-size) to this http:// or https:// endpoint as JSON, or grpc://host:port or grpcs://host:port by gRPC (docs/delivery.md)")
 	fs.DurationVar(&f.timeout, "deliver-timeout", defaultDeliverTimeout, "with --deliver: bound on each request; one that times out is sent again")
 	fs.StringVar(&f.ca, "deliver-ca", "", "with an https:// or grpcs:// --deliver: verify the endpoint's certificate with this CA bundle (PEM) instead of the system's")
 	fs.StringVar(&f.cert, "deliver-cert", "", "with an https:// or grpcs:// --deliver: client certificate (PEM), with --deliver-key")
@@ -180,19 +180,6 @@ func readHeaderFile(path string, h http.Header) error {
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("--deliver-header-file %s: %w", path, err)
-	}
-	return nil
-}
-
-// checkDeliverFlags refuses the simulated handler's flags beside --deliver.
-func (c *memberCommand) checkDeliverFlags() error {
-	if c.deliver.url == "" {
-		return nil
-	}
-	for flag, set := range map[string]bool{"--work": c.work != "0", "--fail-rate": c.failRate != 0, "--stall": c.stall != "", "--record": c.record != ""} {
-		if set {
-			return fmt.Errorf("%s simulates a handler; --deliver replaces it: drop %s", flag, flag)
-		}
 	}
 	return nil
 }

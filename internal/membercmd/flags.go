@@ -1,4 +1,4 @@
-package main
+package membercmd
 
 import (
 	"context"
@@ -67,8 +67,8 @@ var configFlags = map[string]string{
 // and what sets them instead.
 var noConfigFlag = map[string]string{
 	"Kafka":        "-X, --kafka-config and --brokers",
-	"Handler":      "--deliver (member_deliver.go), or the simulated work of --work, --fail-rate, --stall and --record",
-	"BatchHandler": "--batch-size, with --deliver or the simulated work",
+	"Handler":      "--deliver (deliver.go), or in keyshare-bench member the lab's simulated work (lab.go)",
+	"BatchHandler": "--batch-size, with --deliver or the lab's simulated work",
 	"Logger":       "--log-level and --log-format",
 	// The member command exports no traces: a tracer provider needs an
 	// exporter, which a service embedding the library brings.
@@ -77,7 +77,7 @@ var noConfigFlag = map[string]string{
 
 // registerConfigFlags registers the flags of consumer.Config's settings,
 // each defaulting to DefaultConfig's value.
-func (c *memberCommand) registerConfigFlags(fs *flag.FlagSet) {
+func (c *Command) registerConfigFlags(fs *flag.FlagSet) {
 	cfg := &c.cfg
 	fs.StringVar(&cfg.Group, "group", "", "group name (required)")
 	fs.StringVar(&cfg.Prefix, "prefix", cfg.Prefix, "etcd prefix of all groups")
@@ -118,26 +118,24 @@ func (c *memberCommand) registerConfigFlags(fs *flag.FlagSet) {
 // parse reads the command line into c and checks every setting, all before
 // any network: a bad value is a usage error (exit status 2) naming its flag.
 // It returns the Kafka settings.
-func (c *memberCommand) parse(args []string) (*clientflags.KafkaSettings, error) {
+func (c *Command) parse(args []string) (*clientflags.KafkaSettings, error) {
 	fs := c.flagSet()
 	if err := cli.Parse(fs, args); err != nil {
+		if moved := labFlagIn(args); c.lab == nil && moved != "" {
+			return nil, cli.Usage(fmt.Errorf("--%s is not a flag of keyshare member, which delivers every record to --deliver URL; simulated work (--work, --fail-rate, --stall) and the --record and --audit logs are the lab binary's: keyshare-bench member", moved))
+		}
 		return nil, err
 	}
 	cfg := &c.cfg
+	needDeliver := c.lab == nil && c.deliver.url == ""
 	if cfg.Group == "" || len(c.topics) == 0 {
+		if needDeliver {
+			return nil, cli.Usage(errors.New("--group, at least one --topic and --deliver URL are required"))
+		}
 		return nil, cli.Usage(errors.New("--group and at least one --topic are required"))
 	}
 	if err := coord.CheckName("--group", cfg.Group); err != nil {
 		return nil, cli.Usage(err)
-	}
-	if _, err := parseCost(c.work); err != nil { // member_batch.go
-		return nil, cli.Usage(err)
-	}
-	if _, _, err := parseStall(c.stall); err != nil {
-		return nil, cli.Usage(err)
-	}
-	if c.failRate < 0 || c.failRate > 1 {
-		return nil, cli.Usage(fmt.Errorf("--fail-rate %g: want a probability between 0 and 1", c.failRate))
 	}
 	if _, err := cli.NewLogger("keyshare", c.logLevel, c.logFormat); err != nil {
 		return nil, cli.Usage(err)
@@ -169,14 +167,19 @@ func (c *memberCommand) parse(args []string) (*clientflags.KafkaSettings, error)
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	if err := c.checkBatchFlags(); err != nil { // member_batch.go
+	if err := c.checkBatchFlags(); err != nil {
 		return nil, cli.Usage(err)
 	}
-	if err := c.checkDeliverFlags(); err != nil { // member_deliver.go
-		return nil, cli.Usage(err)
+	if c.lab != nil {
+		if err := c.lab.Check(c.deliver.url != ""); err != nil {
+			return nil, cli.Usage(err)
+		}
 	}
 	if c.deliverCfg, err = c.deliver.config(); err != nil {
 		return nil, err
+	}
+	if needDeliver {
+		return nil, cli.Usage(errors.New("--deliver URL is required: keyshare member hands each record to that HTTP(S) endpoint (docs/delivery.md); for simulated work, run keyshare-bench member"))
 	}
 	return ks, nil
 }
@@ -184,7 +187,7 @@ func (c *memberCommand) parse(args []string) (*clientflags.KafkaSettings, error)
 // validate runs consumer.Config.Validate on the member's configuration
 // (with a stand-in for the handler Run builds later) and words its error in
 // flags.
-func (c *memberCommand) validate() error {
+func (c *Command) validate() error {
 	v := c.cfg
 	if c.batchSize > 0 {
 		v.BatchHandler = func(context.Context, []*kafka.Message) []error { return nil }
@@ -244,4 +247,34 @@ func flagError(err error) string {
 		return configFlags["Retry."+s]
 	})
 	return lead + msg
+}
+
+func (c *Command) checkBatchFlags() error {
+	switch {
+	case c.batchSize < 0:
+		return fmt.Errorf("--batch-size %d: want 0 (one record per call) or a batch size of at least 1", c.batchSize)
+	case c.batchSize > c.cfg.MaxInFlight:
+		return fmt.Errorf("--batch-size %d exceeds --max-in-flight %d: a batch could never fill; lower --batch-size or raise --max-in-flight", c.batchSize, c.cfg.MaxInFlight)
+	case c.batchWait < 0:
+		return fmt.Errorf("--batch-wait %s: want a duration of 0 or more", c.batchWait)
+	}
+	return nil
+}
+
+// labFlagIn returns the first lab flag (labFlags) args give, without its
+// dashes, or "".
+func labFlagIn(args []string) string {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if slices.Contains(labFlags, name) {
+			return name
+		}
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -12,8 +13,43 @@ import (
 	"testing"
 	"time"
 
+	"github.com/keyshare/keyshare/internal/recordlog"
 	"github.com/keyshare/keyshare/testutil"
 )
+
+// bin is this command, built once: the tests run keyshare-bench member as
+// a process.
+var bin string
+
+func TestMain(m *testing.M) {
+	var cleanup func()
+	var err error
+	bin, cleanup, err = testutil.BuildCommand(".", "keyshare-bench", false)
+	if err != nil {
+		panic(err)
+	}
+	code := testutil.RunTests(m)
+	cleanup()
+	os.Exit(code)
+}
+
+// run runs keyshare-bench and returns its output and exit code.
+func run(t *testing.T, timeout time.Duration, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return out.String(), code
+}
 
 func TestParseCost(t *testing.T) {
 	for _, tc := range []struct {
@@ -42,8 +78,11 @@ func TestParseCost(t *testing.T) {
 	}
 }
 
-func TestMemberBatchFlagsRefused(t *testing.T) {
-	base := []string{"member", "--group", "g", "--topic", "t"}
+// TestBenchMemberRefusesBadFlags: keyshare-bench member checks keyshare
+// member's flags and the lab's, before any network; --deliver replaces
+// the simulated handler, so its flags beside --deliver are refused.
+func TestBenchMemberRefusesBadFlags(t *testing.T) {
+	base := []string{"member", "--group", "g", "--topic", "t", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1"}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -52,6 +91,12 @@ func TestMemberBatchFlagsRefused(t *testing.T) {
 		{[]string{"--batch-size", "5000"}, "--batch-size 5000 exceeds --max-in-flight 1000"},
 		{[]string{"--batch-size", "10", "--batch-wait", "-1s"}, "--batch-wait -1s"},
 		{[]string{"--work", "call:5ms"}, "want call:FIXED+PER_RECORD"},
+		{[]string{"--work", "fast"}, `--work "fast": want a duration`},
+		{[]string{"--fail-rate", "2"}, "--fail-rate 2: want a probability between 0 and 1"},
+		{[]string{"--stall", "key-3"}, `--stall "key-3": want KEY:DURATION`},
+		{[]string{"--deliver", "http://sink/", "--work", "5ms"}, "--work simulates a handler; --deliver replaces it"},
+		{[]string{"--deliver", "http://sink/", "--record", "x"}, "--record simulates a handler"},
+		{[]string{"--max-in-flight", "-3"}, "--max-in-flight -3 must be at least --concurrency 16"},
 	} {
 		out, code := run(t, time.Minute, append(base, tc.args...)...)
 		if code != 2 || !strings.Contains(out, tc.want) {
@@ -67,9 +112,7 @@ func TestMemberBatchEndToEnd(t *testing.T) {
 	testutil.ParallelOnKfake(t)
 	_, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 2})
-	if out, code := run(t, time.Minute, "produce", "--brokers", k.Brokers, "--topic", "orders", "--count", "1000", "--keys", "20", "--quiet"); code != 0 {
-		t.Fatalf("produce: exit %d: %s", code, out)
-	}
+	testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(1000, 20))
 	rec := filepath.Join(t.TempDir(), "m.jsonl")
 	member := exec.Command(bin, "member", "--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders",
 		"--id", "solo", "--record", rec, "--ttl", "2s", "--batch-size", "50", "--batch-wait", "5ms", "--work", "call:2ms+0.02ms", "--fail-rate", "0.1")
@@ -103,7 +146,7 @@ func TestMemberBatchEndToEnd(t *testing.T) {
 	last := map[string]int{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var h handledRecord
+		var h recordlog.Line
 		if err := json.Unmarshal(sc.Bytes(), &h); err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package main
+package membercmd
 
 import (
 	"os"
@@ -42,8 +42,6 @@ func TestMemberRefusesBadDeliverFlags(t *testing.T) {
 		{[]string{"--deliver-timeout", "5s"}, "--deliver-timeout needs --deliver URL"},
 		{[]string{"--deliver-token-file", spaced}, "--deliver-token-file needs --deliver URL"},
 		{[]string{"--deliver", "http://sink/", "--deliver-timeout", "0s"}, "--deliver-timeout 0s: want a positive duration"},
-		{[]string{"--deliver", "http://sink/", "--work", "5ms"}, "--work simulates a handler; --deliver replaces it"},
-		{[]string{"--deliver", "http://sink/", "--record", "x"}, "--record simulates a handler"},
 		{[]string{"--deliver", "http://sink/", "--deliver-token-file", spaced}, "--deliver-token-file " + spaced + ": the token holds spaces"},
 		{[]string{"--deliver", "http://sink/", "--deliver-token-file", empty}, "--deliver-token-file " + empty + ": the first line is empty"},
 		{[]string{"--deliver", "http://sink/", "--deliver-token-file", filepath.Join(dir, "none")}, "--deliver-token-file: open"},
@@ -55,7 +53,7 @@ func TestMemberRefusesBadDeliverFlags(t *testing.T) {
 		{[]string{"--deliver", "http://sink/", "--deliver-cert", cert, "--deliver-key", key}, "--deliver-ca, --deliver-cert and --deliver-key need an https:// or grpcs:// --deliver URL"},
 	} {
 		args := append([]string{"--group", "g", "--topic", "t"}, tc.args...)
-		_, err := (&memberCommand{}).parse(args)
+		_, err := (&Command{}).parse(args)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want an error starting %q", tc.args, err, tc.want)
 			continue
@@ -64,7 +62,7 @@ func TestMemberRefusesBadDeliverFlags(t *testing.T) {
 			t.Errorf("%v: the error %q shows a secret", tc.args, err)
 		}
 	}
-	c := &memberCommand{}
+	c := &Command{}
 	if _, err := c.parse([]string{"--group", "g", "--topic", "t", "--deliver", "https://sink/", "--deliver-ca", ca.CertFile,
 		"--deliver-cert", cert, "--deliver-key", key, "--deliver-header-file", write("ok-headers", "# tenant\nX-Tenant: blue\n\n"),
 		"--deliver-token-file", write("ok-token", "abc123\n")}); err != nil {
