@@ -64,8 +64,8 @@ func (c *clusterCommand) Run(ctx context.Context, args []string) error {
 	fmt.Printf(`
 Try next:
   keyshare produce --brokers %[2]s --topic TOPIC --count 10000 --keys 100
-  keyshare member  --brokers %[2]s --etcd %[1]s --group demo --topic TOPIC --deliver http://127.0.0.1:8000/
-                   (your endpoint there: docs/delivery.md; simulated work: keyshare-bench member --work 2ms)
+  keyshare member  --brokers %[2]s --etcd %[1]s --group demo --topic TOPIC --deliver http://127.0.0.1:8080/
+                   (with an endpoint there, e.g. python3 cmd/keyshare/testdata/endpoint.py --port 8080: docs/delivery.md)
   keyshare status  --etcd %[1]s --brokers %[2]s --group demo
   go tool etcdctl --endpoints %[1]s get --prefix /keyshare/demo/
 
