@@ -51,7 +51,9 @@ func (c *benchCommand) spawnMember(topic, group, id string, extra ...string) (*b
 	return &benchMember{cmd: cmd, metrics: addr}, nil
 }
 
-// metric reads one unlabelled sample (-1 if unavailable).
+// metric reads the sample of name (-1 if unavailable): a member's metrics
+// carry its group as a label, and a member is in one group, so the first
+// sample of name, labelled or not, is the one.
 func (m *benchMember) metric(name string) float64 {
 	resp, err := http.Get("http://" + m.metrics + "/metrics")
 	if err != nil {
@@ -60,10 +62,16 @@ func (m *benchMember) metric(name string) float64 {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (!strings.HasPrefix(rest, " ") && !strings.HasPrefix(rest, "{")) {
+			continue
 		}
+		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return -1
+		}
+		return f
 	}
 	return -1
 }
@@ -149,7 +157,11 @@ func (c *benchCommand) memoryRun(ctx context.Context, n, run int) (int64, int64,
 		return 0, 0, err
 	}
 	defer m.stop(syscall.SIGKILL)
+	joinBy := time.Now().Add(time.Minute)
 	for m.metric("keyshare_generation") < 1 {
+		if time.Now().After(joinBy) {
+			return 0, 0, fmt.Errorf("bench: memory member did not join within a minute")
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	// Each run has its own topic, empty until now.
