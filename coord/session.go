@@ -40,6 +40,7 @@ type Session struct {
 	leaving chan struct{} // closed by Leave: stop campaigning
 	updates chan state.Assignment
 	pauses  chan PauseState
+	keyOps  *keyOpsView // the group's key operations, watch-fed (keyops.go)
 	// releases carries ReleaseRanges calls to writeReleases (release.go).
 	releases chan *releaseRequest
 	// handoffReady is closed when the leader's first handoff plan for
@@ -78,6 +79,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 		leaving:  make(chan struct{}),
 		updates:  make(chan state.Assignment, 1),
 		pauses:   make(chan PauseState, 1),
+		keyOps:   newKeyOpsView(),
 		releases: make(chan *releaseRequest),
 		rec:      newRecorder(cli, cfg.MaxTxnOps),
 
@@ -132,6 +134,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 	s.goFunc(s.writeReleases)
 	s.goFunc(func() { s.view.run(s.ctx) })
 	s.goFunc(s.watchPause)
+	s.goFunc(s.watchKeyOps)
 	s.goFunc(s.campaign)
 	return s, nil
 }

@@ -99,6 +99,9 @@ var decoders = map[string]decoderCase{
 	"stuck": decoderFor(recSchema.StuckRange("orders", 3, 100), func(key string, b []byte) (StuckRecord, error) { return DecodeStuck(key, b) },
 		[]string{`{"v":1,"member":"m1","topic":"orders","partition":3,"lo":100,"offset":42,"key":"k","since":"2026-01-02T03:04:05Z","attempts":3,"error":"boom"}`},
 		[]string{`{"v":1,"member":"m1","topic":"orders","partition":3,"lo":100,"offset":-42,"key":"k","since":"2026-01-02T03:04:05Z","attempts":3}`}),
+	"keyop": decoderFor(recSchema.KeyOp("orders", 3, 3285391650, []byte("k")), func(key string, b []byte) (KeyOpRecord, error) { return DecodeKeyOp(recGroup, key, b) },
+		[]string{`{"v":1,"op":"skip","topic":"orders","partition":3,"key":"aw==","hash":3285391650,"offset":42,"by":"ops@host","at":"2026-01-02T03:04:05Z"}`, `{"v":1,"op":"skip","topic":"orders","partition":3,"key":"aw==","hash":3285391650,"offset":42,"drop":true,"by":"ops@host","reason":"poison","at":"2026-01-02T03:04:05Z","refused":"no dead-letter topic"}`},
+		[]string{`{"v":1,"op":"park","topic":"orders","partition":3,"key":"aw==","hash":3285391650,"offset":42,"by":"ops@host","at":"2026-01-02T03:04:05Z"}`, `{"v":1,"op":"skip","topic":"orders","partition":3,"key":"aw==","hash":3285391651,"offset":42,"by":"ops@host","at":"2026-01-02T03:04:05Z"}`, `{"v":1,"op":"skip","topic":"orders","partition":4,"key":"aw==","hash":3285391650,"offset":42,"by":"ops@host","at":"2026-01-02T03:04:05Z"}`, `{"v":1,"op":"skip","topic":"orders","partition":3,"key":"aw==","hash":3285391650,"offset":-1,"by":"ops@host","at":"2026-01-02T03:04:05Z"}`}),
 	"loss": decoderFor(recSchema.LostRange("orders", 3, 100, 7), func(key string, b []byte) (LossRecord, error) { return DecodeLoss(recGroup, key, b) },
 		[]string{`{"v":1,"member":"m1","topic":"orders","partition":3,"lo":100,"hi":200,"at":"2026-01-02T03:04:05Z","log_start":7,"segments":[{"lo":100,"hi":200,"pending":[3],"unread_from":5}]}`},
 		[]string{`{"v":1,"member":"m1","topic":"orders","partition":4,"lo":100,"hi":200,"at":"2026-01-02T03:04:05Z","log_start":7,"segments":[]}`}),
@@ -153,5 +156,7 @@ func FuzzDecodeLeave(f *testing.F) { fuzzDecoder(f, "leave") }
 func FuzzDecodeStuck(f *testing.F) { fuzzDecoder(f, "stuck") }
 
 func FuzzDecodeLoss(f *testing.F) { fuzzDecoder(f, "loss") }
+
+func FuzzDecodeKeyOp(f *testing.F) { fuzzDecoder(f, "keyop") }
 
 func FuzzDecodeSubscription(f *testing.F) { fuzzDecoder(f, "subscription") }

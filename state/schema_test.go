@@ -22,7 +22,7 @@ var storedTypes = []any{
 	state.RangeRecord{}, state.MemberInfo{}, state.SubscriptionRecord{},
 	state.LeaveRecord{}, state.GenerationRecord{}, state.CommitRecord{},
 	state.StuckRecord{}, state.LossRecord{}, state.PauseRecord{},
-	state.HandoffPlan{}, state.TopicRecord{}, state.LoadReport{}, state.HotKeyNames{},
+	state.HandoffPlan{}, state.TopicRecord{}, state.LoadReport{}, state.HotKeyNames{}, state.KeyOpRecord{},
 }
 
 // TestStoredSchemaIsFrozen: the JSON fields of the stored values at

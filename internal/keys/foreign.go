@@ -9,7 +9,7 @@ import "sort"
 // the root would destroy it. Add a name here with every new key kind.
 var (
 	// dirs hold keys below them: <root><name>/...
-	dirs = []string{"commits", "election", "handoffs", "hotkeys", "leaving", "ledger", "load", "lost", "members", "ranges", "stuck", "subscriptions", "topics"}
+	dirs = []string{"commits", "election", "handoffs", "hotkeys", "keyops", "leaving", "ledger", "load", "lost", "members", "ranges", "stuck", "subscriptions", "topics"}
 	// singles are keys of their own: <root><name>
 	singles = []string{"generation", "paused"}
 )

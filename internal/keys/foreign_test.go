@@ -19,7 +19,7 @@ func TestForeign(t *testing.T) {
 		s.Member("m1"), s.Election() + "/694d7c2a1b", s.Generation(), s.Paused(),
 		s.Range("orders", 3, 100), s.LedgerEntry("orders", 3, 100), s.Commit("orders", 3),
 		s.StuckRange("orders", 3, 100), s.LostRange("orders", 3, 100, 7), s.Topic("orders"),
-		s.Load("m1"), s.Leaving("m1"), s.Handoff("m1"), s.Subscription("m1"), s.HotKeys("m1"),
+		s.Load("m1"), s.Leaving("m1"), s.Handoff("m1"), s.Subscription("m1"), s.HotKeys("m1"), s.KeyOp("orders", 3, 7, []byte("k/1")),
 	}
 	for _, k := range own {
 		if inForeign(k) {

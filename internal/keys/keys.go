@@ -17,6 +17,8 @@
 //	leaving/<member-id>                 a leaving member's drain budget, under its lease
 //	handoffs/<member-id>                the leader's handoff plan for a leaving member
 //	hotkeys/<member-id>                 the keys behind the load report's hot hashes, under its lease
+//	keyops/<topic>/<ppppp>/<hhhhhhhhhh>/<key-b64url>
+//	                                    an operator's operation on one key (keyshare key skip)
 //
 // No other name lives directly under the root (foreign.go relies on it).
 // <ppppp> is the partition, 5 digits; <llllllllll> is the range's first hash,
@@ -26,6 +28,7 @@
 package keys
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
@@ -156,6 +159,18 @@ func (s Schema) HotKeysPrefix() string { return s.root + "hotkeys/" }
 // not under load/, which the leaders of earlier releases read whole and
 // would warn about (docs/upgrades.md).
 func (s Schema) HotKeys(id string) string { return s.HotKeysPrefix() + id }
+
+// KeyOps is the prefix of the operators' operations on single keys.
+func (s Schema) KeyOps() string { return s.root + "keyops/" }
+
+// KeyOp is the key of the operation on record key key of topic/partition,
+// whose hash is hash: the hash in 10 digits, so that a partition's
+// operations sort by hash as its ranges do, then the key in unpadded
+// base64url (any bytes, and "/" never among them). An empty key ends the
+// name with "/".
+func (s Schema) KeyOp(topic string, partition int32, hash uint32, key []byte) string {
+	return fmt.Sprintf("%s%s/%05d/%010d/%s", s.KeyOps(), topic, partition, hash, base64.RawURLEncoding.EncodeToString(key))
+}
 
 // Leavings is the prefix of the leaving members' drain budgets.
 func (s Schema) Leavings() string { return s.root + "leaving/" }

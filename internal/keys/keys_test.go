@@ -25,6 +25,8 @@ func TestSchemaKeys(t *testing.T) {
 		{"prefix without slash", New("/ks", "g").Root(), "/ks/g/"},
 		{"load", s.Load("m1"), "/keyshare/g/load/m1"},
 		{"hot keys", s.HotKeys("m1"), "/keyshare/g/hotkeys/m1"},
+		{"key op", s.KeyOp("orders", 3, 7, []byte("k/1?")), "/keyshare/g/keyops/orders/00003/0000000007/ay8xPw"},
+		{"key op of an empty key", s.KeyOp("orders", 3, 7, []byte{}), "/keyshare/g/keyops/orders/00003/0000000007/"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
