@@ -53,6 +53,9 @@ type KeyInfo struct {
 	LastHandled int64
 	Scan        KeyScan
 	Stuck       *KeyStuck // the group's stuck report naming the key
+	// Op is the operation an operator set on the key (SkipKey), nil if
+	// none.
+	Op *KeyOp
 }
 
 // KeyRange is the range that holds a key's hash.
@@ -171,6 +174,17 @@ func (g *Group) DescribeKey(ctx context.Context, q KeyQuery) (KeyInfo, error) {
 	for _, s := range snap.Stuck {
 		if s.Topic == q.Topic && s.Partition == info.Partition && s.Key == textsafe.Bytes(q.Key) {
 			info.Stuck = &KeyStuck{Offset: s.Offset, Member: s.Member, Since: s.Since, Attempts: s.Attempts, Error: textsafe.Escape(s.Error)}
+		}
+	}
+
+	if len(q.Key) <= state.MaxKeyOpKeyBytes {
+		op, ok, err := coord.ReadKeyOp(ctx, g.cli, g.group, q.Topic, info.Partition, q.Key)
+		if err != nil {
+			return KeyInfo{}, fmt.Errorf("admin: %w", err)
+		}
+		if ok {
+			kop := keyOpOf(op)
+			info.Op = &kop
 		}
 	}
 

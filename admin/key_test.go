@@ -144,8 +144,9 @@ func TestDescribeKey(t *testing.T) {
 	}
 }
 
-// startMember runs a member of group g until the test ends.
-func startMember(t *testing.T, etcd []string, brokers, id string, h consumer.Handler) {
+// startMember runs a member of group g until the test ends; each mutate
+// changes its configuration.
+func startMember(t *testing.T, etcd []string, brokers, id string, h consumer.Handler, mutate ...func(*consumer.Config)) {
 	t.Helper()
 	cfg := consumer.DefaultConfig()
 	cfg.Group, cfg.Topics, cfg.MemberID, cfg.Handler = "g", []string{"orders"}, id, h
@@ -158,6 +159,9 @@ func startMember(t *testing.T, etcd []string, brokers, id string, h consumer.Han
 	cfg.StuckTimeout = time.Second
 	cfg.Retry = consumer.RetryPolicy{MaxAttempts: 3, Backoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
 	cfg.Logger = testutil.Logger(t)
+	for _, m := range mutate {
+		m(&cfg)
+	}
 	c, err := consumer.New(testutil.NewEtcdClient(t, etcd), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -220,6 +220,12 @@ func (p *pipeline) failed(r *retrying, cause error) bool {
 	// Escaped: it reaches stuck/ values, status and logs.
 	j.attempts, j.lastErr = r.attempt, textsafe.Escape(cause.Error())
 	p.mu.Unlock()
+	if op, ok := p.skipFor(&j.ctx, j); ok {
+		// An operator's skip (keyops.go), met after a failed attempt.
+		err := p.skip(&j.ctx, j, op, r.attempt)
+		p.finishJob(j, err == nil)
+		return false
+	}
 	if r.attempt >= c.cfg.Retry.MaxAttempts && c.dlq != nil && !errors.Is(cause, ErrFenced) { // fenced: its range has a newer owner
 		derr := c.deadLetter(&j.ctx, m, cause, r.attempt)
 		switch {

@@ -194,6 +194,7 @@ func (c *Consumer) serve(ctx context.Context, sess *coord.Session) error {
 	p.goFunc(p.flushLoop)
 	p.goFunc(p.watchStuck)
 	p.goFunc(p.reportLoad)
+	p.goFunc(p.watchKeyOps)
 
 	var err error
 	select {

@@ -149,6 +149,9 @@ func (p *pipeline) finish(j *job, done bool) {
 	if p.mu.unflushed >= p.c.cfg.MaxUnflushed/2 {
 		poke(p.flushCh) // flush early rather than let unflushed work pile up
 	}
+	if j.skip != nil {
+		p.mu.skipsDone = append(p.mu.skipsDone, *j.skip)
+	}
 	if w != nil {
 		if err := w.st.Complete(o, h); err != nil {
 			p.log.Error("ledger refused a completion", "topic", t.Topic, "partition", t.Partition, "offset", o, "error", err)

@@ -115,6 +115,7 @@ func entrySizeBound(pending int) int {
 func (p *pipeline) flush(ctx context.Context) {
 	p.mu.Lock()
 	completions := p.mu.unflushed
+	skips := p.takeSkipsLocked() // their completions are in this flush's entries
 	var writes []coord.RangeFlush
 	bytes := 0
 	// written is, per range key, the state version and the loss reports
@@ -143,6 +144,7 @@ func (p *pipeline) flush(ctx context.Context) {
 		p.mu.Lock()
 		p.mu.unflushed -= completions
 		p.mu.Unlock()
+		p.deleteSkips(ctx, skips)
 		return
 	}
 	start := time.Now()
@@ -154,6 +156,9 @@ func (p *pipeline) flush(ctx context.Context) {
 		if ctx.Err() == nil {
 			p.log.Warn("flush ledger", "error", err)
 		}
+		p.mu.Lock()
+		p.mu.skipsDone, p.mu.skipsDeleting = append(p.mu.skipsDone, skips...), nil // with the next flush
+		p.mu.Unlock()
 		return
 	}
 	bad := make(map[string]bool)
@@ -177,6 +182,7 @@ func (p *pipeline) flush(ctx context.Context) {
 	for k, v := range versions {
 		if w := p.mu.ranges[k]; w == v.w && !bad[w.rs.Key] {
 			w.flushed, w.dirty = v.version, false
+			w.flushedWM = v.watermark
 			if v.watermark > w.acquiredWM {
 				w.fresh = false // its first move is written
 			}
@@ -186,6 +192,9 @@ func (p *pipeline) flush(ctx context.Context) {
 	}
 	p.mu.unflushed -= completions
 	p.mu.Unlock()
+	// A skip whose range was fenced stays: the range's next owner finds
+	// its record done, or applies it again.
+	p.deleteSkips(ctx, skips)
 	poke(p.space)
 	p.c.metrics.flushes.Add(1)
 	p.c.metrics.flushBytes.Add(int64(bytes))

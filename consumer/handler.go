@@ -21,6 +21,9 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 	m := j.m
 	backoff := c.cfg.Retry.Backoff
 	for attempt := 1; ; attempt++ {
+		if op, ok := j.p.skipFor(ctx, j); ok {
+			return j.p.skip(ctx, j, op, attempt-1)
+		}
 		err := c.call(ctx, m, attempt)
 		if err == nil {
 			c.metrics.handled.Add(1)
@@ -52,7 +55,7 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 		level("handler failed; retrying", "topic", *m.TopicPartition.Topic, "partition", m.TopicPartition.Partition,
 			"offset", m.TopicPartition.Offset, "key", textsafe.Bytes(m.Key), "attempt", attempt, "error", textsafe.Escape(err.Error()))
 		c.metrics.retried.Add(1)
-		sleep(ctx, backoff)
+		j.p.sleepOrKeyOp(ctx, backoff)
 		if ctx.Err() != nil {
 			// Cancelled while waiting (its range drained or dropped): no
 			// new attempt, the next owner may be running the key.

@@ -6,6 +6,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/consumer/internal/schedule"
+	"github.com/keyshare/keyshare/coord"
 )
 
 // jobKey identifies the records that must run one at a time, in order: one
@@ -37,6 +38,9 @@ type job struct {
 	// pipeline's lock).
 	attempts int
 	lastErr  string
+	// skip is the operator's skip applied to the record (keyops.go), set
+	// under the pipeline's lock; finish queues its deletion.
+	skip *coord.KeyOp
 	// busy is how long the record has held a worker (load.go); written
 	// by the worker running it, read when it finishes.
 	busy time.Duration

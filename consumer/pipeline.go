@@ -84,6 +84,10 @@ type pipeline struct {
 		// load is what each owned range's records cost since the last
 		// load report (load.go).
 		load loadTable
+		// skipsDone are operators' skips applied, whose completions the
+		// next flush writes; skipsDeleting, those the last flush wrote,
+		// being deleted (keyops.go).
+		skipsDone, skipsDeleting []coord.KeyOp
 	}
 }
 

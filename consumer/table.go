@@ -35,6 +35,7 @@ type owned struct {
 	// (which changes the state too) leaves it fresh.
 	fresh      bool
 	acquiredWM int64 // st.Watermark() when acquired
+	flushedWM  int64 // st.Watermark() as last flushed (keyops.go)
 	// drains counts the drains started; a drainer goes on only while it is
 	// the latest and the range is still revoking.
 	drains int
