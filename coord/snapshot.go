@@ -44,11 +44,13 @@ func snapshotOf(s keys.Schema, resp *clientv3.TxnResponse) *state.Snapshot {
 }
 
 // GroupView is everything an operator's view of the group needs from etcd:
-// the snapshot, the current leader and the pause state.
+// the snapshot, the current leader, the pause state and the operations set
+// on keys.
 type GroupView struct {
 	*state.Snapshot
 	Leader string // the member that leads, "" if none
 	Pause  PauseState
+	KeyOps []KeyOp // in key order
 }
 
 // ReadGroupView reads the group's snapshot, leader and pause state in one
@@ -58,6 +60,7 @@ func ReadGroupView(ctx context.Context, cli *clientv3.Client, g state.Group) (*G
 	ops := append(snapshotOps(s),
 		clientv3.OpGet(s.Election()+"/", clientv3.WithFirstCreate()...),
 		clientv3.OpGet(s.Paused()),
+		clientv3.OpGet(s.KeyOps(), clientv3.WithPrefix()),
 	)
 	resp, err := cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
@@ -75,6 +78,9 @@ func ReadGroupView(ctx context.Context, cli *clientv3.Client, g state.Group) (*G
 	}
 	if kvs := resp.Responses[n+1].GetResponseRange().Kvs; len(kvs) > 0 {
 		v.Pause = pauseState(kvs[0])
+	}
+	for _, kv := range resp.Responses[n+2].GetResponseRange().Kvs {
+		v.KeyOps = append(v.KeyOps, keyOpOf(g, kv))
 	}
 	return v, nil
 }

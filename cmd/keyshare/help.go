@@ -52,6 +52,16 @@ KEYSHARE_ETCD=etcd:2379 keyshare member --group orders-app --topic orders --weig
 		Example:     `keyshare key describe --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders customer-42`,
 		Args:        "KEY",
 	},
+	"key skip": {
+		Description: `Has the key's owner skip its head record --offset (the record its stuck report names, or its lowest pending offset: keyshare key describe): at the record's next attempt the owner writes it to the dead-letter topic with a cause naming the operator, or drops it with --drop, counts it done, and the key's later records run. Stored in etcd until applied, whichever member owns the key then. Refuses, changing nothing, an offset that is not the key's head.`,
+		Example:     `keyshare key skip --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders --offset 1234 --reason "customer deleted" customer-42`,
+		Args:        "KEY",
+	},
+	"key cancel": {
+		Description: `Deletes the operation set on the key (keyshare key skip) and prints it. Refuses a key with none.`,
+		Example:     `keyshare key cancel --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders customer-42`,
+		Args:        "KEY",
+	},
 	"completion": {
 		Description: `Prints a completion script for bash, zsh or fish: commands, group's subcommands and each command's flags. Load it in the shell's startup file, or save it where the shell looks for completions.`,
 		Example: `source <(keyshare completion bash)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,13 +25,20 @@ type keyCommand struct {
 }
 
 // keySubcommands are the subcommands of keyshare key.
-var keySubcommands = []string{"describe"}
+var keySubcommands = []string{"describe", "skip", "cancel"}
 
 const keyUsage = `Usage: keyshare key describe --group G --topic T [--partition P] [flags] KEY
+       keyshare key skip --group G --topic T [--partition P] --offset O [--drop] [--reason TEXT] KEY
+       keyshare key cancel --group G --topic T [--partition P] KEY
 
   describe   the key's partition and hash, the member and range that own it,
              its records not yet handled (read from Kafka from the range's
-             watermark), and the error holding it if it is stuck (--json)
+             watermark), the error holding it if it is stuck, and the
+             operation set on it (--json)
+  skip       the key's owner dead-letters its head record O (the stuck one,
+             or its lowest pending), or drops it with --drop, instead of
+             handling it; the key's later records then run
+  cancel     delete the operation set on the key
 `
 
 func (c *keyCommand) Run(ctx context.Context, args []string) error {
@@ -39,25 +47,32 @@ func (c *keyCommand) Run(ctx context.Context, args []string) error {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return flag.ErrHelp
 		}
-		return cli.Usage(errors.New("want a subcommand: describe"))
+		return cli.Usage(errors.New("want a subcommand: describe, skip or cancel"))
 	}
 	sub, args := args[0], args[1:]
-	if sub != "describe" {
-		return cli.Usage(fmt.Errorf("unknown key subcommand %q: want describe", sub))
+	if !slices.Contains(keySubcommands, sub) {
+		return cli.Usage(fmt.Errorf("unknown key subcommand %q: want describe, skip or cancel", sub))
 	}
 	fs := flag.NewFlagSet("key "+sub, flag.ContinueOnError)
 	c.etcdConn.Register(fs)
 	c.kafkaConn.Register(fs, "", "Kafka bootstrap servers (required)")
 	fs.StringVar(&c.group, "group", "", "group name (required)")
 	fs.StringVar(&c.prefix, "prefix", state.DefaultPrefix, "etcd prefix of all groups")
+	switch sub {
+	case "skip":
+		return c.skip(ctx, fs, args)
+	case "cancel":
+		return c.cancel(ctx, fs, args)
+	}
 	return c.describe(ctx, fs, args)
 }
 
-// describe prints what the group knows of one key (admin.DescribeKey).
-func (c *keyCommand) describe(ctx context.Context, fs *flag.FlagSet, args []string) error {
-	q := admin.KeyQuery{Partition: -1}
+// keyQueryFlags registers the flags that name a key's partition on fs;
+// parse reads them and the positional KEY from args (verb names the
+// command in errors).
+func keyQueryFlags(fs *flag.FlagSet) (q *admin.KeyQuery, parse func(args []string, verb string) error) {
+	q = &admin.KeyQuery{Partition: -1}
 	var partitioner string
-	var asJSON bool
 	fs.StringVar(&q.Topic, "topic", "", "the key's topic (required)")
 	fs.Func("partition", "the key's partition (default: computed by --partitioner)", func(v string) error {
 		p, err := strconv.ParseInt(v, 10, 32)
@@ -70,30 +85,43 @@ func (c *keyCommand) describe(ctx context.Context, fs *flag.FlagSet, args []stri
 	fs.StringVar(&partitioner, "partitioner", string(admin.ConsistentRandom),
 		"how the producer chose the partition, when --partition is not given: consistent_random (librdkafka's default: confluent-kafka-go, keyshare produce), murmur2 (the Java client's default) or crc32 (librdkafka's consistent)")
 	fs.IntVar(&q.MaxScan, "max-scan", admin.DefaultMaxScan, "read at most this many records of the partition, from the range's watermark")
+	return q, func(args []string, verb string) error {
+		flags, keys := splitKeyArgs(fs, args)
+		if err := cli.Parse(fs, flags); err != nil {
+			return err
+		}
+		switch {
+		case len(keys) == 0:
+			return cli.Usage(fmt.Errorf("want the KEY to %s, after the flags (-- KEY for a key that starts with -)", verb))
+		case len(keys) > 1:
+			return cli.Usage(fmt.Errorf("want one KEY, got %d: %s", len(keys), textsafe.FirstFew(keys, ", ", textsafe.Quote)))
+		case q.Topic == "":
+			return cli.Usage(errors.New("--topic is required"))
+		case q.MaxScan < 1:
+			return cli.Usage(fmt.Errorf("--max-scan %d: want 1 or more", q.MaxScan))
+		}
+		q.Key = []byte(keys[0])
+		p, err := admin.ParsePartitioner(partitioner)
+		if err != nil {
+			return cli.Usage(fmt.Errorf("--%w", err))
+		}
+		q.Partitioner = p
+		if q.Partition < 0 && p == admin.ConsistentRandom && len(q.Key) == 0 {
+			return cli.Usage(errors.New("an empty KEY: consistent_random places it in a random partition; give --partition"))
+		}
+		return nil
+	}
+}
+
+// describe prints what the group knows of one key (admin.DescribeKey).
+func (c *keyCommand) describe(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	var asJSON bool
 	fs.BoolVar(&asJSON, "json", false, "print JSON (a stable schema: docs/cli.md)")
-	flags, keys := splitKeyArgs(fs, args)
-	if err := cli.Parse(fs, flags); err != nil {
+	qp, parse := keyQueryFlags(fs)
+	if err := parse(args, "describe"); err != nil {
 		return err
 	}
-	switch {
-	case len(keys) == 0:
-		return cli.Usage(errors.New("want the KEY to describe, after the flags (-- KEY for a key that starts with -)"))
-	case len(keys) > 1:
-		return cli.Usage(fmt.Errorf("want one KEY, got %d: %s", len(keys), textsafe.FirstFew(keys, ", ", textsafe.Quote)))
-	case q.Topic == "":
-		return cli.Usage(errors.New("--topic is required"))
-	case q.MaxScan < 1:
-		return cli.Usage(fmt.Errorf("--max-scan %d: want 1 or more", q.MaxScan))
-	}
-	q.Key = []byte(keys[0])
-	p, err := admin.ParsePartitioner(partitioner)
-	if err != nil {
-		return cli.Usage(fmt.Errorf("--%w", err))
-	}
-	q.Partitioner = p
-	if q.Partition < 0 && p == admin.ConsistentRandom && len(q.Key) == 0 {
-		return cli.Usage(errors.New("an empty KEY: consistent_random places it in a random partition; give --partition"))
-	}
+	q := *qp
 	etcd, g, _, err := c.open(ctx, true)
 	if err != nil {
 		return err
@@ -212,6 +240,7 @@ func printKey(w io.Writer, key []byte, info admin.KeyInfo, now time.Time) {
 	} else {
 		fmt.Fprintln(w, "stuck      no")
 	}
+	printKeyOp(w, info.Op)
 	if info.LastHandled >= 0 {
 		fmt.Fprintf(w, "handled    up to offset %d\n", info.LastHandled)
 	} else {
@@ -239,6 +268,7 @@ type keyJSON struct {
 	Pending       []int64       `json:"pending"`
 	LastHandled   *int64        `json:"last_handled"`
 	Stuck         *keyStuckJSON `json:"stuck"`
+	Op            *keyOpJSON    `json:"op"`
 	Scan          keyScanJSON   `json:"scan"`
 }
 
@@ -287,6 +317,10 @@ func keyJSONOf(key []byte, info admin.KeyInfo) keyJSON {
 	if r := info.Range; r != nil {
 		out.Range = &keyRangeJSON{Lo: r.Lo, Hi: r.Hi, Owner: r.Owner, OwnerLive: r.OwnerLive, State: r.State, Target: r.Target, Generation: r.Generation,
 			Watermark: opt(r.Watermark), Next: opt(r.Next)}
+	}
+	if info.Op != nil {
+		op := keyOpJSONOf(*info.Op)
+		out.Op = &op
 	}
 	if s := info.Stuck; s != nil {
 		out.Stuck = &keyStuckJSON{Offset: s.Offset, Member: s.Member, Since: s.Since, Attempts: s.Attempts, Error: s.Error}

@@ -53,6 +53,7 @@ type groupStatus struct {
 	Stuck      []state.StuckRecord `json:"-"`
 	Losses     []state.LossRecord  `json:"-"`
 	StuckJSON  []stuckStatus       `json:"stuck,omitempty"`
+	KeyOps     []keyOpJSON         `json:"key_ops,omitempty"` // operations set on keys (keyshare key skip)
 	LossesJSON []lossStatus        `json:"lost_to_retention,omitempty"`
 	Problems   []string            `json:"problems,omitempty"`
 	// EtcdDown is set under --watch while etcd cannot be read: the rest
@@ -274,6 +275,7 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g
 	st.Problems = append(st.Problems, loadProblems...)
 	st.Stuck = snap.Stuck
 	st.Losses = snap.Losses
+	st.KeyOps = keyOpsStatus(view.KeyOps)
 	if ps := view.Pause; ps.Paused {
 		st.Paused = &pauseStatus{By: ps.Record.By, Reason: ps.Record.Reason, At: ps.Record.At}
 		if ps.Err != nil {
@@ -457,6 +459,11 @@ func (st *groupStatus) clipped() *groupStatus {
 		s.Member, s.Topic, s.Key, s.Error = n(s.Member), n(s.Topic), txt(s.Key), txt(s.Error)
 		c.StuckJSON[i] = stuckStatusOf(s)
 	}
+	c.KeyOps = slices.Clone(st.KeyOps)
+	for i, op := range c.KeyOps {
+		op.Topic, op.Key, op.By, op.Reason, op.Refused, op.Problem = n(op.Topic), txt(op.Key), txt(op.By), txt(op.Reason), txt(op.Refused), txt(op.Problem)
+		c.KeyOps[i] = op
+	}
 	c.LossesJSON = make([]lossStatus, len(st.Losses))
 	for i, l := range st.Losses {
 		l.Member, l.Topic = n(l.Member), n(l.Topic)
@@ -603,6 +610,9 @@ func printStatus(out io.Writer, st *groupStatus) {
 			line += fmt.Sprintf(", %d failed attempts, last: %s", s.Attempts, esc(s.Error))
 		}
 		fmt.Fprintln(out, line+")")
+	}
+	for _, op := range st.KeyOps {
+		fmt.Fprintln(out, keyOpLine(op))
 	}
 	for _, l := range st.Losses {
 		fmt.Fprintf(out, "%s/%d lost to retention in range [%d,%d): records from offset %d up to the log start %d (%d known pending), found by %s at %s\n",

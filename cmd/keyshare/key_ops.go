@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/keyshare/keyshare/admin"
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/internal/textsafe"
+)
+
+// skip sets a skip of one key's head record (admin.SkipKey).
+func (c *keyCommand) skip(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	offset := int64(-1)
+	var drop bool
+	var reason string
+	fs.Int64Var(&offset, "offset", -1, "the key's head offset: the record its stuck report names, or its lowest pending (keyshare key describe; required)")
+	fs.BoolVar(&drop, "drop", false, "drop the record instead of writing it to the dead-letter topic (required on members with no dead-letter topic)")
+	fs.StringVar(&reason, "reason", "", "why, for the dead letter's cause and the log")
+	q, parse := keyQueryFlags(fs)
+	if err := parse(args, "skip"); err != nil {
+		return err
+	}
+	if offset < 0 {
+		return cli.Usage(fmt.Errorf("--offset %d: want the key's head offset, 0 or more (keyshare key describe shows it)", offset))
+	}
+	etcd, g, _, err := c.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	defer g.Close()
+	op, err := g.SkipKey(ctx, admin.SkipRequest{KeyQuery: *q, Offset: offset, Drop: drop, Reason: reason, By: operator()})
+	if errors.Is(err, admin.ErrBadKeyQuery) {
+		return cli.Usage(err) // the command line's fault: exit status 2, nothing stored
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stdout, "skip set: key %s of %s/%d, offset %d (%s); its owner applies it at the record's next attempt\n",
+		textsafe.Quote(string(op.Key)), name(op.Topic), op.Partition, op.Offset, skipFate(op))
+	return nil
+}
+
+// cancel deletes the operation set on one key (admin.CancelKeyOp).
+func (c *keyCommand) cancel(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	q, parse := keyQueryFlags(fs)
+	if err := parse(args, "cancel"); err != nil {
+		return err
+	}
+	etcd, g, _, err := c.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	defer g.Close()
+	op, err := g.CancelKeyOp(ctx, *q)
+	if errors.Is(err, admin.ErrBadKeyQuery) {
+		return cli.Usage(err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stdout, "cancelled: %s\n", describeKeyOp(op))
+	return nil
+}
+
+// skipFate says what a skip does with its record.
+func skipFate(op admin.KeyOp) string {
+	if op.Drop {
+		return "dropped"
+	}
+	return "to the dead-letter topic"
+}
+
+// describeKeyOp is an operation in one line.
+func describeKeyOp(op admin.KeyOp) string {
+	if op.Problem != "" {
+		return "damaged, not applied: " + textsafe.Escape(op.Problem)
+	}
+	s := fmt.Sprintf("%s of offset %d (%s) by %s at %s", op.Op, op.Offset, skipFate(op), textsafe.Quote(op.By), op.At.UTC().Format(time.RFC3339))
+	if op.Reason != "" {
+		s += ": " + textsafe.Quote(op.Reason)
+	}
+	if op.Refused != "" {
+		s += "; REFUSED by " + textsafe.Escape(op.Refused)
+	}
+	return s
+}
+
+// printKeyOp is key describe's operation line.
+func printKeyOp(w io.Writer, op *admin.KeyOp) {
+	if op == nil {
+		fmt.Fprintln(w, "operation  none")
+		return
+	}
+	fmt.Fprintf(w, "operation  %s\n", describeKeyOp(*op))
+}
+
+// keyOpJSON is an operation in key describe's and status's --json.
+type keyOpJSON struct {
+	Op        string    `json:"op,omitempty"`
+	Topic     string    `json:"topic,omitempty"`
+	Partition int32     `json:"partition"`
+	Key       string    `json:"key"`
+	Offset    int64     `json:"offset"`
+	Drop      bool      `json:"drop"`
+	By        string    `json:"by,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	At        time.Time `json:"at"`
+	Refused   string    `json:"refused,omitempty"`
+	Problem   string    `json:"problem,omitempty"`
+}
+
+func keyOpJSONOf(op admin.KeyOp) keyOpJSON {
+	return keyOpJSON{Op: op.Op, Topic: op.Topic, Partition: op.Partition, Key: textsafe.Bytes(op.Key), Offset: op.Offset, Drop: op.Drop,
+		By: op.By, Reason: op.Reason, At: op.At, Refused: op.Refused, Problem: op.Problem}
+}
+
+// keyOpsStatus is status's list of the operations set on keys.
+func keyOpsStatus(ops []coord.KeyOp) []keyOpJSON {
+	var out []keyOpJSON
+	for _, op := range ops {
+		if op.Err != nil {
+			out = append(out, keyOpJSON{Problem: op.Err.Error()})
+			continue
+		}
+		r := op.Record
+		out = append(out, keyOpJSONOf(admin.KeyOp{Op: r.Op, Topic: r.Topic, Partition: r.Partition, Key: r.Key, Offset: r.Offset, Drop: r.Drop,
+			By: r.By, Reason: r.Reason, At: r.At, Refused: r.Refused}))
+	}
+	return out
+}
+
+// keyOpLine is status's line for an operation set on a key.
+func keyOpLine(op keyOpJSON) string {
+	if op.Problem != "" {
+		return "key operation damaged, not applied: " + esc(op.Problem)
+	}
+	line := fmt.Sprintf("%s/%d key %s: %s of offset %d (%s) set by %s at %s", name(op.Topic), op.Partition, esc(op.Key), op.Op, op.Offset,
+		skipFate(admin.KeyOp{Drop: op.Drop}), esc(op.By), op.At.UTC().Format(time.RFC3339))
+	if op.Reason != "" {
+		line += ": " + esc(op.Reason)
+	}
+	if op.Refused != "" {
+		line += "; REFUSED by " + esc(op.Refused)
+	}
+	return line
+}
