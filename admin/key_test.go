@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,9 +145,10 @@ func TestDescribeKey(t *testing.T) {
 	}
 }
 
-// startMember runs a member of group g until the test ends; each mutate
-// changes its configuration.
-func startMember(t *testing.T, etcd []string, brokers, id string, h consumer.Handler, mutate ...func(*consumer.Config)) {
+// startMember runs a member of group g until the test ends, or until the
+// returned stop is called (it leaves gracefully); each mutate changes its
+// configuration.
+func startMember(t *testing.T, etcd []string, brokers, id string, h consumer.Handler, mutate ...func(*consumer.Config)) (stop func()) {
 	t.Helper()
 	cfg := consumer.DefaultConfig()
 	cfg.Group, cfg.Topics, cfg.MemberID, cfg.Handler = "g", []string{"orders"}, id, h
@@ -169,12 +171,17 @@ func startMember(t *testing.T, etcd []string, brokers, id string, h consumer.Han
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Errorf("member %s did not stop within 30s", id)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Errorf("member %s did not stop within 30s", id)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }

@@ -17,12 +17,16 @@ import (
 
 // KeyOp is an operation an operator set on one key.
 type KeyOp struct {
-	Op        string // "skip"
+	Op        string // "skip", "park"
 	Topic     string
 	Partition int32
 	Key       []byte
 	Offset    int64 // the record a skip is for
 	Drop      bool  // a skip drops the record instead of dead-lettering it
+	// ParkTopic is where a park copies the key's records; ParkFrom, the
+	// end of its partition when the park was set.
+	ParkTopic string
+	ParkFrom  int64
 	By        string
 	Reason    string
 	At        time.Time
@@ -150,5 +154,5 @@ func keyOpOf(op coord.KeyOp) KeyOp {
 	}
 	r := op.Record
 	return KeyOp{Op: r.Op, Topic: r.Topic, Partition: r.Partition, Key: r.Key, Offset: r.Offset, Drop: r.Drop,
-		By: r.By, Reason: r.Reason, At: r.At, Refused: r.Refused}
+		ParkTopic: r.ParkTopic, ParkFrom: r.ParkFrom, By: r.By, Reason: r.Reason, At: r.At, Refused: r.Refused}
 }

@@ -132,6 +132,7 @@ func (p *pipeline) runBatch(b *batch) {
 		}
 		live = append(live, j)
 	}
+	live = p.parkBatch(live)
 	if len(live) == 0 {
 		return // the worker releases the keys
 	}
@@ -220,6 +221,13 @@ func (p *pipeline) failed(r *retrying, cause error) bool {
 	// Escaped: it reaches stuck/ values, status and logs.
 	j.attempts, j.lastErr = r.attempt, textsafe.Escape(cause.Error())
 	p.mu.Unlock()
+	if op, ok := p.parkFor(j); ok {
+		// Parked since the batch began (park.go).
+		if err := p.park(&j.ctx, j, op); err != errParkChanged {
+			p.finishJob(j, err == nil)
+			return false
+		}
+	}
 	if op, ok := p.skipFor(&j.ctx, j); ok {
 		// An operator's skip (keyops.go), met after a failed attempt.
 		err := p.skip(&j.ctx, j, op, r.attempt)

@@ -30,6 +30,13 @@ type Consumer struct {
 	dlq      *kafka.Producer
 	logsDone chan struct{} // closed when librdkafka's log channel is drained
 	dlqLogs  chan struct{} // the same for the dead-letter producer
+	// parking is the producer of parked records (park.go), made at the
+	// first park.
+	parking struct {
+		mu   sync.Mutex
+		p    *kafka.Producer
+		logs chan struct{}
+	}
 
 	problems problems // calls being retried (retry.go), for /readyz and the log
 	tracing  *tracing // nil unless Config.TracerProvider is set (tracing.go)
@@ -349,6 +356,7 @@ func (c *Consumer) openKafka(ctx context.Context) error {
 }
 
 func (c *Consumer) closeKafka() {
+	c.closeParking()
 	if c.dlq != nil {
 		c.dlq.Flush(5000)
 		c.dlq.Close() // closes the log channel

@@ -186,13 +186,7 @@ func deadLetterCopies(topic string, m *kafka.Message, cause error, attempts int)
 		{Key: HeaderError, Value: []byte(textsafe.Escape(cause.Error()))},
 		{Key: HeaderAttempts, Value: []byte(strconv.Itoa(attempts))},
 	}
-	var theirs []kafka.Header
-	for _, h := range m.Headers {
-		if len(h.Key) >= len(headerPrefix) && strings.EqualFold(h.Key[:len(headerPrefix)], headerPrefix) {
-			h.Key = RenamedHeaderPrefix + h.Key
-		}
-		theirs = append(theirs, h)
-	}
+	theirs := renameOurs(m.Headers)
 	to := kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny}
 	dropped := func(what string) kafka.Header { return kafka.Header{Key: HeaderDropped, Value: []byte(what)} }
 	return []*kafka.Message{
@@ -200,6 +194,20 @@ func deadLetterCopies(topic string, m *kafka.Message, cause error, attempts int)
 		{TopicPartition: to, Key: m.Key, Headers: append(append(slices.Clone(theirs), ours...), dropped("value"))},
 		{TopicPartition: to, Headers: append(slices.Clone(ours), dropped("key,value,headers"))},
 	}
+}
+
+// renameOurs is a copy of a record's own headers with the names that
+// start with keyshare's prefix renamed (RenamedHeaderPrefix), so that
+// every keyshare.* header of a copy keyshare writes is keyshare's.
+func renameOurs(hs []kafka.Header) []kafka.Header {
+	var out []kafka.Header
+	for _, h := range hs {
+		if len(h.Key) >= len(headerPrefix) && strings.EqualFold(h.Key[:len(headerPrefix)], headerPrefix) {
+			h.Key = RenamedHeaderPrefix + h.Key
+		}
+		out = append(out, h)
+	}
+	return out
 }
 
 // headerValue is the value of m's first header named name ("" if none).

@@ -21,6 +21,12 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 	m := j.m
 	backoff := c.cfg.Retry.Backoff
 	for attempt := 1; ; attempt++ {
+		if op, ok := j.p.parkFor(j); ok {
+			// Parked (park.go): the copy is the record's handling.
+			if err := j.p.park(ctx, j, op); err != errParkChanged {
+				return err
+			}
+		}
 		if op, ok := j.p.skipFor(ctx, j); ok {
 			return j.p.skip(ctx, j, op, attempt-1)
 		}

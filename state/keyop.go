@@ -16,6 +16,10 @@ const (
 	// moves on. One shot: the owner deletes the operation once the
 	// record's completion is in the ledger.
 	KeyOpSkip = "skip"
+	// KeyOpPark: the key's records are not handled but copied, in order,
+	// to ParkTopic (same partition number), each counted done once the
+	// copy is acknowledged; other keys go on.
+	KeyOpPark = "park"
 )
 
 // Bounds of a KeyOpRecord.
@@ -35,7 +39,7 @@ const (
 // read (docs/upgrades.md).
 type KeyOpRecord struct {
 	V         int    `json:"v"`
-	Op        string `json:"op"` // KeyOpSkip
+	Op        string `json:"op"` // KeyOpSkip, KeyOpPark
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	// Key is the record key (base64 in JSON); Hash its ledger.Hash.
@@ -45,10 +49,15 @@ type KeyOpRecord struct {
 	// operator asked.
 	Offset int64 `json:"offset"`
 	// Drop: a skipped record is not written to the dead-letter topic.
-	Drop   bool      `json:"drop,omitempty"`
-	By     string    `json:"by"`               // who asked (user@host)
-	Reason string    `json:"reason,omitempty"` // free text from the operator
-	At     time.Time `json:"at"`
+	Drop bool `json:"drop,omitempty"`
+	// ParkTopic is where a park copies the key's records; ParkFrom, the
+	// end offset of its partition of the key's partition number when the
+	// park was set: the parked records lie at or above it.
+	ParkTopic string    `json:"park_topic,omitempty"`
+	ParkFrom  int64     `json:"park_from,omitempty"`
+	By        string    `json:"by"`               // who asked (user@host)
+	Reason    string    `json:"reason,omitempty"` // free text from the operator
+	At        time.Time `json:"at"`
 	// Refused is why the key's owner could not apply the operation (a
 	// skip without Drop on a member with no dead-letter topic), written
 	// by that member; the operation stays, and is not applied, until an
@@ -79,8 +88,8 @@ func DecodeKeyOp(g Group, key string, data []byte) (KeyOpRecord, error) {
 // write: the writers check it before they store it.
 func (r KeyOpRecord) Check() error {
 	switch {
-	case r.Op != KeyOpSkip:
-		return fmt.Errorf("operation %s: this build knows %q", textsafe.Quote(r.Op), KeyOpSkip)
+	case r.Op != KeyOpSkip && r.Op != KeyOpPark:
+		return fmt.Errorf("operation %s: this build knows %q and %q", textsafe.Quote(r.Op), KeyOpSkip, KeyOpPark)
 	case keys.CheckName("topic", r.Topic) != nil:
 		return keys.CheckName("topic", r.Topic)
 	case r.Partition < 0:
@@ -93,6 +102,10 @@ func (r KeyOpRecord) Check() error {
 		return fmt.Errorf("offset %d", r.Offset)
 	case r.Op != KeyOpSkip && r.Drop:
 		return fmt.Errorf("drop on a %s", r.Op)
+	case r.Op == KeyOpPark && (keys.CheckName("parking topic", r.ParkTopic) != nil || r.ParkTopic == r.Topic || r.ParkFrom < 0 || r.Offset != 0):
+		return fmt.Errorf("park into %s from offset %d (offset %d): want a topic other than the key's, offsets 0 or more, no offset", textsafe.Quote(r.ParkTopic), r.ParkFrom, r.Offset)
+	case r.Op != KeyOpPark && (r.ParkTopic != "" || r.ParkFrom != 0):
+		return fmt.Errorf("a parking topic on a %s", r.Op)
 	case len(r.Reason) > maxKeyOpText || len(r.Refused) > maxKeyOpText || len(r.By) > maxKeyOpText:
 		return fmt.Errorf("by, reason or refusal longer than %d bytes", maxKeyOpText)
 	}

@@ -57,6 +57,11 @@ KEYSHARE_ETCD=etcd:2379 keyshare member --group orders-app --topic orders --weig
 		Example:     `keyshare key skip --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders --offset 1234 --reason "customer deleted" customer-42`,
 		Args:        "KEY",
 	},
+	"key park": {
+		Description: `Parks a key: its owner, whichever member that is now or later, copies each of the key's records in order to the parking topic (--park-topic, default the topic with .keyshare-parked, created if absent with the topic's partition count), into the partition of the same number with its origin in keyshare's headers, and counts it done once the copy is acknowledged, so the committed offset moves on; other keys go on. Refuses, changing nothing, a key that already has an operation.`,
+		Example:     `keyshare key park --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders --reason "bad upstream data" customer-42`,
+		Args:        "KEY",
+	},
 	"key cancel": {
 		Description: `Deletes the operation set on the key (keyshare key skip) and prints it. Refuses a key with none.`,
 		Example:     `keyshare key cancel --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders customer-42`,

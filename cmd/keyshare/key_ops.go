@@ -48,6 +48,33 @@ func (c *keyCommand) skip(ctx context.Context, fs *flag.FlagSet, args []string) 
 	return nil
 }
 
+// park parks one key (admin.ParkKey).
+func (c *keyCommand) park(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	var parkTopic, reason string
+	fs.StringVar(&parkTopic, "park-topic", "", "the parking topic (default: the key's topic with "+admin.ParkedSuffix+"; created if absent with the key's topic's partition count)")
+	fs.StringVar(&reason, "reason", "", "why, for status and the log")
+	q, parse := keyQueryFlags(fs)
+	if err := parse(args, "park"); err != nil {
+		return err
+	}
+	etcd, g, _, err := c.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	defer g.Close()
+	op, err := g.ParkKey(ctx, admin.ParkRequest{KeyQuery: *q, ParkTopic: parkTopic, Reason: reason, By: operator()})
+	if errors.Is(err, admin.ErrBadKeyQuery) {
+		return cli.Usage(err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stdout, "park set: key %s of %s/%d, its records copied to %s/%d from offset %d on; its owner applies it within about a second\n",
+		textsafe.Quote(string(op.Key)), name(op.Topic), op.Partition, name(op.ParkTopic), op.Partition, op.ParkFrom)
+	return nil
+}
+
 // cancel deletes the operation set on one key (admin.CancelKeyOp).
 func (c *keyCommand) cancel(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	q, parse := keyQueryFlags(fs)
@@ -79,12 +106,20 @@ func skipFate(op admin.KeyOp) string {
 	return "to the dead-letter topic"
 }
 
+// keyOpWhat says what an operation does.
+func keyOpWhat(op admin.KeyOp) string {
+	if op.Op == "park" {
+		return fmt.Sprintf("park into %s/%d (from offset %d)", name(op.ParkTopic), op.Partition, op.ParkFrom)
+	}
+	return fmt.Sprintf("%s of offset %d (%s)", op.Op, op.Offset, skipFate(op))
+}
+
 // describeKeyOp is an operation in one line.
 func describeKeyOp(op admin.KeyOp) string {
 	if op.Problem != "" {
 		return "damaged, not applied: " + textsafe.Escape(op.Problem)
 	}
-	s := fmt.Sprintf("%s of offset %d (%s) by %s at %s", op.Op, op.Offset, skipFate(op), textsafe.Quote(op.By), op.At.UTC().Format(time.RFC3339))
+	s := fmt.Sprintf("%s by %s at %s", keyOpWhat(op), textsafe.Quote(op.By), op.At.UTC().Format(time.RFC3339))
 	if op.Reason != "" {
 		s += ": " + textsafe.Quote(op.Reason)
 	}
@@ -111,6 +146,8 @@ type keyOpJSON struct {
 	Key       string    `json:"key"`
 	Offset    int64     `json:"offset"`
 	Drop      bool      `json:"drop"`
+	ParkTopic string    `json:"park_topic,omitempty"`
+	ParkFrom  int64     `json:"park_from,omitempty"`
 	By        string    `json:"by,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	At        time.Time `json:"at"`
@@ -120,7 +157,7 @@ type keyOpJSON struct {
 
 func keyOpJSONOf(op admin.KeyOp) keyOpJSON {
 	return keyOpJSON{Op: op.Op, Topic: op.Topic, Partition: op.Partition, Key: textsafe.Bytes(op.Key), Offset: op.Offset, Drop: op.Drop,
-		By: op.By, Reason: op.Reason, At: op.At, Refused: op.Refused, Problem: op.Problem}
+		ParkTopic: op.ParkTopic, ParkFrom: op.ParkFrom, By: op.By, Reason: op.Reason, At: op.At, Refused: op.Refused, Problem: op.Problem}
 }
 
 // keyOpsStatus is status's list of the operations set on keys.
@@ -133,7 +170,7 @@ func keyOpsStatus(ops []coord.KeyOp) []keyOpJSON {
 		}
 		r := op.Record
 		out = append(out, keyOpJSONOf(admin.KeyOp{Op: r.Op, Topic: r.Topic, Partition: r.Partition, Key: r.Key, Offset: r.Offset, Drop: r.Drop,
-			By: r.By, Reason: r.Reason, At: r.At, Refused: r.Refused}))
+			ParkTopic: r.ParkTopic, ParkFrom: r.ParkFrom, By: r.By, Reason: r.Reason, At: r.At, Refused: r.Refused}))
 	}
 	return out
 }
@@ -143,8 +180,9 @@ func keyOpLine(op keyOpJSON) string {
 	if op.Problem != "" {
 		return "key operation damaged, not applied: " + esc(op.Problem)
 	}
-	line := fmt.Sprintf("%s/%d key %s: %s of offset %d (%s) set by %s at %s", name(op.Topic), op.Partition, esc(op.Key), op.Op, op.Offset,
-		skipFate(admin.KeyOp{Drop: op.Drop}), esc(op.By), op.At.UTC().Format(time.RFC3339))
+	line := fmt.Sprintf("%s/%d key %s: %s set by %s at %s", name(op.Topic), op.Partition, esc(op.Key),
+		keyOpWhat(admin.KeyOp{Op: op.Op, Partition: op.Partition, Offset: op.Offset, Drop: op.Drop, ParkTopic: op.ParkTopic, ParkFrom: op.ParkFrom}),
+		esc(op.By), op.At.UTC().Format(time.RFC3339))
 	if op.Reason != "" {
 		line += ": " + esc(op.Reason)
 	}

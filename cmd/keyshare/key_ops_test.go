@@ -24,7 +24,9 @@ import (
 // key with no operation exits 2; none stores anything. A skip without
 // --drop is refused by the member, which key describe and status show;
 // key cancel deletes it; a skip with --drop drops the record and key-2's
-// later records run in order.
+// later records run in order. Then key park: a park into the key's own
+// topic is refused, a park creates the parking topic and shows in key
+// describe and status, and a second park is refused.
 func TestKeySkip(t *testing.T) {
 	testutil.ParallelOnKfake(t)
 	_, e := testutil.StartEtcd(t)
@@ -142,4 +144,23 @@ func TestKeySkip(t *testing.T) {
 		out, _ := key("describe", "key-2")
 		return strings.Contains(out, "operation  none") && strings.Contains(out, "pending    none")
 	})
+
+	// key park creates the parking topic and shows the park; a second
+	// park of the key is refused.
+	if out, code := key("park", "--park-topic", "orders", "key-1"); code != 2 || !strings.Contains(out, `parking topic "orders" is the key's own topic`) {
+		t.Errorf("park into the key's own topic: exit %d: %s", code, out)
+	}
+	if out, code := key("park", "--reason", "bad data", "key-1"); code != 0 || !strings.Contains(out, "park set: key \"key-1\" of orders/0, its records copied to orders.keyshare-parked/0 from offset 0 on") {
+		t.Fatalf("park: exit %d: %s", code, out)
+	}
+	if out, _ := key("describe", "key-1"); !strings.Contains(out, "operation  park into orders.keyshare-parked/0 (from offset 0) by") {
+		t.Errorf("describe does not show the park:\n%s", out)
+	}
+	if out, code := key("park", "key-1"); code != 2 || !strings.Contains(out, "already has an operation (park)") {
+		t.Errorf("second park: exit %d: %s", code, out)
+	}
+	status, _ = run(t, 30*time.Second, "status", "--etcd", e.Endpoints[0], "--brokers", k.Brokers, "--group", "g")
+	if !strings.Contains(status, "orders/0 key key-1: park into orders.keyshare-parked/0 (from offset 0) set by") {
+		t.Errorf("status does not show the park:\n%s", status)
+	}
 }

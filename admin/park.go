@@ -1,0 +1,141 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/textsafe"
+	"github.com/keyshare/keyshare/state"
+)
+
+// ParkedSuffix names a topic's default parking topic: <topic>.keyshare-parked.
+const ParkedSuffix = ".keyshare-parked"
+
+// ParkRequest asks for one key's records to be parked.
+type ParkRequest struct {
+	KeyQuery
+	// ParkTopic receives the parked records; default the key's topic
+	// with ParkedSuffix. Created if absent, with the key's topic's
+	// partition count; an existing one needs at least that many.
+	ParkTopic string
+	Reason    string
+	By        string // who asks (keyshare key: user@host)
+}
+
+// ParkKey parks a key: from the time its owner learns of it (within
+// about a second), the key's records are not handled but copied in order
+// to the parking topic, into the partition of the key's partition number,
+// with their origin in keyshare's headers (consumer.HeaderTopic, …); each
+// counts done once the copy is acknowledged, so the committed offset
+// moves on. Other keys go on. It refuses, with an error wrapping
+// ErrBadKeyQuery and changing nothing, an unknown topic or partition, a
+// key longer than state.MaxKeyOpKeyBytes, a key that already has an
+// operation, a parking topic that is the key's own or has fewer
+// partitions than it.
+func (g *Group) ParkKey(ctx context.Context, r ParkRequest) (KeyOp, error) {
+	if len(r.Key) > state.MaxKeyOpKeyBytes {
+		return KeyOp{}, fmt.Errorf("%w: a key of %d bytes: operations take keys of at most %d", ErrBadKeyQuery, len(r.Key), state.MaxKeyOpKeyBytes)
+	}
+	if r.ParkTopic == "" {
+		r.ParkTopic = r.Topic + ParkedSuffix
+	}
+	if r.ParkTopic == r.Topic {
+		return KeyOp{}, fmt.Errorf("%w: parking topic %s is the key's own topic: name another", ErrBadKeyQuery, textsafe.Quote(r.ParkTopic))
+	}
+	if err := coord.CheckName("parking topic", r.ParkTopic); err != nil {
+		return KeyOp{}, fmt.Errorf("%w: %w", ErrBadKeyQuery, err)
+	}
+	r.MaxScan = 1 // the key's place and operation; its records are not needed
+	info, err := g.DescribeKey(ctx, r.KeyQuery)
+	if err != nil {
+		return KeyOp{}, err
+	}
+	where := fmt.Sprintf("key %s of %s/%d", textsafe.Quote(string(r.Key)), textsafe.Quote(info.Topic), info.Partition)
+	if info.Op != nil {
+		return KeyOp{}, fmt.Errorf("%w: %s already has an operation (%s): cancel it first (keyshare key cancel)", ErrBadKeyQuery, where, info.Op.Op)
+	}
+	n, err := g.partitionCount(info.Topic)
+	if err != nil {
+		return KeyOp{}, err
+	}
+	if err := g.ensureParkTopic(ctx, r.ParkTopic, n); err != nil {
+		return KeyOp{}, err
+	}
+	_, end, err := g.kc.QueryWatermarkOffsets(r.ParkTopic, info.Partition, kafkaTimeoutMs)
+	if err != nil {
+		return KeyOp{}, fmt.Errorf("admin: read the end of %s/%d: %w", r.ParkTopic, info.Partition, err)
+	}
+	rec := state.KeyOpRecord{Op: state.KeyOpPark, Topic: info.Topic, Partition: info.Partition, Key: r.Key,
+		ParkTopic: r.ParkTopic, ParkFrom: end, By: r.By, Reason: r.Reason}
+	op, err := coord.PutKeyOp(ctx, g.cli, g.group, rec, 0)
+	if errors.Is(err, coord.ErrKeyOpChanged) {
+		return KeyOp{}, fmt.Errorf("%w: %s was given an operation while the park was being set: look again (keyshare key describe)", ErrBadKeyQuery, where)
+	}
+	if err != nil {
+		return KeyOp{}, fmt.Errorf("admin: %w", err)
+	}
+	return keyOpOf(op), nil
+}
+
+// partitionCount is topic's partition count in Kafka, 0 if it does not
+// exist.
+func (g *Group) partitionCount(topic string) (int, error) {
+	md, err := g.kc.GetMetadata(&topic, false, kafkaTimeoutMs)
+	if err != nil {
+		return 0, fmt.Errorf("admin: read metadata of topic %q: %w", topic, err)
+	}
+	tm, ok := md.Topics[topic]
+	if !ok || tm.Error.Code() == kafka.ErrUnknownTopicOrPart || tm.Error.Code() == kafka.ErrUnknownTopic {
+		return 0, nil
+	}
+	if tm.Error.Code() != kafka.ErrNoError {
+		return 0, fmt.Errorf("admin: topic %q: %w", topic, tm.Error)
+	}
+	return len(tm.Partitions), nil
+}
+
+// ensureParkTopic creates the parking topic with n partitions if it does
+// not exist, and refuses one with fewer.
+func (g *Group) ensureParkTopic(ctx context.Context, topic string, n int) error {
+	have, err := g.partitionCount(topic)
+	if err != nil {
+		return err
+	}
+	if have >= n {
+		return nil
+	}
+	if have > 0 {
+		return fmt.Errorf("%w: parking topic %q has %d partitions, fewer than the key's topic's %d: name another (--park-topic) or add partitions", ErrBadKeyQuery, topic, have, n)
+	}
+	a, err := kafka.NewAdminClientFromConsumer(g.kc)
+	if err != nil {
+		return fmt.Errorf("admin: %w", err)
+	}
+	defer a.Close()
+	res, err := a.CreateTopics(ctx, []kafka.TopicSpecification{{Topic: topic, NumPartitions: n, ReplicationFactor: -1}},
+		kafka.SetAdminOperationTimeout(kafkaTimeoutMs*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("admin: create parking topic %q: %w", topic, err)
+	}
+	for _, r := range res {
+		if c := r.Error.Code(); c != kafka.ErrNoError && c != kafka.ErrTopicAlreadyExists {
+			return fmt.Errorf("admin: create parking topic %q: %w", topic, r.Error)
+		}
+	}
+	// The new topic's partitions have leaders once its metadata lists them.
+	for deadline := time.Now().Add(kafkaTimeoutMs * time.Millisecond); ; {
+		have, err := g.partitionCount(topic)
+		if err == nil && have >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("admin: parking topic %q created, but its %d partitions are not in Kafka's metadata after %ds: %v", topic, n, kafkaTimeoutMs/1000, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

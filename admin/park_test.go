@@ -1,0 +1,227 @@
+package admin_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/admin"
+	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/testutil"
+)
+
+// stream produces records of keys key-0 … key-(keys-1) to partition 0 of
+// topic until stop is called, and then returns each key's offsets.
+type stream struct {
+	stopCh chan struct{}
+	done   chan struct{}
+	mu     sync.Mutex
+	sent   map[string][]int64
+	err    error
+}
+
+func startStream(t *testing.T, brokers, topic string, keys int) *stream {
+	t.Helper()
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": brokers, "acks": "all", "enable.idempotence": true, "linger.ms": 5, "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stream{stopCh: make(chan struct{}), done: make(chan struct{}), sent: map[string][]int64{}}
+	go func() {
+		defer close(s.done)
+		defer p.Close()
+		reports := make(chan kafka.Event, 64)
+		for i := 0; ; i++ {
+			select {
+			case <-s.stopCh:
+				return
+			default:
+			}
+			for j := range 8 {
+				key := fmt.Sprintf("key-%d", (i*8+j)%keys)
+				if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Key: []byte(key), Value: []byte("v")}, reports); err != nil {
+					s.fail(err)
+					return
+				}
+			}
+			for range 8 {
+				m := (<-reports).(*kafka.Message)
+				if m.TopicPartition.Error != nil {
+					s.fail(m.TopicPartition.Error)
+					return
+				}
+				s.mu.Lock()
+				s.sent[string(m.Key)] = append(s.sent[string(m.Key)], int64(m.TopicPartition.Offset))
+				s.mu.Unlock()
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return s
+}
+
+func (s *stream) fail(err error) {
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
+}
+
+// stop ends the stream and returns each key's offsets, in order.
+func (s *stream) stop(t *testing.T) map[string][]int64 {
+	t.Helper()
+	close(s.stopCh)
+	<-s.done
+	if s.err != nil {
+		t.Fatalf("stream: %v", s.err)
+	}
+	for k := range s.sent {
+		slices.Sort(s.sent[k])
+	}
+	return s.sent
+}
+
+// parked reads the parking topic's partition 0 from offset from to its
+// end and returns the origin offsets of key's records, in parking order,
+// checking each one's origin headers.
+func parked(t *testing.T, brokers, topic string, from int64, key string) []int64 {
+	t.Helper()
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": brokers, "group.id": "reader", "log_level": 3, "enable.partition.eof": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.Offset(from)}}); err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		switch e := c.Poll(100).(type) {
+		case *kafka.Message:
+			if string(e.Key) != key || header(e, consumer.HeaderTopic) != "orders" || header(e, consumer.HeaderPartition) != "0" {
+				t.Errorf("parked record at %d: key %q, origin %s/%s; want %s of orders/0", e.TopicPartition.Offset, e.Key,
+					header(e, consumer.HeaderTopic), header(e, consumer.HeaderPartition), key)
+			}
+			o, err := strconv.ParseInt(header(e, consumer.HeaderOffset), 10, 64)
+			if err != nil {
+				t.Fatalf("parked record without its origin offset: %v", err)
+			}
+			out = append(out, o)
+		case kafka.PartitionEOF:
+			return out
+		}
+	}
+	t.Fatalf("parking topic %s not read to its end in 20s", topic)
+	return nil
+}
+
+// TestParkKeyWhileRangesMove: records of eight keys stream to one
+// partition while key-3 is parked. A second member joins and leaves while
+// it is parked, so the key's range is handed over and back. Afterwards:
+// every key-3 record was either handled or parked, once; none handled
+// after the first one parked; the parked ones lie in the parking topic in
+// their original order with their origin in the headers; every other
+// key's records were handled once each, in order; the committed offset
+// reached the end. Bad parks are refused naming the value.
+func TestParkKeyWhileRangesMove(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	cli, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1, "payments.park": 1})
+	var handled handledLog
+	h := func(_ context.Context, m *kafka.Message) error {
+		handled.add(m)
+		return nil
+	}
+	startMember(t, e.Endpoints, k.Brokers, "m1", h)
+	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := t.Context()
+	s := startStream(t, k.Brokers, "orders", 8)
+	testutil.WaitFor(t, "key-3 handled", 30*time.Second, func() bool { return len(handled.of("key-3")) >= 5 })
+
+	q := admin.KeyQuery{Topic: "orders", Key: []byte("key-3"), Partition: 0}
+	for _, tc := range []struct {
+		r    admin.ParkRequest
+		want string
+	}{
+		{admin.ParkRequest{KeyQuery: q, ParkTopic: "orders"}, `parking topic "orders" is the key's own topic`},
+		{admin.ParkRequest{KeyQuery: q, ParkTopic: "a/b"}, `parking topic "a/b" contains '/'`},
+		{admin.ParkRequest{KeyQuery: admin.KeyQuery{Topic: "payments", Key: []byte("key-3"), Partition: 0}}, `topic "payments"`},
+	} {
+		if _, err := g.ParkKey(ctx, tc.r); !errors.Is(err, admin.ErrBadKeyQuery) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("park %+v: got %v, want ErrBadKeyQuery naming %q", tc.r, err, tc.want)
+		}
+	}
+	if n := countKeyOps(t, cli); n != 0 {
+		t.Fatalf("%d operations stored after refused parks", n)
+	}
+	op, err := g.ParkKey(ctx, admin.ParkRequest{KeyQuery: q, By: "ops@test", Reason: "bad data"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Op != "park" || op.ParkTopic != "orders.keyshare-parked" {
+		t.Errorf("park set as %+v; want the default parking topic", op)
+	}
+	if _, err := g.ParkKey(ctx, admin.ParkRequest{KeyQuery: q}); !errors.Is(err, admin.ErrBadKeyQuery) || !strings.Contains(err.Error(), "already has an operation (park)") {
+		t.Errorf("second park: got %v", err)
+	}
+	if _, err := g.SkipKey(ctx, admin.SkipRequest{KeyQuery: q, Offset: 0}); !errors.Is(err, admin.ErrBadKeyQuery) {
+		t.Errorf("skip of a parked key: got %v, want it refused", err)
+	}
+	owner := func() string {
+		info, err := g.DescribeKey(ctx, admin.KeyQuery{Topic: "orders", Key: []byte("key-3"), Partition: 0, MaxScan: 1})
+		if err != nil || info.Range == nil {
+			return ""
+		}
+		return fmt.Sprintf("%s [%d,%d)", info.Range.Owner, info.Range.Lo, info.Range.Hi)
+	}
+	time.Sleep(time.Second)
+	t.Logf("key-3 parked, owned by %s", owner())
+	stop2 := startMember(t, e.Endpoints, k.Brokers, "m2", h)
+	testutil.WaitFor(t, "the range split with m2", 30*time.Second, func() bool {
+		info, err := g.DescribeKey(ctx, admin.KeyQuery{Topic: "orders", Key: []byte("key-3"), Partition: 0, MaxScan: 1})
+		return err == nil && info.Range != nil && info.Range.Hi-info.Range.Lo < 1<<32 && info.Range.State == "active"
+	})
+	t.Logf("m2 joined: key-3 owned by %s", owner())
+	time.Sleep(time.Second)
+	stop2()
+	testutil.WaitFor(t, "m1 owning all again", 30*time.Second, func() bool {
+		info, err := g.DescribeKey(ctx, admin.KeyQuery{Topic: "orders", Key: []byte("key-3"), Partition: 0, MaxScan: 1})
+		return err == nil && info.Range != nil && info.Range.Owner == "m1" && info.Range.Hi-info.Range.Lo == 1<<32
+	})
+	t.Logf("m2 left: key-3 owned by %s", owner())
+	time.Sleep(500 * time.Millisecond)
+	sent := s.stop(t)
+	total := int64(0)
+	for _, offs := range sent {
+		total += int64(len(offs))
+	}
+	testutil.WaitFor(t, "the commit at the end", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == total
+	})
+
+	got, park := handled.of("key-3"), parked(t, k.Brokers, op.ParkTopic, op.ParkFrom, "key-3")
+	t.Logf("key-3: %d records, %d handled before the park, %d parked", len(sent["key-3"]), len(got), len(park))
+	if len(park) == 0 {
+		t.Fatal("nothing parked")
+	}
+	if !slices.Equal(append(slices.Clone(got), park...), sent["key-3"]) {
+		t.Errorf("key-3 handled %v then parked %v; want its records %v, each once, the handled ones first, the parked in order", got, park, sent["key-3"])
+	}
+	for key, offs := range sent {
+		if key != "key-3" && !slices.Equal(handled.of(key), offs) {
+			t.Errorf("%s handled at %v, want %v", key, handled.of(key), offs)
+		}
+	}
+}

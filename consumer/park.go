@@ -1,0 +1,179 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/textsafe"
+	"github.com/keyshare/keyshare/state"
+)
+
+// Parking a key (keyshare key park; state.KeyOpPark): while the park is
+// set, the owner of the key's hash handles each of the key's records by
+// copying it to the parking topic, into the partition of the same number,
+// with the origin's topic, partition and offset in keyshare's headers (as
+// a dead letter has them), and counts the record done once the broker has
+// acknowledged the copy. Parking is the record's handling: one record of
+// the key at a time, in offset order, like any other; so the parked
+// records lie in the parking partition in their original order, the
+// committed offset moves past them, and retention of the origin can never
+// take one. A copy is written again until it is acknowledged or the
+// member must stop working on the record (the range moved, the session
+// ended): then it stays pending for the range's next owner, who parks it
+// (a second copy at most, as any record may run twice on a crash).
+
+// parkFor returns the park set on j's key, if any.
+func (p *pipeline) parkFor(j *job) (coord.KeyOp, bool) {
+	if p == nil || p.sess == nil || j.key.null {
+		return coord.KeyOp{}, false
+	}
+	op, ok := p.sess.KeyOp(j.t.Topic, j.t.Partition, j.m.Key)
+	if !ok || op.Record.Op != state.KeyOpPark {
+		return coord.KeyOp{}, false
+	}
+	return op, true
+}
+
+// park copies j's record to op's parking topic and waits for the ack. It
+// returns nil when the record is done, ctx's error if the member must stop
+// working on it.
+func (p *pipeline) park(ctx context.Context, j *job, op coord.KeyOp) error {
+	c := p.c
+	pr, err := c.parkingProducer()
+	if err != nil {
+		return err // the producer cannot be made: the record stays pending
+	}
+	copyOf := parkedCopy(op.Record.ParkTopic, j.m)
+	backoff, failed := c.cfg.Retry.Backoff, false
+	for {
+		err := produceAcked(ctx, pr, copyOf)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		log := p.log.Debug
+		if !failed {
+			log, failed = p.log.Error, true
+		}
+		log("parking a record failed; writing it again (the key's records wait, other keys go on)", "topic", j.t.Topic, "partition", j.t.Partition,
+			"offset", j.o, "parking_topic", op.Record.ParkTopic, "error", textsafe.Escape(err.Error()))
+		p.sleepOrKeyOp(ctx, backoff)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if again, ok := p.parkFor(j); !ok || again.Record.ParkTopic != op.Record.ParkTopic {
+			// Unparked (or parked elsewhere) meanwhile: the record is
+			// handled as the key's operation now says.
+			return errParkChanged
+		}
+		backoff = min(2*max(backoff, time.Millisecond), c.cfg.Retry.MaxBackoff)
+	}
+}
+
+// errParkChanged: the park a record was being parked under is gone; the
+// caller handles the record afresh.
+var errParkChanged = fmt.Errorf("consumer: the key's park changed while its record was being parked")
+
+// parkedCopy is m as it is parked in topic: the same partition number, key,
+// value and headers (keyshare's own renamed, as on a dead letter), and
+// keyshare's origin headers.
+func parkedCopy(topic string, m *kafka.Message) *kafka.Message {
+	ours := []kafka.Header{
+		{Key: HeaderTopic, Value: []byte(*m.TopicPartition.Topic)},
+		{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(m.TopicPartition.Partition)))},
+		{Key: HeaderOffset, Value: []byte(strconv.FormatInt(int64(m.TopicPartition.Offset), 10))},
+	}
+	hs := renameOurs(m.Headers)
+	return &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: m.TopicPartition.Partition},
+		Key: m.Key, Value: m.Value, Headers: append(hs, ours...), Timestamp: m.Timestamp}
+}
+
+// produceAcked writes m with pr and waits for its delivery report.
+func produceAcked(ctx context.Context, pr *kafka.Producer, m *kafka.Message) error {
+	done := make(chan kafka.Event, 1)
+	if err := pr.Produce(m, done); err != nil {
+		return err
+	}
+	select {
+	case ev := <-done:
+		if r, ok := ev.(*kafka.Message); ok && r.TopicPartition.Error != nil {
+			return r.TopicPartition.Error
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// parkingProducer is the producer parked records are written with, made
+// at the first park (settings as the dead-letter producer's: acks=all,
+// idempotent, one record per batch).
+func (c *Consumer) parkingProducer() (*kafka.Producer, error) {
+	c.parking.mu.Lock()
+	defer c.parking.mu.Unlock()
+	if c.parking.p != nil {
+		return c.parking.p, nil
+	}
+	pr, logs, err := newDeadLetterProducer(c.cfg.Kafka, c.log.Named("librdkafka").Named("parking"))
+	if err != nil {
+		return nil, fmt.Errorf("consumer: create the parking producer: %w", err)
+	}
+	c.parking.p, c.parking.logs = pr, logs
+	return pr, nil
+}
+
+// closeParking closes the parking producer, if one was made.
+func (c *Consumer) closeParking() {
+	c.parking.mu.Lock()
+	defer c.parking.mu.Unlock()
+	if c.parking.p != nil {
+		c.parking.p.Flush(5000)
+		c.parking.p.Close()
+		<-c.parking.logs
+		c.parking.p = nil
+	}
+}
+
+// parkBatch parks the records of live, a batch's records in batch order,
+// whose key is parked, and returns the others. Whether a key is parked is
+// decided once per batch, so a key's records are either all parked here,
+// in order, or all handed to the BatchHandler.
+func (p *pipeline) parkBatch(live []*job) []*job {
+	if p.sess == nil {
+		return live
+	}
+	parks := make(map[jobKey]*coord.KeyOp)
+	out := live[:0]
+	for _, j := range live {
+		op, seen := parks[j.key]
+		if !seen {
+			if o, ok := p.parkFor(j); ok {
+				op = &o
+			}
+			parks[j.key] = op
+		}
+		if op == nil {
+			out = append(out, j)
+			continue
+		}
+		switch err := p.park(&j.ctx, j, *op); err {
+		case nil:
+			p.finishJob(j, true)
+		case errParkChanged:
+			parks[j.key] = nil // this record and the key's later ones: handled
+			out = append(out, j)
+		default:
+			// Its range dropped or the session ended: this record and
+			// the key's later ones stay pending for the next owner.
+			p.finishJob(j, false)
+		}
+	}
+	return out
+}
