@@ -139,3 +139,50 @@ func (g *Group) ensureParkTopic(ctx context.Context, topic string, n int) error 
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// UnparkRequest asks for a parked key's records to be handled.
+type UnparkRequest struct {
+	KeyQuery
+	By string // who asks (keyshare key: user@host)
+}
+
+// UnparkKey unparks a key: its owner, before the key's next live record
+// (or at once, with none), handles the key's parked records in their
+// original order, read from the parking topic from where the park began;
+// it records its progress in the operation, so a range moved meanwhile
+// resumes at the new owner from there, and deletes the operation at the
+// parking partition's end; the key's live records then run. A key that
+// is not parked is refused with an error wrapping ErrBadKeyQuery.
+func (g *Group) UnparkKey(ctx context.Context, r UnparkRequest) (KeyOp, error) {
+	if len(r.Key) > state.MaxKeyOpKeyBytes {
+		return KeyOp{}, fmt.Errorf("%w: a key of %d bytes: operations take keys of at most %d", ErrBadKeyQuery, len(r.Key), state.MaxKeyOpKeyBytes)
+	}
+	r.MaxScan = 1
+	info, err := g.DescribeKey(ctx, r.KeyQuery)
+	if err != nil {
+		return KeyOp{}, err
+	}
+	where := fmt.Sprintf("key %s of %s/%d", textsafe.Quote(string(r.Key)), textsafe.Quote(info.Topic), info.Partition)
+	old, ok, err := coord.ReadKeyOp(ctx, g.cli, g.group, info.Topic, info.Partition, r.Key)
+	if err != nil {
+		return KeyOp{}, fmt.Errorf("admin: %w", err)
+	}
+	switch {
+	case !ok:
+		return KeyOp{}, fmt.Errorf("%w: %s is not parked: nothing to unpark", ErrBadKeyQuery, where)
+	case old.Err != nil:
+		return KeyOp{}, fmt.Errorf("%w: %s: its operation is damaged (%v): cancel it (keyshare key cancel)", ErrBadKeyQuery, where, old.Err)
+	case old.Record.Op != state.KeyOpPark:
+		return KeyOp{}, fmt.Errorf("%w: %s is not parked (its operation is a %s)", ErrBadKeyQuery, where, old.Record.Op)
+	}
+	rec := old.Record
+	rec.Op, rec.Next, rec.By, rec.At = state.KeyOpUnpark, rec.ParkFrom, r.By, time.Time{}
+	op, err := coord.PutKeyOp(ctx, g.cli, g.group, rec, old.Rev)
+	if errors.Is(err, coord.ErrKeyOpChanged) {
+		return KeyOp{}, fmt.Errorf("%w: %s: its park changed while the unpark was being set: look again (keyshare key describe)", ErrBadKeyQuery, where)
+	}
+	if err != nil {
+		return KeyOp{}, fmt.Errorf("admin: %w", err)
+	}
+	return keyOpOf(op), nil
+}

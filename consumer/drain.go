@@ -143,7 +143,7 @@ func (p *pipeline) oldestLocked(w *owned) time.Time {
 
 // inFlightLocked counts the records of w handed to workers and not finished.
 func (p *pipeline) inFlightLocked(w *owned) int {
-	n := 0
+	n := p.mu.preludes[w] // an unpark's prelude (prelude.go)
 	for _, j := range p.mu.jobs[w.tp()] {
 		if w.st.Range().Contains(j.h) {
 			n++

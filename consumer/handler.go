@@ -27,6 +27,10 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 				return err
 			}
 		}
+		// Unparked: the key's parked records run first (prelude.go).
+		if err := j.p.unparkFirst(ctx, j.t, j.m.Key); err != nil {
+			return err
+		}
 		if op, ok := j.p.skipFor(ctx, j); ok {
 			return j.p.skip(ctx, j, op, attempt-1)
 		}

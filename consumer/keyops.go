@@ -124,7 +124,8 @@ func (p *pipeline) deleteSkips(ctx context.Context, ops []coord.KeyOp) {
 	p.mu.Unlock()
 }
 
-// watchKeyOps deletes the skips of records this member's ranges count as
+// watchKeyOps starts the preludes of unparked keys this member owns
+// (prelude.go), and deletes the skips of records this member's ranges count as
 // handled in etcd: applied by an owner that died before deleting them, or
 // passed by a key with no later record to meet them. It looks when the
 // operations change and every second.
@@ -142,6 +143,10 @@ func (p *pipeline) watchKeyOps() {
 		p.mu.Lock()
 		for _, op := range p.sess.KeyOps() {
 			r := op.Record
+			if r.Op == state.KeyOpUnpark {
+				p.startPreludeLocked(op)
+				continue
+			}
 			if r.Op != state.KeyOpSkip {
 				continue
 			}

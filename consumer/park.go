@@ -44,6 +44,17 @@ func (p *pipeline) parkFor(j *job) (coord.KeyOp, bool) {
 // working on it.
 func (p *pipeline) park(ctx context.Context, j *job, op coord.KeyOp) error {
 	c := p.c
+	// Under the key's lock, with the park as it stands now: an unpark's
+	// prelude (prelude.go) reads the parking partition to its end under
+	// the same lock, so no copy lands behind it.
+	p.mu.Lock()
+	lock := p.keyLockLocked(j.key)
+	p.mu.Unlock()
+	lock.Lock()
+	defer lock.Unlock()
+	if again, ok := p.parkFor(j); !ok || again.Name != op.Name || again.Record.ParkTopic != op.Record.ParkTopic {
+		return errParkChanged
+	}
 	pr, err := c.parkingProducer()
 	if err != nil {
 		return err // the producer cannot be made: the record stays pending
@@ -160,7 +171,19 @@ func (p *pipeline) parkBatch(live []*job) []*job {
 			parks[j.key] = op
 		}
 		if op == nil {
+			if !seen {
+				// Unparked: the key's parked records run first.
+				if err := p.unparkFirst(&j.ctx, j.t, j.m.Key); err != nil {
+					parks[j.key] = &coord.KeyOp{} // not to be handled in this batch
+					p.finishJob(j, false)
+					continue
+				}
+			}
 			out = append(out, j)
+			continue
+		}
+		if op.Name == "" {
+			p.finishJob(j, false) // its key's prelude could not run here
 			continue
 		}
 		switch err := p.park(&j.ctx, j, *op); err {

@@ -88,6 +88,17 @@ type pipeline struct {
 		// next flush writes; skipsDeleting, those the last flush wrote,
 		// being deleted (keyops.go).
 		skipsDone, skipsDeleting []coord.KeyOp
+		// keyLocks keep a key's unpark prelude and its parks apart;
+		// preludes counts the preludes running per range (a drain waits
+		// for them); keyOpWritten is the revision of this member's last
+		// write of each key operation, so that a copy the watch has not
+		// brought up to it is not acted on (prelude.go).
+		keyLocks     map[jobKey]*sync.Mutex
+		preludes     map[*owned]int
+		keyOpWritten map[string]int64
+		// preludeKeys are the keys whose prelude runs on a goroutine of
+		// its own (watchKeyOps).
+		preludeKeys map[jobKey]bool
 	}
 }
 
@@ -110,6 +121,9 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 	p.mu.jobs = make(map[tp]map[int64]*job)
 	p.mu.halted = make(map[tp]bool)
 	p.mu.shelves = make(map[tp]shelf)
+	p.mu.preludes = make(map[*owned]int)
+	p.mu.keyOpWritten = make(map[string]int64)
+	p.mu.preludeKeys = make(map[jobKey]bool)
 	p.mu.load = newLoadTable(time.Now())
 	p.mu.fetching = true
 	p.mu.held = true // until the first read of the pause state

@@ -234,3 +234,37 @@ func (s *Session) watchKeyOps() {
 		sleep(s.ctx, 200*time.Millisecond)
 	}
 }
+
+// AdvanceKeyOp rewrites op as rec (an unpark's progress), guarded by op's
+// version, this member's registration and its ownership of r, the range
+// holding the key: a member that lost the range cannot write over its new
+// owner's progress. It returns the op as stored, or ErrKeyOpChanged when
+// a guard fails.
+func (s *Session) AdvanceKeyOp(ctx context.Context, op KeyOp, rec state.KeyOpRecord, r state.RangeState) (KeyOp, error) {
+	if err := rec.Check(); err != nil {
+		return KeyOp{}, fmt.Errorf("coord: %s: %w", textsafe.Quote(op.Name), err)
+	}
+	cmps := append(append(s.common(), s.guard(r)...), clientv3.Compare(clientv3.ModRevision(op.Name), "=", op.Rev))
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(op.Name, mustJSON(rec))).Commit()
+	if err != nil {
+		return KeyOp{}, fmt.Errorf("coord: write %s: %w", textsafe.Quote(op.Name), err)
+	}
+	if !resp.Succeeded {
+		return KeyOp{}, ErrKeyOpChanged
+	}
+	return KeyOp{Name: op.Name, Record: rec, Rev: resp.Header.Revision}, nil
+}
+
+// FinishKeyOp deletes op, done, under the guards of AdvanceKeyOp, and
+// returns the revision of the delete.
+func (s *Session) FinishKeyOp(ctx context.Context, op KeyOp, r state.RangeState) (int64, error) {
+	cmps := append(append(s.common(), s.guard(r)...), clientv3.Compare(clientv3.ModRevision(op.Name), "=", op.Rev))
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(op.Name)).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("coord: delete %s: %w", textsafe.Quote(op.Name), err)
+	}
+	if !resp.Succeeded {
+		return 0, ErrKeyOpChanged
+	}
+	return resp.Header.Revision, nil
+}

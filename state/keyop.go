@@ -20,6 +20,11 @@ const (
 	// to ParkTopic (same partition number), each counted done once the
 	// copy is acknowledged; other keys go on.
 	KeyOpPark = "park"
+	// KeyOpUnpark: the key's owner first handles the key's records parked
+	// in ParkTopic from Next on (a prelude), in order, recording its
+	// progress in Next, then deletes the operation; the key's live
+	// records wait until then.
+	KeyOpUnpark = "unpark"
 )
 
 // Bounds of a KeyOpRecord.
@@ -53,11 +58,15 @@ type KeyOpRecord struct {
 	// ParkTopic is where a park copies the key's records; ParkFrom, the
 	// end offset of its partition of the key's partition number when the
 	// park was set: the parked records lie at or above it.
-	ParkTopic string    `json:"park_topic,omitempty"`
-	ParkFrom  int64     `json:"park_from,omitempty"`
-	By        string    `json:"by"`               // who asked (user@host)
-	Reason    string    `json:"reason,omitempty"` // free text from the operator
-	At        time.Time `json:"at"`
+	ParkTopic string `json:"park_topic,omitempty"`
+	ParkFrom  int64  `json:"park_from,omitempty"`
+	// Next is an unpark's progress: the parking partition's records below
+	// it are handled (or are not the key's). Written by the key's owner,
+	// guarded by its ownership of the key's range.
+	Next   int64     `json:"next,omitempty"`
+	By     string    `json:"by"`               // who asked (user@host)
+	Reason string    `json:"reason,omitempty"` // free text from the operator
+	At     time.Time `json:"at"`
 	// Refused is why the key's owner could not apply the operation (a
 	// skip without Drop on a member with no dead-letter topic), written
 	// by that member; the operation stays, and is not applied, until an
@@ -88,8 +97,8 @@ func DecodeKeyOp(g Group, key string, data []byte) (KeyOpRecord, error) {
 // write: the writers check it before they store it.
 func (r KeyOpRecord) Check() error {
 	switch {
-	case r.Op != KeyOpSkip && r.Op != KeyOpPark:
-		return fmt.Errorf("operation %s: this build knows %q and %q", textsafe.Quote(r.Op), KeyOpSkip, KeyOpPark)
+	case r.Op != KeyOpSkip && r.Op != KeyOpPark && r.Op != KeyOpUnpark:
+		return fmt.Errorf("operation %s: this build knows %q, %q and %q", textsafe.Quote(r.Op), KeyOpSkip, KeyOpPark, KeyOpUnpark)
 	case keys.CheckName("topic", r.Topic) != nil:
 		return keys.CheckName("topic", r.Topic)
 	case r.Partition < 0:
@@ -102,10 +111,12 @@ func (r KeyOpRecord) Check() error {
 		return fmt.Errorf("offset %d", r.Offset)
 	case r.Op != KeyOpSkip && r.Drop:
 		return fmt.Errorf("drop on a %s", r.Op)
-	case r.Op == KeyOpPark && (keys.CheckName("parking topic", r.ParkTopic) != nil || r.ParkTopic == r.Topic || r.ParkFrom < 0 || r.Offset != 0):
-		return fmt.Errorf("park into %s from offset %d (offset %d): want a topic other than the key's, offsets 0 or more, no offset", textsafe.Quote(r.ParkTopic), r.ParkFrom, r.Offset)
-	case r.Op != KeyOpPark && (r.ParkTopic != "" || r.ParkFrom != 0):
+	case (r.Op == KeyOpPark || r.Op == KeyOpUnpark) && (keys.CheckName("parking topic", r.ParkTopic) != nil || r.ParkTopic == r.Topic || r.ParkFrom < 0 || r.Offset != 0):
+		return fmt.Errorf("%s of %s from offset %d (offset %d): want a topic other than the key's, offsets 0 or more, no offset", r.Op, textsafe.Quote(r.ParkTopic), r.ParkFrom, r.Offset)
+	case r.Op == KeyOpSkip && (r.ParkTopic != "" || r.ParkFrom != 0):
 		return fmt.Errorf("a parking topic on a %s", r.Op)
+	case r.Op != KeyOpUnpark && r.Next != 0 || r.Op == KeyOpUnpark && r.Next < r.ParkFrom:
+		return fmt.Errorf("%s with progress %d (parked from %d)", r.Op, r.Next, r.ParkFrom)
 	case len(r.Reason) > maxKeyOpText || len(r.Refused) > maxKeyOpText || len(r.By) > maxKeyOpText:
 		return fmt.Errorf("by, reason or refusal longer than %d bytes", maxKeyOpText)
 	}

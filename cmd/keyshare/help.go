@@ -62,6 +62,11 @@ KEYSHARE_ETCD=etcd:2379 keyshare member --group orders-app --topic orders --weig
 		Example:     `keyshare key park --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders --reason "bad upstream data" customer-42`,
 		Args:        "KEY",
 	},
+	"key unpark": {
+		Description: `Unparks a parked key: before the key's next live record (or at once, with none), its owner handles the key's parked records in their original order, read from the parking topic from where the park began, recording its progress in etcd so that a range moved meanwhile resumes there; then the key's newer records run. Refuses a key that is not parked.`,
+		Example:     `keyshare key unpark --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders customer-42`,
+		Args:        "KEY",
+	},
 	"key cancel": {
 		Description: `Deletes the operation set on the key (keyshare key skip) and prints it. Refuses a key with none.`,
 		Example:     `keyshare key cancel --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders customer-42`,

@@ -25,11 +25,12 @@ type keyCommand struct {
 }
 
 // keySubcommands are the subcommands of keyshare key.
-var keySubcommands = []string{"describe", "skip", "park", "cancel"}
+var keySubcommands = []string{"describe", "skip", "park", "unpark", "cancel"}
 
 const keyUsage = `Usage: keyshare key describe --group G --topic T [--partition P] [flags] KEY
        keyshare key skip --group G --topic T [--partition P] --offset O [--drop] [--reason TEXT] KEY
        keyshare key park --group G --topic T [--partition P] [--park-topic T2] [--reason TEXT] KEY
+       keyshare key unpark --group G --topic T [--partition P] KEY
        keyshare key cancel --group G --topic T [--partition P] KEY
 
   describe   the key's partition and hash, the member and range that own it,
@@ -42,6 +43,8 @@ const keyUsage = `Usage: keyshare key describe --group G --topic T [--partition 
   park       the key's owner copies the key's records, in order, to a parking
              topic (default T.keyshare-parked, created if absent) instead of
              handling them; other keys go on
+  unpark     the key's owner handles its parked records first, in their
+             order, then its newer ones
   cancel     delete the operation set on the key
 `
 
@@ -51,11 +54,11 @@ func (c *keyCommand) Run(ctx context.Context, args []string) error {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return flag.ErrHelp
 		}
-		return cli.Usage(errors.New("want a subcommand: describe, skip, park or cancel"))
+		return cli.Usage(errors.New("want a subcommand: describe, skip, park, unpark or cancel"))
 	}
 	sub, args := args[0], args[1:]
 	if !slices.Contains(keySubcommands, sub) {
-		return cli.Usage(fmt.Errorf("unknown key subcommand %q: want describe, skip, park or cancel", sub))
+		return cli.Usage(fmt.Errorf("unknown key subcommand %q: want describe, skip, park, unpark or cancel", sub))
 	}
 	fs := flag.NewFlagSet("key "+sub, flag.ContinueOnError)
 	c.etcdConn.Register(fs)
@@ -67,6 +70,8 @@ func (c *keyCommand) Run(ctx context.Context, args []string) error {
 		return c.skip(ctx, fs, args)
 	case "park":
 		return c.park(ctx, fs, args)
+	case "unpark":
+		return c.unpark(ctx, fs, args)
 	case "cancel":
 		return c.cancel(ctx, fs, args)
 	}

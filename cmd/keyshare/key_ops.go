@@ -75,6 +75,30 @@ func (c *keyCommand) park(ctx context.Context, fs *flag.FlagSet, args []string) 
 	return nil
 }
 
+// unpark unparks one key (admin.UnparkKey).
+func (c *keyCommand) unpark(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	q, parse := keyQueryFlags(fs)
+	if err := parse(args, "unpark"); err != nil {
+		return err
+	}
+	etcd, g, _, err := c.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	defer g.Close()
+	op, err := g.UnparkKey(ctx, admin.UnparkRequest{KeyQuery: *q, By: operator()})
+	if errors.Is(err, admin.ErrBadKeyQuery) {
+		return cli.Usage(err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stdout, "unpark set: key %s of %s/%d; its owner handles its records parked in %s/%d from offset %d first, then its newer ones (key describe shows the progress)\n",
+		textsafe.Quote(string(op.Key)), name(op.Topic), op.Partition, name(op.ParkTopic), op.Partition, op.ParkFrom)
+	return nil
+}
+
 // cancel deletes the operation set on one key (admin.CancelKeyOp).
 func (c *keyCommand) cancel(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	q, parse := keyQueryFlags(fs)
@@ -108,8 +132,11 @@ func skipFate(op admin.KeyOp) string {
 
 // keyOpWhat says what an operation does.
 func keyOpWhat(op admin.KeyOp) string {
-	if op.Op == "park" {
+	switch op.Op {
+	case "park":
 		return fmt.Sprintf("park into %s/%d (from offset %d)", name(op.ParkTopic), op.Partition, op.ParkFrom)
+	case "unpark":
+		return fmt.Sprintf("unpark from %s/%d (parked from offset %d, handled up to %d)", name(op.ParkTopic), op.Partition, op.ParkFrom, op.Next)
 	}
 	return fmt.Sprintf("%s of offset %d (%s)", op.Op, op.Offset, skipFate(op))
 }
@@ -148,6 +175,7 @@ type keyOpJSON struct {
 	Drop      bool      `json:"drop"`
 	ParkTopic string    `json:"park_topic,omitempty"`
 	ParkFrom  int64     `json:"park_from,omitempty"`
+	Next      int64     `json:"next,omitempty"`
 	By        string    `json:"by,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	At        time.Time `json:"at"`
@@ -157,7 +185,7 @@ type keyOpJSON struct {
 
 func keyOpJSONOf(op admin.KeyOp) keyOpJSON {
 	return keyOpJSON{Op: op.Op, Topic: op.Topic, Partition: op.Partition, Key: textsafe.Bytes(op.Key), Offset: op.Offset, Drop: op.Drop,
-		ParkTopic: op.ParkTopic, ParkFrom: op.ParkFrom, By: op.By, Reason: op.Reason, At: op.At, Refused: op.Refused, Problem: op.Problem}
+		ParkTopic: op.ParkTopic, ParkFrom: op.ParkFrom, Next: op.Next, By: op.By, Reason: op.Reason, At: op.At, Refused: op.Refused, Problem: op.Problem}
 }
 
 // keyOpsStatus is status's list of the operations set on keys.
@@ -170,7 +198,7 @@ func keyOpsStatus(ops []coord.KeyOp) []keyOpJSON {
 		}
 		r := op.Record
 		out = append(out, keyOpJSONOf(admin.KeyOp{Op: r.Op, Topic: r.Topic, Partition: r.Partition, Key: r.Key, Offset: r.Offset, Drop: r.Drop,
-			ParkTopic: r.ParkTopic, ParkFrom: r.ParkFrom, By: r.By, Reason: r.Reason, At: r.At, Refused: r.Refused}))
+			ParkTopic: r.ParkTopic, ParkFrom: r.ParkFrom, Next: r.Next, By: r.By, Reason: r.Reason, At: r.At, Refused: r.Refused}))
 	}
 	return out
 }
@@ -181,7 +209,7 @@ func keyOpLine(op keyOpJSON) string {
 		return "key operation damaged, not applied: " + esc(op.Problem)
 	}
 	line := fmt.Sprintf("%s/%d key %s: %s set by %s at %s", name(op.Topic), op.Partition, esc(op.Key),
-		keyOpWhat(admin.KeyOp{Op: op.Op, Partition: op.Partition, Offset: op.Offset, Drop: op.Drop, ParkTopic: op.ParkTopic, ParkFrom: op.ParkFrom}),
+		keyOpWhat(admin.KeyOp{Op: op.Op, Partition: op.Partition, Offset: op.Offset, Drop: op.Drop, ParkTopic: op.ParkTopic, ParkFrom: op.ParkFrom, Next: op.Next}),
 		esc(op.By), op.At.UTC().Format(time.RFC3339))
 	if op.Reason != "" {
 		line += ": " + esc(op.Reason)

@@ -17,7 +17,7 @@ import (
 	"github.com/keyshare/keyshare/testutil"
 )
 
-// TestKeySkip: a member in this process (no dead-letter topic) fails
+// TestKeyOperations: a member in this process (no dead-letter topic) fails
 // key-2's first record forever. key skip refuses, with exit status 2 and
 // the value named, an offset that is not the head, a missing --offset and
 // a key with nothing pending; an unknown group exits 1; key cancel of a
@@ -26,8 +26,9 @@ import (
 // key cancel deletes it; a skip with --drop drops the record and key-2's
 // later records run in order. Then key park: a park into the key's own
 // topic is refused, a park creates the parking topic and shows in key
-// describe and status, and a second park is refused.
-func TestKeySkip(t *testing.T) {
+// describe and status, and a second park is refused; key unpark refuses
+// a key not parked and unparks key-1.
+func TestKeyOperations(t *testing.T) {
 	testutil.ParallelOnKfake(t)
 	_, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
@@ -163,4 +164,14 @@ func TestKeySkip(t *testing.T) {
 	if !strings.Contains(status, "orders/0 key key-1: park into orders.keyshare-parked/0 (from offset 0) set by") {
 		t.Errorf("status does not show the park:\n%s", status)
 	}
+	if out, code := key("unpark", "key-0"); code != 2 || !strings.Contains(out, `key "key-0" of "orders"/0 is not parked`) {
+		t.Errorf("unpark of a key not parked: exit %d: %s", code, out)
+	}
+	if out, code := key("unpark", "key-1"); code != 0 || !strings.Contains(out, "unpark set: key \"key-1\" of orders/0") {
+		t.Fatalf("unpark: exit %d: %s", code, out)
+	}
+	testutil.WaitFor(t, "the unpark done", 20*time.Second, func() bool {
+		out, _ := key("describe", "key-1")
+		return strings.Contains(out, "operation  none")
+	})
 }

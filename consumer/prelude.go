@@ -1,0 +1,327 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/textsafe"
+	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
+)
+
+// The prelude of an unparked key (keyshare key unpark; state.KeyOpUnpark):
+// before the key's next live record, its owner handles the key's records
+// parked in the parking topic, in their order, reading the parking
+// partition from the operation's progress (Next) to its end and passing
+// over the records of other keys or origins. After each record it handles
+// it writes the progress, guarded by its ownership of the key's range, so
+// a range moved mid-way resumes at the new owner from there (the record
+// being handled at the move may run twice, as any record on a crash;
+// none is lost, none runs out of order). Reaching the partition's end, it
+// deletes the operation in a transaction under the same guard; the key's
+// live records then run. Parks of this member are acknowledged before
+// their records count done, and a park re-checks the operation under the
+// key's lock (park.go), so no record of the key is parked behind the
+// prelude's back.
+//
+// The prelude runs on the worker that holds the key's next live record,
+// or, for a key with none, on a goroutine of its own (watchKeyOps); the
+// key's lock keeps the two apart, and the range's drain waits for it as
+// for a record in flight.
+
+// errNotOwner: the member no longer owns the key's range (or is handing
+// it over); the prelude stops, and the range's next owner resumes it.
+var errNotOwner = errors.New("consumer: the key's range is not this member's to work on")
+
+// keyLockLocked is the lock that keeps a key's prelude and its parks
+// apart.
+func (p *pipeline) keyLockLocked(k jobKey) *sync.Mutex {
+	if p.mu.keyLocks == nil {
+		p.mu.keyLocks = make(map[jobKey]*sync.Mutex)
+	}
+	l := p.mu.keyLocks[k]
+	if l == nil {
+		l = new(sync.Mutex)
+		p.mu.keyLocks[k] = l
+	}
+	return l
+}
+
+// workingRangeLocked is the range of t holding hash h that this member
+// works on (owned, not revoking), or nil.
+func (p *pipeline) workingRangeLocked(t tp, h uint32) *owned {
+	for _, w := range p.mu.byTP[t] {
+		if !w.revoking && w.st.Range().Contains(h) {
+			return w
+		}
+	}
+	return nil
+}
+
+// unparkFirst runs the prelude of the key of (t, key) if it is unparked,
+// until it is done or cannot go on here. It returns nil once the key has
+// no unpark left (its live records may run), errNotOwner or ctx's error.
+func (p *pipeline) unparkFirst(ctx context.Context, t tp, key []byte) error {
+	if p == nil || p.sess == nil || key == nil {
+		return nil
+	}
+	k := jobKey{topic: t.Topic, partition: t.Partition, key: string(key)}
+	p.mu.Lock()
+	lock := p.keyLockLocked(k)
+	p.mu.Unlock()
+	lock.Lock()
+	defer lock.Unlock()
+	for ctx.Err() == nil {
+		op, ok := p.sess.KeyOp(t.Topic, t.Partition, key)
+		if !ok || op.Record.Op != state.KeyOpUnpark {
+			return nil
+		}
+		p.mu.Lock()
+		stale := op.Rev < p.mu.keyOpWritten[op.Name]
+		p.mu.Unlock()
+		if !stale {
+			err := p.prelude(ctx, t, key, op)
+			if err == nil || errors.Is(err, errNotOwner) || ctx.Err() != nil {
+				return err
+			}
+			p.log.Warn("unpark prelude interrupted; trying again", "topic", t.Topic, "partition", t.Partition, "key", textsafe.Bytes(key), "error", err)
+		}
+		// Our own write is not in the watch's copy yet, or the
+		// operation changed: look again once it has.
+		p.sleepOrKeyOp(ctx, time.Second)
+	}
+	return ctx.Err()
+}
+
+// prelude handles op's parked records of key from op.Record.Next to the
+// parking partition's end, then deletes op.
+func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp) error {
+	h := ledger.Hash(key, 0)
+	p.mu.Lock()
+	w := p.workingRangeLocked(t, h)
+	if w != nil {
+		p.mu.preludes[w]++
+	}
+	p.mu.Unlock()
+	if w == nil {
+		return errNotOwner
+	}
+	defer func() {
+		p.mu.Lock()
+		if p.mu.preludes[w]--; p.mu.preludes[w] <= 0 {
+			delete(p.mu.preludes, w)
+		}
+		p.mu.cond.Broadcast() // a drain may wait for it
+		p.mu.Unlock()
+	}()
+	// still reports whether w is still ours to work on, and its record.
+	still := func() (state.RangeState, bool) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return w.rs, p.mu.ranges[w.rs.Key] == w && !w.revoking
+	}
+	r := op.Record
+	rd, err := p.c.newPreludeReader(r.ParkTopic, t.Partition, r.Next)
+	if err != nil {
+		return err
+	}
+	defer rd.close()
+	p.log.Info("unparking a key: handling its parked records first", "topic", t.Topic, "partition", t.Partition, "key", textsafe.Bytes(key),
+		"parking_topic", r.ParkTopic, "from", r.Next)
+	handled := 0
+	for {
+		m, err := rd.next(ctx)
+		if err != nil {
+			return err
+		}
+		rs, ok := still()
+		if !ok {
+			return errNotOwner
+		}
+		if m == nil { // the end of the parking partition
+			rev, err := p.sess.FinishKeyOp(ctx, op, rs)
+			if err != nil {
+				return err
+			}
+			p.mu.Lock()
+			p.mu.keyOpWritten[op.Name] = rev
+			p.mu.Unlock()
+			p.log.Info("key unparked: its parked records handled; its live records go on", "topic", t.Topic, "partition", t.Partition,
+				"key", textsafe.Bytes(key), "handled", handled, "parking_topic", r.ParkTopic, "up_to", rd.pos)
+			return nil
+		}
+		if !parkedOf(m, t, key) {
+			continue
+		}
+		if err := p.c.handleAlone(ctx, m); err != nil {
+			return err
+		}
+		handled++
+		rec := op.Record
+		rec.Next = rd.pos
+		if op, err = p.sess.AdvanceKeyOp(ctx, op, rec, rs); err != nil {
+			return err
+		}
+		p.mu.Lock()
+		p.mu.keyOpWritten[op.Name] = op.Rev
+		p.mu.Unlock()
+	}
+}
+
+// parkedOf reports whether m, read from a parking topic, is a parked
+// record of key from t, and if so gives it its origin's place.
+func parkedOf(m *kafka.Message, t tp, key []byte) bool {
+	if m.Key == nil || string(m.Key) != string(key) || headerValue(m, HeaderTopic) != t.Topic ||
+		headerValue(m, HeaderPartition) != strconv.Itoa(int(t.Partition)) {
+		return false
+	}
+	o, err := strconv.ParseInt(headerValue(m, HeaderOffset), 10, 64)
+	if err != nil {
+		return false
+	}
+	topic := t.Topic
+	m.TopicPartition = kafka.TopicPartition{Topic: &topic, Partition: t.Partition, Offset: kafka.Offset(o)}
+	return true
+}
+
+// handleAlone handles one record outside the pipeline's scheduling (a
+// prelude's): the handler (or the BatchHandler with the record alone),
+// retried per Config.Retry and dead-lettered after the last attempt when
+// a dead-letter topic is configured. It returns nil once the record is
+// done, ctx's error if the member must stop.
+func (c *Consumer) handleAlone(ctx context.Context, m *kafka.Message) error {
+	backoff := c.cfg.Retry.Backoff
+	for attempt := 1; ; attempt++ {
+		var err error
+		if c.cfg.Handler != nil {
+			err = c.call(ctx, m, attempt)
+		} else {
+			var res []error
+			if res, err = c.callBatch(ctx, []*kafka.Message{m}, attempt); err == nil && len(res) == 1 {
+				err = res[0]
+			}
+		}
+		if err == nil {
+			c.metrics.handled.Add(1)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.metrics.failed.Add(1)
+		if attempt >= c.cfg.Retry.MaxAttempts && c.dlq != nil && !errors.Is(err, ErrFenced) {
+			if derr := c.deadLetter(ctx, m, err, attempt); derr != nil {
+				return derr
+			}
+			c.metrics.deadLettered.Add(1)
+			return nil
+		}
+		c.metrics.retried.Add(1)
+		c.log.Warn("handler failed on an unparked record; retrying", "topic", *m.TopicPartition.Topic, "partition", m.TopicPartition.Partition,
+			"offset", m.TopicPartition.Offset, "attempt", attempt, "error", textsafe.Escape(err.Error()))
+		sleep(ctx, backoff)
+		backoff = min(2*max(backoff, time.Millisecond), c.cfg.Retry.MaxBackoff)
+	}
+}
+
+// preludeReader reads one partition from an offset to its end.
+type preludeReader struct {
+	kc        *kafka.Consumer
+	topic     string
+	partition int32
+	pos       int64 // the next offset to read
+	end       int64 // the partition's end as last queried
+}
+
+func (c *Consumer) newPreludeReader(topic string, partition int32, from int64) (*preludeReader, error) {
+	cm := kafka.ConfigMap{}
+	for k, v := range c.cfg.Kafka {
+		cm[k] = v
+	}
+	cm["group.id"] = c.cfg.Group // never joined nor committed: Assign only
+	cm["enable.auto.commit"] = false
+	cm["enable.auto.offset.store"] = false
+	cm["enable.partition.eof"] = true
+	cm["auto.offset.reset"] = "earliest"
+	delete(cm, "go.logs.channel.enable")
+	kc, err := kafka.NewConsumer(&cm)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: a reader of %s/%d: %w", topic, partition, err)
+	}
+	if err := kc.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: partition, Offset: kafka.Offset(from)}}); err != nil {
+		_ = kc.Close()
+		return nil, fmt.Errorf("consumer: read %s/%d: %w", topic, partition, err)
+	}
+	return &preludeReader{kc: kc, topic: topic, partition: partition, pos: from, end: -1}, nil
+}
+
+func (r *preludeReader) close() { _ = r.kc.Close() }
+
+// next returns the next record, or nil at the partition's end (queried
+// again each time it is reached: records parked meanwhile are read).
+func (r *preludeReader) next(ctx context.Context) (*kafka.Message, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if r.end < 0 || r.pos >= r.end {
+			_, high, err := r.kc.QueryWatermarkOffsets(r.topic, r.partition, 10_000)
+			if err != nil {
+				return nil, fmt.Errorf("consumer: the end of %s/%d: %w", r.topic, r.partition, err)
+			}
+			r.end = high
+			if r.pos >= r.end {
+				return nil, nil
+			}
+		}
+		switch e := r.kc.Poll(100).(type) {
+		case *kafka.Message:
+			if e.TopicPartition.Error != nil {
+				return nil, e.TopicPartition.Error
+			}
+			o := int64(e.TopicPartition.Offset)
+			if o < r.pos {
+				continue
+			}
+			r.pos = o + 1
+			return e, nil
+		case kafka.PartitionEOF:
+			// Transaction markers take offsets no record has.
+			r.pos = max(r.pos, int64(e.Offset))
+		case kafka.Error:
+			if e.IsFatal() {
+				return nil, e
+			}
+		}
+	}
+}
+
+// startPreludeLocked runs op's prelude on a goroutine of its own when this
+// member works on the key's range and none runs yet: a key with no live
+// record to run it before is unparked all the same.
+func (p *pipeline) startPreludeLocked(op coord.KeyOp) {
+	r := op.Record
+	t := tp{Topic: r.Topic, Partition: r.Partition}
+	k := jobKey{topic: r.Topic, partition: r.Partition, key: string(r.Key)}
+	if p.mu.preludeKeys[k] || p.workingRangeLocked(t, uint32(r.Hash)) == nil {
+		return
+	}
+	p.mu.preludeKeys[k] = true
+	p.goFunc(func() {
+		defer func() {
+			p.mu.Lock()
+			delete(p.mu.preludeKeys, k)
+			p.mu.Unlock()
+		}()
+		if err := p.unparkFirst(p.ctx, t, r.Key); err != nil && p.ctx.Err() == nil && !errors.Is(err, errNotOwner) {
+			p.log.Warn("unpark prelude", "topic", t.Topic, "partition", t.Partition, "key", textsafe.Bytes(r.Key), "error", err)
+		}
+	})
+}
