@@ -17,7 +17,7 @@ import (
 
 // KeyOp is an operation an operator set on one key.
 type KeyOp struct {
-	Op        string // "skip", "park", "unpark"
+	Op        string // "skip", "park", "unpark", "replay"
 	Topic     string
 	Partition int32
 	Key       []byte
@@ -27,11 +27,12 @@ type KeyOp struct {
 	// end of its partition when the park was set.
 	ParkTopic string
 	ParkFrom  int64
-	// Next is an unpark's progress in the parking partition.
-	Next   int64
-	By     string
-	Reason string
-	At     time.Time
+	// Next is an unpark's or a replay's progress; ReplayTo, where a
+	// replay stops (0 until its owner begins it).
+	Next, ReplayTo int64
+	By             string
+	Reason         string
+	At             time.Time
 	// Refused is why the key's owner does not apply it (written by the
 	// member), "" while it has not refused.
 	Refused string
@@ -156,5 +157,5 @@ func keyOpOf(op coord.KeyOp) KeyOp {
 	}
 	r := op.Record
 	return KeyOp{Op: r.Op, Topic: r.Topic, Partition: r.Partition, Key: r.Key, Offset: r.Offset, Drop: r.Drop,
-		ParkTopic: r.ParkTopic, ParkFrom: r.ParkFrom, Next: r.Next, By: r.By, Reason: r.Reason, At: r.At, Refused: r.Refused}
+		ParkTopic: r.ParkTopic, ParkFrom: r.ParkFrom, Next: r.Next, ReplayTo: r.ReplayTo, By: r.By, Reason: r.Reason, At: r.At, Refused: r.Refused}
 }

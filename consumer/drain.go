@@ -143,7 +143,12 @@ func (p *pipeline) oldestLocked(w *owned) time.Time {
 
 // inFlightLocked counts the records of w handed to workers and not finished.
 func (p *pipeline) inFlightLocked(w *owned) int {
-	n := p.mu.preludes[w] // an unpark's prelude (prelude.go)
+	n := 0
+	for h, c := range p.mu.preludes[w.tp()] { // an unpark's or a replay's prelude (prelude.go)
+		if w.st.Range().Contains(h) {
+			n += c
+		}
+	}
 	for _, j := range p.mu.jobs[w.tp()] {
 		if w.st.Range().Contains(j.h) {
 			n++

@@ -27,8 +27,8 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 				return err
 			}
 		}
-		// Unparked: the key's parked records run first (prelude.go).
-		if err := j.p.unparkFirst(ctx, j.t, j.m.Key); err != nil {
+		// Unparked or replayed: those records run first (prelude.go).
+		if err := j.p.preludeFirst(ctx, j.t, j.m.Key, j.o); err != nil {
 			return err
 		}
 		if op, ok := j.p.skipFor(ctx, j); ok {

@@ -143,7 +143,7 @@ func (p *pipeline) watchKeyOps() {
 		p.mu.Lock()
 		for _, op := range p.sess.KeyOps() {
 			r := op.Record
-			if r.Op == state.KeyOpUnpark {
+			if r.Op == state.KeyOpUnpark || r.Op == state.KeyOpReplay {
 				p.startPreludeLocked(op)
 				continue
 			}

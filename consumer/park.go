@@ -172,8 +172,8 @@ func (p *pipeline) parkBatch(live []*job) []*job {
 		}
 		if op == nil {
 			if !seen {
-				// Unparked: the key's parked records run first.
-				if err := p.unparkFirst(&j.ctx, j.t, j.m.Key); err != nil {
+				// Unparked or replayed: those records run first.
+				if err := p.preludeFirst(&j.ctx, j.t, j.m.Key, j.o); err != nil {
 					parks[j.key] = &coord.KeyOp{} // not to be handled in this batch
 					p.finishJob(j, false)
 					continue

@@ -65,10 +65,12 @@ func (p *pipeline) workingRangeLocked(t tp, h uint32) *owned {
 	return nil
 }
 
-// unparkFirst runs the prelude of the key of (t, key) if it is unparked,
-// until it is done or cannot go on here. It returns nil once the key has
-// no unpark left (its live records may run), errNotOwner or ctx's error.
-func (p *pipeline) unparkFirst(ctx context.Context, t tp, key []byte) error {
+// preludeFirst runs the prelude of the key of (t, key) if it is unparked
+// or replayed, until it is done or cannot go on here; live is the offset
+// of the key's live record about to run, or -1 (watchKeyOps). It returns
+// nil once the key has no prelude left (its live records may run),
+// errNotOwner or ctx's error.
+func (p *pipeline) preludeFirst(ctx context.Context, t tp, key []byte, live int64) error {
 	if p == nil || p.sess == nil || key == nil {
 		return nil
 	}
@@ -80,18 +82,18 @@ func (p *pipeline) unparkFirst(ctx context.Context, t tp, key []byte) error {
 	defer lock.Unlock()
 	for ctx.Err() == nil {
 		op, ok := p.sess.KeyOp(t.Topic, t.Partition, key)
-		if !ok || op.Record.Op != state.KeyOpUnpark {
+		if !ok || op.Record.Op != state.KeyOpUnpark && op.Record.Op != state.KeyOpReplay {
 			return nil
 		}
 		p.mu.Lock()
 		stale := op.Rev < p.mu.keyOpWritten[op.Name]
 		p.mu.Unlock()
 		if !stale {
-			err := p.prelude(ctx, t, key, op)
+			err := p.prelude(ctx, t, key, op, live)
 			if err == nil || errors.Is(err, errNotOwner) || ctx.Err() != nil {
 				return err
 			}
-			p.log.Warn("unpark prelude interrupted; trying again", "topic", t.Topic, "partition", t.Partition, "key", textsafe.Bytes(key), "error", err)
+			p.log.Warn("key prelude interrupted; trying again", "topic", t.Topic, "partition", t.Partition, "key", textsafe.Bytes(key), "error", err)
 		}
 		// Our own write is not in the watch's copy yet, or the
 		// operation changed: look again once it has.
@@ -100,14 +102,37 @@ func (p *pipeline) unparkFirst(ctx context.Context, t tp, key []byte) error {
 	return ctx.Err()
 }
 
-// prelude handles op's parked records of key from op.Record.Next to the
-// parking partition's end, then deletes op.
-func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp) error {
+// prelude handles op's records of key from op.Record.Next to the parking
+// partition's end (an unpark) or to ReplayTo (a replay), then deletes op.
+func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp, live int64) error {
 	h := ledger.Hash(key, 0)
+	k := jobKey{topic: t.Topic, partition: t.Partition, key: string(key)}
 	p.mu.Lock()
 	w := p.workingRangeLocked(t, h)
+	replayTo := op.Record.ReplayTo
+	if w != nil && op.Record.Op == state.KeyOpReplay && replayTo == 0 {
+		// The replay stops at the key's next live record: the one
+		// about to run, or with none dispatched, the partition's next
+		// fetch position (records of the key below it are handled).
+		switch pos, known := p.mu.pos[t]; {
+		case live >= 0:
+			replayTo = live
+		case p.keyDispatchedLocked(t, k) || !known:
+			p.mu.Unlock()
+			return nil // its live record's worker runs the replay
+		default:
+			replayTo = pos
+		}
+		replayTo = max(replayTo, op.Record.Next)
+	}
 	if w != nil {
-		p.mu.preludes[w]++
+		// Counted by hash, not by range: a split or handoff replaces
+		// the range, and the drain of the part holding the key must
+		// wait for the record the prelude is handling.
+		if p.mu.preludes[t] == nil {
+			p.mu.preludes[t] = make(map[uint32]int)
+		}
+		p.mu.preludes[t][h]++
 	}
 	p.mu.Unlock()
 	if w == nil {
@@ -115,26 +140,58 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 	}
 	defer func() {
 		p.mu.Lock()
-		if p.mu.preludes[w]--; p.mu.preludes[w] <= 0 {
-			delete(p.mu.preludes, w)
+		if p.mu.preludes[t][h]--; p.mu.preludes[t][h] <= 0 {
+			delete(p.mu.preludes[t], h)
 		}
 		p.mu.cond.Broadcast() // a drain may wait for it
 		p.mu.Unlock()
 	}()
-	// still reports whether w is still ours to work on, and its record.
+	// still reports the range holding the key as it stands now, and
+	// whether this member may start a record of it (not revoking): a
+	// record handled while its range was being revoked is recorded under
+	// the revoking range's record, as a drain's flush is.
 	still := func() (state.RangeState, bool) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return w.rs, p.mu.ranges[w.rs.Key] == w && !w.revoking
+		for _, w := range p.mu.byTP[t] {
+			if w.st.Range().Contains(h) {
+				return w.rs, !w.revoking
+			}
+		}
+		return state.RangeState{}, false
+	}
+	// owned is still's range while this member owns it, revoking or not.
+	owned := func() (state.RangeState, bool) {
+		rs, _ := still()
+		return rs, rs.Key != ""
 	}
 	r := op.Record
-	rd, err := p.c.newPreludeReader(r.ParkTopic, t.Partition, r.Next)
+	if r.Op == state.KeyOpReplay && r.ReplayTo == 0 {
+		rs, ok := still()
+		if !ok {
+			return errNotOwner
+		}
+		rec := r
+		rec.ReplayTo = replayTo
+		var err error
+		if op, err = p.sess.AdvanceKeyOp(ctx, op, rec, rs); err != nil {
+			return err
+		}
+		p.mu.Lock()
+		p.mu.keyOpWritten[op.Name] = op.Rev
+		p.mu.Unlock()
+		r = op.Record
+	}
+	source, stop, what := r.ParkTopic, int64(-1), "unparking a key: handling its parked records first"
+	if r.Op == state.KeyOpReplay {
+		source, stop, what = t.Topic, r.ReplayTo, "replaying a key: handling its records again before its next live one"
+	}
+	rd, err := p.c.newPreludeReader(source, t.Partition, r.Next, stop)
 	if err != nil {
 		return err
 	}
 	defer rd.close()
-	p.log.Info("unparking a key: handling its parked records first", "topic", t.Topic, "partition", t.Partition, "key", textsafe.Bytes(key),
-		"parking_topic", r.ParkTopic, "from", r.Next)
+	p.log.Info(what, "topic", t.Topic, "partition", t.Partition, "key", textsafe.Bytes(key), "from_topic", source, "from", r.Next, "to", stop)
 	handled := 0
 	for {
 		m, err := rd.next(ctx)
@@ -153,11 +210,11 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 			p.mu.Lock()
 			p.mu.keyOpWritten[op.Name] = rev
 			p.mu.Unlock()
-			p.log.Info("key unparked: its parked records handled; its live records go on", "topic", t.Topic, "partition", t.Partition,
-				"key", textsafe.Bytes(key), "handled", handled, "parking_topic", r.ParkTopic, "up_to", rd.pos)
+			p.log.Info("key's "+r.Op+" done; its live records go on", "topic", t.Topic, "partition", t.Partition,
+				"key", textsafe.Bytes(key), "handled", handled, "from_topic", source, "up_to", rd.pos)
 			return nil
 		}
-		if !parkedOf(m, t, key) {
+		if r.Op == state.KeyOpUnpark && !parkedOf(m, t, key) || r.Op == state.KeyOpReplay && (m.Key == nil || string(m.Key) != string(key)) {
 			continue
 		}
 		if err := p.c.handleAlone(ctx, m); err != nil {
@@ -166,6 +223,9 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		handled++
 		rec := op.Record
 		rec.Next = rd.pos
+		if rs, ok = owned(); !ok {
+			return errNotOwner
+		}
 		if op, err = p.sess.AdvanceKeyOp(ctx, op, rec, rs); err != nil {
 			return err
 		}
@@ -231,16 +291,18 @@ func (c *Consumer) handleAlone(ctx context.Context, m *kafka.Message) error {
 	}
 }
 
-// preludeReader reads one partition from an offset to its end.
+// preludeReader reads one partition from an offset to stop, or with stop
+// -1, to its end.
 type preludeReader struct {
 	kc        *kafka.Consumer
 	topic     string
 	partition int32
 	pos       int64 // the next offset to read
 	end       int64 // the partition's end as last queried
+	stop      int64
 }
 
-func (c *Consumer) newPreludeReader(topic string, partition int32, from int64) (*preludeReader, error) {
+func (c *Consumer) newPreludeReader(topic string, partition int32, from, stop int64) (*preludeReader, error) {
 	cm := kafka.ConfigMap{}
 	for k, v := range c.cfg.Kafka {
 		cm[k] = v
@@ -259,7 +321,7 @@ func (c *Consumer) newPreludeReader(topic string, partition int32, from int64) (
 		_ = kc.Close()
 		return nil, fmt.Errorf("consumer: read %s/%d: %w", topic, partition, err)
 	}
-	return &preludeReader{kc: kc, topic: topic, partition: partition, pos: from, end: -1}, nil
+	return &preludeReader{kc: kc, topic: topic, partition: partition, pos: from, end: -1, stop: stop}, nil
 }
 
 func (r *preludeReader) close() { _ = r.kc.Close() }
@@ -270,6 +332,9 @@ func (r *preludeReader) next(ctx context.Context) (*kafka.Message, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if r.stop >= 0 && r.pos >= r.stop {
+			return nil, nil
 		}
 		if r.end < 0 || r.pos >= r.end {
 			_, high, err := r.kc.QueryWatermarkOffsets(r.topic, r.partition, 10_000)
@@ -290,6 +355,10 @@ func (r *preludeReader) next(ctx context.Context) (*kafka.Message, error) {
 			if o < r.pos {
 				continue
 			}
+			if r.stop >= 0 && o >= r.stop {
+				r.pos = r.stop
+				return nil, nil
+			}
 			r.pos = o + 1
 			return e, nil
 		case kafka.PartitionEOF:
@@ -305,12 +374,12 @@ func (r *preludeReader) next(ctx context.Context) (*kafka.Message, error) {
 
 // startPreludeLocked runs op's prelude on a goroutine of its own when this
 // member works on the key's range and none runs yet: a key with no live
-// record to run it before is unparked all the same.
+// record to run it before is unparked (or replayed) all the same.
 func (p *pipeline) startPreludeLocked(op coord.KeyOp) {
 	r := op.Record
 	t := tp{Topic: r.Topic, Partition: r.Partition}
 	k := jobKey{topic: r.Topic, partition: r.Partition, key: string(r.Key)}
-	if p.mu.preludeKeys[k] || p.workingRangeLocked(t, uint32(r.Hash)) == nil {
+	if p.mu.preludeKeys[k] || p.workingRangeLocked(t, uint32(r.Hash)) == nil || r.Op == state.KeyOpReplay && p.keyDispatchedLocked(t, k) {
 		return
 	}
 	p.mu.preludeKeys[k] = true
@@ -320,8 +389,19 @@ func (p *pipeline) startPreludeLocked(op coord.KeyOp) {
 			delete(p.mu.preludeKeys, k)
 			p.mu.Unlock()
 		}()
-		if err := p.unparkFirst(p.ctx, t, r.Key); err != nil && p.ctx.Err() == nil && !errors.Is(err, errNotOwner) {
-			p.log.Warn("unpark prelude", "topic", t.Topic, "partition", t.Partition, "key", textsafe.Bytes(r.Key), "error", err)
+		if err := p.preludeFirst(p.ctx, t, r.Key, -1); err != nil && p.ctx.Err() == nil && !errors.Is(err, errNotOwner) {
+			p.log.Warn("key prelude", "topic", t.Topic, "partition", t.Partition, "key", textsafe.Bytes(r.Key), "error", err)
 		}
 	})
+}
+
+// keyDispatchedLocked reports whether a record of key k of t is queued,
+// running or shelved here: its worker runs the key's prelude first.
+func (p *pipeline) keyDispatchedLocked(t tp, k jobKey) bool {
+	for _, j := range p.mu.jobs[t] {
+		if j.key == k {
+			return true
+		}
+	}
+	return p.shelvedLocked(t, k)
 }

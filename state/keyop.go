@@ -25,6 +25,12 @@ const (
 	// progress in Next, then deletes the operation; the key's live
 	// records wait until then.
 	KeyOpUnpark = "unpark"
+	// KeyOpReplay: the key's owner handles the key's records from Offset
+	// up to ReplayTo again (a prelude on the key's own partition), in
+	// order, before the key's next live record, whose offset becomes
+	// ReplayTo; its progress is in Next. The ledger is not touched: the
+	// committed offset never goes back.
+	KeyOpReplay = "replay"
 )
 
 // Bounds of a KeyOpRecord.
@@ -60,13 +66,16 @@ type KeyOpRecord struct {
 	// park was set: the parked records lie at or above it.
 	ParkTopic string `json:"park_topic,omitempty"`
 	ParkFrom  int64  `json:"park_from,omitempty"`
-	// Next is an unpark's progress: the parking partition's records below
-	// it are handled (or are not the key's). Written by the key's owner,
-	// guarded by its ownership of the key's range.
-	Next   int64     `json:"next,omitempty"`
-	By     string    `json:"by"`               // who asked (user@host)
-	Reason string    `json:"reason,omitempty"` // free text from the operator
-	At     time.Time `json:"at"`
+	// Next is an unpark's or a replay's progress: the records of the
+	// partition read below it are handled (or are not the key's). Written
+	// by the key's owner, guarded by its ownership of the key's range.
+	Next int64 `json:"next,omitempty"`
+	// ReplayTo is where a replay stops: the offset of the key's next live
+	// record, set by the owner when it begins (0: not yet).
+	ReplayTo int64     `json:"replay_to,omitempty"`
+	By       string    `json:"by"`               // who asked (user@host)
+	Reason   string    `json:"reason,omitempty"` // free text from the operator
+	At       time.Time `json:"at"`
 	// Refused is why the key's owner could not apply the operation (a
 	// skip without Drop on a member with no dead-letter topic), written
 	// by that member; the operation stays, and is not applied, until an
@@ -97,8 +106,8 @@ func DecodeKeyOp(g Group, key string, data []byte) (KeyOpRecord, error) {
 // write: the writers check it before they store it.
 func (r KeyOpRecord) Check() error {
 	switch {
-	case r.Op != KeyOpSkip && r.Op != KeyOpPark && r.Op != KeyOpUnpark:
-		return fmt.Errorf("operation %s: this build knows %q, %q and %q", textsafe.Quote(r.Op), KeyOpSkip, KeyOpPark, KeyOpUnpark)
+	case r.Op != KeyOpSkip && r.Op != KeyOpPark && r.Op != KeyOpUnpark && r.Op != KeyOpReplay:
+		return fmt.Errorf("operation %s: this build knows %q, %q, %q and %q", textsafe.Quote(r.Op), KeyOpSkip, KeyOpPark, KeyOpUnpark, KeyOpReplay)
 	case keys.CheckName("topic", r.Topic) != nil:
 		return keys.CheckName("topic", r.Topic)
 	case r.Partition < 0:
@@ -113,10 +122,12 @@ func (r KeyOpRecord) Check() error {
 		return fmt.Errorf("drop on a %s", r.Op)
 	case (r.Op == KeyOpPark || r.Op == KeyOpUnpark) && (keys.CheckName("parking topic", r.ParkTopic) != nil || r.ParkTopic == r.Topic || r.ParkFrom < 0 || r.Offset != 0):
 		return fmt.Errorf("%s of %s from offset %d (offset %d): want a topic other than the key's, offsets 0 or more, no offset", r.Op, textsafe.Quote(r.ParkTopic), r.ParkFrom, r.Offset)
-	case r.Op == KeyOpSkip && (r.ParkTopic != "" || r.ParkFrom != 0):
+	case (r.Op == KeyOpSkip || r.Op == KeyOpReplay) && (r.ParkTopic != "" || r.ParkFrom != 0):
 		return fmt.Errorf("a parking topic on a %s", r.Op)
-	case r.Op != KeyOpUnpark && r.Next != 0 || r.Op == KeyOpUnpark && r.Next < r.ParkFrom:
-		return fmt.Errorf("%s with progress %d (parked from %d)", r.Op, r.Next, r.ParkFrom)
+	case r.Op == KeyOpUnpark && r.Next < r.ParkFrom, r.Op == KeyOpReplay && r.Next < r.Offset, r.Op != KeyOpUnpark && r.Op != KeyOpReplay && r.Next != 0:
+		return fmt.Errorf("%s with progress %d (from %d)", r.Op, r.Next, max(r.ParkFrom, r.Offset))
+	case r.Op != KeyOpReplay && r.ReplayTo != 0 || r.ReplayTo != 0 && r.ReplayTo < r.Next:
+		return fmt.Errorf("%s up to %d with progress %d", r.Op, r.ReplayTo, r.Next)
 	case len(r.Reason) > maxKeyOpText || len(r.Refused) > maxKeyOpText || len(r.By) > maxKeyOpText:
 		return fmt.Errorf("by, reason or refusal longer than %d bytes", maxKeyOpText)
 	}

@@ -67,6 +67,11 @@ KEYSHARE_ETCD=etcd:2379 keyshare member --group orders-app --topic orders --weig
 		Example:     `keyshare key unpark --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders customer-42`,
 		Args:        "KEY",
 	},
+	"key replay": {
+		Description: `Has the key's owner run the key's records from --from again, in order, up to its next live record, before that record; the ledger and the committed offset are not touched. Progress is kept in etcd, so a range moved meanwhile resumes at the new owner. Refuses, changing nothing, an offset below the log start or above the key's handled position, and a key that already has an operation.`,
+		Example:     `keyshare key replay --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders --from 1200 customer-42`,
+		Args:        "KEY",
+	},
 	"key cancel": {
 		Description: `Deletes the operation set on the key (keyshare key skip) and prints it. Refuses a key with none.`,
 		Example:     `keyshare key cancel --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders customer-42`,

@@ -25,12 +25,13 @@ type keyCommand struct {
 }
 
 // keySubcommands are the subcommands of keyshare key.
-var keySubcommands = []string{"describe", "skip", "park", "unpark", "cancel"}
+var keySubcommands = []string{"describe", "skip", "park", "unpark", "replay", "cancel"}
 
 const keyUsage = `Usage: keyshare key describe --group G --topic T [--partition P] [flags] KEY
        keyshare key skip --group G --topic T [--partition P] --offset O [--drop] [--reason TEXT] KEY
        keyshare key park --group G --topic T [--partition P] [--park-topic T2] [--reason TEXT] KEY
        keyshare key unpark --group G --topic T [--partition P] KEY
+       keyshare key replay --group G --topic T [--partition P] --from O [--reason TEXT] KEY
        keyshare key cancel --group G --topic T [--partition P] KEY
 
   describe   the key's partition and hash, the member and range that own it,
@@ -45,6 +46,8 @@ const keyUsage = `Usage: keyshare key describe --group G --topic T [--partition 
              handling them; other keys go on
   unpark     the key's owner handles its parked records first, in their
              order, then its newer ones
+  replay     the key's owner runs the key's records from offset O again, in
+             order, before its next live record
   cancel     delete the operation set on the key
 `
 
@@ -54,11 +57,11 @@ func (c *keyCommand) Run(ctx context.Context, args []string) error {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return flag.ErrHelp
 		}
-		return cli.Usage(errors.New("want a subcommand: describe, skip, park, unpark or cancel"))
+		return cli.Usage(errors.New("want a subcommand: describe, skip, park, unpark, replay or cancel"))
 	}
 	sub, args := args[0], args[1:]
 	if !slices.Contains(keySubcommands, sub) {
-		return cli.Usage(fmt.Errorf("unknown key subcommand %q: want describe, skip, park, unpark or cancel", sub))
+		return cli.Usage(fmt.Errorf("unknown key subcommand %q: want describe, skip, park, unpark, replay or cancel", sub))
 	}
 	fs := flag.NewFlagSet("key "+sub, flag.ContinueOnError)
 	c.etcdConn.Register(fs)
@@ -72,6 +75,8 @@ func (c *keyCommand) Run(ctx context.Context, args []string) error {
 		return c.park(ctx, fs, args)
 	case "unpark":
 		return c.unpark(ctx, fs, args)
+	case "replay":
+		return c.replay(ctx, fs, args)
 	case "cancel":
 		return c.cancel(ctx, fs, args)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/keyshare/keyshare/admin"
@@ -99,6 +100,37 @@ func (c *keyCommand) unpark(ctx context.Context, fs *flag.FlagSet, args []string
 	return nil
 }
 
+// replay replays one key from an offset (admin.ReplayKey).
+func (c *keyCommand) replay(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	from := int64(-1)
+	var reason string
+	fs.Int64Var(&from, "from", -1, "the first offset to run again: at or above the log start, at or below the key's last handled record (required)")
+	fs.StringVar(&reason, "reason", "", "why, for status and the log")
+	q, parse := keyQueryFlags(fs)
+	if err := parse(args, "replay"); err != nil {
+		return err
+	}
+	if from < 0 {
+		return cli.Usage(fmt.Errorf("--from %d: want the first offset to run again, 0 or more", from))
+	}
+	etcd, g, _, err := c.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	defer g.Close()
+	op, err := g.ReplayKey(ctx, admin.ReplayRequest{KeyQuery: *q, From: from, Reason: reason, By: operator()})
+	if errors.Is(err, admin.ErrBadKeyQuery) {
+		return cli.Usage(err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stdout, "replay set: key %s of %s/%d from offset %d; its owner runs its records from there again, in order, before its next live record\n",
+		textsafe.Quote(string(op.Key)), name(op.Topic), op.Partition, op.Offset)
+	return nil
+}
+
 // cancel deletes the operation set on one key (admin.CancelKeyOp).
 func (c *keyCommand) cancel(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	q, parse := keyQueryFlags(fs)
@@ -137,6 +169,12 @@ func keyOpWhat(op admin.KeyOp) string {
 		return fmt.Sprintf("park into %s/%d (from offset %d)", name(op.ParkTopic), op.Partition, op.ParkFrom)
 	case "unpark":
 		return fmt.Sprintf("unpark from %s/%d (parked from offset %d, handled up to %d)", name(op.ParkTopic), op.Partition, op.ParkFrom, op.Next)
+	case "replay":
+		to := "its next live record"
+		if op.ReplayTo > 0 {
+			to = strconv.FormatInt(op.ReplayTo, 10)
+		}
+		return fmt.Sprintf("replay from offset %d to %s (handled up to %d)", op.Offset, to, op.Next)
 	}
 	return fmt.Sprintf("%s of offset %d (%s)", op.Op, op.Offset, skipFate(op))
 }
@@ -176,6 +214,7 @@ type keyOpJSON struct {
 	ParkTopic string    `json:"park_topic,omitempty"`
 	ParkFrom  int64     `json:"park_from,omitempty"`
 	Next      int64     `json:"next,omitempty"`
+	ReplayTo  int64     `json:"replay_to,omitempty"`
 	By        string    `json:"by,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	At        time.Time `json:"at"`
@@ -185,7 +224,7 @@ type keyOpJSON struct {
 
 func keyOpJSONOf(op admin.KeyOp) keyOpJSON {
 	return keyOpJSON{Op: op.Op, Topic: op.Topic, Partition: op.Partition, Key: textsafe.Bytes(op.Key), Offset: op.Offset, Drop: op.Drop,
-		ParkTopic: op.ParkTopic, ParkFrom: op.ParkFrom, Next: op.Next, By: op.By, Reason: op.Reason, At: op.At, Refused: op.Refused, Problem: op.Problem}
+		ParkTopic: op.ParkTopic, ParkFrom: op.ParkFrom, Next: op.Next, ReplayTo: op.ReplayTo, By: op.By, Reason: op.Reason, At: op.At, Refused: op.Refused, Problem: op.Problem}
 }
 
 // keyOpsStatus is status's list of the operations set on keys.
@@ -198,7 +237,7 @@ func keyOpsStatus(ops []coord.KeyOp) []keyOpJSON {
 		}
 		r := op.Record
 		out = append(out, keyOpJSONOf(admin.KeyOp{Op: r.Op, Topic: r.Topic, Partition: r.Partition, Key: r.Key, Offset: r.Offset, Drop: r.Drop,
-			ParkTopic: r.ParkTopic, ParkFrom: r.ParkFrom, Next: r.Next, By: r.By, Reason: r.Reason, At: r.At, Refused: r.Refused}))
+			ParkTopic: r.ParkTopic, ParkFrom: r.ParkFrom, Next: r.Next, ReplayTo: r.ReplayTo, By: r.By, Reason: r.Reason, At: r.At, Refused: r.Refused}))
 	}
 	return out
 }
@@ -209,7 +248,7 @@ func keyOpLine(op keyOpJSON) string {
 		return "key operation damaged, not applied: " + esc(op.Problem)
 	}
 	line := fmt.Sprintf("%s/%d key %s: %s set by %s at %s", name(op.Topic), op.Partition, esc(op.Key),
-		keyOpWhat(admin.KeyOp{Op: op.Op, Partition: op.Partition, Offset: op.Offset, Drop: op.Drop, ParkTopic: op.ParkTopic, ParkFrom: op.ParkFrom, Next: op.Next}),
+		keyOpWhat(admin.KeyOp{Op: op.Op, Partition: op.Partition, Offset: op.Offset, Drop: op.Drop, ParkTopic: op.ParkTopic, ParkFrom: op.ParkFrom, Next: op.Next, ReplayTo: op.ReplayTo}),
 		esc(op.By), op.At.UTC().Format(time.RFC3339))
 	if op.Reason != "" {
 		line += ": " + esc(op.Reason)

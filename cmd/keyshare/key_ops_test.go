@@ -27,7 +27,8 @@ import (
 // later records run in order. Then key park: a park into the key's own
 // topic is refused, a park creates the parking topic and shows in key
 // describe and status, and a second park is refused; key unpark refuses
-// a key not parked and unparks key-1.
+// a key not parked and unparks key-1; key replay refuses an offset above
+// the handled position and replays key-0.
 func TestKeyOperations(t *testing.T) {
 	testutil.ParallelOnKfake(t)
 	_, e := testutil.StartEtcd(t)
@@ -172,6 +173,22 @@ func TestKeyOperations(t *testing.T) {
 	}
 	testutil.WaitFor(t, "the unpark done", 20*time.Second, func() bool {
 		out, _ := key("describe", "key-1")
+		return strings.Contains(out, "operation  none")
+	})
+
+	// key replay refuses an offset above the key's handled position,
+	// and replays key-0 from its first record.
+	if out, code := key("replay", "--from", "1000", "key-0"); code != 2 || !strings.Contains(out, `offset 1000 is above the handled position of key "key-0" of "orders"/0`) {
+		t.Errorf("replay from above the handled position: exit %d: %s", code, out)
+	}
+	if out, code := key("replay", "key-0"); code != 2 || !strings.Contains(out, "--from -1") {
+		t.Errorf("replay without --from: exit %d: %s", code, out)
+	}
+	if out, code := key("replay", "--from", "0", "key-0"); code != 0 || !strings.Contains(out, "replay set: key \"key-0\" of orders/0 from offset 0") {
+		t.Fatalf("replay: exit %d: %s", code, out)
+	}
+	testutil.WaitFor(t, "the replay done", 20*time.Second, func() bool {
+		out, _ := key("describe", "key-0")
 		return strings.Contains(out, "operation  none")
 	})
 }

@@ -1,0 +1,106 @@
+package admin_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/admin"
+	"github.com/keyshare/keyshare/testutil"
+)
+
+// TestReplayKeyWhileMemberJoins: records of eight keys stream to one
+// partition; key-3 is replayed from its sixth record, each replayed
+// record taking 100 ms, while a second member joins (the range splits,
+// key-3's part moving, mid-replay). Replays from below the log
+// start or above the key's handled position are refused naming the value.
+// Afterwards key-3's records were handled in order, each once, with the
+// ones from the sixth up to some record run again just before it; every
+// other key's once each, in order; the commit reached the end.
+func TestReplayKeyWhileMemberJoins(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	cli, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
+	var handled handledLog
+	h := func(_ context.Context, m *kafka.Message) error {
+		if slices.Contains(handled.of(string(m.Key)), int64(m.TopicPartition.Offset)) {
+			// A record replayed takes a while, so that the replay
+			// spans the second member's join.
+			time.Sleep(100 * time.Millisecond)
+		}
+		handled.add(m)
+		return nil
+	}
+	startMember(t, e.Endpoints, k.Brokers, "m1", h)
+	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := t.Context()
+	s := startStream(t, k.Brokers, "orders", 8)
+	testutil.WaitFor(t, "key-3 handled", 30*time.Second, func() bool { return len(handled.of("key-3")) >= 20 })
+	testutil.WaitFor(t, "a commit past offset 2", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] > 2
+	})
+	if err := k.DeleteRecords("orders", 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	from := handled.of("key-3")[5]
+	q := admin.KeyQuery{Topic: "orders", Key: []byte("key-3"), Partition: 0}
+	for _, tc := range []struct {
+		from int64
+		want string
+	}{
+		{1, `offset 1 is below the log start of orders/0, 2`},
+		{1 << 40, fmt.Sprintf(`offset %d is above the handled position of key "key-3" of "orders"/0`, int64(1<<40))},
+		{-1, "--from -1"},
+	} {
+		if _, err := g.ReplayKey(ctx, admin.ReplayRequest{KeyQuery: q, From: tc.from}); !errors.Is(err, admin.ErrBadKeyQuery) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("replay from %d: got %v, want ErrBadKeyQuery naming %q", tc.from, err, tc.want)
+		}
+	}
+	if n := countKeyOps(t, cli); n != 0 {
+		t.Fatalf("%d operations stored after refused replays", n)
+	}
+	if _, err := g.ReplayKey(ctx, admin.ReplayRequest{KeyQuery: q, From: from, By: "ops@test"}); err != nil {
+		t.Fatal(err)
+	}
+	startMember(t, e.Endpoints, k.Brokers, "m2", h)
+	testutil.WaitFor(t, "the replay done", 30*time.Second, func() bool { return countKeyOps(t, cli) == 0 })
+	testutil.WaitFor(t, "the range split with m2", 30*time.Second, func() bool {
+		info, err := g.DescribeKey(ctx, admin.KeyQuery{Topic: "orders", Key: []byte("key-3"), Partition: 0, MaxScan: 1})
+		return err == nil && info.Range != nil && info.Range.Hi-info.Range.Lo < 1<<32
+	})
+	time.Sleep(500 * time.Millisecond)
+	sent := s.stop(t)
+	total := int64(0)
+	for _, offs := range sent {
+		total += int64(len(offs))
+	}
+	testutil.WaitFor(t, "the commit at the end", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == total
+	})
+	all, got := sent["key-3"], handled.of("key-3")
+	i := slices.Index(all, from)
+	j := len(got) - len(all) + i // where the live records resumed after the replay
+	t.Logf("key-3: %d records, replayed [%d, %d) of them (offsets from %d)", len(all), i, j, from)
+	if j <= i || j > len(all) {
+		t.Fatalf("key-3 handled %d times for %d records: want the replay of some records from %d on, once", len(got), len(all), from)
+	}
+	want := append(append(slices.Clone(all[:j]), all[i:j]...), all[j:]...)
+	if !slices.Equal(got, want) {
+		t.Errorf("key-3 handled at %v; want %v: its records in order, those from %d to %d again before the next", got, want, all[i], all[j-1])
+	}
+	for key, offs := range sent {
+		if key != "key-3" && !slices.Equal(handled.of(key), offs) {
+			t.Errorf("%s handled at %v, want %v", key, handled.of(key), offs)
+		}
+	}
+}
