@@ -54,6 +54,33 @@ func keyOffsets(recs []testutil.Record, produced []kafka.TopicPartition) map[str
 	return out
 }
 
+// batchMode returns a configuration change that, when batch is set,
+// hands the member's records to h through a BatchHandler instead. Once a
+// record of a key fails, the key's later records of the batch are not
+// handled (a member runs them again after the failed one).
+func batchMode(batch bool, h consumer.Handler) func(*consumer.Config) {
+	return func(c *consumer.Config) {
+		if !batch {
+			return
+		}
+		c.Handler, c.MaxBatchSize, c.MaxBatchWait = nil, 16, 5*time.Millisecond
+		c.BatchHandler = func(ctx context.Context, ms []*kafka.Message) []error {
+			errs := make([]error, len(ms))
+			failed := map[string]error{}
+			for i, m := range ms {
+				if err, ok := failed[string(m.Key)]; ok {
+					errs[i] = err
+					continue
+				}
+				if errs[i] = h(ctx, m); errs[i] != nil {
+					failed[string(m.Key)] = errs[i]
+				}
+			}
+			return errs
+		}
+	}
+}
+
 // countKeyOps is how many operations the group's keyops/ holds.
 func countKeyOps(t *testing.T, cli *clientv3.Client) int64 {
 	t.Helper()
@@ -71,8 +98,13 @@ func countKeyOps(t *testing.T, cli *clientv3.Client) int64 {
 // naming the operator; key-3's later records are then handled, in order,
 // the skip is deleted and the commit reaches the end. A skip of a record
 // the key has already passed, written behind the admin's back, is deleted
-// by the owner and never applied.
+// by the owner and never applied. The same with a BatchHandler.
 func TestSkipStuckKey(t *testing.T) {
+	t.Run("handler", func(t *testing.T) { testSkipStuckKey(t, false) })
+	t.Run("batch", func(t *testing.T) { testSkipStuckKey(t, true) })
+}
+
+func testSkipStuckKey(t *testing.T, batch bool) {
 	testutil.ParallelOnKfake(t)
 	cli, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1, "orders.dlq": 1})
@@ -80,13 +112,14 @@ func TestSkipStuckKey(t *testing.T) {
 	offsets := keyOffsets(recs, testutil.Produce(t, k.Brokers, "orders", recs))
 	poison := offsets["key-3"][0]
 	var handled handledLog
-	startMember(t, e.Endpoints, k.Brokers, "m1", func(_ context.Context, m *kafka.Message) error {
+	h := func(_ context.Context, m *kafka.Message) error {
 		if string(m.Key) == "key-3" && int64(m.TopicPartition.Offset) == poison {
 			return errors.New("no such customer")
 		}
 		handled.add(m)
 		return nil
-	}, func(c *consumer.Config) { c.DeadLetterTopic = "orders.dlq"; c.Retry.MaxAttempts = 1 << 30 })
+	}
+	startMember(t, e.Endpoints, k.Brokers, "m1", h, func(c *consumer.Config) { c.DeadLetterTopic = "orders.dlq"; c.Retry.MaxAttempts = 1 << 30 }, batchMode(batch, h))
 
 	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
 	if err != nil {

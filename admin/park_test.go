@@ -131,8 +131,14 @@ func parked(t *testing.T, brokers, topic string, from int64, key string) []int64
 // headers; key-3's records were handled each once, in order (the parked
 // ones when unparked, before the later ones); every other key's records
 // were handled once each, in order; the committed offset reached the end.
-// Bad parks and unparks are refused naming the value.
+// Bad parks and unparks are refused naming the value. The same with a
+// BatchHandler, whose records take other paths through a member.
 func TestParkUnparkWhileRangesMove(t *testing.T) {
+	t.Run("handler", func(t *testing.T) { testParkUnpark(t, false) })
+	t.Run("batch", func(t *testing.T) { testParkUnpark(t, true) })
+}
+
+func testParkUnpark(t *testing.T, batch bool) {
 	testutil.ParallelOnKfake(t)
 	cli, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1, "payments.park": 1})
@@ -141,7 +147,8 @@ func TestParkUnparkWhileRangesMove(t *testing.T) {
 		handled.add(m)
 		return nil
 	}
-	startMember(t, e.Endpoints, k.Brokers, "m1", h)
+	mode := batchMode(batch, h)
+	startMember(t, e.Endpoints, k.Brokers, "m1", h, mode)
 	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +196,7 @@ func TestParkUnparkWhileRangesMove(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	t.Logf("key-3 parked, owned by %s", owner())
-	stop2 := startMember(t, e.Endpoints, k.Brokers, "m2", h)
+	stop2 := startMember(t, e.Endpoints, k.Brokers, "m2", h, mode)
 	testutil.WaitFor(t, "the range split with m2", 30*time.Second, func() bool {
 		info, err := g.DescribeKey(ctx, admin.KeyQuery{Topic: "orders", Key: []byte("key-3"), Partition: 0, MaxScan: 1})
 		return err == nil && info.Range != nil && info.Range.Hi-info.Range.Lo < 1<<32 && info.Range.State == "active"

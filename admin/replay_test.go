@@ -22,8 +22,14 @@ import (
 // start or above the key's handled position are refused naming the value.
 // Afterwards key-3's records were handled in order, each once, with the
 // ones from the sixth up to some record run again just before it; every
-// other key's once each, in order; the commit reached the end.
+// other key's once each, in order; the commit reached the end. The same
+// with a BatchHandler.
 func TestReplayKeyWhileMemberJoins(t *testing.T) {
+	t.Run("handler", func(t *testing.T) { testReplayKey(t, false) })
+	t.Run("batch", func(t *testing.T) { testReplayKey(t, true) })
+}
+
+func testReplayKey(t *testing.T, batch bool) {
 	testutil.ParallelOnKfake(t)
 	cli, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
@@ -37,7 +43,7 @@ func TestReplayKeyWhileMemberJoins(t *testing.T) {
 		handled.add(m)
 		return nil
 	}
-	startMember(t, e.Endpoints, k.Brokers, "m1", h)
+	startMember(t, e.Endpoints, k.Brokers, "m1", h, batchMode(batch, h))
 	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +78,7 @@ func TestReplayKeyWhileMemberJoins(t *testing.T) {
 	if _, err := g.ReplayKey(ctx, admin.ReplayRequest{KeyQuery: q, From: from, By: "ops@test"}); err != nil {
 		t.Fatal(err)
 	}
-	startMember(t, e.Endpoints, k.Brokers, "m2", h)
+	startMember(t, e.Endpoints, k.Brokers, "m2", h, batchMode(batch, h))
 	testutil.WaitFor(t, "the replay done", 30*time.Second, func() bool { return countKeyOps(t, cli) == 0 })
 	testutil.WaitFor(t, "the range split with m2", 30*time.Second, func() bool {
 		info, err := g.DescribeKey(ctx, admin.KeyQuery{Topic: "orders", Key: []byte("key-3"), Partition: 0, MaxScan: 1})

@@ -165,6 +165,24 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		rs, _ := still()
 		return rs, rs.Key != ""
 	}
+	// The operation as etcd holds it now: the watch's copy may lag behind
+	// the progress the range's previous owner wrote last, and records
+	// below it would run twice.
+	rctx, cancel := context.WithTimeout(ctx, p.c.cfg.EtcdTimeout)
+	fresh, ok, err := p.sess.ReadKeyOp(rctx, t.Topic, t.Partition, key)
+	cancel()
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return nil // done meanwhile
+	case fresh.Err != nil || fresh.Record.Op != op.Record.Op:
+		return coord.ErrKeyOpChanged // preludeFirst looks again once the watch has it
+	}
+	op = fresh
+	if op.Record.Op == state.KeyOpReplay && op.Record.ReplayTo == 0 {
+		replayTo = max(replayTo, op.Record.Next)
+	}
 	r := op.Record
 	if r.Op == state.KeyOpReplay && r.ReplayTo == 0 {
 		rs, ok := still()
@@ -223,10 +241,7 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		handled++
 		rec := op.Record
 		rec.Next = rd.pos
-		if rs, ok = owned(); !ok {
-			return errNotOwner
-		}
-		if op, err = p.sess.AdvanceKeyOp(ctx, op, rec, rs); err != nil {
+		if op, err = p.advance(ctx, op, rec, owned); err != nil {
 			return err
 		}
 		p.mu.Lock()
@@ -404,4 +419,32 @@ func (p *pipeline) keyDispatchedLocked(t tp, k jobKey) bool {
 		}
 	}
 	return p.shelvedLocked(t, k)
+}
+
+// advance writes rec, a prelude's progress, over op under the range
+// holding the key as owned reports it. A revoke rewrites the range record
+// while a record is being handled (the drain waits for it), and this
+// member learns of the new record a moment after etcd has it: a write
+// fenced by it is tried again under the range as owned reports it next,
+// for as long as the member owns the range, up to the etcd timeout, so
+// that the record just handled is not run again by the next owner.
+func (p *pipeline) advance(ctx context.Context, op coord.KeyOp, rec state.KeyOpRecord, owned func() (state.RangeState, bool)) (coord.KeyOp, error) {
+	deadline := time.Now().Add(p.c.cfg.EtcdTimeout)
+	for {
+		rs, ok := owned()
+		if !ok {
+			return coord.KeyOp{}, errNotOwner
+		}
+		next, err := p.sess.AdvanceKeyOp(ctx, op, rec, rs)
+		if err == nil {
+			return next, nil
+		}
+		if !errors.Is(err, coord.ErrKeyOpChanged) || time.Now().After(deadline) {
+			return coord.KeyOp{}, err
+		}
+		sleep(ctx, 20*time.Millisecond)
+		if ctx.Err() != nil {
+			return coord.KeyOp{}, ctx.Err()
+		}
+	}
 }

@@ -268,3 +268,11 @@ func (s *Session) FinishKeyOp(ctx context.Context, op KeyOp, r state.RangeState)
 	}
 	return resp.Header.Revision, nil
 }
+
+// ReadKeyOp reads the operation on key of topic/partition from etcd, not
+// from the watch's copy: a range's new owner resumes an operation from the
+// progress its previous owner wrote last, which the watch may not have
+// brought yet.
+func (s *Session) ReadKeyOp(ctx context.Context, topic string, partition int32, key []byte) (KeyOp, bool, error) {
+	return ReadKeyOp(ctx, s.cli, s.group(), topic, partition, key)
+}
