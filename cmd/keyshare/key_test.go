@@ -130,7 +130,8 @@ func TestKeyDescribe(t *testing.T) {
 }
 
 // TestKeyDescribeBadInput: a bad command line is refused before any
-// connection (the etcd and brokers given do not answer), naming the value.
+// connection (the etcd and brokers given do not answer), naming the value;
+// so are those of the other key subcommands.
 func TestKeyDescribeBadInput(t *testing.T) {
 	t.Parallel()
 	base := []string{"key", "describe", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1", "--group", "g"}
@@ -139,7 +140,12 @@ func TestKeyDescribeBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"key"}, "want a subcommand: describe"},
-		{[]string{"key", "park", "k"}, `unknown key subcommand "park"`},
+		{[]string{"key", "frobnicate", "k"}, `unknown key subcommand "frobnicate": want describe, skip, park, unpark, replay or cancel`},
+		{[]string{"key", "skip", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1", "--group", "g", "--topic", "orders", "k"}, "--offset -1: want the key's head offset"},
+		{[]string{"key", "skip", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1", "--group", "g", "--offset", "3", "--topic", "orders"}, "want the KEY to skip"},
+		{[]string{"key", "replay", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1", "--group", "g", "--topic", "orders", "k"}, "--from -1: want the first offset to run again"},
+		{[]string{"key", "park", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1", "--group", "g", "k"}, "--topic is required"},
+		{[]string{"key", "unpark", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1", "--group", "g", "--topic", "orders", "a", "b"}, `want one KEY, got 2: "a", "b"`},
 		{append(slices.Clone(base), "--topic", "orders"), "want the KEY to describe"},
 		{append(slices.Clone(base), "--topic", "orders", "a", "b"), `want one KEY, got 2: "a", "b"`},
 		{append(slices.Clone(base), "k"), "--topic is required"},
