@@ -111,19 +111,12 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 	w := p.workingRangeLocked(t, h)
 	replayTo := op.Record.ReplayTo
 	if w != nil && op.Record.Op == state.KeyOpReplay && replayTo == 0 {
-		// The replay stops at the key's next live record: the one
-		// about to run, or with none dispatched, the partition's next
-		// fetch position (records of the key below it are handled).
-		switch pos, known := p.mu.pos[t]; {
-		case live >= 0:
-			replayTo = live
-		case p.keyDispatchedLocked(t, k) || !known:
+		pos, known := p.mu.pos[t]
+		var ok bool
+		if replayTo, ok = replayBound(live, p.keyDispatchedLocked(t, k), pos, known, op.Record.Next); !ok {
 			p.mu.Unlock()
 			return nil // its live record's worker runs the replay
-		default:
-			replayTo = pos
 		}
-		replayTo = max(replayTo, op.Record.Next)
 	}
 	if w != nil {
 		// Counted by hash, not by range: a split or handoff replaces
@@ -447,4 +440,21 @@ func (p *pipeline) advance(ctx context.Context, op coord.KeyOp, rec state.KeyOpR
 			return coord.KeyOp{}, ctx.Err()
 		}
 	}
+}
+
+// replayBound is where a replay that has no bound yet stops: at the key's
+// next live record, the one about to run (live; -1 for none), or with no
+// record of the key dispatched, the partition's next fetch position pos
+// (every record of the key below it is handled); never below the replay's
+// progress next. ok is false when the bound is not this caller's to set:
+// a record of the key is queued (its worker sets it) or the position is
+// not known yet.
+func replayBound(live int64, dispatched bool, pos int64, known bool, next int64) (bound int64, ok bool) {
+	switch {
+	case live >= 0:
+		return max(live, next), true
+	case dispatched || !known:
+		return 0, false
+	}
+	return max(pos, next), true
 }

@@ -44,3 +44,34 @@ func TestParkedOf(t *testing.T) {
 		t.Error("a null key taken as the empty key")
 	}
 }
+
+// TestReplayBound: a replay stops at the key's live record about to run;
+// with none running, at the fetch position unless a record of the key is
+// queued (its worker decides) or the position is unknown; never below its
+// progress.
+func TestReplayBound(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		live       int64
+		dispatched bool
+		pos        int64
+		known      bool
+		next       int64
+		want       int64
+		ok         bool
+	}{
+		{"the live record about to run", 40, true, 90, true, 5, 40, true},
+		{"the live record, the position unknown", 40, false, 0, false, 5, 40, true},
+		{"no live record: the fetch position", -1, false, 90, true, 5, 90, true},
+		{"a record of the key queued: its worker decides", -1, true, 90, true, 5, 0, false},
+		{"the position not known yet", -1, false, 0, false, 5, 0, false},
+		{"never below the progress", 3, true, 0, false, 5, 5, true},
+		{"never below the progress, from the position", -1, false, 4, true, 5, 5, true},
+	} {
+		got, ok := replayBound(tc.live, tc.dispatched, tc.pos, tc.known, tc.next)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: replayBound = %d, %v; want %d, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
