@@ -66,9 +66,9 @@ func (g *Group) ParkKey(ctx context.Context, r ParkRequest) (KeyOp, error) {
 	if err := g.ensureParkTopic(ctx, r.ParkTopic, n); err != nil {
 		return KeyOp{}, err
 	}
-	_, end, err := g.kc.QueryWatermarkOffsets(r.ParkTopic, info.Partition, kafkaTimeoutMs)
+	end, err := g.endOffset(ctx, r.ParkTopic, info.Partition)
 	if err != nil {
-		return KeyOp{}, fmt.Errorf("admin: read the end of %s/%d: %w", r.ParkTopic, info.Partition, err)
+		return KeyOp{}, err
 	}
 	rec := state.KeyOpRecord{Op: state.KeyOpPark, Topic: info.Topic, Partition: info.Partition, Key: r.Key,
 		ParkTopic: r.ParkTopic, ParkFrom: end, By: r.By, Reason: r.Reason}
@@ -185,4 +185,24 @@ func (g *Group) UnparkKey(ctx context.Context, r UnparkRequest) (KeyOp, error) {
 		return KeyOp{}, fmt.Errorf("admin: %w", err)
 	}
 	return keyOpOf(op), nil
+}
+
+// endOffset is the end offset of topic/partition. A topic just created may
+// have no leader yet for a moment (Apache Kafka answers "not leader" until
+// it has elected one): asked again until it answers, for the Kafka timeout.
+func (g *Group) endOffset(ctx context.Context, topic string, partition int32) (int64, error) {
+	deadline := time.Now().Add(kafkaTimeoutMs * time.Millisecond)
+	for {
+		_, end, err := g.kc.QueryWatermarkOffsets(topic, partition, kafkaTimeoutMs)
+		if err == nil {
+			return end, nil
+		}
+		var ke kafka.Error
+		retry := errors.As(err, &ke) && (ke.Code() == kafka.ErrNotLeaderForPartition || ke.Code() == kafka.ErrLeaderNotAvailable ||
+			ke.Code() == kafka.ErrUnknownTopicOrPart || ke.Code() == kafka.ErrUnknownPartition)
+		if !retry || time.Now().After(deadline) || ctx.Err() != nil {
+			return 0, fmt.Errorf("admin: read the end of %s/%d: %w", topic, partition, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
