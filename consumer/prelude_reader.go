@@ -1,0 +1,89 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// preludeReader reads one partition from an offset to stop, or with stop
+// -1, to its end.
+type preludeReader struct {
+	kc        *kafka.Consumer
+	topic     string
+	partition int32
+	pos       int64 // the next offset to read
+	end       int64 // the partition's end as last queried
+	stop      int64
+}
+
+func (c *Consumer) newPreludeReader(topic string, partition int32, from, stop int64) (*preludeReader, error) {
+	cm := kafka.ConfigMap{}
+	for k, v := range c.cfg.Kafka {
+		cm[k] = v
+	}
+	cm["group.id"] = c.cfg.Group // never joined nor committed: Assign only
+	cm["enable.auto.commit"] = false
+	cm["enable.auto.offset.store"] = false
+	cm["enable.partition.eof"] = true
+	cm["auto.offset.reset"] = "earliest"
+	delete(cm, "go.logs.channel.enable")
+	kc, err := kafka.NewConsumer(&cm)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: a reader of %s/%d: %w", topic, partition, err)
+	}
+	if err := kc.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: partition, Offset: kafka.Offset(from)}}); err != nil {
+		_ = kc.Close()
+		return nil, fmt.Errorf("consumer: read %s/%d: %w", topic, partition, err)
+	}
+	return &preludeReader{kc: kc, topic: topic, partition: partition, pos: from, end: -1, stop: stop}, nil
+}
+
+func (r *preludeReader) close() { _ = r.kc.Close() }
+
+// next returns the next record, or nil at the partition's end (queried
+// again each time it is reached: records parked meanwhile are read).
+func (r *preludeReader) next(ctx context.Context) (*kafka.Message, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if r.stop >= 0 && r.pos >= r.stop {
+			return nil, nil
+		}
+		if r.end < 0 || r.pos >= r.end {
+			_, high, err := r.kc.QueryWatermarkOffsets(r.topic, r.partition, 10_000)
+			if err != nil {
+				return nil, fmt.Errorf("consumer: the end of %s/%d: %w", r.topic, r.partition, err)
+			}
+			r.end = high
+			if r.pos >= r.end {
+				return nil, nil
+			}
+		}
+		switch e := r.kc.Poll(100).(type) {
+		case *kafka.Message:
+			if e.TopicPartition.Error != nil {
+				return nil, e.TopicPartition.Error
+			}
+			o := int64(e.TopicPartition.Offset)
+			if o < r.pos {
+				continue
+			}
+			if r.stop >= 0 && o >= r.stop {
+				r.pos = r.stop
+				return nil, nil
+			}
+			r.pos = o + 1
+			return e, nil
+		case kafka.PartitionEOF:
+			// Transaction markers take offsets no record has.
+			r.pos = max(r.pos, int64(e.Offset))
+		case kafka.Error:
+			if e.IsFatal() {
+				return nil, e
+			}
+		}
+	}
+}
