@@ -163,6 +163,20 @@ func (p *pipeline) parkBatch(live []*job) []*job {
 	parks := make(map[jobKey]*coord.KeyOp)
 	out := live[:0]
 	for _, j := range live {
+		if p.parkInBatch(j, parks) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// parkInBatch parks j if its key is parked (parks holds what was decided
+// for each key of the batch so far), and reports whether j is left for
+// the BatchHandler. A key found unparked (or replayed) runs its prelude
+// first, also when the park ends while j is being parked: the parked
+// records run before j.
+func (p *pipeline) parkInBatch(j *job, parks map[jobKey]*coord.KeyOp) bool {
+	for {
 		op, seen := parks[j.key]
 		if !seen {
 			if o, ok := p.parkFor(j); ok {
@@ -176,27 +190,27 @@ func (p *pipeline) parkBatch(live []*job) []*job {
 				if err := p.preludeFirst(&j.ctx, j.t, j.m.Key, j.o); err != nil {
 					parks[j.key] = &coord.KeyOp{} // not to be handled in this batch
 					p.finishJob(j, false)
-					continue
+					return false
 				}
 			}
-			out = append(out, j)
-			continue
+			return true
 		}
 		if op.Name == "" {
 			p.finishJob(j, false) // its key's prelude could not run here
-			continue
+			return false
 		}
 		switch err := p.park(&j.ctx, j, *op); err {
 		case nil:
 			p.finishJob(j, true)
+			return false
 		case errParkChanged:
-			parks[j.key] = nil // this record and the key's later ones: handled
-			out = append(out, j)
+			// Decided afresh for this record and the key's later ones.
+			delete(parks, j.key)
 		default:
 			// Its range dropped or the session ended: this record and
 			// the key's later ones stay pending for the next owner.
 			p.finishJob(j, false)
+			return false
 		}
 	}
-	return out
 }
