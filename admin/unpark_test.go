@@ -2,14 +2,20 @@ package admin_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"errors"
 	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/admin"
+	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -84,5 +90,90 @@ func setTopicConfig(t *testing.T, brokers, topic, key, value string) {
 		if r.Error.Code() != kafka.ErrNoError {
 			t.Fatalf("set %s=%s on %s: %v", key, value, topic, r.Error)
 		}
+	}
+}
+
+// TestUnparkPreludeStopsAtDrainBudget: two keys, one in each half of the
+// partition's hash space, are parked with a record their handler always
+// fails (no dead-letter topic), then unparked: with no live record, each
+// prelude runs on its own, retrying. A second member joins and takes one
+// half. Once the drain budget is spent and the range released, the first
+// member no longer calls the handler on the moved key's record: its next
+// owner runs it now.
+func TestUnparkPreludeStopsAtDrainBudget(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	cli, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
+	var mu sync.Mutex
+	attempts := map[string]int{} // by member and key
+	handler := func(member string) consumer.Handler {
+		return func(_ context.Context, m *kafka.Message) error {
+			if string(m.Value) != "bad" {
+				return nil
+			}
+			mu.Lock()
+			attempts[member+"/"+string(m.Key)]++
+			mu.Unlock()
+			return errors.New("cannot handle it")
+		}
+	}
+	attemptsOf := func(member, key string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return attempts[member+"/"+key]
+	}
+	low, high := "", ""
+	for i := 0; low == "" || high == ""; i++ {
+		key := "key-" + strconv.Itoa(i)
+		if ledger.Hash([]byte(key), 0) < 1<<31 {
+			low = cmp.Or(low, key)
+		} else {
+			high = cmp.Or(high, key)
+		}
+	}
+	startMember(t, e.Endpoints, k.Brokers, "m1", handler("m1"))
+	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := t.Context()
+	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte("other"), Value: []byte("v"), Partition: 0}})
+	testutil.WaitFor(t, "the commit past the first record", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == 1
+	})
+	ops := map[string]admin.KeyOp{}
+	for _, key := range []string{low, high} {
+		q := admin.KeyQuery{Topic: "orders", Key: []byte(key), Partition: 0}
+		if ops[key], err = g.ParkKey(ctx, admin.ParkRequest{KeyQuery: q, ParkTopic: "orders.park-" + key, By: "ops@test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // the member learns of the parks
+	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte(low), Value: []byte("bad"), Partition: 0}, {Key: []byte(high), Value: []byte("bad"), Partition: 0}})
+	for _, key := range []string{low, high} {
+		testutil.WaitFor(t, key+" parked", 30*time.Second, func() bool {
+			return len(parked(t, k.Brokers, ops[key].ParkTopic, ops[key].ParkFrom, key)) == 1
+		})
+		if _, err := g.UnparkKey(ctx, admin.UnparkRequest{KeyQuery: admin.KeyQuery{Topic: "orders", Key: []byte(key), Partition: 0}, By: "ops@test"}); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, key+"'s parked record retried", 30*time.Second, func() bool { return attemptsOf("m1", key) > 1 })
+	}
+	startMember(t, e.Endpoints, k.Brokers, "m2", handler("m2"))
+	moved := ""
+	testutil.WaitFor(t, "a key's prelude running on m2", 30*time.Second, func() bool {
+		for _, key := range []string{low, high} {
+			if attemptsOf("m2", key) > 0 {
+				moved = key
+				return true
+			}
+		}
+		return false
+	})
+	before := attemptsOf("m1", moved)
+	time.Sleep(time.Second) // retries every 100ms at most
+	if after := attemptsOf("m1", moved); after != before {
+		t.Errorf("m1 called the handler on %s's parked record %d more times after its range moved to m2 (which runs it)", moved, after-before)
 	}
 }

@@ -96,8 +96,8 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 
 // abandonLocked cancels the records of revoking range w still in flight
 // (running, waiting to retry, or queued behind their key) and forgets them,
-// so that their outcome is ignored (finish), and returns how many there
-// were. It does not wait for a handler to return: one that ignores its
+// so that their outcome is ignored (finish), cancels the preludes of its
+// keys (prelude.go), and returns how many there were. It does not wait for a handler to return: one that ignores its
 // context can still run beside the next owner (docs/consumer.md).
 //
 // Their offsets stay pending, given back to the ledger as not in flight
@@ -108,6 +108,12 @@ func (p *pipeline) abandonLocked(w *owned) int {
 	t := w.tp()
 	inEtcd := w.inEtcd()
 	n := 0
+	for run, h := range p.mu.preludes[t] {
+		if w.st.Range().Contains(h) {
+			run.cancel() // it ends, and stops counting, on its own goroutine
+			n++
+		}
+	}
 	for o, j := range p.mu.jobs[t] {
 		if !w.st.Range().Contains(j.h) {
 			continue
@@ -144,9 +150,9 @@ func (p *pipeline) oldestLocked(w *owned) time.Time {
 // inFlightLocked counts the records of w handed to workers and not finished.
 func (p *pipeline) inFlightLocked(w *owned) int {
 	n := 0
-	for h, c := range p.mu.preludes[w.tp()] { // an unpark's or a replay's prelude (prelude.go)
+	for _, h := range p.mu.preludes[w.tp()] { // an unpark's or a replay's prelude (prelude.go)
 		if w.st.Range().Contains(h) {
-			n += c
+			n++
 		}
 	}
 	for _, j := range p.mu.jobs[w.tp()] {

@@ -89,12 +89,13 @@ type pipeline struct {
 		// being deleted (keyops.go).
 		skipsDone, skipsDeleting []coord.KeyOp
 		// keyLocks keep a key's unpark prelude and its parks apart;
-		// preludes counts the preludes running per partition and key
-		// hash (a drain waits for them); keyOpWritten is the revision of this member's last
+		// preludes are the preludes running per partition, each with
+		// its key's hash (a drain waits for them, and cancels them
+		// when its budget is spent); keyOpWritten is the revision of this member's last
 		// write of each key operation, so that a copy the watch has not
 		// brought up to it is not acted on (prelude.go).
 		keyLocks     map[jobKey]*sync.Mutex
-		preludes     map[tp]map[uint32]int
+		preludes     map[tp]map[*preludeRun]uint32
 		keyOpWritten map[string]int64
 		// preludeKeys are the keys whose prelude runs on a goroutine of
 		// its own (watchKeyOps).
@@ -121,7 +122,7 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 	p.mu.jobs = make(map[tp]map[int64]*job)
 	p.mu.halted = make(map[tp]bool)
 	p.mu.shelves = make(map[tp]shelf)
-	p.mu.preludes = make(map[tp]map[uint32]int)
+	p.mu.preludes = make(map[tp]map[*preludeRun]uint32)
 	p.mu.keyOpWritten = make(map[string]int64)
 	p.mu.preludeKeys = make(map[jobKey]bool)
 	p.mu.load = newLoadTable(time.Now())

@@ -39,6 +39,12 @@ import (
 // it over); the prelude stops, and the range's next owner resumes it.
 var errNotOwner = errors.New("consumer: the key's range is not this member's to work on")
 
+// preludeRun is a prelude running; cancel stops it (its range's drain
+// budget is spent: the next owner runs the key's prelude).
+type preludeRun struct {
+	cancel context.CancelFunc
+}
+
 // keyLockLocked is the lock that keeps a key's prelude and its parks
 // apart.
 func (p *pipeline) keyLockLocked(k jobKey) *sync.Mutex {
@@ -117,24 +123,24 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 			return nil // its live record's worker runs the replay
 		}
 	}
-	if w != nil {
-		// Counted by hash, not by range: a split or handoff replaces
-		// the range, and the drain of the part holding the key must
-		// wait for the record the prelude is handling.
-		if p.mu.preludes[t] == nil {
-			p.mu.preludes[t] = make(map[uint32]int)
-		}
-		p.mu.preludes[t][h]++
-	}
-	p.mu.Unlock()
 	if w == nil {
+		p.mu.Unlock()
 		return errNotOwner
 	}
+	// Kept by hash, not by range: a split or handoff replaces the range,
+	// and the drain of the part holding the key must wait for the record
+	// the prelude is handling, or cancel it before the release.
+	ctx, cancel := context.WithCancel(ctx)
+	run := &preludeRun{cancel: cancel}
+	if p.mu.preludes[t] == nil {
+		p.mu.preludes[t] = make(map[*preludeRun]uint32)
+	}
+	p.mu.preludes[t][run] = h
+	p.mu.Unlock()
 	defer func() {
+		cancel()
 		p.mu.Lock()
-		if p.mu.preludes[t][h]--; p.mu.preludes[t][h] <= 0 {
-			delete(p.mu.preludes[t], h)
-		}
+		delete(p.mu.preludes[t], run)
 		p.mu.cond.Broadcast() // a drain may wait for it
 		p.mu.Unlock()
 	}()
