@@ -143,6 +143,7 @@ func (p *pipeline) flush(ctx context.Context) {
 	if len(writes) == 0 {
 		p.mu.Lock()
 		p.mu.unflushed -= completions
+		skips = p.flushedSkipsLocked(skips, (*owned).inEtcd)
 		p.mu.Unlock()
 		p.deleteSkips(ctx, skips)
 		return
@@ -191,9 +192,13 @@ func (p *pipeline) flush(ctx context.Context) {
 		}
 	}
 	p.mu.unflushed -= completions
+	skips = p.flushedSkipsLocked(skips, func(w *owned) bool {
+		if v, ok := versions[w.rs.Key]; ok {
+			return v.w == w && !bad[w.rs.Key]
+		}
+		return w.inEtcd() // all written before this flush
+	})
 	p.mu.Unlock()
-	// A skip whose range was fenced stays: the range's next owner finds
-	// its record done, or applies it again.
 	p.deleteSkips(ctx, skips)
 	poke(p.space)
 	p.c.metrics.flushes.Add(1)

@@ -111,6 +111,31 @@ func (p *pipeline) takeSkipsLocked() []coord.KeyOp {
 	return s
 }
 
+// flushedSkipsLocked returns the skips of skips, taken by a flush that
+// has returned, whose records' completions are in etcd: written reports
+// that the flush wrote their range's state. A skip on a range it did not
+// write (fenced, refused) waits for the next flush; one on a range this
+// member no longer owns is left in etcd for the range's next owner, who
+// finds its record done (watchKeyOps) or applies it again.
+func (p *pipeline) flushedSkipsLocked(skips []coord.KeyOp, written func(*owned) bool) []coord.KeyOp {
+	var done []coord.KeyOp
+	for _, op := range skips {
+		r := op.Record
+		for _, w := range p.mu.byTP[tp{Topic: r.Topic, Partition: r.Partition}] {
+			if !w.st.Range().Contains(uint32(r.Hash)) {
+				continue
+			}
+			if written(w) {
+				done = append(done, op)
+			} else {
+				p.mu.skipsDone = append(p.mu.skipsDone, op)
+			}
+		}
+	}
+	p.mu.skipsDeleting = done
+	return done
+}
+
 // deleteSkips deletes skips applied and flushed. A skip written again
 // meanwhile (another version) stays.
 func (p *pipeline) deleteSkips(ctx context.Context, ops []coord.KeyOp) {
