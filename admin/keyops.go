@@ -66,6 +66,9 @@ type SkipRequest struct {
 // key's head. A skip already set on the key is replaced (to add Drop to a
 // refused one); another operation is not.
 func (g *Group) SkipKey(ctx context.Context, r SkipRequest) (KeyOp, error) {
+	if err := checkOpText(r.Reason, r.By); err != nil {
+		return KeyOp{}, err
+	}
 	if r.Offset < 0 {
 		return KeyOp{}, fmt.Errorf("%w: offset %d: want the key's head offset, 0 or more", ErrBadKeyQuery, r.Offset)
 	}
@@ -113,6 +116,18 @@ func (g *Group) SkipKey(ctx context.Context, r SkipRequest) (KeyOp, error) {
 		return KeyOp{}, fmt.Errorf("admin: %w", err)
 	}
 	return keyOpOf(op), nil
+}
+
+// checkOpText refuses a reason or requester an operation does not store,
+// before the operation changes anything (a park creates its topic).
+func checkOpText(reason, by string) error {
+	if len(reason) > state.MaxKeyOpTextBytes {
+		return fmt.Errorf("%w: a reason of %d bytes: at most %d", ErrBadKeyQuery, len(reason), state.MaxKeyOpTextBytes)
+	}
+	if len(by) > state.MaxKeyOpTextBytes {
+		return fmt.Errorf("%w: a requester (by) of %d bytes: at most %d", ErrBadKeyQuery, len(by), state.MaxKeyOpTextBytes)
+	}
+	return nil
 }
 
 // CancelKeyOp deletes the operation set on one key and returns it. A key

@@ -38,6 +38,9 @@ type ParkRequest struct {
 // operation, a parking topic that is the key's own or has fewer
 // partitions than it.
 func (g *Group) ParkKey(ctx context.Context, r ParkRequest) (KeyOp, error) {
+	if err := checkOpText(r.Reason, r.By); err != nil {
+		return KeyOp{}, err
+	}
 	if len(r.Key) > state.MaxKeyOpKeyBytes {
 		return KeyOp{}, fmt.Errorf("%w: a key of %d bytes: operations take keys of at most %d", ErrBadKeyQuery, len(r.Key), state.MaxKeyOpKeyBytes)
 	}
@@ -154,6 +157,9 @@ type UnparkRequest struct {
 // parking partition's end; the key's live records then run. A key that
 // is not parked is refused with an error wrapping ErrBadKeyQuery.
 func (g *Group) UnparkKey(ctx context.Context, r UnparkRequest) (KeyOp, error) {
+	if err := checkOpText("", r.By); err != nil {
+		return KeyOp{}, err
+	}
 	if len(r.Key) > state.MaxKeyOpKeyBytes {
 		return KeyOp{}, fmt.Errorf("%w: a key of %d bytes: operations take keys of at most %d", ErrBadKeyQuery, len(r.Key), state.MaxKeyOpKeyBytes)
 	}

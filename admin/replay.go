@@ -30,6 +30,9 @@ type ReplayRequest struct {
 // last handled offset, or with that unknown, the offset below the range's
 // watermark.
 func (g *Group) ReplayKey(ctx context.Context, r ReplayRequest) (KeyOp, error) {
+	if err := checkOpText(r.Reason, r.By); err != nil {
+		return KeyOp{}, err
+	}
 	if len(r.Key) > state.MaxKeyOpKeyBytes {
 		return KeyOp{}, fmt.Errorf("%w: a key of %d bytes: operations take keys of at most %d", ErrBadKeyQuery, len(r.Key), state.MaxKeyOpKeyBytes)
 	}

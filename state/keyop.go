@@ -38,8 +38,9 @@ const (
 	// MaxKeyOpKeyBytes bounds the record key an operation names: the key
 	// is in the etcd key's name (base64, a third longer) and in the value.
 	MaxKeyOpKeyBytes = 1024
-	// maxKeyOpText bounds the operator's reason and a member's refusal.
-	maxKeyOpText = 1024
+	// MaxKeyOpTextBytes bounds the operator's reason and a member's
+	// refusal.
+	MaxKeyOpTextBytes = 1024
 )
 
 // KeyOpRecord is the value of keyops/<topic>/<ppppp>/<hash>/<key-b64url>:
@@ -128,8 +129,8 @@ func (r KeyOpRecord) Check() error {
 		return fmt.Errorf("%s with progress %d (from %d)", r.Op, r.Next, max(r.ParkFrom, r.Offset))
 	case r.Op != KeyOpReplay && r.ReplayTo != 0 || r.ReplayTo != 0 && r.ReplayTo < r.Next:
 		return fmt.Errorf("%s up to %d with progress %d", r.Op, r.ReplayTo, r.Next)
-	case len(r.Reason) > maxKeyOpText || len(r.Refused) > maxKeyOpText || len(r.By) > maxKeyOpText:
-		return fmt.Errorf("by, reason or refusal longer than %d bytes", maxKeyOpText)
+	case len(r.Reason) > MaxKeyOpTextBytes || len(r.Refused) > MaxKeyOpTextBytes || len(r.By) > MaxKeyOpTextBytes:
+		return fmt.Errorf("by, reason or refusal longer than %d bytes", MaxKeyOpTextBytes)
 	}
 	return nil
 }
