@@ -35,8 +35,8 @@ type ParkRequest struct {
 // moves on. Other keys go on. It refuses, with an error wrapping
 // ErrBadKeyQuery and changing nothing, an unknown topic or partition, a
 // key longer than state.MaxKeyOpKeyBytes, a key that already has an
-// operation, a parking topic that is the key's own or has fewer
-// partitions than it.
+// operation, a parking topic that is the key's own, one the group
+// consumes, or one with fewer partitions than the key's topic.
 func (g *Group) ParkKey(ctx context.Context, r ParkRequest) (KeyOp, error) {
 	if err := checkOpText(r.Reason, r.By); err != nil {
 		return KeyOp{}, err
@@ -52,6 +52,13 @@ func (g *Group) ParkKey(ctx context.Context, r ParkRequest) (KeyOp, error) {
 	}
 	if err := coord.CheckName("parking topic", r.ParkTopic); err != nil {
 		return KeyOp{}, fmt.Errorf("%w: %w", ErrBadKeyQuery, err)
+	}
+	snap, err := coord.ReadSnapshot(ctx, g.cli, g.group)
+	if err != nil {
+		return KeyOp{}, fmt.Errorf("admin: %w", err)
+	}
+	if err := parkTopicOutsideGroup(snap, r.ParkTopic); err != nil {
+		return KeyOp{}, err
 	}
 	r.MaxScan = 1 // the key's place and operation; its records are not needed
 	info, err := g.DescribeKey(ctx, r.KeyQuery)
@@ -83,6 +90,17 @@ func (g *Group) ParkKey(ctx context.Context, r ParkRequest) (KeyOp, error) {
 		return KeyOp{}, fmt.Errorf("admin: %w", err)
 	}
 	return keyOpOf(op), nil
+}
+
+// parkTopicOutsideGroup refuses a parking topic the group consumes: its
+// members would handle the parked copies as records of their own.
+func parkTopicOutsideGroup(snap *state.Snapshot, topic string) error {
+	for _, r := range snap.Ranges {
+		if r.Record.Topic == topic {
+			return fmt.Errorf("%w: parking topic %s is consumed by the group: its members would handle the parked copies as new records; name another", ErrBadKeyQuery, textsafe.Quote(topic))
+		}
+	}
+	return nil
 }
 
 // partitionCount is topic's partition count in Kafka, 0 if it does not
