@@ -30,7 +30,7 @@ test:
 # test binary; a cluster per chaos row). Needs java 17+; mvn fetches the
 # broker's jars from Maven Central once (docs/compatibility.md).
 test-kafka:
-	KEYSHARE_KAFKA=apache $(GO) test $(KAFKA_TESTFLAGS) ./internal/devcluster/ ./testutil/ ./consumer/ ./pgsink/ ./cmd/keyshare/
+	KEYSHARE_KAFKA=apache $(GO) test $(KAFKA_TESTFLAGS) ./internal/devcluster/ ./testutil/ ./consumer/ ./admin/ ./pgsink/ ./cmd/keyshare/
 	KEYSHARE_KAFKA=apache $(GO) test $(KAFKA_TESTFLAGS) -run TestFaultMatrix ./chaos/
 
 demo: build
