@@ -24,6 +24,10 @@
 // producer's Partitioner), its key hash, the range and member that own it,
 // the offsets of its records the range's ledger has not seen handled (read
 // from Kafka from the range's watermark, bounded) and the stuck report
-// naming it. cmd/keyshare's "group" and "key" subcommands are thin layers
-// over this package.
+// naming it. SkipKey, ParkKey, UnparkKey and ReplayKey act on one key for
+// the whole group, stored under keyops/ and applied by whichever member
+// owns the key, now or after its range moves (docs/operations.md,
+// "Operating on one key"); CancelKeyOp removes such an operation and
+// KeyOps lists them. cmd/keyshare's "group" and "key" subcommands are thin
+// layers over this package.
 package admin
