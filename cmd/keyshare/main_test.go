@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -31,16 +32,25 @@ var bin, benchBin string
 var deliverNowhere = []string{"--deliver", "http://127.0.0.1:1/"}
 
 func TestMain(m *testing.M) {
+	// The two builds run at once: each is a link of its own, and CI's
+	// time is short.
 	var cleanup, benchCleanup func()
-	var err error
+	var err, benchErr error
+	built := make(chan struct{})
+	go func() {
+		defer close(built)
+		benchBin, benchCleanup, benchErr = testutil.BuildCommand("../keyshare-bench", "keyshare-bench", raceEnabled)
+	}()
 	bin, cleanup, err = testutil.BuildKeyshare(".", raceEnabled)
-	if err != nil {
-		panic(err)
-	}
-	benchBin, benchCleanup, err = testutil.BuildCommand("../keyshare-bench", "keyshare-bench", raceEnabled)
-	if err != nil {
-		cleanup()
-		panic(err)
+	<-built
+	if err != nil || benchErr != nil {
+		if err == nil {
+			cleanup()
+		}
+		if benchErr == nil {
+			benchCleanup()
+		}
+		panic(errors.Join(err, benchErr))
 	}
 	code := testutil.RunTests(m)
 	cleanup()
