@@ -31,16 +31,9 @@ func (c *keyCommand) skip(ctx context.Context, fs *flag.FlagSet, args []string) 
 	if offset < 0 {
 		return cli.Usage(fmt.Errorf("--offset %d: want the key's head offset, 0 or more (keyshare key describe shows it)", offset))
 	}
-	etcd, g, _, err := c.open(ctx, true)
-	if err != nil {
-		return err
-	}
-	defer etcd.Close()
-	defer g.Close()
-	op, err := g.SkipKey(ctx, admin.SkipRequest{KeyQuery: *q, Offset: offset, Drop: drop, Reason: reason, By: operator()})
-	if errors.Is(err, admin.ErrBadKeyQuery) {
-		return cli.Usage(err) // the command line's fault: exit status 2, nothing stored
-	}
+	op, err := c.setKeyOp(ctx, func(g *admin.Group) (admin.KeyOp, error) {
+		return g.SkipKey(ctx, admin.SkipRequest{KeyQuery: *q, Offset: offset, Drop: drop, Reason: reason, By: operator()})
+	})
 	if err != nil {
 		return err
 	}
@@ -58,16 +51,9 @@ func (c *keyCommand) park(ctx context.Context, fs *flag.FlagSet, args []string) 
 	if err := parse(args, "park"); err != nil {
 		return err
 	}
-	etcd, g, _, err := c.open(ctx, true)
-	if err != nil {
-		return err
-	}
-	defer etcd.Close()
-	defer g.Close()
-	op, err := g.ParkKey(ctx, admin.ParkRequest{KeyQuery: *q, ParkTopic: parkTopic, Reason: reason, By: operator()})
-	if errors.Is(err, admin.ErrBadKeyQuery) {
-		return cli.Usage(err)
-	}
+	op, err := c.setKeyOp(ctx, func(g *admin.Group) (admin.KeyOp, error) {
+		return g.ParkKey(ctx, admin.ParkRequest{KeyQuery: *q, ParkTopic: parkTopic, Reason: reason, By: operator()})
+	})
 	if err != nil {
 		return err
 	}
@@ -82,16 +68,9 @@ func (c *keyCommand) unpark(ctx context.Context, fs *flag.FlagSet, args []string
 	if err := parse(args, "unpark"); err != nil {
 		return err
 	}
-	etcd, g, _, err := c.open(ctx, true)
-	if err != nil {
-		return err
-	}
-	defer etcd.Close()
-	defer g.Close()
-	op, err := g.UnparkKey(ctx, admin.UnparkRequest{KeyQuery: *q, By: operator()})
-	if errors.Is(err, admin.ErrBadKeyQuery) {
-		return cli.Usage(err)
-	}
+	op, err := c.setKeyOp(ctx, func(g *admin.Group) (admin.KeyOp, error) {
+		return g.UnparkKey(ctx, admin.UnparkRequest{KeyQuery: *q, By: operator()})
+	})
 	if err != nil {
 		return err
 	}
@@ -113,16 +92,9 @@ func (c *keyCommand) replay(ctx context.Context, fs *flag.FlagSet, args []string
 	if from < 0 {
 		return cli.Usage(fmt.Errorf("--from %d: want the first offset to run again, 0 or more", from))
 	}
-	etcd, g, _, err := c.open(ctx, true)
-	if err != nil {
-		return err
-	}
-	defer etcd.Close()
-	defer g.Close()
-	op, err := g.ReplayKey(ctx, admin.ReplayRequest{KeyQuery: *q, From: from, Reason: reason, By: operator()})
-	if errors.Is(err, admin.ErrBadKeyQuery) {
-		return cli.Usage(err)
-	}
+	op, err := c.setKeyOp(ctx, func(g *admin.Group) (admin.KeyOp, error) {
+		return g.ReplayKey(ctx, admin.ReplayRequest{KeyQuery: *q, From: from, Reason: reason, By: operator()})
+	})
 	if err != nil {
 		return err
 	}
@@ -137,21 +109,29 @@ func (c *keyCommand) cancel(ctx context.Context, fs *flag.FlagSet, args []string
 	if err := parse(args, "cancel"); err != nil {
 		return err
 	}
-	etcd, g, _, err := c.open(ctx, true)
-	if err != nil {
-		return err
-	}
-	defer etcd.Close()
-	defer g.Close()
-	op, err := g.CancelKeyOp(ctx, *q)
-	if errors.Is(err, admin.ErrBadKeyQuery) {
-		return cli.Usage(err)
-	}
+	op, err := c.setKeyOp(ctx, func(g *admin.Group) (admin.KeyOp, error) { return g.CancelKeyOp(ctx, *q) })
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stdout, "cancelled: %s\n", describeKeyOp(op))
 	return nil
+}
+
+// setKeyOp opens the group and runs set, one of admin's key operations,
+// on it; a refusal of the command line's input (admin.ErrBadKeyQuery) is a
+// usage error: exit status 2, nothing stored.
+func (c *keyCommand) setKeyOp(ctx context.Context, set func(*admin.Group) (admin.KeyOp, error)) (admin.KeyOp, error) {
+	etcd, g, _, err := c.open(ctx, true)
+	if err != nil {
+		return admin.KeyOp{}, err
+	}
+	defer etcd.Close()
+	defer g.Close()
+	op, err := set(g)
+	if errors.Is(err, admin.ErrBadKeyQuery) {
+		return admin.KeyOp{}, cli.Usage(err)
+	}
+	return op, err
 }
 
 // skipFate says what a skip does with its record.
