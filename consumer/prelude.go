@@ -59,6 +59,14 @@ func (p *pipeline) keyLockLocked(k jobKey) *sync.Mutex {
 	return l
 }
 
+// preludeSet reports whether an unpark or a replay is set on the key.
+// preludeFirst asks before it takes the key's lock: every record asks,
+// and a lock kept per key ever seen would grow with the keys.
+func (p *pipeline) preludeSet(t tp, key []byte) bool {
+	op, ok := p.sess.KeyOp(t.Topic, t.Partition, key)
+	return ok && (op.Record.Op == state.KeyOpUnpark || op.Record.Op == state.KeyOpReplay)
+}
+
 // workingRangeLocked is the range of t holding hash h that this member
 // works on (owned, not revoking), or nil.
 func (p *pipeline) workingRangeLocked(t tp, h uint32) *owned {
@@ -76,8 +84,8 @@ func (p *pipeline) workingRangeLocked(t tp, h uint32) *owned {
 // nil once the key has no prelude left (its live records may run),
 // errNotOwner or ctx's error.
 func (p *pipeline) preludeFirst(ctx context.Context, t tp, key []byte, live int64) error {
-	if p == nil || p.sess == nil || key == nil {
-		return nil
+	if p == nil || p.sess == nil || key == nil || !p.preludeSet(t, key) {
+		return nil // the common case: no key lock taken, none kept for the key
 	}
 	k := jobKey{topic: t.Topic, partition: t.Partition, key: string(key)}
 	p.mu.Lock()
