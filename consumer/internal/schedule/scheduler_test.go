@@ -3,6 +3,7 @@ package schedule
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -237,5 +238,75 @@ func TestSchedulerClose(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Equal(ran, []string{"a@0"}) {
 		t.Fatalf("ran %v, want [a@0]: the running job finishes before Close returns, the queued ones never run", ran)
+	}
+}
+
+// TestNoLostWake: a worker is woken for every ready key that no other
+// worker is on its way to, however the submissions meet workers coming
+// back from short jobs. Each round submits none or some short jobs, so
+// that workers are returning, then one to as many keys as there are
+// workers whose jobs wait until all of them run at once: a key left ready
+// with a worker idle would hold the round until its deadline.
+func TestNoLostWake(t *testing.T) {
+	const workers = 6
+	type round struct {
+		want, waiting int
+		all           chan struct{} // closed when every waiting key runs
+	}
+	var (
+		mu    sync.Mutex
+		ran   = map[string][]int64{}
+		r     *round
+		abort = make(chan struct{}) // lets the workers go when the test fails
+	)
+	s := New[string](workers, func(j tj) {
+		mu.Lock()
+		ran[j.key] = append(ran[j.key], j.o)
+		cur := r
+		if strings.HasPrefix(j.key, "wait") {
+			if cur.waiting++; cur.waiting == cur.want {
+				close(cur.all)
+			}
+		}
+		mu.Unlock()
+		if strings.HasPrefix(j.key, "wait") {
+			select {
+			case <-cur.all:
+			case <-abort:
+			}
+		}
+	})
+	defer s.Close()
+	defer close(abort)
+	var next int64
+	for n := range 300 {
+		cur := &round{want: 1 + n%workers, all: make(chan struct{})}
+		mu.Lock()
+		r = cur
+		mu.Unlock()
+		for i := range n % 3 * workers {
+			k := fmt.Sprint("short", i%4)
+			s.Submit(k, tj{k, next})
+			next++
+		}
+		for i := range cur.want {
+			k := fmt.Sprint("wait", i)
+			s.Submit(k, tj{k, int64(n)})
+		}
+		select {
+		case <-cur.all:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the %d waiting keys never ran at once: a ready key was left with an idle worker", n, cur.want)
+		}
+	}
+	for !s.Idle() {
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for k, os := range ran {
+		if !slices.IsSorted(os) {
+			t.Fatalf("key %s ran %v out of order", k, os)
+		}
 	}
 }
