@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -106,6 +107,9 @@ type keyOpsView struct {
 	mu   sync.Mutex
 	ops  map[string]KeyOp // by etcd key
 	wake chan struct{}    // closed and replaced on every change
+	// n is len(ops), read without mu: every record asks for its key's
+	// operation, and nearly always there is none in the whole group.
+	n atomic.Int64
 }
 
 func newKeyOpsView() *keyOpsView {
@@ -119,6 +123,7 @@ func (v *keyOpsView) set(all []KeyOp) {
 	for _, op := range all {
 		v.ops[op.Name] = op
 	}
+	v.n.Store(int64(len(v.ops)))
 	close(v.wake)
 	v.wake = make(chan struct{})
 }
@@ -132,6 +137,7 @@ func (v *keyOpsView) apply(put []KeyOp, deleted []string) {
 	for _, k := range deleted {
 		delete(v.ops, k)
 	}
+	v.n.Store(int64(len(v.ops)))
 	close(v.wake)
 	v.wake = make(chan struct{})
 }
@@ -142,11 +148,11 @@ func (v *keyOpsView) apply(put []KeyOp, deleted []string) {
 // status, but never applied.
 func (s *Session) KeyOp(topic string, partition int32, key []byte) (KeyOp, bool) {
 	v := s.keyOps
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if len(v.ops) == 0 {
+	if v.n.Load() == 0 {
 		return KeyOp{}, false
 	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	op, ok := v.ops[s.schema.KeyOp(topic, partition, ledger.Hash(key, 0), key)]
 	if !ok || op.Err != nil {
 		return KeyOp{}, false
