@@ -11,10 +11,10 @@ import (
 // Filter and dispatch: each fetched record through its partition's ranges
 // to the scheduler, and each outcome back to the ledger.
 
-// handle filters one fetched record through the ranges of its partition,
-// and reports whether the fetch loop may take another record at once
-// (roomLocked).
-func (p *pipeline) handle(m *kafka.Message) (room bool) {
+// handle filters one record, fetched at at, through the ranges of its
+// partition, and reports whether the fetch loop may take another record at
+// once (roomLocked).
+func (p *pipeline) handle(m *kafka.Message, at time.Time) (room bool) {
 	t := tp{Topic: *m.TopicPartition.Topic, Partition: m.TopicPartition.Partition}
 	o := int64(m.TopicPartition.Offset)
 	h := ledger.Hash(m.Key, o)
@@ -43,7 +43,7 @@ func (p *pipeline) handle(m *kafka.Message) (room bool) {
 		}
 	}
 	if run != nil {
-		p.dispatchLocked(t, run, m, o, h)
+		p.dispatchLocked(t, run, m, o, h, at)
 	}
 	return p.roomLocked()
 }
@@ -59,16 +59,17 @@ func keyOf(t tp, m *kafka.Message, o int64) jobKey {
 	return k
 }
 
-// dispatchLocked queues the record at o, which range w answered Run for,
-// behind the earlier records of its key; or shelves it if its key has
-// shelved records, or is blocked with a full queue (blocked.go).
-func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h uint32) {
+// dispatchLocked queues the record at o, fetched at at, which range w
+// answered Run for, behind the earlier records of its key; or shelves it
+// if its key has shelved records, or is blocked with a full queue
+// (blocked.go).
+func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h uint32, at time.Time) {
 	k := keyOf(t, m, o)
 	if p.shelvedLocked(t, k) {
 		p.shelveLocked(t, k, w.st, o, h) // behind the key's older shelved records
 		return
 	}
-	j := &job{t: t, key: k, o: o, h: h, m: m, ctx: jobCtx{parent: p.ctx}, p: p, w: w, since: time.Now()}
+	j := &job{t: t, key: k, o: o, h: h, m: m, ctx: jobCtx{parent: p.ctx}, p: p, w: w, since: at}
 	j.ctx.job = j
 	// Queued before it is in jobs: its finish waits for p.mu, held here.
 	if !p.sched.SubmitBounded(k, j, p.maxQueuedPerKey()) {

@@ -58,9 +58,14 @@ func (p *pipeline) fetchLoop() error {
 		// in-flight bound between them (handle reports the bound under
 		// the lock it holds anyway). Per record, the select and the bound's
 		// lock cost about as much as filtering the record itself.
+		//
+		// The burst's records count as fetched when it began: one clock
+		// read per burst (about a millisecond at most) rather than one per
+		// record.
 		ev := p.kc.Poll(50)
+		at := time.Now()
 		for n := 0; ev != nil; n++ {
-			more, err := p.event(ev)
+			more, err := p.event(ev, at)
 			if err != nil {
 				return err
 			}
@@ -78,14 +83,14 @@ func (p *pipeline) fetchLoop() error {
 // about a millisecond of records.
 const pollBurst = 256
 
-// event applies one event from librdkafka and reports whether the fetch
-// loop may take the next one at once: after a record there was room under
-// the in-flight bounds; after anything else, no (the loop looks at its
-// channels first).
-func (p *pipeline) event(ev kafka.Event) (more bool, err error) {
+// event applies one event from librdkafka, fetched at at, and reports
+// whether the fetch loop may take the next one at once: after a record
+// there was room under the in-flight bounds; after anything else, no (the
+// loop looks at its channels first).
+func (p *pipeline) event(ev kafka.Event, at time.Time) (more bool, err error) {
 	switch ev := ev.(type) {
 	case *kafka.Message:
-		return p.handle(ev), nil
+		return p.handle(ev, at), nil
 	case kafka.PartitionEOF:
 		p.partitionEOF(ev)
 	case kafka.Error:
