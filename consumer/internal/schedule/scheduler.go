@@ -1,9 +1,6 @@
 package schedule
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync"
 
 // Scheduler runs jobs of type J on a fixed number of workers, one job at a
 // time each, keeping each key's jobs in order and never two of one key at
@@ -16,17 +13,6 @@ type Scheduler[K comparable, J any] struct {
 	closed bool
 	run    func(J)
 	wg     sync.WaitGroup
-
-	// A newly ready key wakes an idle worker only if no worker is on its
-	// way to the ready list already (wakeLocked): with short jobs a
-	// worker is back for the next key before a woken one would be
-	// running, and each wake costs a futex call and a context switch on
-	// both sides. idle workers wait in cond; woken of them were
-	// signalled and have not looked at the ready list yet (both under
-	// mu); returning workers are back from a job and about to (counted
-	// outside mu, so that the worker counts before it waits for the lock).
-	idle, woken int
-	returning   atomic.Int32
 }
 
 // New starts workers that call run for each job.
@@ -51,19 +37,9 @@ func (s *Scheduler[K, J]) SubmitBounded(k K, j J, keep int) bool {
 	defer s.mu.Unlock()
 	q, ready := s.enqueueLocked(k, j, keep)
 	if ready {
-		s.wakeLocked()
-	}
-	return q != nil
-}
-
-// wakeLocked wakes an idle worker for a newly ready key, unless the
-// workers on their way to the ready list (woken or returning) are as many
-// as the ready keys: each of them takes one.
-func (s *Scheduler[K, J]) wakeLocked() {
-	if s.idle > s.woken && s.woken+int(s.returning.Load()) < len(s.ready) {
-		s.woken++
 		s.cond.Signal()
 	}
+	return q != nil
 }
 
 func (s *Scheduler[K, J]) work() {
@@ -71,12 +47,7 @@ func (s *Scheduler[K, J]) work() {
 	s.mu.Lock()
 	for {
 		for len(s.ready) == 0 && !s.closed {
-			s.idle++
 			s.cond.Wait()
-			s.idle--
-			if s.woken > 0 { // else Close's broadcast woke it
-				s.woken--
-			}
 		}
 		if s.closed {
 			s.mu.Unlock()
@@ -88,10 +59,8 @@ func (s *Scheduler[K, J]) work() {
 
 		s.run(j)
 
-		s.returning.Add(1)
 		s.mu.Lock()
-		s.doneLocked(q) // counts this worker among the returning ones
-		s.returning.Add(-1)
+		s.doneLocked(q)
 	}
 }
 
@@ -123,7 +92,7 @@ func (s *Scheduler[K, J]) Done(k K) {
 // jobs, else forgotten, and its queue kept for a new key.
 func (s *Scheduler[K, J]) doneLocked(q *keyQueue[K, J]) {
 	if s.requeueLocked(q) {
-		s.wakeLocked()
+		s.cond.Signal()
 		return
 	}
 	s.spareLocked(q)
