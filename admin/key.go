@@ -171,12 +171,6 @@ func (g *Group) DescribeKey(ctx context.Context, q KeyQuery) (KeyInfo, error) {
 		info.Range = kr
 		break
 	}
-	for _, s := range snap.Stuck {
-		if s.Topic == q.Topic && s.Partition == info.Partition && s.Key == textsafe.Bytes(q.Key) {
-			info.Stuck = &KeyStuck{Offset: s.Offset, Member: s.Member, Since: s.Since, Attempts: s.Attempts, Error: textsafe.Escape(s.Error)}
-		}
-	}
-
 	if len(q.Key) <= state.MaxKeyOpKeyBytes {
 		op, ok, err := coord.ReadKeyOp(ctx, g.cli, g.group, q.Topic, info.Partition, q.Key)
 		if err != nil {
@@ -204,6 +198,19 @@ func (g *Group) DescribeKey(ctx context.Context, q KeyQuery) (KeyInfo, error) {
 	found, err := g.scanKey(ctx, q, info.Partition, &info.Scan, q.MaxScan)
 	if err != nil {
 		return KeyInfo{}, err
+	}
+	// A stuck report names its record's key only as shown, cut at
+	// textsafe.MaxKey bytes, so two long keys can read the same in it: a
+	// stuck record the scan read is this key's only if the scan found it
+	// among the key's.
+	for _, s := range snap.Stuck {
+		if s.Topic != q.Topic || s.Partition != info.Partition || s.Key != textsafe.Bytes(q.Key) {
+			continue
+		}
+		if s.Offset >= info.Scan.From && s.Offset < info.Scan.Stop && !slices.Contains(found, s.Offset) {
+			continue
+		}
+		info.Stuck = &KeyStuck{Offset: s.Offset, Member: s.Member, Since: s.Since, Attempts: s.Attempts, Error: textsafe.Escape(s.Error)}
 	}
 	// With ledger state, a record of the key is pending unless the
 	// segment counts it done; without, none is known done.

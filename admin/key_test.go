@@ -3,6 +3,7 @@ package admin_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -142,6 +143,50 @@ func TestDescribeKey(t *testing.T) {
 	defer other.Close()
 	if _, err := other.DescribeKey(ctx, admin.KeyQuery{Topic: "orders", Key: []byte("k"), Partition: -1}); !errors.Is(err, admin.ErrUnknownGroup) {
 		t.Errorf("unknown group: got %v, want ErrUnknownGroup", err)
+	}
+}
+
+// TestDescribeKeyLongKeysAlike: a stuck report names its record's key as
+// shown, cut at textsafe.MaxKey bytes, so two long keys of one partition
+// that differ only past the cut read the same in it. Only the stuck key is
+// described as stuck; the other, handled, is not.
+func TestDescribeKeyLongKeysAlike(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	cli, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
+	head := strings.Repeat("customer/", 40) // 360 bytes, past the cut
+	stuck, handled := []byte(head+"A"), []byte(head+"B")
+	var recs []testutil.Record
+	for i := range 5 {
+		recs = append(recs, testutil.Record{Key: handled, Value: fmt.Appendf(nil, "b%d", i)}, testutil.Record{Key: stuck, Value: fmt.Appendf(nil, "a%d", i)})
+	}
+	testutil.Produce(t, k.Brokers, "orders", recs)
+	startMember(t, e.Endpoints, k.Brokers, "m1", func(_ context.Context, m *kafka.Message) error {
+		if string(m.Key) == string(stuck) {
+			return errors.New("refused")
+		}
+		return nil
+	})
+	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := t.Context()
+	var info admin.KeyInfo
+	testutil.WaitFor(t, "the first key reported stuck", 30*time.Second, func() bool {
+		info, err = g.DescribeKey(ctx, admin.KeyQuery{Topic: "orders", Key: stuck, Partition: 0})
+		return err == nil && info.Stuck != nil
+	})
+	if info.Stuck.Offset != 1 {
+		t.Errorf("stuck at offset %d, want 1 (the stuck key's first record)", info.Stuck.Offset)
+	}
+	info, err = g.DescribeKey(ctx, admin.KeyQuery{Topic: "orders", Key: handled, Partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Stuck != nil {
+		t.Errorf("the handled key is described as stuck at offset %d: the report is the other key's, which reads the same when cut", info.Stuck.Offset)
 	}
 }
 
