@@ -1,17 +1,21 @@
 package admin_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/keyshare/keyshare/admin"
+	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -109,4 +113,83 @@ func testReplayKey(t *testing.T, batch bool) {
 			t.Errorf("%s handled at %v, want %v", key, handled.of(key), offs)
 		}
 	}
+}
+
+// TestReplayOfDeletedRecords: a key is replayed from a record that is
+// deleted before any member reads it (the group stopped; DeleteRecords
+// moves the log start past it). The member that runs the replay says
+// which records it could not read, replays the key's records from the log
+// start on, each once, and finishes the operation.
+func TestReplayOfDeletedRecords(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	cli, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
+	recs := testutil.KeyedRecords(40, 4)
+	offsets := keyOffsets(recs, testutil.Produce(t, k.Brokers, "orders", recs))
+	var first handledLog
+	stop := startMember(t, e.Endpoints, k.Brokers, "m1", func(_ context.Context, m *kafka.Message) error {
+		first.add(m)
+		return nil
+	})
+	testutil.WaitFor(t, "the commit at the end", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == 40
+	})
+	stop()
+
+	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	from, logStart := offsets["key-3"][1], offsets["key-3"][5]
+	q := admin.KeyQuery{Topic: "orders", Key: []byte("key-3"), Partition: 0}
+	if _, err := g.ReplayKey(t.Context(), admin.ReplayRequest{KeyQuery: q, From: from, By: "ops@test"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.DeleteRecords("orders", 0, logStart); err != nil {
+		t.Fatal(err)
+	}
+
+	var logs syncBuffer
+	var replayed handledLog
+	startMember(t, e.Endpoints, k.Brokers, "m2", func(_ context.Context, m *kafka.Message) error {
+		replayed.add(m)
+		return nil
+	}, func(c *consumer.Config) {
+		c.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
+	})
+	testutil.WaitFor(t, "the replay done", 30*time.Second, func() bool { return countKeyOps(t, cli) == 0 })
+	want := fmt.Sprintf("deleted_from=%d log_start=%d", from, logStart)
+	if !strings.Contains(logs.String(), "were deleted before they were read") || !strings.Contains(logs.String(), want) {
+		t.Errorf("m2's log does not say that records from %d to %d could not be read (want %q):\n%s", from, logStart, want, logs.String())
+	}
+	got := replayed.of("key-3")
+	var after []int64
+	for _, o := range offsets["key-3"] {
+		if o >= logStart {
+			after = append(after, o)
+		}
+	}
+	if !slices.Equal(got, after) {
+		t.Errorf("key-3 replayed at %v, want its records from the log start %d on, each once: %v", got, logStart, after)
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a logger may write from several
+// goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -210,7 +210,7 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 	if r.Op == state.KeyOpReplay {
 		source, stop, what = t.Topic, r.ReplayTo, "replaying a key: handling its records again before its next live one"
 	}
-	rd, err := p.c.newPreludeReader(source, t.Partition, r.Next, stop)
+	rd, err := p.c.newPreludeReader(p.log.With("key", textsafe.Bytes(key), "operation", r.Op, "for_topic", t.Topic), source, t.Partition, r.Next, stop)
 	if err != nil {
 		return err
 	}

@@ -5,12 +5,14 @@ import (
 	"fmt"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
 )
 
 // preludeReader reads one partition from an offset to stop, or with stop
 // -1, to its end.
 type preludeReader struct {
 	kc        *kafka.Consumer
+	log       hclog.Logger
 	topic     string
 	partition int32
 	pos       int64 // the next offset to read
@@ -18,7 +20,9 @@ type preludeReader struct {
 	stop      int64
 }
 
-func (c *Consumer) newPreludeReader(topic string, partition int32, from, stop int64) (*preludeReader, error) {
+// newPreludeReader reads topic/partition from from to stop (-1: its end),
+// logging to log what it cannot read.
+func (c *Consumer) newPreludeReader(log hclog.Logger, topic string, partition int32, from, stop int64) (*preludeReader, error) {
 	cm := kafka.ConfigMap{}
 	for k, v := range c.cfg.Kafka {
 		cm[k] = v
@@ -27,7 +31,9 @@ func (c *Consumer) newPreludeReader(topic string, partition int32, from, stop in
 	cm["enable.auto.commit"] = false
 	cm["enable.auto.offset.store"] = false
 	cm["enable.partition.eof"] = true
-	cm["auto.offset.reset"] = "earliest"
+	// Records deleted before they were read are not skipped quietly:
+	// with "error" librdkafka reports them and stops (skipDeleted).
+	cm["auto.offset.reset"] = "error"
 	delete(cm, "go.logs.channel.enable")
 	kc, err := kafka.NewConsumer(&cm)
 	if err != nil {
@@ -37,7 +43,7 @@ func (c *Consumer) newPreludeReader(topic string, partition int32, from, stop in
 		_ = kc.Close()
 		return nil, fmt.Errorf("consumer: read %s/%d: %w", topic, partition, err)
 	}
-	return &preludeReader{kc: kc, topic: topic, partition: partition, pos: from, end: -1, stop: stop}, nil
+	return &preludeReader{kc: kc, log: log, topic: topic, partition: partition, pos: from, end: -1, stop: stop}, nil
 }
 
 func (r *preludeReader) close() { _ = r.kc.Close() }
@@ -84,6 +90,32 @@ func (r *preludeReader) next(ctx context.Context) (*kafka.Message, error) {
 			if e.IsFatal() {
 				return nil, e
 			}
+			if e.Code() == kafka.ErrAutoOffsetReset {
+				if err := r.skipDeleted(); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
+}
+
+// skipDeleted goes on from the log's start after the records from r.pos
+// were deleted (retention, or a DeleteRecords) before they were read:
+// nothing can handle them any more, and the log says which they were.
+func (r *preludeReader) skipDeleted() error {
+	low, _, err := r.kc.QueryWatermarkOffsets(r.topic, r.partition, 10_000)
+	if err != nil {
+		return fmt.Errorf("consumer: the log start of %s/%d: %w", r.topic, r.partition, err)
+	}
+	if low <= r.pos {
+		return fmt.Errorf("consumer: %s/%d has no offset %d (log start %d), and Kafka says it is out of range", r.topic, r.partition, r.pos, low)
+	}
+	r.log.Error("records to read were deleted before they were read (retention or a deletion): they cannot be handled; reading on from the log start",
+		"topic", r.topic, "partition", r.partition, "deleted_from", r.pos, "log_start", low)
+	r.pos = low
+	topic := r.topic
+	if err := r.kc.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: r.partition, Offset: kafka.Offset(low)}}); err != nil {
+		return fmt.Errorf("consumer: read %s/%d: %w", r.topic, r.partition, err)
+	}
+	return nil
 }
