@@ -347,6 +347,60 @@ func TestOlderAssignmentIgnored(t *testing.T) {
 	}
 }
 
+// TestRangeTakenEndsPrelude: a key's prelude (an unpark's or a replay's,
+// prelude.go) runs on a range that a newer assignment gives to another
+// member without a revoke first (this member's session was thought gone).
+// The prelude is cancelled with the range's records, not left handling
+// the key beside its new owner; one on a range still owned runs on.
+func TestRangeTakenEndsPrelude(t *testing.T) {
+	testutil.RequireKfake(t, "assignments applied from etcd; the kfake run covers it")
+	r := newRigWith(t, func(context.Context, *kafka.Message) error { return nil }, false, rigOptions{partitions: 2})
+	read := func() state.Assignment {
+		snap, err := coord.ReadSnapshot(t.Context(), r.cli, r.group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.AssignmentOf("m")
+	}
+	r.put(r.full(state.StateActive), initialized(0))
+	kept := r.full(state.StateActive)
+	kept.Partition = 1
+	r.put(kept, initialized(0))
+	if err := r.p.reconcile(read()); err != nil {
+		t.Fatal(err)
+	}
+	r.p.mu.Lock()
+	n := len(r.p.mu.ranges)
+	r.p.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("setup: the member owns %d ranges, want both partitions'", n)
+	}
+	start := func(partition int32) context.Context {
+		ctx, cancel := context.WithCancel(t.Context())
+		r.p.mu.Lock()
+		defer r.p.mu.Unlock()
+		pt := tp{Topic: rigTopic, Partition: partition}
+		if r.p.mu.preludes[pt] == nil {
+			r.p.mu.preludes[pt] = make(map[*preludeRun]uint32)
+		}
+		r.p.mu.preludes[pt][&preludeRun{cancel: cancel}] = ledger.Hash([]byte("key-3"), 0)
+		return ctx
+	}
+	taken, other := start(0), start(1)
+	moved := r.full(state.StateActive)
+	moved.Owner = "other"
+	r.put(moved, nil)
+	if err := r.p.reconcile(read()); err != nil {
+		t.Fatal(err)
+	}
+	if taken.Err() == nil {
+		t.Error("the prelude of a key whose range went to another member runs on")
+	}
+	if other.Err() != nil {
+		t.Error("the prelude of a key of a range still owned was cancelled")
+	}
+}
+
 // slowFirst returns a handler that counts runs and holds the record with key
 // "slow" until release is closed or its context ends.
 func slowFirst(rn *runs, started chan struct{}, release <-chan struct{}) Handler {

@@ -71,6 +71,17 @@ func (p *pipeline) apply(a state.Assignment, starts map[tp]int64) ([]tp, error) 
 			p.mu.untrack(j)
 		}
 	}
+	// A key's prelude (prelude.go) on hash space no longer owned ends as
+	// its records do: a range given away without a revoke has no drain to
+	// end it, and its new owner runs the key's operation from its last
+	// progress.
+	for t, runs := range p.mu.preludes {
+		for run, h := range runs {
+			if !ownsHash(p.mu.byTP, t, h) {
+				run.cancel()
+			}
+		}
+	}
 	for _, d := range res.drains {
 		p.goFunc(func() { p.drain(d.w, d.seq, received, d.budget) })
 	}
