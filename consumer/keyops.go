@@ -166,7 +166,9 @@ func (p *pipeline) watchKeyOps() {
 		}
 		var passed []coord.KeyOp
 		p.mu.Lock()
-		for _, op := range p.sess.KeyOps() {
+		ops := p.sess.KeyOps()
+		p.forgetWrittenLocked(ops)
+		for _, op := range ops {
 			r := op.Record
 			if r.Op == state.KeyOpUnpark || r.Op == state.KeyOpReplay {
 				p.startPreludeLocked(op)
@@ -193,6 +195,27 @@ func (p *pipeline) watchKeyOps() {
 		p.mu.Unlock()
 		for _, op := range passed {
 			p.dropPassedSkip(p.ctx, op, "the ledger counts the record handled")
+		}
+	}
+}
+
+// forgetWrittenLocked drops this member's last write revisions
+// (keyOpWritten, prelude.go) of the operations the watch no longer holds,
+// held being what it holds: once the watch has brought an operation's
+// deletion, no older copy of it can come, so none is left to tell apart
+// (a later operation of the key comes at a later revision). Without it
+// the map would keep an entry for every operation the member ever ran.
+func (p *pipeline) forgetWrittenLocked(held []coord.KeyOp) {
+	if len(p.mu.keyOpWritten) == 0 {
+		return
+	}
+	names := make(map[string]bool, len(held))
+	for _, op := range held {
+		names[op.Name] = true
+	}
+	for name := range p.mu.keyOpWritten {
+		if !names[name] {
+			delete(p.mu.keyOpWritten, name)
 		}
 	}
 }

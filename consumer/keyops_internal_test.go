@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"maps"
 	"slices"
 	"testing"
 
@@ -53,5 +54,21 @@ func TestFlushedSkips(t *testing.T) {
 	}
 	if !slices.Equal(names(queued), []string{"fenced"}) {
 		t.Errorf("skips waiting for the next flush %v, want [fenced]", names(queued))
+	}
+}
+
+// TestForgetWritten: the member's last write revision of an operation is
+// kept while the watch holds the operation, and dropped once it does not.
+func TestForgetWritten(t *testing.T) {
+	t.Parallel()
+	p := &pipeline{}
+	p.mu.keyOpWritten = map[string]int64{"done": 7, "running": 9}
+	p.forgetWrittenLocked([]coord.KeyOp{{Name: "running", Rev: 8}, {Name: "other", Rev: 3}})
+	if want := map[string]int64{"running": 9}; !maps.Equal(p.mu.keyOpWritten, want) {
+		t.Errorf("written revisions %v, want %v: the finished operation's dropped, the running one's kept", p.mu.keyOpWritten, want)
+	}
+	p.forgetWrittenLocked(nil)
+	if len(p.mu.keyOpWritten) != 0 {
+		t.Errorf("written revisions %v after the watch holds nothing, want none", p.mu.keyOpWritten)
 	}
 }
