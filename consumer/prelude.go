@@ -116,7 +116,9 @@ func (p *pipeline) preludeFirst(ctx context.Context, t tp, key []byte, live int6
 }
 
 // prelude handles op's records of key from op.Record.Next to the parking
-// partition's end (an unpark) or to ReplayTo (a replay), then deletes op.
+// partition's end (an unpark) or, for a replay, to ReplayTo or the key's
+// first record the ledger does not count handled, whichever comes first
+// (the key's next live record), then deletes op.
 func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp, live int64) error {
 	h := ledger.Hash(key, 0)
 	k := jobKey{topic: t.Topic, partition: t.Partition, key: string(key)}
@@ -125,6 +127,11 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 	replayTo := op.Record.ReplayTo
 	if w != nil && op.Record.Op == state.KeyOpReplay && replayTo == 0 {
 		pos, known := p.mu.pos[t]
+		// Records the range's ledger counts handled above the fetch
+		// position (done by a previous owner, not fetched again yet) are
+		// the key's too: the bound reaches past them, and the loop below
+		// stops at the key's first record not handled.
+		pos = max(pos, ledgerNext(w, h))
 		var ok bool
 		if replayTo, ok = replayBound(live, p.keyDispatchedLocked(t, k), pos, known, op.Record.Next); !ok {
 			p.mu.Unlock()
@@ -226,7 +233,12 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		if !ok {
 			return errNotOwner
 		}
-		if m == nil { // the end of the parking partition
+		// mine: a record of the operation's key (parkedOf gives a parked
+		// one its origin's place).
+		mine := m != nil && (r.Op == state.KeyOpUnpark && parkedOf(m, t, key) || r.Op == state.KeyOpReplay && m.Key != nil && string(m.Key) == string(key))
+		if m == nil || mine && r.Op == state.KeyOpReplay && !p.handledHere(t, h, int64(m.TopicPartition.Offset)) {
+			// The end of the parking partition, of the replay's bound, or
+			// the key's next live record.
 			rev, err := p.sess.FinishKeyOp(ctx, op, rs)
 			if err != nil {
 				return err
@@ -238,7 +250,7 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 				"key", textsafe.Bytes(key), "handled", handled, "from_topic", source, "up_to", rd.pos)
 			return nil
 		}
-		if r.Op == state.KeyOpUnpark && !parkedOf(m, t, key) || r.Op == state.KeyOpReplay && (m.Key == nil || string(m.Key) != string(key)) {
+		if !mine {
 			continue
 		}
 		if err := p.c.handleAlone(ctx, m); err != nil {
@@ -254,6 +266,26 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		p.mu.keyOpWritten[op.Name] = op.Rev
 		p.mu.Unlock()
 	}
+}
+
+// ledgerNext is the offset from which range w's ledger has seen no record
+// with hash h (its segment's Next).
+func ledgerNext(w *owned, h uint32) int64 {
+	for _, s := range w.st.Entry().Segments {
+		if s.Range().Contains(h) {
+			return s.Next
+		}
+	}
+	return 0
+}
+
+// handledHere reports whether the ledger of the range of t this member
+// works on counts the record at o with hash h handled.
+func (p *pipeline) handledHere(t tp, h uint32, o int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.workingRangeLocked(t, h)
+	return w != nil && doneIn(w.st.Entry(), o, h)
 }
 
 // parkedOf reports whether m, read from a parking topic, is a parked
@@ -376,9 +408,11 @@ func (p *pipeline) advance(ctx context.Context, op coord.KeyOp, rec state.KeyOpR
 
 // replayBound is where a replay that has no bound yet stops: at the key's
 // next live record, the one about to run (live; -1 for none), or with no
-// record of the key dispatched, the partition's next fetch position pos
-// (every record of the key below it is handled); never below the replay's
-// progress next. ok is false when the bound is not this caller's to set:
+// record of the key dispatched, pos: the partition's next fetch position
+// (every record of the key below it is handled) or, if higher, where the
+// range's ledger has seen no record (below it the replay stops earlier, at
+// the key's first record not handled); never below the replay's progress
+// next. ok is false when the bound is not this caller's to set:
 // a record of the key is queued (its worker sets it) or the position is
 // not known yet.
 func replayBound(live int64, dispatched bool, pos int64, known bool, next int64) (bound int64, ok bool) {
