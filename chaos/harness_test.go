@@ -44,6 +44,9 @@ const (
 	flushInterval = 500 * time.Millisecond
 	maxInFlight   = 1000
 	maxUnflushed  = 10000
+	// maxDupSamples duplicates are described in a row's failure.
+	maxDupSamples = 10
+	stamp         = "15:04:05.000"
 )
 
 // bin is the binary the members run, built once: keyshare-bench, whose
@@ -679,6 +682,7 @@ type result struct {
 	Lost             int // acknowledged, never handled, not reported lost
 	LostToRetention  int // deleted from Kafka before it was handled, and reported
 	Duplicates       int
+	DupSamples       []string // the first duplicates, who ran each and when
 	WorstPerFault    int
 	OrderViolations  int
 	CommitRegression int
@@ -745,14 +749,21 @@ func (e *env) check(row string, bound int) result {
 		o int64
 	}
 	first := map[id]time.Time{}
+	firstBy := map[id]handledLine{}
 	seqs := map[string][]int{}
 	for _, l := range lines {
 		k := id{l.Partition, l.Offset}
 		if _, seen := first[k]; seen {
 			r.Duplicates++
+			if len(r.DupSamples) < maxDupSamples {
+				f := firstBy[k]
+				r.DupSamples = append(r.DupSamples, fmt.Sprintf("%d/%d %s: %s started %s ended %s, again %s started %s ended %s",
+					l.Partition, l.Offset, l.Key, f.Member, f.Start.Format(stamp), f.Time.Format(stamp), l.Member, l.Start.Format(stamp), l.Time.Format(stamp)))
+			}
 			continue
 		}
 		first[k] = l.Time
+		firstBy[k] = l
 		_, s, _ := strings.Cut(l.Value, ":")
 		n, _ := strconv.Atoi(s)
 		pk := fmt.Sprintf("%d/%s", l.Partition, l.Key)

@@ -549,7 +549,8 @@ func runRow(t *testing.T, r row, long bool) result {
 		e.dumpLogs()
 	}
 	if res.WorstPerFault > bound || (r.graceful && res.Duplicates > 0) {
-		t.Errorf("duplicates over the bound: %s", res)
+		t.Errorf("duplicates over the bound: %s\n%s", res, strings.Join(res.DupSamples, "\n"))
+		e.dumpLogs()
 	}
 	// Per-key order holds across graceful handoffs and, given lease
 	// expiry, across failovers: no row may see two members run a key at
