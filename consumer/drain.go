@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/state"
 )
 
 // The drain of a revoked range, and its release to the leader.
@@ -22,6 +23,9 @@ import (
 // the record's Since is the leader's wall clock and says nothing here. seq is the drain's number
 // (w.drains when it started): if the leader takes the revoke back, or a
 // later revoke started another drain, this one stops without releasing.
+// A take-back that comes while the release is on its way waits for its
+// answer (releaseOf); a release fenced because the leader moved on waits
+// for the member's view to show how.
 func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Duration) {
 	deadline := received.Add(budget)
 	timer := time.AfterFunc(time.Until(deadline), func() {
@@ -49,14 +53,13 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 		p.mu.Unlock()
 		return
 	}
-	written := w.inEtcd()
 	if n := p.abandonLocked(w); n > 0 {
 		p.log.Warn("drain budget spent with records in flight; cancelled, they will run again on the next owner", "range", w.st.Range().String(), "in_flight", n, "budget", budget)
 	}
-	rel := coord.RangeRelease{Range: w.rs, Final: w.st.Entry(), Losses: slices.Clone(w.losses), Written: written}
+	rel := releaseOf(w)
 	p.mu.Unlock()
 
-	for p.ctx.Err() == nil {
+	for {
 		// The drains of ranges revoked together (a leave, a scale-out)
 		// finish together; coord batches their concurrent Release calls
 		// into a few transactions, each range still fenced on its own.
@@ -65,33 +68,69 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 			p.c.handoffSeconds.Observe(time.Since(received).Seconds())
 			p.c.metrics.retentionLosses.Add(int64(len(rel.Losses)))
 		}
-		if err == nil || errors.Is(err, coord.ErrFenced) {
-			p.mu.Lock()
-			wanted := current()
+		p.mu.Lock()
+		w.releasing = false
+		var fenced *coord.FencedError
+		switch {
+		case err == nil || errors.As(err, &fenced) && fenced.Session:
+			// Released; or the session is gone, and every range with it.
 			if err != nil {
-				p.log.Log(releaseFencedLevel(err, wanted), "release fenced", "range", rel.Range.Key, "error", err)
+				p.log.Warn("release fenced", "range", rel.Range.Key, "error", err)
 			}
-			if err != nil && !wanted {
-				// Fenced because the leader took the revoke back (or
-				// revoked it again: a newer drain releases it).
-				p.mu.Unlock()
-				return
-			}
-			if p.mu.ranges[rel.Range.Key] == w {
-				p.mu.rangeTable.dropReleased(w)
-			}
+			p.mu.rangeTable.dropReleased(w)
 			p.mu.Unlock()
 			return
-		}
-		if p.ctx.Err() != nil {
+		case p.ctx.Err() != nil:
 			// The member has stopped: leaving, it stops once its ranges
 			// are handed over, which its view can see before this call
 			// returns (a handoff plan, coord/handoff.go).
+			p.mu.Unlock()
+			return
+		case fenced != nil:
+			// The leader rewrote the range record after the revoke this
+			// drain answers: it took the revoke back, revoked the range
+			// again, or gave it away. Which one, the member's view shows
+			// once it has the new record; until then the range and its
+			// state stay here (dropping them would lose the completions
+			// the release carried, and a range taken back would load its
+			// older state from etcd and run those records again).
+			for current() && w.rs.Rev == rel.Range.Rev {
+				p.mu.cond.Wait()
+			}
+			p.log.Debug("release fenced", "range", rel.Range.Key, "error", err)
+		default:
+			p.log.Warn("release", "range", rel.Range.Key, "error", err)
+			p.mu.Unlock()
+			sleep(p.ctx, 200*time.Millisecond)
+			p.mu.Lock()
+		}
+		if !current() {
+			p.mu.Unlock() // given away, taken back, or the member stopping
 			return
 		}
-		p.log.Warn("release", "range", rel.Range.Key, "error", err)
-		sleep(p.ctx, 200*time.Millisecond)
+		if w.rs.Record.State != state.StateRevoking {
+			// Taken back while the release was on its way: reconcile
+			// kept the range revoking until now, and applies the
+			// take-back to the assignment read again (or starts a new
+			// drain if a revoke comes first).
+			w.draining = false
+			p.mu.Unlock()
+			poke(p.resync)
+			return
+		}
+		rel = releaseOf(w) // revoked again, or the write failed: release the range as it stands now
+		p.mu.Unlock()
 	}
+}
+
+// releaseOf is the release of revoking range w as the member holds it,
+// marking w as releasing: until the release is answered no record of w may
+// run, even if the leader takes the revoke back (reconcileTable), because
+// the release carries w's state as of now and the next owner would run
+// again what ran after it. The caller holds p.mu.
+func releaseOf(w *owned) coord.RangeRelease {
+	w.releasing = true
+	return coord.RangeRelease{Range: w.rs, Final: w.st.Entry(), Losses: slices.Clone(w.losses), Written: w.inEtcd()}
 }
 
 // abandonLocked cancels the records of revoking range w still in flight

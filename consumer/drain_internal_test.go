@@ -144,3 +144,71 @@ func TestDrainCancelsBeforeRelease(t *testing.T) {
 		})
 	}
 }
+
+// TestReleaseFencedByTakeBack: the leader takes a revoke back just as the
+// range's release is sent, so etcd refuses the release (the range record
+// has moved on) before the member's view has the new record. The member
+// must keep the range with the completions the release carried: a record
+// handled after the last flush runs once, not again from the older state
+// in etcd.
+func TestReleaseFencedByTakeBack(t *testing.T) {
+	testutil.RequireKfake(t, "the pipeline's drain, revoke and release against etcd, which the broker only feeds with records; the kfake run covers it")
+	testutil.ParallelOnKfake(t)
+	rn := newRuns()
+	gate := make(chan struct{})
+	const last = 9 // the record handled during the drain, after the revoke's flush
+	h := func(ctx context.Context, m *kafka.Message) error {
+		o := int64(m.TopicPartition.Offset)
+		rn.start(o)
+		if o == last {
+			<-gate
+		}
+		rn.finish(o)
+		return nil
+	}
+	var (
+		r        *rig
+		mu       sync.Mutex
+		takeBack int64 // the revision of the record taking the revoke back
+	)
+	before := func(ops []clientv3.Op) {
+		if !releases(ops) {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if takeBack == 0 {
+			takeBack = r.put(r.full(state.StateActive), nil)
+		}
+	}
+	r = newRigWith(t, h, true, rigOptions{
+		kv: func(kv clientv3.KV) clientv3.KV { return txnHook{KV: kv, before: before} },
+		mutate: func(c *Config) {
+			c.FlushInterval = time.Hour // only the flushes a revoke or a new range asks for
+		},
+	})
+	r.put(r.full(state.StateActive), initialized(0))
+	testutil.Produce(t, r.k.Brokers, rigTopic, testutil.KeyedRecords(last+1, last+1))
+	testutil.WaitFor(t, "the records before the last handled", 20*time.Second, func() bool { return rn.doneCount() == last })
+
+	rev := r.full(state.StateRevoking)
+	rev.Target, rev.DrainMs = "other", 10000
+	r.put(rev, nil)
+	testutil.WaitFor(t, "the revoke applied and flushed", 20*time.Second, func() bool {
+		return r.owned(func(w *owned) bool { return w != nil && w.revoking && w.inEtcd() })
+	})
+	close(gate) // the last record completes in memory only; the drain releases it
+	testutil.WaitFor(t, "the revoke taken back", 20*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return takeBack != 0 && r.owned(func(w *owned) bool { return w != nil && !w.revoking && w.rs.Rev >= takeBack })
+	})
+	testutil.Produce(t, r.k.Brokers, rigTopic, testutil.KeyedRecords(1, 1))
+	testutil.WaitFor(t, "the range's watermark past the new record", 20*time.Second, func() bool {
+		return r.owned(func(w *owned) bool { return w != nil && w.st.Watermark() == last+2 })
+	})
+	rn.twice(t)
+	if got := r.stored().Record.State; got != state.StateActive {
+		t.Errorf("the range record is %s, want active (the revoke was taken back)", got)
+	}
+}

@@ -27,6 +27,10 @@ type owned struct {
 	// above it means an operator reset the range, and st is stale.
 	reset    int64
 	draining bool // a drainer goroutine is releasing it
+	// releasing: the drain's release is on its way to etcd, carrying st
+	// as it stood. The range stays revoking until it is answered, even if
+	// the leader takes the revoke back meanwhile (drain.go, releaseOf).
+	releasing bool
 	// fresh: acquired (handed over, failed over, or new) and no state
 	// written since that moves its watermark. That state is flushed at
 	// once (flush.go), not at the next flush interval: a moved range's
@@ -123,7 +127,7 @@ type rangeTable struct {
 	assigned map[tp]bool       // partitions the fetcher fetches
 	pos      map[tp]int64      // next offset the fetcher will deliver
 	// released holds the ranges this member's drains have released (or
-	// found fenced), by range key, with the record revision they were
+	// lost with the session), by range key, with the record revision they were
 	// released at, until an assignment no longer lists that record. The
 	// fetch loop may be applying an assignment read before the release
 	// (assignments of a large leave come one after the other while drains
@@ -132,6 +136,8 @@ type rangeTable struct {
 	// and an etcd transaction each: about 600 of 2,048 ranges in a
 	// P = 4,096 leave).
 	released map[string]int64
+	// leaving: the member is leaving the group, and takes no revoke back.
+	leaving bool
 }
 
 func newRangeTable() rangeTable {
@@ -145,7 +151,7 @@ func newRangeTable() rangeTable {
 }
 
 // dropReleased takes w out of the table once its drain has released it (or
-// found it fenced: it is no longer this member's either way).
+// found the session gone: it is no longer this member's either way).
 func (t *rangeTable) dropReleased(w *owned) {
 	if t.ranges[w.rs.Key] != w {
 		return
@@ -278,6 +284,15 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a state.Assignmen
 		wasRevoking := w.revoking
 		w.rs = r
 		w.revoking = r.Record.State == state.StateRevoking
+		if wasRevoking && !w.revoking && (w.releasing || t.leaving) {
+			// Not taken back yet: a release on its way may still be
+			// written, and its final state would miss any record run
+			// from now on (its drain applies the take-back once the
+			// release is refused). A leaving member's every range shows
+			// as revoking (coord), so an assignment that shows one
+			// active was read before the leave.
+			w.revoking = true
+		}
 		if wasRevoking && !w.revoking {
 			seek[pt] = true // it observed nothing while revoking: fetch again from its watermark
 			if w.draining {

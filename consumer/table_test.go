@@ -145,6 +145,43 @@ func TestReconcileTable(t *testing.T) {
 		}
 	})
 
+	t.Run("a revoke is not taken back while the range's release is on its way, nor once the member leaves", func(t *testing.T) {
+		for _, tc := range []struct {
+			name               string
+			releasing, leaving bool
+		}{{"releasing", true, false}, {"leaving", false, true}} {
+			t.Run(tc.name, func(t *testing.T) {
+				tab := newRangeTable()
+				log := hclog.NewNullLogger()
+				reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 1, 10)), nil, time.Second, log)
+				tab.pos[tpOf(0)] = 100
+				res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, ledger.HashSpace, state.StateRevoking, 2, 10)), nil, time.Second, log)
+				w := res.drains[0].w
+				w.releasing, tab.leaving = tc.releasing, tc.leaving
+				res = reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 3, 10)), nil, time.Second, log)
+				if !w.revoking || !w.draining || len(res.drains) > 0 || !res.fetch.empty() {
+					t.Fatalf("the revoke was taken back: revoking %v, draining %v, drains %d, fetch %+v", w.revoking, w.draining, len(res.drains), res.fetch)
+				}
+				if w.rs.Rev != 3 {
+					t.Fatalf("the range's record is at revision %d, want 3 (the drain looks at it)", w.rs.Rev)
+				}
+				if tc.leaving {
+					return
+				}
+				// The release refused, the drain lets go (drain.go) and the
+				// assignment read again takes the revoke back.
+				w.releasing, w.draining = false, false
+				res = reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 3, 10)), nil, time.Second, log)
+				if w.revoking || len(res.drains) > 0 {
+					t.Fatalf("after the release was refused: revoking %v, drains %d", w.revoking, len(res.drains))
+				}
+				if got := offsets(append(res.fetch.assign, res.fetch.seek...)); !slices.Equal(got, []string{"0@10"}) {
+					t.Fatalf("fetch %+v, want partition 0 from 10", res.fetch)
+				}
+			})
+		}
+	})
+
 	t.Run("a dropped range cancels its in-flight records and stops the fetch", func(t *testing.T) {
 		tab := newRangeTable()
 		log := hclog.NewNullLogger()

@@ -198,6 +198,18 @@ func (s *Session) IsLeader() bool {
 	return s.mu.leader
 }
 
+// Leaving reports whether Leave has been called: from then on every range
+// the member owns is shown as revoking, and an assignment that shows one
+// active was read before the leave.
+func (s *Session) Leaving() bool {
+	select {
+	case <-s.leaving:
+		return true
+	default:
+		return false
+	}
+}
+
 // Updates delivers the member's assignment each time the ranges change. Only
 // the latest is kept: a slow reader skips to the newest.
 func (s *Session) Updates() <-chan state.Assignment { return s.updates }
