@@ -69,11 +69,11 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 			p.c.metrics.retentionLosses.Add(int64(len(rel.Losses)))
 		}
 		p.mu.Lock()
-		w.releasing = false
 		var fenced *coord.FencedError
 		switch {
 		case err == nil || errors.As(err, &fenced) && fenced.Session:
 			// Released; or the session is gone, and every range with it.
+			w.releasing = false
 			if err != nil {
 				p.log.Warn("release fenced", "range", rel.Range.Key, "error", err)
 			}
@@ -86,24 +86,27 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 			// returns (a handoff plan, coord/handoff.go).
 			p.mu.Unlock()
 			return
-		case fenced != nil:
-			// The leader rewrote the range record after the revoke this
-			// drain answers: it took the revoke back, revoked the range
-			// again, or gave it away. Which one, the member's view shows
-			// once it has the new record; until then the range and its
-			// state stay here (dropping them would lose the completions
-			// the release carried, and a range taken back would load its
-			// older state from etcd and run those records again).
-			for current() && w.rs.Rev == rel.Range.Rev {
-				p.mu.cond.Wait()
-			}
-			p.log.Debug("release fenced", "range", rel.Range.Key, "error", err)
-		default:
-			p.log.Warn("release", "range", rel.Range.Key, "error", err)
+		case fenced == nil:
+			// No answer: the release may have been written all the same
+			// (a timeout), so the range stays releasing and the same
+			// release goes again (fenced, if the first one was written).
 			p.mu.Unlock()
+			p.log.Warn("release", "range", rel.Range.Key, "error", err)
 			sleep(p.ctx, 200*time.Millisecond)
-			p.mu.Lock()
+			continue
 		}
+		// Fenced: the leader rewrote the range record after the revoke
+		// this drain answers. It took the revoke back, revoked the range
+		// again, or gave it away; which one, the member's view shows once
+		// it has the new record. Until then the range and its state stay
+		// here: dropping them would lose the completions the release
+		// carried, and a range taken back would load its older state from
+		// etcd and run those records again.
+		w.releasing = false
+		for current() && w.rs.Rev == rel.Range.Rev {
+			p.mu.cond.Wait()
+		}
+		p.log.Debug("release fenced", "range", rel.Range.Key, "error", err)
 		if !current() {
 			p.mu.Unlock() // given away, taken back, or the member stopping
 			return
@@ -118,7 +121,7 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 			poke(p.resync)
 			return
 		}
-		rel = releaseOf(w) // revoked again, or the write failed: release the range as it stands now
+		rel = releaseOf(w) // revoked again: release the range as it stands now
 		p.mu.Unlock()
 	}
 }
