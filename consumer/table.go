@@ -127,14 +127,13 @@ type rangeTable struct {
 	assigned map[tp]bool       // partitions the fetcher fetches
 	pos      map[tp]int64      // next offset the fetcher will deliver
 	// released holds the ranges this member's drains have released (or
-	// lost with the session), by range key, with the record revision they were
-	// released at, until an assignment no longer lists that record. The
+	// lost with the session), by range key, with the record revision they
+	// were released at, until an assignment no longer lists that record. The
 	// fetch loop may be applying an assignment read before the release
 	// (assignments of a large leave come one after the other while drains
 	// release): it still lists the range as revoking, and taking it up
-	// again would drain and release it a second time, fenced (a warning
-	// and an etcd transaction each: about 600 of 2,048 ranges in a
-	// P = 4,096 leave).
+	// again would drain and release it a second time, fenced (an etcd
+	// transaction each: about 600 of 2,048 ranges in a P = 4,096 leave).
 	released map[string]int64
 	// leaving: the member is leaving the group, and takes no revoke back.
 	leaving bool
