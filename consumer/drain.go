@@ -101,8 +101,11 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 		// it has the new record. Until then the range and its state stay
 		// here: dropping them would lose the completions the release
 		// carried, and a range taken back would load its older state from
-		// etcd and run those records again.
+		// etcd and run those records again. The assignment is read again
+		// (at etcd's current revision, where the record differs) so that
+		// the wait ends even if no update was coming.
 		w.releasing = false
+		poke(p.resync)
 		for current() && w.rs.Rev == rel.Range.Rev {
 			p.mu.cond.Wait()
 		}
