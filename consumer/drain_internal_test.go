@@ -212,3 +212,50 @@ func TestReleaseFencedByTakeBack(t *testing.T) {
 		t.Errorf("the range record is %s, want active (the revoke was taken back)", got)
 	}
 }
+
+// TestLeavingTakesNoRevokeBack: once a member leaves, its view shows every
+// range as revoking. An assignment read before the leave and applied after
+// it (a reread's answer, at the same revision) shows the range active; it
+// must not take the revoke back, or the member would run records of a
+// range whose release (under the leader's handoff plan) carries its state
+// from before them.
+func TestLeavingTakesNoRevokeBack(t *testing.T) {
+	testutil.RequireKfake(t, "the pipeline's leave and drain against etcd, which the broker only feeds with records; the kfake run covers it")
+	testutil.ParallelOnKfake(t)
+	gate := make(chan struct{})
+	started := make(chan struct{})
+	var once sync.Once
+	h := func(ctx context.Context, m *kafka.Message) error {
+		once.Do(func() { close(started) })
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	r := newRigWith(t, h, true, rigOptions{})
+	r.put(r.full(state.StateActive), initialized(0))
+	testutil.Produce(t, r.k.Brokers, rigTopic, testutil.KeyedRecords(1, 1))
+	wait(t, "the record's handler", started)
+	before, err := r.sess.ReadAssignment(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.sess.Leave(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the range revoking", 20*time.Second, func() bool {
+		return r.owned(func(w *owned) bool { return w != nil && w.revoking && w.draining })
+	})
+	r.p.reread <- before // applied by the fetch loop, as a reread's answer
+	testutil.WaitFor(t, "the assignment from before the leave applied", 20*time.Second, func() bool {
+		r.p.mu.Lock()
+		defer r.p.mu.Unlock()
+		return r.p.latest.Rev == before.Rev && len(r.p.latest.Ranges) == 1 && r.p.latest.Ranges[0].Record.State == state.StateActive
+	})
+	if !r.owned(func(w *owned) bool { return w != nil && w.revoking && w.draining }) {
+		t.Fatal("a leaving member took its range's revoke back")
+	}
+	close(gate)
+	testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == state.StateReleased })
+}
