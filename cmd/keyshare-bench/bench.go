@@ -22,6 +22,7 @@ import (
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/devcluster"
+	"github.com/keyshare/keyshare/internal/worksleep"
 )
 
 // benchCommand measures keyshare against a vanilla confluent-kafka-go
@@ -289,24 +290,13 @@ func (ms *members) stop() {
 	ms.wg.Wait()
 }
 
-func sleepFor(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // runKeyshare handles the n records already in topic with m members of
 // concurrency each; it returns the time from the first record handled to the
 // last.
 func (c *benchCommand) runKeyshare(topic string, n, m, concurrency int, work func(*kafka.Message) time.Duration) (time.Duration, error) {
 	var s span
 	ms, err := c.startMembers(topic, m, concurrency, "earliest", func(ctx context.Context, msg *kafka.Message) error {
-		if err := sleepFor(ctx, work(msg)); err != nil {
+		if err := worksleep.Sleep(ctx, work(msg)); err != nil {
 			return err
 		}
 		s.hit()
@@ -340,7 +330,7 @@ func (c *benchCommand) runVanilla(topic string, n int, work func(*kafka.Message)
 		if err != nil {
 			return 0, fmt.Errorf("vanilla consumer: %w", err)
 		}
-		time.Sleep(work(m))
+		_ = worksleep.Sleep(context.Background(), work(m))
 		s.hit()
 	}
 	return s.elapsed(), nil

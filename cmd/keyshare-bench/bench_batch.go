@@ -11,6 +11,7 @@ import (
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/internal/loadgen"
+	"github.com/keyshare/keyshare/internal/worksleep"
 )
 
 // batchSink compares the single-record Handler with the BatchHandler at
@@ -129,7 +130,7 @@ func (c *benchCommand) runSink(topic string, reset consumer.OffsetReset, n, size
 		if size == 0 {
 			cfg.Handler = func(ctx context.Context, m *kafka.Message) error {
 				begin()
-				if err := sleepFor(ctx, fixed+per); err != nil {
+				if err := worksleep.Sleep(ctx, fixed+per); err != nil {
 					return err
 				}
 				record([]*kafka.Message{m})
@@ -139,7 +140,7 @@ func (c *benchCommand) runSink(topic string, reset consumer.OffsetReset, n, size
 		}
 		cfg.BatchHandler, cfg.MaxBatchSize, cfg.MaxBatchWait = func(ctx context.Context, batch []*kafka.Message) []error {
 			begin()
-			if err := sleepFor(ctx, fixed+time.Duration(len(batch))*per); err != nil {
+			if err := worksleep.Sleep(ctx, fixed+time.Duration(len(batch))*per); err != nil {
 				return consumer.FailAll(len(batch), err)
 			}
 			record(batch)

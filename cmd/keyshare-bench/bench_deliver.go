@@ -16,6 +16,7 @@ import (
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/internal/worksleep"
 )
 
 // deliverTopic is the topic of the pc-http scenario (1 partition).
@@ -60,7 +61,7 @@ func (e *sleepingEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, rec := range body.Records {
 		d := e.work(&kafka.Message{TopicPartition: kafka.TopicPartition{Partition: rec.Partition, Offset: kafka.Offset(rec.Offset)}})
-		if err := sleepFor(r.Context(), d); err != nil {
+		if err := worksleep.Sleep(r.Context(), d); err != nil {
 			return // the member closed the request: it sends the record again
 		}
 		e.mu.Lock()

@@ -19,6 +19,7 @@ import (
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/devcluster"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/internal/worksleep"
 	"github.com/keyshare/keyshare/state"
 )
 
@@ -176,7 +177,7 @@ func waitUntil(ctx context.Context, d time.Duration, every time.Duration, cond f
 		if cond() {
 			return time.Since(start), nil
 		}
-		if err := sleepFor(ctx, every); err != nil {
+		if err := worksleep.Sleep(ctx, every); err != nil {
 			return 0, err
 		}
 	}
@@ -332,7 +333,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 	res.settle = time.Since(start)
 	r0, _, _ := etcdState(ctx, cli, schema.Root())
 	t0 := time.Now()
-	sleepFor(ctx, 3*time.Second)
+	worksleep.Sleep(ctx, 3*time.Second)
 	r1, nkeys, db := etcdState(ctx, cli, schema.Root())
 	res.idleWrites = float64(r1-r0) / time.Since(t0).Seconds()
 	res.keys, res.db = nkeys, db
@@ -526,7 +527,7 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 	}
 	pid := ms[li].cmd.Process.Pid
 	b0, c0, t0 := c.brokerCPUOf(), cpuOf(pid), time.Now()
-	sleepFor(ctx, 3*time.Second)
+	worksleep.Sleep(ctx, 3*time.Second)
 	res.cpuIdle = float64(cpuOf(pid)-c0) / float64(time.Since(t0))
 	res.brokerIdle = float64(c.brokerCPUOf()-b0) / float64(time.Since(t0))
 
@@ -545,7 +546,7 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 	per := max(1, 1000/p)
 	for time.Since(t0) < 3*time.Second {
 		produceEach(per)
-		sleepFor(ctx, time.Duration(float64(time.Second)*float64(per*p)/1000)-5*time.Millisecond)
+		worksleep.Sleep(ctx, time.Duration(float64(time.Second)*float64(per*p)/1000)-5*time.Millisecond)
 	}
 	d := time.Since(t0)
 	res.cpuLoad = float64(cpuOf(pid)-c0) / float64(d)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/internal/loadgen"
+	"github.com/keyshare/keyshare/internal/worksleep"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -115,7 +116,7 @@ func (c *benchCommand) runSettled(topic string, n, m, concurrency int, keyOf fun
 	ms, err := c.startMembers(topic, m, concurrency, "latest", func(ctx context.Context, msg *kafka.Message) error {
 		at := *msg
 		at.TopicPartition.Offset -= kafka.Offset(base)
-		if err := sleepFor(ctx, work(&at)); err != nil {
+		if err := worksleep.Sleep(ctx, work(&at)); err != nil {
 			return err
 		}
 		s.hit()
@@ -214,11 +215,11 @@ func (c *benchCommand) othersWhileKey0Blocked(topic string, block bool, others i
 		cfg.Handler = func(ctx context.Context, m *kafka.Message) error {
 			if string(m.Key) == "key-0" {
 				if block && blocked.CompareAndSwap(false, true) {
-					return sleepFor(ctx, 5*time.Second)
+					return worksleep.Sleep(ctx, 5*time.Second)
 				}
-				return sleepFor(ctx, time.Millisecond)
+				return worksleep.Sleep(ctx, time.Millisecond)
 			}
-			if err := sleepFor(ctx, time.Millisecond); err != nil {
+			if err := worksleep.Sleep(ctx, time.Millisecond); err != nil {
 				return err
 			}
 			s.hit()

@@ -23,6 +23,7 @@ import (
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/internal/worksleep"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/state"
 )
@@ -295,7 +296,7 @@ func (c *benchCommand) skewRun(ctx context.Context, w skewWorkload, b coord.Bala
 		// that change.
 		cfg.Balance, cfg.LoadReportInterval, cfg.LoadCooldown = b, interval, 5*interval
 		cfg.Handler = func(ctx context.Context, m *kafka.Message) error {
-			if err := sleepFor(ctx, work); err != nil {
+			if err := worksleep.Sleep(ctx, work); err != nil {
 				return err
 			}
 			if len(m.Value) > 0 && m.Value[0] == '2' {
@@ -389,7 +390,7 @@ func (c *benchCommand) sampleSkew(ctx context.Context, group string) (*skewSampl
 				}
 				smp.mu.Unlock()
 			}
-			_ = sleepFor(sctx, 200*time.Millisecond)
+			_ = worksleep.Sleep(sctx, 200*time.Millisecond)
 		}
 	}()
 	return smp, nil

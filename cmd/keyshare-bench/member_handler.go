@@ -11,6 +11,7 @@ import (
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/internal/recordlog"
+	"github.com/keyshare/keyshare/internal/worksleep"
 )
 
 // simulatedHandler is keyshare-bench member's handler without --deliver:
@@ -57,26 +58,11 @@ func (h *simulatedHandler) stall(key []byte, d time.Duration) time.Duration {
 	return d
 }
 
-// sleep waits d, or until ctx ends (a revoked range).
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // handle is the consumer.Handler.
 func (h *simulatedHandler) handle(ctx context.Context, m *kafka.Message) error {
 	start := time.Now()
 	d, fail := h.draw(1)
-	if err := sleep(ctx, h.stall(m.Key, d)); err != nil {
+	if err := worksleep.Sleep(ctx, h.stall(m.Key, d)); err != nil {
 		return err
 	}
 	if fail[0] {
@@ -98,7 +84,7 @@ func (h *simulatedHandler) handleBatch(ctx context.Context, batch []*kafka.Messa
 	for _, m := range batch {
 		d = h.stall(m.Key, d)
 	}
-	if err := sleep(ctx, d); err != nil {
+	if err := worksleep.Sleep(ctx, d); err != nil {
 		return consumer.FailAll(len(batch), err)
 	}
 	res := make([]error, len(batch))
