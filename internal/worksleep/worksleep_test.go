@@ -81,34 +81,73 @@ func TestSleepZero(t *testing.T) {
 
 // BenchmarkOvershoot reports how late a sleep of a duration uniform in
 // 0–5 ms (the benchmarks' simulated work) wakes, on average, from 25
-// goroutines at once, for Sleep and for time.Sleep:
+// goroutines at once, for Sleep and for time.Sleep; "busy" runs three
+// goroutines beside them that compute 50 µs and pause 20 µs in turn, so
+// that the process's threads are seldom idle:
 //
 //	go test -run '^$' -bench Overshoot -benchtime 4000x ./internal/worksleep/
 func BenchmarkOvershoot(b *testing.B) {
-	for _, bc := range []struct {
-		name  string
-		sleep func(time.Duration)
-	}{
-		{"worksleep", func(d time.Duration) { _ = Sleep(context.Background(), d) }},
-		{"time.Sleep", time.Sleep},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			var late atomic.Int64
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			for g := range 25 {
-				wg.Go(func() {
-					r := rand.New(rand.NewPCG(uint64(g), 1))
-					for next.Add(1) <= int64(b.N) {
-						d := time.Duration(r.Int64N(int64(5 * time.Millisecond)))
-						start := time.Now()
-						bc.sleep(d)
-						late.Add(int64(time.Since(start) - d))
-					}
-				})
+	for _, busy := range []bool{false, true} {
+		for _, bc := range []struct {
+			name  string
+			sleep func(time.Duration)
+		}{
+			{"worksleep", func(d time.Duration) { _ = Sleep(context.Background(), d) }},
+			{"time.Sleep", time.Sleep},
+		} {
+			name := bc.name
+			if busy {
+				name += "/busy"
 			}
-			wg.Wait()
-			b.ReportMetric(float64(late.Load())/float64(b.N)/1e3, "overshoot-µs")
+			b.Run(name, func(b *testing.B) {
+				if busy {
+					stop := spin(3)
+					defer stop()
+				}
+				b.ReportMetric(overshoot(b.N, bc.sleep).Seconds()*1e6, "overshoot-µs")
+			})
+		}
+	}
+}
+
+// overshoot sleeps n durations uniform in 0–5 ms from 25 goroutines and
+// returns how late they woke on average.
+func overshoot(n int, sleep func(time.Duration)) time.Duration {
+	var late, next atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 25 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			for next.Add(1) <= int64(n) {
+				d := time.Duration(r.Int64N(int64(5 * time.Millisecond)))
+				start := time.Now()
+				sleep(d)
+				late.Add(int64(time.Since(start) - d))
+			}
 		})
 	}
+	wg.Wait()
+	return time.Duration(late.Load() / int64(n))
+}
+
+// spin starts k goroutines that compute 50 µs and pause 20 µs in turn,
+// until the returned func is called.
+func spin(k int) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range k {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				for start := time.Now(); time.Since(start) < 50*time.Microsecond; {
+				}
+				time.Sleep(20 * time.Microsecond)
+			}
+		})
+	}
+	return func() { close(done); wg.Wait() }
 }
