@@ -66,12 +66,12 @@ type pipeline struct {
 	mu struct {
 		sync.Mutex
 		cond       *sync.Cond // signalled when in-flight work finishes
-		gen        int64
-		rev        int64 // etcd revision of the assignment applied last
-		rangeTable       // ranges, byTP, assigned, pos (table.go)
-		inFlight         // inflight, inflightBytes, jobs (inflight.go)
-		holds            // paused, held, heldKnown, halted (holds.go)
-		fetching   bool  // false once leaving: no new records
+		gen        int64      // the newest assignment generation seen
+		rev        int64      // etcd revision of the assignment applied last
+		rangeTable            // ranges, byTP, assigned, pos (table.go)
+		inFlight              // inflight, inflightBytes, jobs (inflight.go)
+		holds                 // paused, held, heldKnown, halted (holds.go)
+		fetching   bool       // false once leaving: no new records
 		// unflushed counts records completed since the flush that last
 		// reached etcd: they would run again if the member crashed now.
 		unflushed int

@@ -347,6 +347,45 @@ func TestOlderAssignmentIgnored(t *testing.T) {
 	}
 }
 
+// TestOlderAssignmentKeepsNewerGeneration: an assignment read at an older
+// revision than the one applied can carry a newer generation: the view
+// publishes a generation it has just seen with the revision its ranges
+// are current through, which trails a snapshot the member read meanwhile
+// (ReadAssignment's fallback). Its ranges are ignored; its generation is
+// the newest the member has seen, and its status must say so, or it would
+// show the older one until the next range change.
+func TestOlderAssignmentKeepsNewerGeneration(t *testing.T) {
+	testutil.RequireKfake(t, "the fetch loop's order of assignments read from etcd; the kfake run covers it")
+	r := newRig(t, func(context.Context, *kafka.Message) error { return nil }, false, nil)
+	r.put(r.full(state.StateActive), initialized(0))
+	snap, err := coord.ReadSnapshot(t.Context(), r.cli, r.group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := snap.AssignmentOf("m")
+	if len(applied.Ranges) != 1 {
+		t.Fatalf("setup: %+v", applied)
+	}
+	if err := r.p.reconcile(applied); err != nil {
+		t.Fatal(err)
+	}
+	late := state.Assignment{Generation: applied.Generation + 1, Rev: applied.Rev - 1} // no ranges: older than applied
+	if err := r.p.reconcile(late); err != nil {
+		t.Fatal(err)
+	}
+	r.p.mu.Lock()
+	defer r.p.mu.Unlock()
+	if r.p.mu.gen != late.Generation {
+		t.Errorf("generation %d after generation %d was seen, want %d (the member's status shows it)", r.p.mu.gen, late.Generation, late.Generation)
+	}
+	if n := len(r.p.mu.ranges); n != 1 {
+		t.Errorf("member owns %d ranges after an older assignment without any, want the 1 applied before it", n)
+	}
+	if r.p.mu.rev != applied.Rev {
+		t.Errorf("applied revision %d, want %d: an older assignment moved it", r.p.mu.rev, applied.Rev)
+	}
+}
+
 // TestRangeTakenEndsPrelude: a key's prelude (an unpark's or a replay's,
 // prelude.go) runs on a range that a newer assignment gives to another
 // member without a revoke first (this member's session was thought gone).

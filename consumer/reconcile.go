@@ -36,8 +36,9 @@ type startsAnswer struct {
 // comes (startsRead).
 //
 // An assignment read at an older etcd revision than the one applied last is
-// ignored: the watch's update and a reread can arrive in either order, and
-// the older one would undo what the newer one applied.
+// ignored, but for a newer generation: the watch's update and a reread can
+// arrive in either order, and the older one would undo what the newer one
+// applied.
 func (p *pipeline) reconcile(a state.Assignment) error {
 	need, err := p.apply(a, nil)
 	if err != nil {
@@ -55,13 +56,19 @@ func (p *pipeline) reconcile(a state.Assignment) error {
 func (p *pipeline) apply(a state.Assignment, starts map[tp]int64) ([]tp, error) {
 	p.mu.Lock()
 	if a.Rev < p.mu.rev {
+		// Its ranges are older than those applied, but not always its
+		// generation: the view publishes a generation as it sees it, with
+		// the revision its ranges are current through, which can trail a
+		// snapshot read meanwhile (coord.Session.ReadAssignment). The
+		// generation is the newest seen, for the status and its metric.
+		p.mu.gen = max(p.mu.gen, a.Generation)
 		applied := p.mu.rev
 		p.mu.Unlock()
 		p.log.Debug("ignoring an assignment older than the one applied", "rev", a.Rev, "applied_rev", applied, "generation", a.Generation)
 		return nil, nil
 	}
 	received := time.Now()
-	p.mu.gen, p.mu.rev = a.Generation, a.Rev
+	p.mu.gen, p.mu.rev = max(p.mu.gen, a.Generation), a.Rev
 	p.latest = a
 	p.mu.leaving = p.sess != nil && p.sess.Leaving()
 	res := reconcileTable(&p.mu.rangeTable, p.mu.jobs, a, starts, p.c.cfg.DrainTimeout, p.log)
