@@ -104,9 +104,10 @@ func busiestQuarter(n int, keyOf func(i int) string, work func(*kafka.Message) t
 
 // runSettled starts m members × concurrency at the end of topic and waits
 // until they have settled, then produces n records (record i's key is
-// keyOf(i)) with a producer connected beforehand, and returns the time from
-// the first record's Produce call to the last record handled. Each record's work is work's for its index in the run,
-// so a run does the same work as records 0 … n-1 of a fresh topic.
+// keyOf(i)) with a producer connected beforehand, and returns the time
+// from the first record's Produce call to the last record handled. Each
+// record's work is work's for its index in the run, so a run does the
+// same work as records 0 … n-1 of a fresh topic.
 func (c *benchCommand) runSettled(topic string, n, m, concurrency int, keyOf func(i int) string, work func(*kafka.Message) time.Duration) (time.Duration, error) {
 	base, err := c.logEnd(topic)
 	if err != nil {

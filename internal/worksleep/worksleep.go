@@ -17,8 +17,9 @@
 // 0.16–0.29 ms. The lab's processes sleep far more than they compute. On
 // other systems Sleep uses a timer.
 //
-// Only simulated work sleeps with it: keyshare's own waits (backoffs,
-// budgets, intervals) are not that precise and need not be.
+// keyshare-bench sleeps with it, its simulated work and its own waits
+// alike; keyshare's own waits (backoffs, budgets, intervals) need no such
+// precision and stay on timers.
 package worksleep
 
 import (
