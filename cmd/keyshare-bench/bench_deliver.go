@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -79,8 +82,31 @@ func (e *sleepingEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (e *sleepingEndpoint) close() { _ = e.srv.Close() }
 
-// cpuUse is CPU time used by the members and by this process.
-type cpuUse struct{ members, bench time.Duration }
+// cpuUse is CPU time used by the members and by this process, and the
+// context switches of the whole machine meanwhile.
+type cpuUse struct {
+	members, bench time.Duration
+	switches       int64
+}
+
+// contextSwitches is the machine's count of context switches since it
+// booted (/proc/stat's ctxt), or -1 where there is none.
+func contextSwitches() int64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "ctxt "); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	return -1
+}
 
 // selfCPU is the CPU time (user and system) this process has used.
 func selfCPU() time.Duration {
@@ -102,8 +128,8 @@ func (c *benchCommand) parallelConsumerOverHTTP(ctx context.Context) error {
 	}
 	const members, concurrency, keyCount = 4, 25, 1000
 	work := uniformWork(5 * time.Millisecond)
-	c.printf("## 1b. Parallel Consumer's workload through HTTP\n\n%d records over %d keys (uniform) in 1 partition; %d `keyshare-bench member --deliver` processes × `--concurrency %d`, one record per request; the endpoint (an HTTP server in keyshare-bench) sleeps each record's work, uniform in 0–5 ms, before it answers. The members join a fresh group at the log's end, and the records are produced once they have settled; time is from the first record the endpoint finished to the last. Ideal = Σwork ÷ 100 (100 requests open at once), unless producing the records took longer (then the producer's time is the bound). The zero-work row is the same run with no sleep: the ceiling of members, HTTP and this machine. CPU per record: the CPU time (user and system, mean over the runs) the four members, and keyshare-bench (the endpoint, the broker, etcd and the producer), used from the first record produced to the last finished.\n\n", n, keyCount, members, concurrency)
-	c.printf("| work | time | records/s | producer's time | ideal | × ideal | CPU per record, members | CPU per record, keyshare-bench |\n|---|---|---|---|---|---|---|---|\n")
+	c.printf("## 1b. Parallel Consumer's workload through HTTP\n\n%d records over %d keys (uniform) in 1 partition; %d `keyshare-bench member --deliver` processes × `--concurrency %d`, one record per request; the endpoint (an HTTP server in keyshare-bench) sleeps each record's work, uniform in 0–5 ms, before it answers. The members join a fresh group at the log's end, and the records are produced once they have settled; time is from the first record the endpoint finished to the last. Ideal = Σwork ÷ 100 (100 requests open at once), unless producing the records took longer (then the producer's time is the bound). The zero-work row is the same run with no sleep: the ceiling of members, HTTP and this machine. CPU per record: the CPU time (user and system, mean over the runs) the four members, and keyshare-bench (the endpoint, the broker, etcd and the producer), used from the first record produced to the last finished; switches per record: the machine's context switches over the same time.\n\n", n, keyCount, members, concurrency)
+	c.printf("| work | time | records/s | producer's time | ideal | × ideal | CPU per record, members | CPU per record, keyshare-bench | context switches per record |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range []struct {
 		name string
 		work func(*kafka.Message) time.Duration
@@ -123,8 +149,8 @@ func (c *benchCommand) parallelConsumerOverHTTP(ctx context.Context) error {
 		}
 		p, i := summarize(produce), summarize(ideal)
 		perRecord := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n*c.runs) }
-		c.printf("| %s | %s | %.0f | %s | %.2f s | %.2f | %.0f µs | %.0f µs |\n", w.name, s, float64(n)/s.med.Seconds(), p, i.med.Seconds(), s.med.Seconds()/i.med.Seconds(),
-			perRecord(cpu.members), perRecord(cpu.bench))
+		c.printf("| %s | %s | %.0f | %s | %.2f s | %.2f | %.0f µs | %.0f µs | %.1f |\n", w.name, s, float64(n)/s.med.Seconds(), p, i.med.Seconds(), s.med.Seconds()/i.med.Seconds(),
+			perRecord(cpu.members), perRecord(cpu.bench), float64(cpu.switches)/float64(n*c.runs))
 	}
 	c.printf("\nGoal: within 1.5× of ideal.\n\n")
 	return nil
@@ -185,7 +211,7 @@ func (c *benchCommand) runDeliver(ctx context.Context, n, members, concurrency, 
 		}
 		return d
 	}
-	cpu0, self0 := membersCPU(), selfCPU()
+	cpu0, self0, switches0 := membersCPU(), selfCPU(), contextSwitches()
 	start := time.Now()
 	if err := c.produceKeys(deliverTopic, n, func(i int) string { return fmt.Sprintf("key-%d", i%keyCount) }); err != nil {
 		return 0, 0, 0, err
@@ -196,6 +222,7 @@ func (c *benchCommand) runDeliver(ctx context.Context, n, members, concurrency, 
 	}
 	cpu.members += membersCPU() - cpu0
 	cpu.bench += selfCPU() - self0
+	cpu.switches += contextSwitches() - switches0
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	return ep.span.elapsed(), produced, ep.sum, nil
