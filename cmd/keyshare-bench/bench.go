@@ -57,7 +57,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&c.records, "records", 0, "records the throughput scenario reads (default 1,000,000; 100,000 with --quick)")
 	fs.StringVar(&c.memberProfile, "member-profile", "", "write CPU and allocation profiles of the throughput scenario's one member (keyshare-1.cpu.pprof, keyshare-1.allocs.pprof) and of the first of its four (keyshare-4.*) to this directory")
 	fs.Var(&c.tries, "try", "librdkafka settings (prop=value,prop=value) the throughput scenario also tries on a bare loop and one member, a row each (repeatable)")
-	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: throughput (one partition read by kcat, a bare client and keyshare members), pc, pc-http (pc's workload at an HTTP endpoint, through keyshare-bench member --deliver), scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
+	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: throughput (one partition, then four, read by kcat, a bare client and keyshare members), pc, pc-http (pc's workload at an HTTP endpoint, through keyshare-bench member --deliver), scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
 	cli.KafkaFlag(fs, &c.kafka)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -68,7 +68,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	if c.runs < 1 {
 		return cli.Usage(fmt.Errorf("--runs %d: want at least 1", c.runs))
 	}
-	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "hot-deep": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "batch": 1, "batch-rate": 1, throughputTopic: 1, latencyTopic: 1, deliverTopic: 1}
+	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "hot-deep": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "batch": 1, "batch-rate": 1, throughputTopic: 1, throughput4Topic: 4, latencyTopic: 1, deliverTopic: 1}
 	for name, parts := range skewTopics { // bench_skew.go
 		topics[name] = parts
 	}

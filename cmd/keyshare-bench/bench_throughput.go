@@ -22,6 +22,10 @@ import (
 // throughputTopic is the throughput scenario's topic: one partition.
 const throughputTopic = "throughput"
 
+// throughput4Topic holds the same records over four partitions: the scale
+// a group reaches without sharing a partition.
+const throughput4Topic = "throughput-4"
+
 // tunedPrefetch is the bare client's prefetch of the issue's measurement:
 // librdkafka keeps up to a million records queued per partition instead of
 // 100,000.
@@ -34,9 +38,16 @@ type throughputRow struct {
 	note                                string
 }
 
-// throughput reads the same N records of one partition with kcat, a bare
-// confluent-kafka-go poll loop and keyshare members, each in processes of
-// its own, and reports records/s and CPU per record.
+// throughputSetup is one row of a throughput table: a name and the run that
+// measures it once.
+type throughputSetup struct {
+	name string
+	run  func() (throughputRow, error)
+}
+
+// throughput reads the same N records of one partition, then of four, with
+// kcat, a bare confluent-kafka-go poll loop and keyshare members, each in
+// processes of their own, and reports records/s and CPU per record.
 func (c *benchCommand) throughput(ctx context.Context) error {
 	n := c.records
 	if n == 0 {
@@ -45,28 +56,60 @@ func (c *benchCommand) throughput(ctx context.Context) error {
 			n = 100_000
 		}
 	}
-	if _, err := loadgen.Produce(ctx, c.brokers, throughputTopic, n, 10000, 0, 0, false); err != nil {
-		return err
+	for _, topic := range []string{throughputTopic, throughput4Topic} {
+		if _, err := loadgen.Produce(ctx, c.brokers, topic, n, 10000, 0, 0, false); err != nil {
+			return err
+		}
 	}
-	c.printf("## 0. Throughput of one partition\n\n%s records of about 20 bytes over 10,000 keys in one partition, produced in advance, read from the start with no work per record; every reader runs in a process of its own. CPU is the readers' processes' user+system time (all threads, librdkafka's included) from the first record to the last, divided by the records of the topic; allocations are the Go heap's over the same window (none for kcat; its figures include its start). keyshare members run with DefaultConfig (16 workers, MaxInFlight 1,000) and librdkafka settings as keyshare sets them. Each figure is the median of %d runs.\n\n", withCommas(int64(n)), c.runs)
-	c.printf("| reader | records/s | × bare, tuned prefetch | CPU µs/record | allocs/record | B/record |\n|---|---|---|---|---|---|\n")
-	type setup struct {
-		name string
-		run  func() (throughputRow, error)
-	}
-	setups := []setup{
+	c.printf("## 0. Throughput of one partition\n\n%s records of about 20 bytes over 10,000 keys in one partition, produced in advance, read from the start with no work per record; every reader runs in a process of its own. CPU is the readers' processes' user+system time (all threads, librdkafka's included) from the first record to the last, divided by the records of the topic; allocations are the Go heap's over the same window (none for kcat; its figures include its start). keyshare members run with DefaultConfig (16 workers, MaxInFlight 1,000) and librdkafka settings as keyshare sets them (defaults), or with the bare loop's deep prefetch added (tuned). Each figure is the median of %d runs.\n\n", withCommas(int64(n)), c.runs)
+	tuned := strings.Join(tunedPrefetch, ",")
+	one := []throughputSetup{
 		{"kcat -C -e (librdkafka defaults)", func() (throughputRow, error) { return c.readKcat(n) }},
-		{"bare confluent-kafka-go Poll loop, librdkafka defaults", func() (throughputRow, error) { return c.readChildren(n, "bare", 1, nil, "") }},
-		{"bare Poll loop, queued.min.messages=1000000", func() (throughputRow, error) { return c.readChildren(n, "bare", 1, tunedPrefetch, "") }},
-		{"one keyshare member, defaults", func() (throughputRow, error) { return c.readChildren(n, "keyshare", 1, nil, c.memberProfile) }},
-		{"four keyshare members on the partition, defaults (group)", func() (throughputRow, error) { return c.readChildren(n, "keyshare", 4, nil, c.memberProfile) }},
+		{"bare confluent-kafka-go Poll loop, librdkafka defaults", c.reader(n, throughputTopic, 1, "bare", 1, nil, "")},
+		{"bare Poll loop, " + tuned, c.reader(n, throughputTopic, 1, "bare", 1, tunedPrefetch, "")},
+		{"one keyshare member, defaults", c.reader(n, throughputTopic, 1, "keyshare", 1, nil, c.memberProfile)},
+		{"one keyshare member, tuned (" + tuned + ")", c.reader(n, throughputTopic, 1, "keyshare", 1, tunedPrefetch, "")},
+		{"four keyshare members on the partition, defaults (group)", c.reader(n, throughputTopic, 1, "keyshare", 4, nil, c.memberProfile)},
+		{"four keyshare members on the partition, tuned (group)", c.reader(n, throughputTopic, 1, "keyshare", 4, tunedPrefetch, "")},
 	}
 	for _, t := range c.tries {
 		props := strings.Split(t, ",")
-		setups = append(setups,
-			setup{"bare Poll loop, " + t, func() (throughputRow, error) { return c.readChildren(n, "bare", 1, props, "") }},
-			setup{"one keyshare member, " + t, func() (throughputRow, error) { return c.readChildren(n, "keyshare", 1, props, "") }})
+		one = append(one,
+			throughputSetup{"bare Poll loop, " + t, c.reader(n, throughputTopic, 1, "bare", 1, props, "")},
+			throughputSetup{"one keyshare member, " + t, c.reader(n, throughputTopic, 1, "keyshare", 1, props, "")})
 	}
+	if err := c.throughputTable(one, 2); err != nil {
+		return err
+	}
+	c.printf("\nFour members each fetch the whole partition and pass over the records of the others' ranges, so their CPU per record of the topic counts every record fetched four times.\n\n")
+
+	c.printf("### Four partitions\n\nThe same %s records over four partitions (the producer's partitioner spreads the keys), read by a bare loop assigned all four, one member and four members of a group: with four members on four partitions each member owns a whole partition and passes over nothing.\n\n", withCommas(int64(n)))
+	four := []throughputSetup{
+		{"bare Poll loop on 4 partitions, librdkafka defaults", c.reader(n, throughput4Topic, 4, "bare", 1, nil, "")},
+		{"bare Poll loop on 4 partitions, " + tuned, c.reader(n, throughput4Topic, 4, "bare", 1, tunedPrefetch, "")},
+		{"one keyshare member on 4 partitions, defaults", c.reader(n, throughput4Topic, 4, "keyshare", 1, nil, "")},
+		{"one keyshare member on 4 partitions, tuned", c.reader(n, throughput4Topic, 4, "keyshare", 1, tunedPrefetch, "")},
+		{"four keyshare members on 4 partitions, defaults (group)", c.reader(n, throughput4Topic, 4, "keyshare", 4, nil, "")},
+		{"four keyshare members on 4 partitions, tuned (group)", c.reader(n, throughput4Topic, 4, "keyshare", 4, tunedPrefetch, "")},
+	}
+	if err := c.throughputTable(four, 1); err != nil {
+		return err
+	}
+	c.printf("\n")
+	return c.latency(ctx) // bench_latency.go
+}
+
+// reader is the run of m reader processes of mode over topic's first
+// partitions partitions, with props added to their librdkafka settings.
+func (c *benchCommand) reader(n int, topic string, partitions int, mode string, m int, props []string, profileDir string) func() (throughputRow, error) {
+	return func() (throughputRow, error) { return c.readChildren(n, topic, partitions, mode, m, props, profileDir) }
+}
+
+// throughputTable runs setups in turns, c.runs times, and prints each
+// setup's median run (by records/s); the "× bare" column is against
+// setups[ref], a bare loop with deep prefetch.
+func (c *benchCommand) throughputTable(setups []throughputSetup, ref int) error {
+	c.printf("| reader | records/s | × bare, tuned prefetch | CPU µs/record | allocs/record | B/record |\n|---|---|---|---|---|---|\n")
 	// Runs take turns, setup after setup, so that a burst of load on a
 	// shared machine does not fall on one setup's runs only.
 	runs := make([][]throughputRow, len(setups))
@@ -87,7 +130,7 @@ func (c *benchCommand) throughput(ctx context.Context) error {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].rate < rs[j].rate })
 		rows[i] = rs[len(rs)/2]
 	}
-	bare := rows[2].rate // the reference of the goals: a bare client with deep prefetch
+	bare := rows[ref].rate
 	for i, r := range rows {
 		if r.note != "" {
 			c.printf("| %s | %s | | | | |\n", setups[i].name, r.note)
@@ -99,8 +142,7 @@ func (c *benchCommand) throughput(ctx context.Context) error {
 		}
 		c.printf("| %s | %s | %.2f | %.2f | %s | %s |\n", setups[i].name, withCommas(int64(r.rate)), r.rate/bare, r.cpuMicros, allocs, bytes)
 	}
-	c.printf("\nFour members each fetch the whole partition and pass over the records of the others' ranges, so their CPU per record of the topic counts every record fetched four times.\n\n")
-	return c.latency(ctx) // bench_latency.go
+	return nil
 }
 
 // readKcat times `kcat -C -e` over the partition, from its start to its exit.
@@ -171,10 +213,11 @@ func (c *benchCommand) spawnReader(args ...string) (*readerChild, error) {
 	return ch, nil
 }
 
-// readChildren runs m reader processes of mode over the partition (a fresh
-// group), starts them together once all are set up, and stops them once
-// they have handled n records between them.
-func (c *benchCommand) readChildren(n int, mode string, m int, props []string, profileDir string) (throughputRow, error) {
+// readChildren runs m reader processes of mode over topic (a fresh group;
+// a bare loop is assigned its first partitions partitions), starts them
+// together once all are set up, and stops them once they have handled n
+// records between them.
+func (c *benchCommand) readChildren(n int, topic string, partitions int, mode string, m int, props []string, profileDir string) (throughputRow, error) {
 	group := fmt.Sprintf("throughput-%d", c.groups.Add(1))
 	var children []*readerChild
 	defer func() {
@@ -183,7 +226,7 @@ func (c *benchCommand) readChildren(n int, mode string, m int, props []string, p
 		}
 	}()
 	for i := range m {
-		args := []string{"--mode", mode, "--brokers", c.brokers, "--etcd", c.etcd, "--topic", throughputTopic, "--group", group, "--id", fmt.Sprintf("t%d", i)}
+		args := []string{"--mode", mode, "--brokers", c.brokers, "--etcd", c.etcd, "--topic", topic, "--partitions", strconv.Itoa(partitions), "--group", group, "--id", fmt.Sprintf("t%d", i)}
 		for _, p := range props {
 			args = append(args, "-X", p)
 		}

@@ -139,7 +139,8 @@ func runReader(args []string) error {
 	mode := fs.String("mode", "bare", "bare (a confluent-kafka-go poll loop) or keyshare (a member)")
 	brokers := fs.String("brokers", "", "bootstrap servers")
 	etcd := fs.String("etcd", "", "etcd endpoint (keyshare)")
-	topic := fs.String("topic", "", "topic (partition 0 for bare)")
+	topic := fs.String("topic", "", "topic")
+	partitions := fs.Int("partitions", 1, "bare: read the topic's partitions 0 to N-1")
 	group := fs.String("group", "", "group")
 	id := fs.String("id", "", "member id (keyshare)")
 	start := fs.String("start", "beginning", "where reading starts: the partition's beginning, or its end (a keyshare member: a fresh group's AutoOffsetReset)")
@@ -149,6 +150,9 @@ func runReader(args []string) error {
 	allocProfile := fs.String("allocprofile", "", "write an allocation profile of the reading to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *partitions < 1 {
+		return fmt.Errorf("--partitions %d: want at least 1", *partitions)
 	}
 	from, reset := kafka.OffsetBeginning, consumer.OffsetEarliest
 	switch *start {
@@ -176,7 +180,11 @@ func runReader(args []string) error {
 		}
 		defer kc.Close()
 		read = func(ctx context.Context) error {
-			if err := kc.Assign([]kafka.TopicPartition{{Topic: topic, Partition: 0, Offset: from}}); err != nil {
+			var tps []kafka.TopicPartition
+			for p := range int32(*partitions) {
+				tps = append(tps, kafka.TopicPartition{Topic: topic, Partition: p, Offset: from})
+			}
+			if err := kc.Assign(tps); err != nil {
 				return err
 			}
 			for ctx.Err() == nil {
