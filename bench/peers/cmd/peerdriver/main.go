@@ -29,6 +29,7 @@ import (
 
 	"github.com/keyshare/keyshare/bench/peers/checker"
 	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/internal/worksleep"
 )
 
 type driver struct {
@@ -109,12 +110,11 @@ func (d *driver) work(m *kafka.Message) time.Duration {
 // SIGKILL after it returns does not lose the line).
 func (d *driver) handle(ctx context.Context, m *kafka.Message) error {
 	start := time.Now()
-	t := time.NewTimer(d.work(m))
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		t.Stop()
-		return ctx.Err()
+	// worksleep, not a timer: a Go timer wakes up to a millisecond late in
+	// an idle process (internal/worksleep), which the Java drivers'
+	// parkNanos does not.
+	if err := worksleep.Sleep(ctx, d.work(m)); err != nil {
+		return err
 	}
 	end := time.Now()
 	k := [2]int64{int64(m.TopicPartition.Partition), int64(m.TopicPartition.Offset)}
