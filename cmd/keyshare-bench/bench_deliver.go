@@ -213,7 +213,7 @@ func (c *benchCommand) runDeliver(ctx context.Context, n, members, concurrency, 
 	time.Sleep(500 * time.Millisecond) // the members' fetchers reach the log's end
 	membersCPU := func() (d time.Duration) {
 		for _, m := range ms {
-			d += m.cpu()
+			d += cpuOf(m.cmd.Process.Pid)
 		}
 		return d
 	}

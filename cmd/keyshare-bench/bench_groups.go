@@ -408,22 +408,6 @@ func (c *benchCommand) brokerCPUOf() time.Duration {
 	return d
 }
 
-// cpuOf is a process's user+system CPU so far.
-func cpuOf(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	k, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+k) * time.Second / 100 // USER_HZ
-}
-
 func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *clientv3.Client, p, m int) (membersResult, error) {
 	var res membersResult
 	group := fmt.Sprintf("mp-%d-%d-%d", p, m, c.groups.Add(1))

@@ -93,19 +93,22 @@ func (m *benchMember) peakRSS() int64 {
 	return -1
 }
 
-// cpu is the CPU time (user and system) the process has used so far, at
-// the kernel's clock tick (-1 if unavailable).
-func (m *benchMember) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.cmd.Process.Pid))
+// cpuOf is the CPU time (user and system) process pid has used so far, at
+// the kernel's clock tick; 0 if it cannot be read (the process is gone).
+func cpuOf(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return -1
+		return 0
 	}
 	// The fields after the command name, which is in parentheses and may
 	// hold spaces: utime and stime are the 12th and 13th of them.
 	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
 	f := strings.Fields(string(b)[i+1:])
-	if i < 0 || len(f) < 13 {
-		return -1
+	if len(f) < 13 {
+		return 0
 	}
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	s, _ := strconv.ParseInt(f[12], 10, 64)
