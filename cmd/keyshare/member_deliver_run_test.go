@@ -62,6 +62,21 @@ func startPyEndpoint(t *testing.T, e *pyEndpoint) {
 	}
 }
 
+// startDelayingPyEndpoint starts the endpoint with --delay-file, and
+// returns it and the function that sets the seconds it waits before
+// answering ("0": none).
+func startDelayingPyEndpoint(t *testing.T) (*pyEndpoint, func(seconds string)) {
+	t.Helper()
+	dir := t.TempDir()
+	ep := &pyEndpoint{addr: freePort(t), log: filepath.Join(dir, "applied.jsonl"), delayFile: filepath.Join(dir, "delay")}
+	startPyEndpoint(t, ep)
+	return ep, func(seconds string) {
+		if err := os.WriteFile(ep.delayFile, []byte(seconds), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // stop kills the endpoint (no graceful end: a crash).
 func (e *pyEndpoint) stop() {
 	if e.cmd != nil {

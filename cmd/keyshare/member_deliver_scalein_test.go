@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -23,14 +22,10 @@ func TestMemberDeliversOnceOnScaleIn(t *testing.T) {
 	testutil.ParallelOnKfake(t)
 	cli, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
-	dir := t.TempDir()
-	ep := &pyEndpoint{addr: freePort(t), log: filepath.Join(dir, "applied.jsonl"), delayFile: filepath.Join(dir, "delay")}
-	startPyEndpoint(t, ep)
+	ep, setDelay := startDelayingPyEndpoint(t)
 	// 30 ms an answer, four requests open per member: about 270 records/s
 	// for the two, so the leaving member is mid-stream.
-	if err := os.WriteFile(ep.delayFile, []byte("0.03"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	setDelay("0.03")
 	const n, keys = 1000, 20
 	member := func(id string) []string {
 		return []string{"--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders", "--id", id,

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,14 +22,7 @@ func TestMemberCancelsSlowEndpointOnRevoke(t *testing.T) {
 	testutil.ParallelOnKfake(t)
 	cli, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
-	dir := t.TempDir()
-	ep := &pyEndpoint{addr: freePort(t), log: filepath.Join(dir, "applied.jsonl"), delayFile: filepath.Join(dir, "delay")}
-	startPyEndpoint(t, ep)
-	setDelay := func(seconds string) {
-		if err := os.WriteFile(ep.delayFile, []byte(seconds), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ep, setDelay := startDelayingPyEndpoint(t)
 	const (
 		n, keys = 400, 20
 		budget  = 300 * time.Millisecond
