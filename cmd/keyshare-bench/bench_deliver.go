@@ -159,11 +159,12 @@ func (c *benchCommand) parallelConsumerOverHTTP(ctx context.Context) error {
 	return nil
 }
 
-// runDeliver runs members `keyshare-bench member --deliver` processes of a fresh
-// group (with --batch-size batch unless 0) against a fresh sleepingEndpoint, produces n records once they
-// settled, and returns the endpoint's time from the first record finished
-// to the n-th, how long producing took, and the records' Σwork; it adds
-// the CPU time the members and this process used meanwhile to cpu.
+// runDeliver runs members `keyshare-bench member --deliver` processes of a
+// fresh group (with --batch-size batch unless 0) against a fresh
+// sleepingEndpoint, produces n records once they settled, and returns the
+// endpoint's time from the first record finished to the n-th, how long
+// producing took, and the records' Σwork; it adds the CPU time the
+// members and this process used meanwhile to cpu.
 func (c *benchCommand) runDeliver(ctx context.Context, n, members, concurrency, keyCount int, work func(*kafka.Message) time.Duration, batch int, cpu *cpuUse) (elapsed, produced, sum time.Duration, err error) {
 	ep, err := startSleepingEndpoint(work)
 	if err != nil {
