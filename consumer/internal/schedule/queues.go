@@ -11,6 +11,8 @@ type keyQueue[K comparable, J any] struct {
 	jobs     []J       // queued, oldest first
 	running  bool      // a worker is on this key
 	queued   bool      // the key is in the ready list
+	idle     bool      // no job, not running: kept in keys for the key's next job (restLocked)
+	idleSeq  uint64    // which of the idle list's entries for this queue is its latest
 	lastTake time.Time // when a worker last took a job of the key (or the queue was made)
 }
 
@@ -28,6 +30,13 @@ type queues[K comparable, J any] struct {
 	// allocating: a key's queue is forgotten each time it runs empty,
 	// which with few records per key is after nearly every record.
 	spare []*keyQueue[K, J]
+	// idle lists the queues a Scheduler keeps in keys after they ran
+	// empty (restLocked), oldest first; a queue idled again after it was
+	// revived is listed again, and only its latest entry (idleSeq) counts.
+	// idleCount is how many queues are idle.
+	idle      []idleEntry[K, J]
+	idleSeq   uint64
+	idleCount int
 	// now is the clock that says when a key counts as blocked: time.Now,
 	// or a test's.
 	now func() time.Time
@@ -57,7 +66,7 @@ func (s *queues[K, J]) Now() time.Time {
 func (s *queues[K, J]) Idle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.keys) == 0
+	return len(s.keys) == s.idleCount
 }
 
 // enqueueLocked queues j behind earlier jobs of key k, unless k is blocked
@@ -69,6 +78,9 @@ func (s *queues[K, J]) enqueueLocked(k K, j J, keep int) (q *keyQueue[K, J], rea
 	if q == nil {
 		q = s.newQueueLocked(k)
 		s.keys[k] = q
+	} else if q.idle {
+		q.idle, q.lastTake = false, s.now() // as a new queue's
+		s.idleCount--
 	} else if keep > 0 && len(q.jobs) >= keep && s.now().Sub(q.lastTake) >= BlockedAfter {
 		return nil, false
 	}
@@ -117,6 +129,48 @@ func (s *queues[K, J]) requeueLocked(q *keyQueue[K, J]) bool {
 	delete(s.keys, q.key)
 	return false
 }
+
+// restLocked ends q's run as requeueLocked does, except that a queue run
+// empty stays in keys, idle, for the key's next job: forgetting a key and
+// making its queue again cost a map delete and insert for nearly every
+// record when a key has few jobs at a time (docs/benchmarks.md). At most
+// maxIdleQueues stay idle; the oldest are forgotten first. For a
+// Scheduler, whose workers keep no queue after they give it back.
+func (s *queues[K, J]) restLocked(q *keyQueue[K, J]) bool {
+	q.running = false
+	if len(q.jobs) > 0 {
+		q.queued = true
+		s.ready = append(s.ready, q)
+		return true
+	}
+	s.idleSeq++
+	q.idle, q.idleSeq = true, s.idleSeq
+	s.idleCount++
+	s.idle = append(s.idle, idleEntry[K, J]{q, s.idleSeq})
+	for len(s.idle) > maxIdleQueues {
+		e := s.idle[0]
+		s.idle[0] = idleEntry[K, J]{}
+		s.idle = s.idle[1:]
+		if e.q.idle && e.q.idleSeq == e.seq { // else revived since, or forgotten already
+			e.q.idle = false
+			s.idleCount--
+			delete(s.keys, e.q.key)
+			s.spareLocked(e.q)
+		}
+	}
+	return false
+}
+
+// idleEntry is one entry of the idle list: a queue and when it went idle.
+type idleEntry[K comparable, J any] struct {
+	q   *keyQueue[K, J]
+	seq uint64
+}
+
+// maxIdleQueues bounds the idle list, so the idle queues kept in keys:
+// the keys seen in the last maxIdleQueues times a key ran empty, a few
+// hundred kilobytes at most.
+const maxIdleQueues = 4096
 
 // spareLocked keeps forgotten queue q (requeueLocked was false) for a new
 // key. Only for a queue nothing refers to any more: a Batcher's batch

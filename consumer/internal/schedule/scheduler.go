@@ -89,13 +89,11 @@ func (s *Scheduler[K, J]) Done(k K) {
 }
 
 // doneLocked ends the run of q's job: the key is ready again if it has
-// jobs, else forgotten, and its queue kept for a new key.
+// jobs, else idle (restLocked).
 func (s *Scheduler[K, J]) doneLocked(q *keyQueue[K, J]) {
-	if s.requeueLocked(q) {
+	if s.restLocked(q) {
 		s.cond.Signal()
-		return
 	}
-	s.spareLocked(q)
 }
 
 // Close stops the workers after the jobs they are running; queued jobs
