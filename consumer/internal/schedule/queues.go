@@ -31,10 +31,13 @@ type queues[K comparable, J any] struct {
 	// which with few records per key is after nearly every record.
 	spare []*keyQueue[K, J]
 	// idle lists the queues a Scheduler keeps in keys after they ran
-	// empty (restLocked), oldest first; a queue idled again after it was
-	// revived is listed again, and only its latest entry (idleSeq) counts.
-	// idleCount is how many queues are idle.
+	// empty (restLocked), oldest first from idleHead, a ring of
+	// maxIdleQueues entries; a queue idled again after it was revived is
+	// listed again, and only its latest entry (idleSeq) counts. idleCount
+	// is how many queues are idle.
 	idle      []idleEntry[K, J]
+	idleHead  int
+	idleLen   int
 	idleSeq   uint64
 	idleCount int
 	// now is the clock that says when a key counts as blocked: time.Now,
@@ -143,21 +146,28 @@ func (s *queues[K, J]) restLocked(q *keyQueue[K, J]) bool {
 		s.ready = append(s.ready, q)
 		return true
 	}
-	s.idleSeq++
-	q.idle, q.idleSeq = true, s.idleSeq
-	s.idleCount++
-	s.idle = append(s.idle, idleEntry[K, J]{q, s.idleSeq})
-	for len(s.idle) > maxIdleQueues {
-		e := s.idle[0]
-		s.idle[0] = idleEntry[K, J]{}
-		s.idle = s.idle[1:]
-		if e.q.idle && e.q.idleSeq == e.seq { // else revived since, or forgotten already
+	if s.idle == nil {
+		s.idle = make([]idleEntry[K, J], maxIdleQueues)
+	}
+	if s.idleLen == len(s.idle) {
+		// Full: the oldest entry goes, and its queue with it unless it
+		// was revived since (or forgotten already).
+		e := s.idle[s.idleHead]
+		s.idle[s.idleHead] = idleEntry[K, J]{}
+		s.idleHead = (s.idleHead + 1) % len(s.idle)
+		s.idleLen--
+		if e.q.idle && e.q.idleSeq == e.seq {
 			e.q.idle = false
 			s.idleCount--
 			delete(s.keys, e.q.key)
 			s.spareLocked(e.q)
 		}
 	}
+	s.idleSeq++
+	q.idle, q.idleSeq = true, s.idleSeq
+	s.idleCount++
+	s.idle[(s.idleHead+s.idleLen)%len(s.idle)] = idleEntry[K, J]{q, s.idleSeq}
+	s.idleLen++
 	return false
 }
 
@@ -167,9 +177,9 @@ type idleEntry[K comparable, J any] struct {
 	seq uint64
 }
 
-// maxIdleQueues bounds the idle list, so the idle queues kept in keys:
-// the keys seen in the last maxIdleQueues times a key ran empty, a few
-// hundred kilobytes at most.
+// maxIdleQueues is the idle list's length, so the most idle queues kept
+// in keys: the keys that ran empty in the last maxIdleQueues times a key
+// did, a few hundred kilobytes at most.
 const maxIdleQueues = 4096
 
 // spareLocked keeps forgotten queue q (requeueLocked was false) for a new
