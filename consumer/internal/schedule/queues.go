@@ -179,7 +179,8 @@ type idleEntry[K comparable, J any] struct {
 
 // maxIdleQueues is the idle list's length, so the most idle queues kept
 // in keys: the keys that ran empty in the last maxIdleQueues times a key
-// did, a few hundred kilobytes at most.
+// did. They hold their keys' bytes (a job key holds the record's key as
+// a string) and their job arrays, emptied.
 const maxIdleQueues = 4096
 
 // spareLocked keeps forgotten queue q (requeueLocked was false) for a new
