@@ -26,9 +26,10 @@ type queues[K comparable, J any] struct {
 	mu    sync.Mutex
 	keys  map[K]*keyQueue[K, J]
 	ready []*keyQueue[K, J]
-	// spare are queues of forgotten keys, kept to serve new keys without
-	// allocating: a key's queue is forgotten each time it runs empty,
-	// which with few records per key is after nearly every record.
+	// spare are queues of keys a Scheduler forgot (the idle key it had
+	// kept longest), kept to serve new keys without allocating. A Batcher
+	// forgets a key whenever its queue runs empty, but its batches keep
+	// their queues, so it spares none.
 	spare []*keyQueue[K, J]
 	// idle lists the queues a Scheduler keeps in keys after they ran
 	// empty (restLocked), oldest first from idleHead, a ring of
