@@ -184,7 +184,7 @@ type idleEntry[K comparable, J any] struct {
 // a string) and their job arrays, emptied.
 const maxIdleQueues = 4096
 
-// spareLocked keeps forgotten queue q (requeueLocked was false) for a new
+// spareLocked keeps forgotten queue q (the idle list let it go) for a new
 // key. Only for a queue nothing refers to any more: a Batcher's batch
 // keeps its keys' queues after it releases them, a Scheduler's worker
 // does not.
