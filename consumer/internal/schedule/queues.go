@@ -121,30 +121,37 @@ func (s *queues[K, J]) takeLocked(q *keyQueue[K, J]) J {
 	return j
 }
 
-// requeueLocked ends q's run: the key is ready again if it has jobs (the
-// result is true: the caller wakes a worker), else forgotten.
-func (s *queues[K, J]) requeueLocked(q *keyQueue[K, J]) bool {
+// endRunLocked ends q's run: the key is ready again if it has jobs (the
+// result is true: the caller wakes a worker); else the caller forgets it
+// (requeueLocked) or keeps it idle (restLocked).
+func (s *queues[K, J]) endRunLocked(q *keyQueue[K, J]) bool {
 	q.running = false
-	if len(q.jobs) > 0 {
-		q.queued = true
-		s.ready = append(s.ready, q)
+	if len(q.jobs) == 0 {
+		return false
+	}
+	q.queued = true
+	s.ready = append(s.ready, q)
+	return true
+}
+
+// requeueLocked ends q's run as endRunLocked does, and forgets a key
+// without jobs.
+func (s *queues[K, J]) requeueLocked(q *keyQueue[K, J]) bool {
+	if s.endRunLocked(q) {
 		return true
 	}
 	delete(s.keys, q.key)
 	return false
 }
 
-// restLocked ends q's run as requeueLocked does, except that a queue run
-// empty stays in keys, idle, for the key's next job: forgetting a key and
+// restLocked ends q's run as endRunLocked does, and a queue run empty
+// stays in keys, idle, for the key's next job: forgetting a key and
 // making its queue again cost a map delete and insert for nearly every
 // record when a key has few jobs at a time (docs/benchmarks.md). At most
 // maxIdleQueues stay idle; the oldest are forgotten first. For a
 // Scheduler, whose workers keep no queue after they give it back.
 func (s *queues[K, J]) restLocked(q *keyQueue[K, J]) bool {
-	q.running = false
-	if len(q.jobs) > 0 {
-		q.queued = true
-		s.ready = append(s.ready, q)
+	if s.endRunLocked(q) {
 		return true
 	}
 	if s.idle == nil {
