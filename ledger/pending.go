@@ -1,6 +1,6 @@
 package ledger
 
-import "sort"
+import "slices"
 
 // Flags of a pending offset.
 const (
@@ -35,11 +35,24 @@ func (p *pendingSet) add(o int64, flag uint8, h uint32) {
 	p.live++
 }
 
-// find returns the index of o and whether it is live.
+// find returns the index of o and whether it is live. Where no offset is
+// missing between the front and o (the range holds every record of its
+// partition there, and no compaction took entries out), o is at its
+// distance from the front, which is tried first; else a binary search
+// finds it. Every handled record is looked up here when it completes.
 func (p *pendingSet) find(o int64) (int, bool) {
 	tail := p.offs[p.head:]
-	i := sort.Search(len(tail), func(i int) bool { return tail[i] >= o })
-	if i < len(tail) && tail[i] == o && p.flags[p.head+i] != gone {
+	if len(tail) == 0 {
+		return -1, false
+	}
+	var i int
+	var found bool
+	if d := o - tail[0]; d >= 0 && d < int64(len(tail)) && tail[d] == o {
+		i, found = int(d), true
+	} else {
+		i, found = slices.BinarySearch(tail, o)
+	}
+	if found && p.flags[p.head+i] != gone {
 		return p.head + i, true
 	}
 	return -1, false
@@ -56,9 +69,14 @@ func (p *pendingSet) lookup(o int64) (int, uint8) {
 // remove drops o if present, reporting whether it was.
 func (p *pendingSet) remove(o int64) bool {
 	i, ok := p.find(o)
-	if !ok {
-		return false
+	if ok {
+		p.removeAt(i)
 	}
+	return ok
+}
+
+// removeAt drops the live entry at index i (find's).
+func (p *pendingSet) removeAt(i int) {
 	p.flags[i] = gone
 	p.live--
 	for p.head < len(p.offs) && p.flags[p.head] == gone {
@@ -70,7 +88,6 @@ func (p *pendingSet) remove(o int64) bool {
 	case len(p.offs) > 2*p.live+64: // counting the trimmed front, which append would otherwise keep forever
 		p.compact()
 	}
-	return true
 }
 
 // compact moves the live entries to the front of the slices.

@@ -153,10 +153,11 @@ func (st *State) Complete(o int64, h uint32) error {
 		if !s.contains(h) {
 			continue
 		}
-		if _, flag := s.pending.lookup(o); flag != dispatched {
+		idx, flag := s.pending.lookup(o)
+		if flag != dispatched {
 			return &OffsetError{Op: "complete", Offset: o, Reason: "not in flight for this range (never fetched, or completed already)", Err: ErrNotDispatched}
 		}
-		s.pending.remove(o)
+		s.pending.removeAt(idx)
 		st.version++
 		return nil
 	}
