@@ -21,18 +21,22 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 	m := j.m
 	backoff := c.cfg.Retry.Backoff
 	for attempt := 1; ; attempt++ {
-		if op, ok := j.p.parkFor(j); ok {
-			// Parked (park.go): the copy is the record's handling.
-			if err := j.p.park(ctx, j, op); err != errParkChanged {
-				return err
+		if j.p.hasKeyOps() {
+			if op, ok := j.p.parkFor(j); ok {
+				// Parked (park.go): the copy is the record's handling.
+				if err := j.p.park(ctx, j, op); err != errParkChanged {
+					return err
+				}
 			}
 		}
 		// Unparked or replayed: those records run first (prelude.go).
 		if err := j.p.preludeFirst(ctx, j.t, j.m.Key, j.o); err != nil {
 			return err
 		}
-		if op, ok := j.p.skipFor(ctx, j); ok {
-			return j.p.skip(ctx, j, op, attempt-1)
+		if j.p.hasKeyOps() {
+			if op, ok := j.p.skipFor(ctx, j); ok {
+				return j.p.skip(ctx, j, op, attempt-1)
+			}
 		}
 		err := c.call(ctx, m, attempt)
 		if err == nil {

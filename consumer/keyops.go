@@ -25,6 +25,11 @@ import (
 // the key has passed is deleted and logged, never applied to another
 // record.
 
+// hasKeyOps reports whether the group has any key operation (a skip or a
+// park) the member could apply: without one, a record costs no lookup
+// and no KeyOp copied (a few percent of a handled record's time).
+func (p *pipeline) hasKeyOps() bool { return p != nil && p.sess != nil && p.sess.HasKeyOps() }
+
 // skipFor returns the skip stored for j's record, if there is one it may
 // apply now. It deletes a skip of an offset the key has passed, and marks
 // refused a skip it cannot apply (no dead-letter topic, not dropped).

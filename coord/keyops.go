@@ -160,6 +160,12 @@ func (s *Session) KeyOp(topic string, partition int32, key []byte) (KeyOp, bool)
 	return op, true
 }
 
+// HasKeyOps reports whether the member's watch holds any operation, as a
+// test before KeyOp: a member asks for every record it handles, and nearly
+// always there is none, which this answers without a lock or a KeyOp's
+// copy.
+func (s *Session) HasKeyOps() bool { return s.keyOps.n.Load() != 0 }
+
 // KeyOps returns every readable operation the member's watch holds.
 func (s *Session) KeyOps() []KeyOp {
 	v := s.keyOps
