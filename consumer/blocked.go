@@ -43,6 +43,14 @@ const defaultMaxQueuedPerKey = 100
 // cost a scheduler lock per shelved key per record.
 const shelfCheckEvery = 100 * time.Millisecond
 
+// blockedCheckEvery is how often, at most, the fetch loop looks for
+// blocked keys (evictBlocked). A key counts as blocked a second
+// (schedule.BlockedAfter) after its last take, so a look a tenth of that
+// later finds it; and a look goes over every key the scheduler holds,
+// which at the in-flight bound, where the fetch loop asks after every
+// finished record, was 2% of a member's time with no work per record.
+const blockedCheckEvery = 100 * time.Millisecond
+
 // shelf is what a partition has shelved: where each key's shelved records
 // start.
 type shelf map[jobKey]shelved
@@ -68,6 +76,11 @@ func (p *pipeline) maxQueuedPerKey() int {
 func (p *pipeline) evictBlocked() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	now := p.sched.Now()
+	if now.Sub(p.blockedChecked) < blockedCheckEvery {
+		return false
+	}
+	p.blockedChecked = now
 	out := p.sched.EvictBlocked(p.maxQueuedPerKey())
 	for _, j := range out {
 		if p.mu.jobs[j.t][j.o] != j {

@@ -61,6 +61,9 @@ type pipeline struct {
 	// shelvesChecked is when the fetch loop last looked for shelved keys
 	// that move again (blocked.go).
 	shelvesChecked time.Time
+	// blockedChecked is when the fetch loop last looked for blocked keys
+	// (blocked.go).
+	blockedChecked time.Time
 
 	wg sync.WaitGroup
 	mu struct {
