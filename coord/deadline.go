@@ -79,8 +79,13 @@ func (s *Session) Deadline() time.Time { return s.dl.get() }
 // handler): the session is not lost and its conservative deadline has not
 // passed. It reads the clock, so it holds even when the goroutine that
 // ends the session at the deadline runs late.
+//
+// A member asks before every record, so it reads only the monotonic clock:
+// the deadline carries a monotonic reading (it is a time.Now plus the
+// TTL), and time.Until then compares with that alone, where time.Now
+// would read the wall clock too.
 func (s *Session) Live() bool {
-	return s.ctx.Err() == nil && time.Now().Before(s.dl.get())
+	return s.ctx.Err() == nil && time.Until(s.dl.get()) > 0
 }
 
 // keepDeadline keeps the deadline up to date for the session's life: one
