@@ -216,7 +216,7 @@ func (b *bench) run() error {
 			return err
 		}
 	}
-	fmt.Fprintf(&b.out, "## 10. Against the real peers\n\n")
+	// The heading is docs/benchmarks.md's own, outside the markers.
 	fmt.Fprintf(&b.out, "Measured by `make bench-peers` (`peerbench --records %d --runs %d`) on %s: %d CPUs, %s, %s, from %s UTC for %s. Load average (1, 5, 15 min) at the start: %s; at the end: %s (the machine is shared).\n\n",
 		b.records, b.runs, host, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02"), t0.UTC().Format("15:04"), time.Since(t0).Round(time.Second), load0, loadavg())
 	fmt.Fprintf(&b.out, "One Apache Kafka %s broker (KRaft, one node, from Maven Central's jars, internal/devcluster), one embedded etcd. Peers: %s; share groups with %s; a plain consumer group with confluent-kafka-go %s (librdkafka %s); keyshare members from this tree. Each instance is its own process; the instances of a run start together and time counts from the first record handled to the last, so joining and the first rebalances are inside it.\n\n",
