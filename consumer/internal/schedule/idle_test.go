@@ -23,7 +23,7 @@ func TestIdleQueuesBounded(t *testing.T) {
 	for i := range maxIdleQueues + 100 {
 		run(fmt.Sprint("k", i))
 		if i%7 == 0 {
-			run("hot") // idle, revived, idle again: in the idle list more than once
+			run("hot") // idle, revived and idle again: listed once, as the newest
 		}
 	}
 	if !s.Idle() {

@@ -12,8 +12,9 @@ type keyQueue[K comparable, J any] struct {
 	running  bool      // a worker is on this key
 	queued   bool      // the key is in the ready list
 	idle     bool      // no job, not running: kept in keys for the key's next job (restLocked)
-	idleSeq  uint64    // which of the idle list's entries for this queue is its latest
 	lastTake time.Time // when a worker last took a job of the key (or the queue was made)
+	// older and newer link the idle queues, in the order they went idle.
+	older, newer *keyQueue[K, J]
 }
 
 // queues are the key queues that Scheduler and Batcher share: each key's
@@ -31,16 +32,11 @@ type queues[K comparable, J any] struct {
 	// forgets a key whenever its queue runs empty, but its batches keep
 	// their queues, so it spares none.
 	spare []*keyQueue[K, J]
-	// idle lists the queues a Scheduler keeps in keys after they ran
-	// empty (restLocked), oldest first from idleHead, a ring of
-	// maxIdleQueues entries; a queue idled again after it was revived is
-	// listed again, and only its latest entry (idleSeq) counts. idleCount
-	// is how many queues are idle.
-	idle      []idleEntry[K, J]
-	idleHead  int
-	idleLen   int
-	idleSeq   uint64
-	idleCount int
+	// idleOldest and idleNewest are the ends of the list of queues a
+	// Scheduler keeps in keys after they ran empty (restLocked), linked
+	// through their older and newer; idleCount is its length.
+	idleOldest, idleNewest *keyQueue[K, J]
+	idleCount              int
 	// now is the clock that says when a key counts as blocked: time.Now,
 	// or a test's.
 	now func() time.Time
@@ -83,8 +79,8 @@ func (s *queues[K, J]) enqueueLocked(k K, j J, keep int) (q *keyQueue[K, J], rea
 		q = s.newQueueLocked(k)
 		s.keys[k] = q
 	} else if q.idle {
-		q.idle, q.lastTake = false, s.now() // as a new queue's
-		s.idleCount--
+		s.unidleLocked(q)
+		q.lastTake = s.now() // as a new queue's
 	} else if keep > 0 && len(q.jobs) >= keep && s.now().Sub(q.lastTake) >= BlockedAfter {
 		return nil, false
 	}
@@ -154,41 +150,45 @@ func (s *queues[K, J]) restLocked(q *keyQueue[K, J]) bool {
 	if s.endRunLocked(q) {
 		return true
 	}
-	if s.idle == nil {
-		s.idle = make([]idleEntry[K, J], maxIdleQueues)
+	if s.idleCount == maxIdleQueues {
+		// Full: the queue idle longest is forgotten.
+		old := s.idleOldest
+		s.unidleLocked(old)
+		delete(s.keys, old.key)
+		s.spareLocked(old)
 	}
-	if s.idleLen == len(s.idle) {
-		// Full: the oldest entry goes, and its queue with it unless it
-		// was revived since (or forgotten already).
-		e := s.idle[s.idleHead]
-		s.idle[s.idleHead] = idleEntry[K, J]{}
-		s.idleHead = (s.idleHead + 1) % len(s.idle)
-		s.idleLen--
-		if e.q.idle && e.q.idleSeq == e.seq {
-			e.q.idle = false
-			s.idleCount--
-			delete(s.keys, e.q.key)
-			s.spareLocked(e.q)
-		}
+	q.idle, q.older = true, s.idleNewest
+	if q.older != nil {
+		q.older.newer = q
+	} else {
+		s.idleOldest = q
 	}
-	s.idleSeq++
-	q.idle, q.idleSeq = true, s.idleSeq
+	s.idleNewest = q
 	s.idleCount++
-	s.idle[(s.idleHead+s.idleLen)%len(s.idle)] = idleEntry[K, J]{q, s.idleSeq}
-	s.idleLen++
 	return false
 }
 
-// idleEntry is one entry of the idle list: a queue and when it went idle.
-type idleEntry[K comparable, J any] struct {
-	q   *keyQueue[K, J]
-	seq uint64
+// unidleLocked takes idle queue q out of the idle list: its key has a
+// job again, or is forgotten.
+func (s *queues[K, J]) unidleLocked(q *keyQueue[K, J]) {
+	if q.older != nil {
+		q.older.newer = q.newer
+	} else {
+		s.idleOldest = q.newer
+	}
+	if q.newer != nil {
+		q.newer.older = q.older
+	} else {
+		s.idleNewest = q.older
+	}
+	q.idle, q.older, q.newer = false, nil, nil
+	s.idleCount--
 }
 
-// maxIdleQueues is the idle list's length, so the most idle queues kept
-// in keys: the keys that ran empty in the last maxIdleQueues times a key
-// did. They hold their keys' bytes (a job key holds the record's key as
-// a string) and their job arrays, emptied.
+// maxIdleQueues bounds the idle queues kept in keys: the queues of the
+// keys that ran empty most recently, up to this many. They hold their
+// keys' bytes (a job key holds the record's key as a string) and their
+// job arrays, emptied.
 const maxIdleQueues = 4096
 
 // spareLocked keeps forgotten queue q (the idle list let it go) for a new
