@@ -16,8 +16,9 @@ import (
 // leaves (SIGINT) while it delivers. Its drain budget ends before its
 // records do: the requests still open are closed (the endpoint applies
 // nothing of them) and its ranges go to the other member with records
-// left to deliver. Every record arrives once, each key's in offset order:
-// a graceful scale-in sends nothing twice.
+// left to deliver. Every record arrives, each key's in offset order, and
+// none twice but those of the requests b closed as it left, which the
+// endpoint may have applied in that instant.
 func TestMemberDeliversOnceOnScaleIn(t *testing.T) {
 	testutil.ParallelOnKfake(t)
 	cli, e := testutil.StartEtcd(t)
@@ -67,8 +68,27 @@ func TestMemberDeliversOnceOnScaleIn(t *testing.T) {
 	})
 
 	got := ep.applied(t)
-	if dups := checkKeyOrder(t, got, n, keys); dups != 0 {
-		t.Errorf("%d records delivered twice on a graceful leave, want none", dups)
+	dups := checkKeyOrder(t, got, n, keys)
+	// A request b still had open when its budget ran out may have been
+	// applied in the instant b closed it (the endpoint's wait had just
+	// ended, or its answer was on the way): applied for the endpoint,
+	// pending for the ledger, so a sends it again. That is the most a
+	// graceful leave may repeat: records of b's open requests (one record
+	// each, at most --concurrency of them), applied by b first and once
+	// more by a.
+	firstBy := map[int64]string{}
+	for _, r := range got {
+		m, seen := firstBy[r.Offset]
+		if !seen {
+			firstBy[r.Offset] = r.Member
+			continue
+		}
+		if m != "b" || r.Member != "a" {
+			t.Errorf("offset %d delivered by %s, then again by %s: only a record of a request b closed as it left may arrive twice", r.Offset, m, r.Member)
+		}
+	}
+	if dups > 4 {
+		t.Errorf("%d records delivered twice on a graceful leave, want at most 4 (b's open requests)", dups)
 	}
 	// The leave moved keys with records still to deliver: a went on with
 	// keys b had delivered records of.
