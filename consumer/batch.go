@@ -109,6 +109,23 @@ func (p *pipeline) groupCtx(jobs []*job) (context.Context, func()) {
 	}
 }
 
+// contextsEnded reports for each of jobs whether its own context has ended.
+// It reads them under p.mu: the records of a range are cancelled one by one
+// under p.mu (abandonLocked, apply), and a batch's context ends at the first
+// of them. Read without the lock, a record whose cancel had not come yet
+// would look cancelled for another record's range and be put back, and run
+// here again after its range's drain budget was spent, beside its next
+// owner.
+func (p *pipeline) contextsEnded(jobs []*job) []bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ended := make([]bool, len(jobs))
+	for i, j := range jobs {
+		ended[i] = j.ctx.Err() != nil
+	}
+	return ended
+}
+
 // finishJob is runJob's ending for a job of a batch.
 func (p *pipeline) finishJob(j *job, done bool) {
 	p.finish(j, done)
@@ -146,6 +163,7 @@ func (p *pipeline) runBatch(b *batch) {
 	share := time.Since(start) / time.Duration(len(live)) // load.go
 	cancelled := ctx.Err() != nil
 	done()
+	ended := p.contextsEnded(live)
 	for _, j := range live {
 		j.busy += share
 	}
@@ -166,7 +184,7 @@ func (p *pipeline) runBatch(b *batch) {
 		case err == nil && res[i] == nil:
 			p.c.metrics.handled.Add(1)
 			p.finishJob(j, true)
-		case j.ctx.Err() != nil:
+		case ended[i]:
 			// Its range was dropped or drained past its budget (or the
 			// session ended): it runs again on the range's next owner.
 			p.finishJob(j, false)

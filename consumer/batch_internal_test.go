@@ -186,6 +186,79 @@ func TestBatchPanicAndGiveUp(t *testing.T) {
 	}
 }
 
+// TestBatchEndedMidAbandon: a range's records are cancelled one by one
+// under p.mu (abandonLocked, when its drain budget is spent), and a batch's
+// context ends at the first of them. The batch here holds a@0 and a@1 of
+// one range; the test cancels a@1 and keeps p.mu, as abandonLocked does
+// before it reaches a@0. The batch must not settle a@0's fate until the
+// cancel is done: read early, a@0 looks cancelled for another record's
+// range and is put back, with a@1 behind it, to run again here — which it
+// does if a worker takes it before the cancel reaches it, after the range
+// was handed on. Both are finished undone instead, pending for the range's
+// next owner, and nothing is put back.
+func TestBatchEndedMidAbandon(t *testing.T) {
+	entered := make(chan struct{})
+	p, w := testPipeline(t, func(c *Config) {
+		c.Concurrency = 0 // no workers: the test takes the batches (TakeBatch)
+		c.MaxBatchSize, c.MaxBatchWait = 10, 0
+		c.BatchHandler = func(ctx context.Context, batch []*kafka.Message) []error {
+			close(entered)
+			<-ctx.Done()
+			return FailAll(len(batch), ctx.Err())
+		}
+	})
+	batcher := p.sched.(*schedule.Batcher[jobKey, *job])
+	feed(p, "a", "a")
+	b := batcher.TakeBatch()
+	if got := len(b.Jobs()); got != 2 {
+		t.Fatalf("batch of %d records, want a@0 and a@1", got)
+	}
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		p.runBatch(b)
+	}()
+	<-entered
+
+	abandon := func(j *job) { // abandonLocked's work for one record
+		j.cancel()
+		delete(p.mu.jobs[j.t], j.o)
+		p.mu.untrack(j)
+		if err := w.st.Shelve(j.o, j.h); err != nil {
+			t.Error(err)
+		}
+	}
+	p.mu.Lock()
+	jobs := p.mu.jobs[tp{Topic: "t"}]
+	first, second := jobs[0], jobs[1]
+	abandon(second)
+	select {
+	case <-ran:
+		// The batch settled its records while the cancel was under way.
+	case <-time.After(200 * time.Millisecond):
+		// It waits for p.mu, as it should.
+	}
+	abandon(first)
+	p.mu.Unlock()
+	<-ran
+
+	if again := batcher.TakeBatch().Jobs(); len(again) != 0 {
+		var names []string
+		for _, j := range again {
+			names = append(names, name(j.m))
+		}
+		t.Fatalf("records %v of the cancelled range were put back to run again", names)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if got := w.st.Pending(); got != 2 {
+		t.Fatalf("%d records pending, want 2: both stay for the range's next owner", got)
+	}
+	if f := p.c.metrics.failed.Load(); f != 0 {
+		t.Fatalf("%d failed attempts counted, want none: a cancel is not an attempt", f)
+	}
+}
+
 // TestBatchConfig: bad batch settings are refused with ErrConfig, naming
 // the field.
 func TestBatchConfig(t *testing.T) {
