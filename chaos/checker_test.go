@@ -3,6 +3,9 @@ package chaos
 import (
 	"testing"
 	"time"
+
+	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 )
 
 // TestCommitsPastUnhandled: the rule of the "commits past unhandled" check
@@ -49,5 +52,62 @@ func TestCommitsPastUnhandled(t *testing.T) {
 				t.Errorf("bad %d, unsure %d; want %d, %d", bad, unsure, c.bad, c.unsure)
 			}
 		})
+	}
+}
+
+// TestPreviousReleaseAttribution: the rolling-upgrade row excuses only what
+// the previous release does. A duplicate counts as the previous release's
+// when the member that first ran the record was on it at the time, and a
+// failover when the range's old owner was; the same ids on this tree's
+// build count in full.
+func TestPreviousReleaseAttribution(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	// m1 runs the previous release until 1000 ms, then this tree's build.
+	e := &env{t: t, runs: []memberRun{{id: "m1", from: ms(0), previous: true}, {id: "m2", from: ms(0)}, {id: "m1", from: ms(1000)}}}
+	for _, c := range []struct {
+		id   string
+		at   int
+		want bool
+	}{{"m1", 500, true}, {"m1", 1500, false}, {"m2", 500, false}, {"m3", 500, false}} {
+		if got := e.onPrevious(c.id, ms(c.at)); got != c.want {
+			t.Errorf("onPrevious(%s, %d ms) = %v, want %v", c.id, c.at, got, c.want)
+		}
+	}
+
+	line := func(member string, offset int64, start int) handledLine {
+		return handledLine{Member: member, Offset: offset, Key: "k", Start: ms(start), Time: ms(start + 1)}
+	}
+	lines := []handledLine{
+		line("m1", 0, 100),  // first run on the previous release,
+		line("m1", 0, 200),  // again: the previous release's
+		line("m1", 1, 1100), // first run on this tree's build,
+		line("m2", 1, 1200), // again: counted against the row
+		line("m2", 2, 1300),
+		line("m1", 2, 1400), // first by m2 (this tree), again by m1: counted
+	}
+	perFault, byPrevious := duplicatesPerFault(lines, []time.Time{ms(50), ms(1050)}, e.onPrevious)
+	if byPrevious != 1 || perFault[0] != 0 || perFault[1] != 2 {
+		t.Errorf("per fault %v, by the previous release %d; want [0 2], 1", perFault, byPrevious)
+	}
+
+	// A range failing over from m1: excused while m1 ran the previous
+	// release, not once it runs this tree's build.
+	grantAt := func(at int, owner string) grant {
+		return grant{at: ms(at), rec: state.RangeRecord{Topic: topic, Lo: 0, Hi: ledger.HashSpace, Owner: owner}}
+	}
+	for _, c := range []struct {
+		name     string
+		lines    []handledLine
+		excused  int
+		from, to int
+	}{
+		{"old owner on the previous release", []handledLine{line("m1", 0, 100), line("m2", 1, 800)}, 1, 0, 700},
+		{"old owner on this tree", []handledLine{line("m1", 0, 1100), line("m2", 1, 1800)}, 0, 1000, 1700},
+	} {
+		r := overlap([]grant{grantAt(c.from, "m1"), grantAt(c.to, "m2")}, nil, c.lines, e.onPrevious)
+		if r.Failovers != 1 || r.FailoversByPrevious != c.excused {
+			t.Errorf("%s: %+v, want 1 failover, %d by the previous release", c.name, r, c.excused)
+		}
 	}
 }

@@ -84,6 +84,7 @@ type env struct {
 
 	mu      sync.Mutex
 	procs   map[string]*exec.Cmd
+	runs    []memberRun       // every member process started, in order
 	metrics map[string]string // member id → metrics address
 	next    int
 	acked   []ack
@@ -379,21 +380,45 @@ func (e *env) startID(id string) {
 		extra = withoutSimulatedWork(extra)
 	}
 	args = append(args, extra...)
-	cmd := exec.Command(e.binary(), args...)
+	b := e.binary()
+	cmd := exec.Command(b, args...)
 	if e.net != nil {
-		cmd = e.net.Host(id).Command(e.binary(), args...) // ip netns exec execs the member: the pid is the member's
+		cmd = e.net.Host(id).Command(b, args...) // ip netns exec execs the member: the pid is the member's
 	}
 	logf, err := os.OpenFile(filepath.Join(e.dir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
+	run := memberRun{id: id, from: time.Now(), previous: b != bin}
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
 	e.mu.Lock()
 	e.procs[id] = cmd
+	e.runs = append(e.runs, run)
 	e.mu.Unlock()
+}
+
+// memberRun is one member process: its id, when it was started, and
+// whether it ran the previous release (upgrade_test.go).
+type memberRun struct {
+	id       string
+	from     time.Time
+	previous bool
+}
+
+// onPrevious reports whether member id was running the previous release at
+// at: the process of that id started last before at was (e.mu held). An id
+// runs one process at a time (stop waits for the exit), so that process is
+// the one that logged at.
+func (e *env) onPrevious(id string, at time.Time) bool {
+	for i := len(e.runs) - 1; i >= 0; i-- {
+		if r := e.runs[i]; r.id == id && !r.from.After(at) {
+			return r.previous
+		}
+	}
+	return false
 }
 
 // withoutSimulatedWork drops the flags of the simulated handler, which
@@ -676,14 +701,19 @@ type handledLine struct {
 
 // result is one row of the fault matrix.
 type result struct {
-	Row              string
-	Faults           int
-	Acked            int
-	Lost             int // acknowledged, never handled, not reported lost
-	LostToRetention  int // deleted from Kafka before it was handled, and reported
-	Duplicates       int
-	DupSamples       []string // the first duplicates, who ran each and when
-	WorstPerFault    int
+	Row             string
+	Faults          int
+	Acked           int
+	Lost            int // acknowledged, never handled, not reported lost
+	LostToRetention int // deleted from Kafka before it was handled, and reported
+	Duplicates      int
+	DupSamples      []string // the first duplicates, who ran each and when
+	WorstPerFault   int
+	// DupsByPrevious: of Duplicates, those first run by a member on the
+	// previous release (upgrade_test.go), which WorstPerFault leaves out;
+	// PreviousRuns: the member processes started on that release.
+	DupsByPrevious   int
+	PreviousRuns     int
 	OrderViolations  int
 	CommitRegression int
 	CommitPastUndone int // commits provably in Kafka while a record below them was unhandled
@@ -757,8 +787,12 @@ func (e *env) check(row string, bound int) result {
 			r.Duplicates++
 			if len(r.DupSamples) < maxDupSamples {
 				f := firstBy[k]
+				by := f.Member
+				if e.onPrevious(f.Member, f.Start) {
+					by += " (previous release)"
+				}
 				r.DupSamples = append(r.DupSamples, fmt.Sprintf("%d/%d %s: %s started %s ended %s, again %s started %s ended %s",
-					l.Partition, l.Offset, l.Key, f.Member, f.Start.Format(stamp), f.Time.Format(stamp), l.Member, l.Start.Format(stamp), l.Time.Format(stamp)))
+					l.Partition, l.Offset, l.Key, by, f.Start.Format(stamp), f.Time.Format(stamp), l.Member, l.Start.Format(stamp), l.Time.Format(stamp)))
 			}
 			continue
 		}
@@ -831,32 +865,60 @@ func (e *env) check(row string, bound int) result {
 			r.Recovery = max(r.Recovery, done.Sub(f))
 		}
 	}
-	// Attribute each duplicate to the latest fault before it.
-	perFault := make([]int, len(e.faults))
-	seen := map[id]bool{}
+	perFault, byPrevious := duplicatesPerFault(lines, e.faults, e.onPrevious)
+	for _, n := range perFault {
+		r.WorstPerFault = max(r.WorstPerFault, n)
+	}
+	r.DupsByPrevious = byPrevious
+	for _, run := range e.runs {
+		if run.previous {
+			r.PreviousRuns++
+		}
+	}
+	r.Overlap = overlap(e.grants, e.plans, lines, e.onPrevious)
+	return r
+}
+
+// duplicatesPerFault attributes each duplicate in lines (sorted by time)
+// to the latest fault before it was run again (those before the first
+// fault to none), apart from those first run on the previous release,
+// which it counts: previous reports whether a member was running the
+// previous release at a moment.
+func duplicatesPerFault(lines []handledLine, faults []time.Time, previous func(member string, at time.Time) bool) (perFault []int, byPrevious int) {
+	type id struct {
+		p int32
+		o int64
+	}
+	perFault = make([]int, len(faults))
+	first := map[id]handledLine{}
 	for _, l := range lines {
 		k := id{l.Partition, l.Offset}
-		if !seen[k] {
-			seen[k] = true
+		f, seen := first[k]
+		if !seen {
+			first[k] = l
 			continue
 		}
-		for i := len(e.faults) - 1; i >= 0; i-- {
-			if !e.faults[i].After(l.Time) {
+		if previous(f.Member, f.Start) {
+			byPrevious++
+			continue
+		}
+		for i := len(faults) - 1; i >= 0; i-- {
+			if !faults[i].After(l.Time) {
 				perFault[i]++
 				break
 			}
 		}
 	}
-	for _, n := range perFault {
-		r.WorstPerFault = max(r.WorstPerFault, n)
-	}
-	r.Overlap = overlap(e.grants, e.plans, lines)
-	return r
+	return perFault, byPrevious
 }
 
 func (r result) String() string {
-	return fmt.Sprintf("%-28s faults %d  acked %d  lost %d  lost to retention (reported) %d  dups %d (worst fault %d, bound %d per fault)  order %d  regressions %d  commit-past-undone %d (unsure %d)  stale writes %d  recovery %s  %s",
-		r.Row, r.Faults, r.Acked, r.Lost, r.LostToRetention, r.Duplicates, r.WorstPerFault, r.Bound, r.OrderViolations, r.CommitRegression, r.CommitPastUndone, r.CommitPastUnsure, r.StaleWrites, r.Recovery.Round(10*time.Millisecond), r.Overlap)
+	previous := ""
+	if r.DupsByPrevious > 0 {
+		previous = fmt.Sprintf(", %d first run by the previous release's %d processes", r.DupsByPrevious, r.PreviousRuns)
+	}
+	return fmt.Sprintf("%-28s faults %d  acked %d  lost %d  lost to retention (reported) %d  dups %d (worst fault %d, bound %d per fault%s)  order %d  regressions %d  commit-past-undone %d (unsure %d)  stale writes %d  recovery %s  %s",
+		r.Row, r.Faults, r.Acked, r.Lost, r.LostToRetention, r.Duplicates, r.WorstPerFault, r.Bound, previous, r.OrderViolations, r.CommitRegression, r.CommitPastUndone, r.CommitPastUnsure, r.StaleWrites, r.Recovery.Round(10*time.Millisecond), r.Overlap)
 }
 
 // commitsPastUnhandled counts the distinct observed commits (partition,

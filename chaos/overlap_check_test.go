@@ -39,7 +39,7 @@ func TestOverlapChecker(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// Grants without a state are failovers; see "handover" below.
-			r := overlap(c.grants, nil, c.lines)
+			r := overlap(c.grants, nil, c.lines, nil)
 			if r.Moves != c.moves || r.Overlaps != c.overlaps || r.Min != c.min || r.Failovers != c.moves {
 				t.Errorf("got %+v, want %d moves, %d overlaps, min %s", r, c.moves, c.overlaps, c.min)
 			}
@@ -48,7 +48,7 @@ func TestOverlapChecker(t *testing.T) {
 	// A released range moving on is a handover, not a failover.
 	rel := g(900, "a")
 	rel.rec.State = state.StateReleased
-	r := overlap([]grant{g(0, "a"), rel, g(1000, "b")}, nil, []handledLine{h(10, "a", 0), h(1200, "b", 1)})
+	r := overlap([]grant{g(0, "a"), rel, g(1000, "b")}, nil, []handledLine{h(10, "a", 0), h(1200, "b", 1)}, nil)
 	if r.Moves != 1 || r.Failovers != 0 {
 		t.Errorf("handover counted as failover: %+v", r)
 	}
@@ -68,7 +68,7 @@ func TestOverlapChecker(t *testing.T) {
 		first.key, first.rev = "r", 5
 		next.key, next.rev, next.prevOwner, next.prevRev = "r", 9, "a", 5
 		plans := []planSeen{{leaver: "a", rev: 7, byKey: map[string]state.PlannedHandoff{"r": c.plan}}}
-		r := overlap([]grant{first, next}, plans, []handledLine{h(10, "a", 0), h(1200, "b", 1)})
+		r := overlap([]grant{first, next}, plans, []handledLine{h(10, "a", 0), h(1200, "b", 1)}, nil)
 		if r.Moves != 1 || r.Failovers != c.failover {
 			t.Errorf("%s: %+v, want %d failovers", c.name, r, c.failover)
 		}

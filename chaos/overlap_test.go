@@ -119,6 +119,9 @@ type overlapResult struct {
 	// or its drain timed out), FailoverMin their smallest gap.
 	Failovers   int
 	FailoverMin time.Duration
+	// FailoversByPrevious: of Failovers, those whose old owner was running
+	// the previous release (upgrade_test.go).
+	FailoversByPrevious int
 }
 
 func (o overlapResult) String() string {
@@ -128,13 +131,17 @@ func (o overlapResult) String() string {
 	f := "none"
 	if o.Failovers > 0 {
 		f = fmt.Sprintf("%s over %d", o.FailoverMin.Round(time.Millisecond), o.Failovers)
+		if o.FailoversByPrevious > 0 {
+			f += fmt.Sprintf(" (%d from an owner on the previous release)", o.FailoversByPrevious)
+		}
 	}
 	return fmt.Sprintf("overlap: min gap %s over %d owner changes (%d negative; worst %s); at failovers %s", o.Min.Round(time.Millisecond), o.Moves, o.Overlaps, o.Worst, f)
 }
 
 // overlap computes the overlap result from the grants seen and the
-// handlings logged (e.mu held).
-func overlap(grants []grant, plans []planSeen, lines []handledLine) overlapResult {
+// handlings logged (e.mu held). previous, if not nil, reports whether a
+// member was running the previous release at a moment (env.onPrevious).
+func overlap(grants []grant, plans []planSeen, lines []handledLine, previous func(member string, at time.Time) bool) overlapResult {
 	type pk struct {
 		p int32
 		h uint32
@@ -216,6 +223,9 @@ func overlap(grants []grant, plans []planSeen, lines []handledLine) overlapResul
 					r.FailoverMin = gap
 				}
 				r.Failovers++
+				if previous != nil && previous(prev.owner, prev.last) {
+					r.FailoversByPrevious++
+				}
 			}
 			if gap < 0 {
 				r.Overlaps++
