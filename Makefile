@@ -61,7 +61,7 @@ SOAK ?= 30m
 soak:
 	KEYSHARE_SOAK=$(SOAK) $(GO) test -count=1 -run TestSoak -timeout 24h -v ./chaos/
 
-# The long form of the fault matrix; writes docs/reliability.md.
+# The long form of the fault matrix; writes its table in docs/reliability.md.
 chaos:
 	KEYSHARE_CHAOS=long $(GO) test -count=1 -run TestFaultMatrix -timeout 30m -v ./chaos/
 

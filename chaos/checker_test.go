@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,5 +111,30 @@ func TestPreviousReleaseAttribution(t *testing.T) {
 		if r.Failovers != 1 || r.FailoversByPrevious != c.excused {
 			t.Errorf("%s: %+v, want 1 failover, %d by the previous release", c.name, r, c.excused)
 		}
+	}
+}
+
+// TestReplaceTable: the matrix's report replaces its table in
+// docs/reliability.md and nothing around it, and the document as it is
+// holds the table's head.
+func TestReplaceTable(t *testing.T) {
+	const head = "| a | b |\n|---|---|\n"
+	doc := "# Title\n\nProse.\n\n" + head + "| 1 | 2 |\n| 3 | 4 |\n\nMore prose.\n| not | after a blank line |\n"
+	got, err := replaceTable(doc, head, head+"| 5 | 6 |\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "# Title\n\nProse.\n\n" + head + "| 5 | 6 |\n\nMore prose.\n| not | after a blank line |\n"; got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if _, err := replaceTable("# Title\n", head, head); err == nil {
+		t.Error("a document without the table: no error")
+	}
+	doc2, err := os.ReadFile("../docs/reliability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc2), reportTableHead) {
+		t.Errorf("docs/reliability.md lacks the matrix's table head %q: the long run could not write its figures", reportTableHead)
 	}
 }
