@@ -221,9 +221,7 @@ func TestBatchEndedMidAbandon(t *testing.T) {
 	<-entered
 
 	abandon := func(j *job) { // abandonLocked's work for one record
-		j.cancel()
-		delete(p.mu.jobs[j.t], j.o)
-		p.mu.untrack(j)
+		p.dropJobLocked(j)
 		if err := w.st.Shelve(j.o, j.h); err != nil {
 			t.Error(err)
 		}

@@ -86,9 +86,7 @@ func (p *pipeline) evictBlocked() bool {
 		if p.mu.jobs[j.t][j.o] != j {
 			continue // abandoned already: whoever removed it counted it out
 		}
-		delete(p.mu.jobs[j.t], j.o)
-		p.mu.untrack(j)
-		j.cancel()
+		p.dropJobLocked(j)
 		for _, w := range p.mu.byTP[j.t] {
 			if w.st.Range().Contains(j.h) {
 				p.shelveLocked(j.t, j.key, w.st, j.o, j.h)

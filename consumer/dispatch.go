@@ -86,8 +86,7 @@ func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h u
 		// Not expected (the ledger answers InFlight for a record in flight
 		// here), but if it happens the old job is abandoned: its finish
 		// will find it gone and not count it again.
-		old.cancel()
-		p.mu.untrack(old)
+		p.dropJobLocked(old)
 	}
 	jobs[o] = j
 	p.mu.track(j)
@@ -114,6 +113,15 @@ func (p *pipeline) runJob(j *job) {
 		j.busy += time.Since(start)
 	}
 	p.finish(j, done)
+}
+
+// dropJobLocked stops j and forgets it: its context ends, and it leaves
+// p.mu.jobs and the in-flight counts. Its worker's finish then finds it
+// gone and counts nothing again (finish).
+func (p *pipeline) dropJobLocked(j *job) {
+	j.cancel()
+	delete(p.mu.jobs[j.t], j.o)
+	p.mu.untrack(j)
 }
 
 // finish records that a dispatched record is done (or failed for good). A

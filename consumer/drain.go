@@ -163,9 +163,7 @@ func (p *pipeline) abandonLocked(w *owned) int {
 		if !w.st.Range().Contains(j.h) {
 			continue
 		}
-		j.cancel()
-		delete(p.mu.jobs[t], o)
-		p.mu.untrack(j)
+		p.dropJobLocked(j)
 		n++
 		if err := w.st.Shelve(o, j.h); err != nil {
 			p.log.Error("ledger refused to take back a cancelled record", "topic", t.Topic, "partition", t.Partition, "offset", o, "error", err)

@@ -74,9 +74,7 @@ func (p *pipeline) apply(a state.Assignment, starts map[tp]int64) ([]tp, error) 
 	res := reconcileTable(&p.mu.rangeTable, p.mu.jobs, a, starts, p.c.cfg.DrainTimeout, p.log)
 	for _, j := range res.cancel {
 		if p.mu.jobs[j.t][j.o] == j {
-			j.cancel()
-			delete(p.mu.jobs[j.t], j.o)
-			p.mu.untrack(j)
+			p.dropJobLocked(j)
 		}
 	}
 	// A key's prelude (prelude.go) on hash space no longer owned ends as
