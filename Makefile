@@ -12,6 +12,9 @@ TESTFLAGS ?= -race -count=1 -p 1 -timeout 9m
 FUZZTIME  ?= 30s
 # The second tier, on a real broker: slower to start, same flags otherwise.
 KAFKA_TESTFLAGS ?= -race -count=1 -p 1 -timeout 15m
+# coord's model tests run one goroutine over an in-memory store: built
+# without the race detector (coord/model_run_test.go), six times faster.
+MODEL_TESTFLAGS ?= -count=1 -timeout 9m
 
 .PHONY: all build test test-kafka demo bench fuzz lint tidy clean chaos soak bench-peers proto
 
@@ -22,6 +25,7 @@ build:
 
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(GO) test $(MODEL_TESTFLAGS) -run '^(TestCoordModel|TestModelSettlesFragments)$$' ./coord/
 
 # The second tier: the devcluster and testutil checks, the consumer
 # integration tests, the PostgreSQL sink's end to end, the CLI end to end
