@@ -7,9 +7,6 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
-
-	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/plan"
 )
 
 // The model tests (the model is model_test.go's). They run one goroutine
@@ -20,13 +17,7 @@ import (
 func TestCoordModel(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
-		g := &modelGroup{
-			t: t, store: newModelStore(), live: map[string]int64{}, leaving: map[string]bool{},
-			clock: time.Now(), wall: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), seen: map[plan.RangeObs]time.Time{},
-		}
-		for p := range rapid.Int32Range(1, 2).Draw(t, "partitions") {
-			g.parts = append(g.parts, assign.PartitionWeight{TopicPartition: assign.TopicPartition{Topic: "t", Partition: p}})
-		}
+		g := drawModelGroup(t, 2)
 		for range rapid.IntRange(1, modelMaxMembers).Draw(t, "first members") {
 			g.join(rapid.IntRange(1, 3).Draw(t, "weight"))
 		}
@@ -43,15 +34,12 @@ func TestCoordModel(t *testing.T) {
 			case 1: // graceful leave
 				if len(ids) > 0 {
 					id := rapid.SampledFrom(ids).Draw(t, "leaver")
-					g.leaving[id] = true
-					g.store.put(planSchema.Member(id), g.member(id, 1, true), g.live[id])
+					g.leave(id)
 				}
 			case 2: // crash: the lease ends
 				if len(ids) > 0 {
 					id := rapid.SampledFrom(ids).Draw(t, "crash")
-					g.store.del(planSchema.Member(id))
-					delete(g.live, id)
-					delete(g.leaving, id)
+					g.crash(id)
 				}
 			case 3:
 				g.damage()
@@ -92,13 +80,7 @@ func TestCoordModel(t *testing.T) {
 func TestModelSettlesFragments(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
-		g := &modelGroup{
-			t: t, store: newModelStore(), live: map[string]int64{}, leaving: map[string]bool{},
-			clock: time.Now(), wall: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), seen: map[plan.RangeObs]time.Time{},
-		}
-		for p := range rapid.Int32Range(1, 4).Draw(t, "partitions") {
-			g.parts = append(g.parts, assign.PartitionWeight{TopicPartition: assign.TopicPartition{Topic: "t", Partition: p}})
-		}
+		g := drawModelGroup(t, 4)
 		for range rapid.IntRange(1, 20).Draw(t, "first members") {
 			g.join(1)
 		}
@@ -112,15 +94,12 @@ func TestModelSettlesFragments(t *testing.T) {
 			case 1: // graceful leave
 				if len(ids) > 1 {
 					id := rapid.SampledFrom(ids).Draw(t, "leaver")
-					g.leaving[id] = true
-					g.store.put(planSchema.Member(id), g.member(id, 1, true), g.live[id])
+					g.leave(id)
 				}
 			case 2: // crash
 				if len(ids) > 1 {
 					id := rapid.SampledFrom(ids).Draw(t, "crash")
-					g.store.del(planSchema.Member(id))
-					delete(g.live, id)
-					delete(g.leaving, id)
+					g.crash(id)
 				}
 			case 3:
 				g.release(false)

@@ -166,6 +166,19 @@ const (
 	maxRounds = 60
 )
 
+// drawModelGroup is an empty group of one to maxPartitions partitions of
+// topic "t", the number drawn by t.
+func drawModelGroup(t *rapid.T, maxPartitions int32) *modelGroup {
+	g := &modelGroup{
+		t: t, store: newModelStore(), live: map[string]int64{}, leaving: map[string]bool{},
+		clock: time.Now(), wall: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), seen: map[plan.RangeObs]time.Time{},
+	}
+	for p := range rapid.Int32Range(1, maxPartitions).Draw(t, "partitions") {
+		g.parts = append(g.parts, assign.PartitionWeight{TopicPartition: assign.TopicPartition{Topic: "t", Partition: p}})
+	}
+	return g
+}
+
 func (g *modelGroup) member(id string, weight int, leaving bool) string {
 	return mustJSON(state.MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: weight, Leaving: leaving})
 }
@@ -176,6 +189,19 @@ func (g *modelGroup) join(weight int) {
 	g.store.lease++
 	g.live[id] = g.store.lease
 	g.store.put(planSchema.Member(id), g.member(id, weight, false), g.store.lease)
+}
+
+// leave marks member id leaving, as its graceful leave does.
+func (g *modelGroup) leave(id string) {
+	g.leaving[id] = true
+	g.store.put(planSchema.Member(id), g.member(id, 1, true), g.live[id])
+}
+
+// crash ends member id's session: its registration goes with its lease.
+func (g *modelGroup) crash(id string) {
+	g.store.del(planSchema.Member(id))
+	delete(g.live, id)
+	delete(g.leaving, id)
 }
 
 func (g *modelGroup) ids() []string {
