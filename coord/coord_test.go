@@ -141,6 +141,7 @@ func settled(snap *state.Snapshot) bool {
 }
 
 func TestJoinAssignsAndLeaderMoves(t *testing.T) {
+	t.Parallel()
 	cli, e := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": 3}
 	a, _ := join(t, e.Endpoints, testConfig(t, "a", counts))

@@ -71,6 +71,7 @@ func (o *flushingOwner) run(t testing.TB, all *[]event, allMu *sync.Mutex) {
 // it unreleased, and every merged ledger entry is well formed and carries
 // the state its parts were released with.
 func TestMergeOnEtcd(t *testing.T) {
+	t.Parallel()
 	cli, e := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": 1}
 	var (

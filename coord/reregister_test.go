@@ -16,6 +16,7 @@ import (
 // must not work on the ranges of the old one before FailoverGrace has
 // passed: its grace belongs to the registration that went, not to the id.
 func TestGraceOutlivesReregistration(t *testing.T) {
+	t.Parallel()
 	cli, e := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": 2}
 	const grace = 2 * time.Second
