@@ -30,7 +30,7 @@ build:
 
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
-	$(GO) test $(MODEL_TESTFLAGS) -run '^(TestCoordModel|TestModelSettlesFragments)$$' ./coord/
+	$(GO) test $(MODEL_TESTFLAGS) -run Model ./coord/
 
 # The second tier: the devcluster and testutil checks, the consumer
 # integration tests, the PostgreSQL sink's end to end, the CLI end to end

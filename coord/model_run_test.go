@@ -12,7 +12,9 @@ import (
 // The model tests (the model is model_test.go's). They run one goroutine
 // over an in-memory store, so the race detector has nothing to find in
 // them and would only make them about six times slower, more than a minute
-// of CI's time: `make test` runs them in a build without it.
+// of CI's time: `make test` runs them in a build without it, by the
+// "Model" in their names (go test -run Model ./coord/), so a test added
+// here needs it too.
 
 func TestCoordModel(t *testing.T) {
 	t.Parallel()
