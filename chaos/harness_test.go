@@ -371,7 +371,7 @@ func (e *env) startID(id string) {
 	args := []string{"member", "--brokers", e.brokers, "--etcd", e.memberEtcd, "--group", group, "--topic", topic, "--id", id}
 	args = append(args, work...)
 	args = append(args, "--audit", filepath.Join(e.dir, id+".audit"),
-		"--ttl", ttl.String(), "--drain-timeout", "10s", "--log-level", "info", "--metrics-addr", e.metricsAddr(id))
+		"--ttl", ttl.String(), "--drain-timeout", "10s", "--log-level", "info", "--metrics-addr", e.newMetricsAddr(id))
 	args = append(args, e.memberArgs...)
 	// KEYSHARE_CHAOS_MEMBER_ARGS adds member flags (later ones win), e.g.
 	// "--batch-size 50 --work call:1ms+0.02ms" runs the matrix on batches.
@@ -491,22 +491,30 @@ func (e *env) killAll() {
 	}
 }
 
-// metricsAddr is member id's metrics address (a port free when first asked).
-func (e *env) metricsAddr(id string) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.metrics == nil {
-		e.metrics = map[string]string{}
-	}
-	if a, ok := e.metrics[id]; ok {
-		return a
-	}
+// newMetricsAddr picks member id's metrics address for a process about to
+// start: a port free now. Each start picks afresh: a port kept from an
+// earlier process of the id may have been taken since (a broker
+// connection's ephemeral port, say), and the member would then fail to
+// bind it.
+func (e *env) newMetricsAddr(id string) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	defer ln.Close()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.metrics == nil {
+		e.metrics = map[string]string{}
+	}
 	e.metrics[id] = ln.Addr().String()
+	return e.metrics[id]
+}
+
+// metricsAddr is the metrics address of member id's latest process.
+func (e *env) metricsAddr(id string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return e.metrics[id]
 }
 
