@@ -90,17 +90,10 @@ func BenchmarkPipeline(b *testing.B) {
 				}
 				return nil
 			})
-			topic := "t"
-			const keys = 1000
-			msgs := make([]*kafka.Message, 4096)
-			keyBytes := make([][]byte, keys)
-			for i := range keyBytes {
-				keyBytes[i] = fmt.Appendf(nil, "key-%d", i)
-			}
+			msgs := benchRecords()
 			mine := 0
-			for i := range msgs {
-				msgs[i] = &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic}, Key: keyBytes[i%keys]}
-				if tc.ranges[0].Contains(ledger.Hash(msgs[i].Key, 0)) {
+			for _, m := range msgs {
+				if tc.ranges[0].Contains(ledger.Hash(m.Key, 0)) {
 					mine++
 				}
 			}
@@ -131,4 +124,63 @@ func BenchmarkPipeline(b *testing.B) {
 			b.ReportMetric(float64(mine)/float64(len(msgs)), "share-run")
 		})
 	}
+}
+
+// benchRecords are the benchmarks' records of topic "t": 4,096 of them
+// over 1,000 keys, each key's records spread evenly.
+func benchRecords() []*kafka.Message {
+	topic := "t"
+	const keys = 1000
+	keyBytes := make([][]byte, keys)
+	for i := range keyBytes {
+		keyBytes[i] = fmt.Appendf(nil, "key-%d", i)
+	}
+	msgs := make([]*kafka.Message, 4096)
+	for i := range msgs {
+		msgs[i] = &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic}, Key: keyBytes[i%keys]}
+	}
+	return msgs
+}
+
+// BenchmarkPipelineWithoutHandoff is BenchmarkPipeline's whole-partition
+// case with each record run on the benchmark's own goroutine, through a
+// scheduler without workers (Next, Done), right after handle: the same
+// bookkeeping (filter, ledger, key queue, completion, load) without
+// handing the record to a worker. A member never runs records this way (a
+// slow handler would hold up the fetch loop); the benchmark measures what
+// the handoff costs against the rest. With -cpu 1,2 it also shows what the
+// second core costs the handoff.
+func BenchmarkPipelineWithoutHandoff(b *testing.B) {
+	handled := 0
+	p := benchPipeline(b, []ledger.HashRange{ledger.Full}, func(context.Context, *kafka.Message) error {
+		handled++ // on the benchmark's goroutine
+		return nil
+	})
+	p.sched.Close()
+	sched := schedule.New[jobKey](0, p.runJob)
+	p.sched = sched
+	msgs := benchRecords()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime(b)
+	var at time.Time
+	for i := 0; i < b.N; i++ {
+		if i%pollBurst == 0 {
+			at = time.Now()
+		}
+		cp := *msgs[i%len(msgs)] // as in BenchmarkPipeline
+		cp.TopicPartition.Offset = kafka.Offset(i)
+		p.handle(&cp, at)
+		k, j, ok := sched.Next()
+		if !ok {
+			b.Fatalf("record %d was not queued to run", i)
+		}
+		p.runJob(j)
+		sched.Done(k)
+	}
+	b.StopTimer()
+	if handled != b.N {
+		b.Fatalf("the handler ran %d of %d records", handled, b.N)
+	}
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 }
