@@ -2,15 +2,11 @@ package devcluster
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,17 +50,6 @@ type ApacheKafka struct {
 
 	mu    sync.Mutex
 	nodes []*kafkaNode
-}
-
-type kafkaNode struct {
-	id               int // node.id, 1-based
-	dir              string
-	host             string
-	port, ctrlPort   int
-	proc             *os.Process // nil while stopped
-	exited           chan struct{}
-	waitErr          error
-	userChosenListen bool
 }
 
 // jvmFlags keep a node small and quick to start: a test broker holds little
@@ -217,223 +202,6 @@ func (k *ApacheKafka) waitGroupCoordinator(deadline time.Time) error {
 	}
 }
 
-// format writes each node's meta.properties and bootstrap metadata with
-// kafka.tools.StorageTool, unless the node was formatted before (a restart
-// from Dir): then its cluster ID is kept.
-func (k *ApacheKafka) format() error {
-	for _, nd := range k.nodes {
-		if b, err := os.ReadFile(filepath.Join(nd.dataDir(), "meta.properties")); err == nil {
-			for _, l := range strings.Split(string(b), "\n") {
-				if v, ok := strings.CutPrefix(l, "cluster.id="); ok {
-					k.clusterID = strings.TrimSpace(v)
-				}
-			}
-		}
-	}
-	if k.clusterID == "" {
-		k.clusterID = newClusterID()
-	}
-	for _, nd := range k.nodes {
-		if _, err := os.Stat(filepath.Join(nd.dataDir(), "meta.properties")); err == nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		args := append([]string{"-Xmx256m"}, jvmFlags...)
-		args = append(args, "-cp", filepath.Join(k.lib, "*"), "-Dlog4j2.configurationFile="+k.log4jConfig(),
-			"kafka.tools.StorageTool", "format", "--cluster-id", k.clusterID, "--config", nd.properties(), "--ignore-formatted")
-		out, err := exec.CommandContext(ctx, k.java, args...).CombinedOutput()
-		cancel()
-		if err != nil {
-			return fmt.Errorf("devcluster: format kafka node %d in %s: %w\n%s", nd.id, nd.dir, err, out)
-		}
-	}
-	return nil
-}
-
-// newClusterID is a random KRaft cluster ID: 16 bytes, base64url without
-// padding, not starting with '-' (the command line would read it as a flag).
-func newClusterID() string {
-	for {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
-			return id
-		}
-	}
-}
-
-// config is node nd's server.properties: one combined node of a static
-// KRaft quorum (controller.quorum.voters), settings for a small test
-// cluster.
-func (k *ApacheKafka) config(nd *kafkaNode, voters string) string {
-	rf := min(3, k.o.Nodes)
-	return fmt.Sprintf(`# Written by keyshare's devcluster for Apache Kafka %[1]s.
-process.roles=broker,controller
-node.id=%[2]d
-controller.quorum.voters=%[3]s
-listeners=PLAINTEXT://%[4]s:%[5]d,CONTROLLER://%[4]s:%[6]d
-advertised.listeners=PLAINTEXT://%[4]s:%[5]d
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-log.dirs=%[7]s
-num.partitions=1
-default.replication.factor=%[8]d
-min.insync.replicas=1
-offsets.topic.replication.factor=%[8]d
-offsets.topic.num.partitions=4
-transaction.state.log.replication.factor=%[8]d
-transaction.state.log.min.isr=1
-transaction.state.log.num.partitions=4
-share.coordinator.state.topic.replication.factor=%[8]d
-share.coordinator.state.topic.min.isr=1
-share.coordinator.state.topic.num.partitions=4
-group.initial.rebalance.delay.ms=0
-auto.create.topics.enable=false
-num.network.threads=2
-num.io.threads=4
-num.recovery.threads.per.data.dir=1
-background.threads=4
-# A killed node loses its partitions' leadership after 3 s, not 9.
-broker.heartbeat.interval.ms=500
-broker.session.timeout.ms=3000
-`, ApacheKafkaVersion, nd.id, voters, nd.host, nd.port, nd.ctrlPort, nd.dataDir(), rf)
-}
-
-// log4jConfig sends the broker's log (Info, Kafka's default) to stdout,
-// which start appends to the node's server.log.
-const log4jConfig = `status = warn
-appender.out.type = Console
-appender.out.name = out
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = info
-rootLogger.appenderRef.out.ref = out
-logger.statechange.name = state.change.logger
-logger.statechange.level = warn
-logger.request.name = kafka.request.logger
-logger.request.level = warn
-`
-
-func (k *ApacheKafka) log4jConfig() string { return filepath.Join(k.o.Dir, "log4j2.properties") }
-
-func (nd *kafkaNode) properties() string { return filepath.Join(nd.dir, "server.properties") }
-func (nd *kafkaNode) dataDir() string    { return filepath.Join(nd.dir, "data") }
-func (nd *kafkaNode) logPath() string    { return filepath.Join(nd.dir, "server.log") }
-func (nd *kafkaNode) addr() string       { return net.JoinHostPort(nd.host, strconv.Itoa(nd.port)) }
-
-// start starts the node's JVM, its output appended to server.log. The JVM
-// is killed if this process dies (Pdeathsig); Pdeathsig fires when the
-// thread that started the child exits, so that thread is locked to a
-// goroutine that lives as long as the child. The JVM gets its own process
-// group, so a terminal's Ctrl-C reaches only keyshare, which then stops it.
-func (nd *kafkaNode) start(java, lib, log4j string) error {
-	logf, err := os.OpenFile(nd.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("devcluster: %w", err)
-	}
-	args := append([]string{"-Xmx512m"}, jvmFlags...)
-	args = append(args, "-cp", filepath.Join(lib, "*"), "-Dlog4j2.configurationFile="+log4j, "kafka.Kafka", nd.properties())
-	cmd := exec.Command(java, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	exited := make(chan struct{})
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		defer logf.Close()
-		if err := cmd.Start(); err != nil {
-			started <- fmt.Errorf("devcluster: start kafka node %d (%s): %w", nd.id, java, err)
-			return
-		}
-		started <- nil
-		err := cmd.Wait()
-		nd.waitErr = err // read only after exited is closed
-		close(exited)
-	}()
-	if err := <-started; err != nil {
-		return err
-	}
-	nd.proc, nd.exited = cmd.Process, exited
-	return nil
-}
-
-// portInUseError: a node could not bind its ports.
-type portInUseError struct{ error }
-
-// waitServing waits until node nd accepts connections and the cluster's
-// metadata lists it, or its JVM exits, or deadline passes.
-func (k *ApacheKafka) waitServing(nd *kafkaNode, deadline time.Time) error {
-	k.mu.Lock()
-	exited := nd.exited
-	k.mu.Unlock()
-	fail := func(what string) error {
-		tail := logTail(nd.logPath(), 30)
-		err := fmt.Errorf("devcluster: kafka node %d on %s %s; its log is %s, ending:\n%s", nd.id, nd.addr(), what, nd.logPath(), tail)
-		if strings.Contains(tail, "Address already in use") && !nd.userChosenListen {
-			return portInUseError{err}
-		}
-		if strings.Contains(tail, "Address already in use") {
-			return fmt.Errorf("%w (is the port in use? choose another address)", err)
-		}
-		return err
-	}
-	// until polls cond every 100 ms until it holds, the JVM exits, or the
-	// deadline passes (then the failure says what was not reached).
-	until := func(what string, cond func() bool) error {
-		for {
-			select {
-			case <-exited:
-				return fail(fmt.Sprintf("exited while starting (%v)", nd.waitErr))
-			default:
-			}
-			if time.Now().After(deadline) {
-				return fail(fmt.Sprintf("%s after %s", what, k.o.StartTimeout))
-			}
-			if cond() {
-				return nil
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	if err := until("not serving", func() bool {
-		c, err := net.DialTimeout("tcp", nd.addr(), time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	}); err != nil {
-		return err
-	}
-	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": nd.addr(), "log_level": 0})
-	if err != nil {
-		return fmt.Errorf("devcluster: admin client: %w", err)
-	}
-	defer a.Close()
-	return until("not in the cluster's metadata", func() bool {
-		md, err := a.GetMetadata(nil, false, 2000)
-		if err != nil {
-			return false
-		}
-		for _, b := range md.Brokers {
-			if int(b.ID) == nd.id {
-				return true
-			}
-		}
-		return false
-	})
-}
-
-// logTail returns the last n lines of the file at path.
-func logTail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(" + err.Error() + ")"
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
 // Brokers is the bootstrap list, "host:port,host:port,...".
 func (k *ApacheKafka) Brokers() string { return strings.Join(k.ListenAddrs(), ",") }
 
@@ -477,69 +245,6 @@ func (k *ApacheKafka) LogFiles() []string {
 
 // Dir is the cluster's directory.
 func (k *ApacheKafka) Dir() string { return k.o.Dir }
-
-func (k *ApacheKafka) node(i int) (*kafkaNode, error) {
-	if i < 0 || i >= len(k.nodes) {
-		return nil, fmt.Errorf("devcluster: no kafka node %d (there are %d, numbered from 0)", i, len(k.nodes))
-	}
-	return k.nodes[i], nil
-}
-
-// Kill stops node i (0-based) as a crash would: SIGKILL. Its data stays
-// for Restart.
-func (k *ApacheKafka) Kill(i int) error { return k.stop(i, syscall.SIGKILL, 0) }
-
-// Stop stops node i gracefully (SIGTERM: controlled shutdown), killing it
-// if it has not exited within 30 s.
-func (k *ApacheKafka) Stop(i int) error { return k.stop(i, syscall.SIGTERM, 30*time.Second) }
-
-func (k *ApacheKafka) stop(i int, sig syscall.Signal, grace time.Duration) error {
-	k.mu.Lock()
-	nd, err := k.node(i)
-	if err != nil {
-		k.mu.Unlock()
-		return err
-	}
-	proc, exited := nd.proc, nd.exited
-	nd.proc = nil
-	k.mu.Unlock()
-	if proc == nil {
-		return fmt.Errorf("devcluster: kafka node %d is already stopped", i)
-	}
-	stopProc(proc, exited, sig, grace)
-	return nil
-}
-
-func stopProc(p *os.Process, exited chan struct{}, sig syscall.Signal, grace time.Duration) {
-	_ = p.Signal(sig)
-	if sig != syscall.SIGKILL {
-		select {
-		case <-exited:
-			return
-		case <-time.After(grace):
-		}
-		_ = p.Kill()
-	}
-	<-exited
-}
-
-// Restart starts stopped node i again from its data on its old ports and
-// waits until it serves.
-func (k *ApacheKafka) Restart(i int) error {
-	k.mu.Lock()
-	nd, err := k.node(i)
-	if err == nil && nd.proc != nil {
-		err = fmt.Errorf("devcluster: kafka node %d is running; Kill or Stop it before Restart", i)
-	}
-	if err == nil {
-		err = nd.start(k.java, k.lib, k.log4jConfig())
-	}
-	k.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return k.waitServing(nd, time.Now().Add(k.o.StartTimeout))
-}
 
 // Close stops every running node: SIGTERM, then SIGKILL after 15 s (a
 // node of a multi-node cluster whose peers are gone cannot finish its
