@@ -171,11 +171,11 @@ func BenchmarkPipelineWithoutHandoff(b *testing.B) {
 		cp := *msgs[i%len(msgs)] // as in BenchmarkPipeline
 		cp.TopicPartition.Offset = kafka.Offset(i)
 		p.handle(&cp, at)
-		k, j, ok := sched.Next()
+		k, j, taken, ok := sched.Next()
 		if !ok {
 			b.Fatalf("record %d was not queued to run", i)
 		}
-		p.runJob(j)
+		p.runJob(j, taken)
 		sched.Done(k)
 	}
 	b.StopTimer()

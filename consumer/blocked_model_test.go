@@ -199,7 +199,7 @@ func (m *blockedModel) loop() {
 // start takes work from the scheduler as a worker would.
 func (m *blockedModel) start() {
 	if !m.batches {
-		k, j, ok := m.single.Next()
+		k, j, _, ok := m.single.Next()
 		if !ok {
 			return
 		}

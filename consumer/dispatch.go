@@ -72,7 +72,7 @@ func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h u
 	j := &job{t: t, key: k, o: o, h: h, m: m, ctx: jobCtx{parent: p.ctx}, p: p, w: w, since: at}
 	j.ctx.job = j
 	// Queued before it is in jobs: its finish waits for p.mu, held here.
-	if !p.sched.SubmitBounded(k, j, p.maxQueuedPerKey()) {
+	if !p.sched.SubmitBounded(k, j, p.maxQueuedPerKey(), at) {
 		j.cancel()
 		p.shelveLocked(t, k, w.st, o, h)
 		return
@@ -98,19 +98,20 @@ func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h u
 // session (the scheduler's unit tests) is always live.
 func (p *pipeline) live() bool { return p.sess == nil || p.sess.Live() }
 
-// runJob runs on a worker: it handles the record (unless its range was
-// dropped meanwhile) and records the outcome.
-func (p *pipeline) runJob(j *job) {
+// runJob runs on a worker, which took j at taken: it handles the record
+// (unless its range was dropped meanwhile) and records the outcome.
+func (p *pipeline) runJob(j *job, taken time.Time) {
 	defer j.cancel()
 	done := false
 	// Live: not at or past the session's conservative lease deadline,
 	// after which the leader may give the range away (coord/deadline.go).
 	if j.ctx.Err() == nil && p.live() {
 		// An error here means the context ended: the record stays
-		// pending for the range's next owner.
-		start := time.Now()
+		// pending for the range's next owner. The record's busy time
+		// starts when the worker took it (load.go), from the clock
+		// reading the scheduler made then.
 		done = p.c.process(&j.ctx, j, &p.mu.Mutex) == nil
-		j.busy += time.Since(start)
+		j.busy += time.Since(taken)
 	}
 	p.finish(j, done)
 }

@@ -58,19 +58,24 @@ func NewBatcher[K comparable, J any](workers, size int, wait time.Duration, run 
 func (s *Batcher[K, J]) MaxBatch() int { return s.max }
 
 // Submit queues j behind earlier jobs of key k.
-func (s *Batcher[K, J]) Submit(k K, j J) { s.SubmitBounded(k, j, 0) }
-
-// SubmitBounded is Submit, unless k is blocked (blocked.go) with keep jobs
-// queued already (keep > 0): then j is not queued and the result is false.
-// One lock for both, as it runs for every record.
-func (s *Batcher[K, J]) SubmitBounded(k K, j J, keep int) bool {
+func (s *Batcher[K, J]) Submit(k K, j J) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.submitLocked(k, j, keep)
+	s.submitLocked(k, j, 0, s.now())
 }
 
-func (s *Batcher[K, J]) submitLocked(k K, j J, keep int) bool {
-	q, ready := s.enqueueLocked(k, j, keep)
+// SubmitBounded is Submit for a job that arrived at at (read from the
+// scheduler's clock by the caller), unless k is blocked (blocked.go) with
+// keep jobs queued already (keep > 0): then j is not queued and the result
+// is false. One lock for both, as it runs for every record.
+func (s *Batcher[K, J]) SubmitBounded(k K, j J, keep int, at time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.submitLocked(k, j, keep, at)
+}
+
+func (s *Batcher[K, J]) submitLocked(k K, j J, keep int, at time.Time) bool {
+	q, ready := s.enqueueLocked(k, j, keep, at)
 	switch {
 	case q == nil:
 		return false
@@ -192,7 +197,7 @@ func (s *Batcher[K, J]) fillLocked(b *Batch[K, J]) {
 	room := s.max - len(b.jobs)
 	take := func(q *keyQueue[K, J]) {
 		for room > 0 && len(q.jobs) > 0 {
-			b.jobs = append(b.jobs, s.takeLocked(q))
+			b.jobs = append(b.jobs, s.takeLocked(q, s.now()))
 			room--
 		}
 	}

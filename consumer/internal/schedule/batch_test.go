@@ -136,7 +136,7 @@ func TestBatchReleasePutsBack(t *testing.T) {
 	t.Cleanup(s.Close)
 	s.mu.Lock() // submit all three before any worker looks
 	for o := range 3 {
-		s.submitLocked("a", tj{"a", int64(o)}, 0)
+		s.submitLocked("a", tj{"a", int64(o)}, 0, s.now())
 	}
 	s.mu.Unlock()
 	want := [][]string{{"a@0", "a@1", "a@2"}, {"a@1", "a@2"}}

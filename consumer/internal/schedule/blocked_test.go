@@ -27,7 +27,7 @@ func TestEvictBlocked(t *testing.T) {
 			for o := range int64(tc.queued) + 1 {
 				s.Submit("a", tj{"a", o})
 			}
-			if _, j, _ := s.Next(); j.o != 0 {
+			if _, j, _, _ := s.Next(); j.o != 0 {
 				t.Fatalf("took %v, want a@0", j)
 			}
 			*clock = clock.Add(tc.elapsed)
@@ -52,7 +52,7 @@ func TestEvictBlocked(t *testing.T) {
 			s.Done("a")
 			var next []int64
 			for {
-				k, j, ok := s.Next()
+				k, j, _, ok := s.Next()
 				if !ok {
 					break
 				}
@@ -91,7 +91,7 @@ func TestSubmitBounded(t *testing.T) {
 				s.Submit("a", tj{"a", int64(o + 1)})
 			}
 			*clock = clock.Add(tc.elapsed)
-			if got := s.SubmitBounded("a", tj{"a", 99}, tc.keep); got != tc.want {
+			if got := s.SubmitBounded("a", tj{"a", 99}, tc.keep, *clock); got != tc.want {
 				t.Fatalf("SubmitBounded = %v, want %v", got, tc.want)
 			}
 			if want := tc.queued + map[bool]int{true: 1}[tc.want]; s.Queued("a") != want {
@@ -213,7 +213,7 @@ func TestBatcherSubmitBounded(t *testing.T) {
 	}
 	for _, st := range steps {
 		st.do()
-		if got := s.SubmitBounded("a", tj{"a", 99}, st.keep); got != st.want {
+		if got := s.SubmitBounded("a", tj{"a", 99}, st.keep, *clock); got != st.want {
 			t.Fatalf("%s: SubmitBounded = %v, want %v", st.name, got, st.want)
 		}
 		if q := s.Queued("a"); q != st.queued {

@@ -69,19 +69,19 @@ func (s *queues[K, J]) Idle() bool {
 	return len(s.keys) == s.idleCount
 }
 
-// enqueueLocked queues j behind earlier jobs of key k, unless k is blocked
-// (blocked.go) with keep jobs queued already (keep > 0): then it returns
-// nil. Else it returns k's queue, and whether k became ready by it (the
-// caller wakes a worker).
-func (s *queues[K, J]) enqueueLocked(k K, j J, keep int) (q *keyQueue[K, J], ready bool) {
+// enqueueLocked queues j, which arrived at at (on the scheduler's clock),
+// behind earlier jobs of key k, unless k is blocked (blocked.go) with keep
+// jobs queued already (keep > 0): then it returns nil. Else it returns k's
+// queue, and whether k became ready by it (the caller wakes a worker).
+func (s *queues[K, J]) enqueueLocked(k K, j J, keep int, at time.Time) (q *keyQueue[K, J], ready bool) {
 	q = s.keys[k]
 	if q == nil {
-		q = s.newQueueLocked(k)
+		q = s.newQueueLocked(k, at)
 		s.keys[k] = q
 	} else if q.idle {
 		s.unidleLocked(q)
-		q.lastTake = s.now() // as a new queue's
-	} else if keep > 0 && len(q.jobs) >= keep && s.now().Sub(q.lastTake) >= BlockedAfter {
+		q.lastTake = at // as a new queue's
+	} else if keep > 0 && len(q.jobs) >= keep && at.Sub(q.lastTake) >= BlockedAfter {
 		return nil, false
 	}
 	q.jobs = append(q.jobs, j)
@@ -103,8 +103,9 @@ func (s *queues[K, J]) popReadyLocked() *keyQueue[K, J] {
 	return q
 }
 
-// takeLocked takes q's head job (there must be one) for a worker.
-func (s *queues[K, J]) takeLocked(q *keyQueue[K, J]) J {
+// takeLocked takes q's head job (there must be one) for a worker, at now
+// (the scheduler's clock).
+func (s *queues[K, J]) takeLocked(q *keyQueue[K, J], now time.Time) J {
 	var zero J
 	j := q.jobs[0]
 	q.jobs[0] = zero
@@ -113,7 +114,7 @@ func (s *queues[K, J]) takeLocked(q *keyQueue[K, J]) J {
 	} else {
 		q.jobs = q.jobs[1:]
 	}
-	q.lastTake = s.now()
+	q.lastTake = now
 	return j
 }
 
@@ -207,9 +208,9 @@ func (s *queues[K, J]) spareLocked(q *keyQueue[K, J]) {
 // a member's in-flight records span at once, little memory after a burst.
 const maxSpareQueues = 1024
 
-// newQueueLocked returns an empty queue for key k, a spare one if there is.
-func (s *queues[K, J]) newQueueLocked(k K) *keyQueue[K, J] {
-	now := s.now()
+// newQueueLocked returns an empty queue for key k, a spare one if there
+// is, made at now.
+func (s *queues[K, J]) newQueueLocked(k K, now time.Time) *keyQueue[K, J] {
 	if n := len(s.spare); n > 0 {
 		q := s.spare[n-1]
 		s.spare[n-1] = nil

@@ -1,6 +1,9 @@
 package schedule
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // Scheduler runs jobs of type J on a fixed number of workers, one job at a
 // time each, keeping each key's jobs in order and never two of one key at
@@ -11,12 +14,14 @@ type Scheduler[K comparable, J any] struct {
 	queues[K, J]
 	cond   *sync.Cond // wakes an idle worker: a key is ready, or closing
 	closed bool
-	run    func(J)
+	run    func(J, time.Time)
 	wg     sync.WaitGroup
 }
 
-// New starts workers that call run for each job.
-func New[K comparable, J any](workers int, run func(J)) *Scheduler[K, J] {
+// New starts workers that call run for each job, with the time the worker
+// took it (the scheduler's clock, read once for both the key's blocked
+// check and the runner: a runner that times its job starts from it).
+func New[K comparable, J any](workers int, run func(j J, taken time.Time)) *Scheduler[K, J] {
 	s := &Scheduler[K, J]{queues: newQueues[K, J](), run: run}
 	s.cond = sync.NewCond(&s.mu)
 	for range workers {
@@ -27,15 +32,25 @@ func New[K comparable, J any](workers int, run func(J)) *Scheduler[K, J] {
 }
 
 // Submit queues j behind earlier jobs of key k.
-func (s *Scheduler[K, J]) Submit(k K, j J) { s.SubmitBounded(k, j, 0) }
-
-// SubmitBounded is Submit, unless k is blocked (blocked.go) with keep jobs
-// queued already (keep > 0): then j is not queued and the result is false.
-// One lock for both, as it runs for every record.
-func (s *Scheduler[K, J]) SubmitBounded(k K, j J, keep int) bool {
+func (s *Scheduler[K, J]) Submit(k K, j J) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q, ready := s.enqueueLocked(k, j, keep)
+	s.submitLocked(k, j, 0, s.now())
+}
+
+// SubmitBounded is Submit for a job that arrived at at (read from the
+// scheduler's clock by the caller, who has read it anyway: one clock read
+// fewer per job), unless k is blocked (blocked.go) with keep jobs queued
+// already (keep > 0): then j is not queued and the result is false. One
+// lock for both, as it runs for every record.
+func (s *Scheduler[K, J]) SubmitBounded(k K, j J, keep int, at time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.submitLocked(k, j, keep, at)
+}
+
+func (s *Scheduler[K, J]) submitLocked(k K, j J, keep int, at time.Time) bool {
+	q, ready := s.enqueueLocked(k, j, keep, at)
 	if ready {
 		s.cond.Signal()
 	}
@@ -54,29 +69,30 @@ func (s *Scheduler[K, J]) work() {
 			return
 		}
 		q := s.popReadyLocked()
-		j := s.takeLocked(q)
+		now := s.now()
+		j := s.takeLocked(q, now)
 		s.mu.Unlock()
 
-		s.run(j)
+		s.run(j, now)
 
 		s.mu.Lock()
 		s.doneLocked(q)
 	}
 }
 
-// Next takes the head job of the first ready key, as a worker does, and
-// reports false if no key is ready. The key runs (no other job of it is
-// taken) until Done. For a scheduler without workers.
-func (s *Scheduler[K, J]) Next() (K, J, bool) {
+// Next takes the head job of the first ready key, as a worker does, with
+// the time it took it, and reports false if no key is ready. The key runs
+// (no other job of it is taken) until Done. For a scheduler without
+// workers.
+func (s *Scheduler[K, J]) Next() (k K, j J, taken time.Time, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.ready) == 0 {
-		var k K
-		var j J
-		return k, j, false
+		return k, j, taken, false
 	}
 	q := s.popReadyLocked()
-	return q.key, s.takeLocked(q), true
+	taken = s.now()
+	return q.key, s.takeLocked(q, taken), taken, true
 }
 
 // Done ends the run of k's job taken by Next.

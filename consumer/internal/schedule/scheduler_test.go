@@ -74,7 +74,7 @@ func TestStepOrder(t *testing.T) {
 					s.Done(k)
 					continue
 				}
-				k, j, ok := s.Next()
+				k, j, _, ok := s.Next()
 				switch {
 				case !ok:
 					got = append(got, "")
@@ -109,7 +109,7 @@ func TestSchedulerOrder(t *testing.T) {
 	ran := map[string][]int64{}
 	block := make(chan struct{})
 	done := make(chan struct{}, 1000)
-	s := New[string](4, func(j tj) {
+	s := New[string](4, func(j tj, _ time.Time) {
 		k := j.key
 		mu.Lock()
 		if running[k] {
@@ -162,7 +162,7 @@ func TestWorkersBound(t *testing.T) {
 		t.Run(fmt.Sprintf("%d workers %d keys", tc.workers, tc.keys), func(t *testing.T) {
 			started := make(chan string, 2*tc.keys) // room for every job: Close waits for the workers
 			release := make(chan struct{})
-			s := New[string](tc.workers, func(j tj) {
+			s := New[string](tc.workers, func(j tj, _ time.Time) {
 				started <- j.key
 				<-release
 			})
@@ -205,7 +205,7 @@ func TestSchedulerClose(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var ran []string
-	s := New[string](1, func(j tj) {
+	s := New[string](1, func(j tj, _ time.Time) {
 		if j.o == 0 && j.key == "a" {
 			close(started)
 			<-release
@@ -259,7 +259,7 @@ func TestNoLostWake(t *testing.T) {
 		r     *round
 		abort = make(chan struct{}) // lets the workers go when the test fails
 	)
-	s := New[string](workers, func(j tj) {
+	s := New[string](workers, func(j tj, _ time.Time) {
 		mu.Lock()
 		ran[j.key] = append(ran[j.key], j.o)
 		cur := r
