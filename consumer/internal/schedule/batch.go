@@ -117,7 +117,7 @@ func (s *Batcher[K, J]) work() {
 	defer s.wg.Done()
 	s.mu.Lock()
 	for {
-		for (s.forming || len(s.ready) == 0) && !s.closed {
+		for (s.forming || s.ready.len() == 0) && !s.closed {
 			s.cond.Wait()
 		}
 		if s.closed {
@@ -127,7 +127,7 @@ func (s *Batcher[K, J]) work() {
 		s.forming = true
 		b := s.formLocked()
 		s.forming = false
-		if len(s.ready) > 0 {
+		if s.ready.len() > 0 {
 			s.cond.Signal() // the next worker gathers the next batch
 		}
 		if s.closed {
@@ -204,7 +204,7 @@ func (s *Batcher[K, J]) fillLocked(b *Batch[K, J]) {
 	for _, q := range b.order {
 		take(q)
 	}
-	for room > 0 && len(s.ready) > 0 {
+	for room > 0 && s.ready.len() > 0 {
 		q := s.popReadyLocked()
 		b.held[q.key] = q
 		b.order = append(b.order, q)

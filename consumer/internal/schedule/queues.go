@@ -26,7 +26,7 @@ type keyQueue[K comparable, J any] struct {
 type queues[K comparable, J any] struct {
 	mu    sync.Mutex
 	keys  map[K]*keyQueue[K, J]
-	ready []*keyQueue[K, J]
+	ready fifo[*keyQueue[K, J]]
 	// spare are queues of keys a Scheduler forgot (the idle key it had
 	// kept longest), kept to serve new keys without allocating. A Batcher
 	// forgets a key whenever its queue runs empty, but its batches keep
@@ -89,16 +89,14 @@ func (s *queues[K, J]) enqueueLocked(k K, j J, keep int, at time.Time) (q *keyQu
 		return q, false
 	}
 	q.queued = true
-	s.ready = append(s.ready, q)
+	s.ready.push(q)
 	return q, true
 }
 
 // popReadyLocked takes the first ready key (there must be one) and marks
 // it running.
 func (s *queues[K, J]) popReadyLocked() *keyQueue[K, J] {
-	q := s.ready[0]
-	s.ready[0] = nil
-	s.ready = s.ready[1:]
+	q := s.ready.pop()
 	q.queued, q.running = false, true
 	return q
 }
@@ -127,7 +125,7 @@ func (s *queues[K, J]) endRunLocked(q *keyQueue[K, J]) bool {
 		return false
 	}
 	q.queued = true
-	s.ready = append(s.ready, q)
+	s.ready.push(q)
 	return true
 }
 

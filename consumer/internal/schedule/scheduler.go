@@ -61,7 +61,7 @@ func (s *Scheduler[K, J]) work() {
 	defer s.wg.Done()
 	s.mu.Lock()
 	for {
-		for len(s.ready) == 0 && !s.closed {
+		for s.ready.len() == 0 && !s.closed {
 			s.cond.Wait()
 		}
 		if s.closed {
@@ -87,7 +87,7 @@ func (s *Scheduler[K, J]) work() {
 func (s *Scheduler[K, J]) Next() (k K, j J, taken time.Time, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.ready) == 0 {
+	if s.ready.len() == 0 {
 		return k, j, taken, false
 	}
 	q := s.popReadyLocked()
