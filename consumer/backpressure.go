@@ -86,15 +86,21 @@ func (p *pipeline) backpressure() bool {
 	return false
 }
 
-// roomLocked reports whether the fetch loop may take another record with
-// no call to backpressure first: below both in-flight bounds and the
-// unflushed bound, not held by an operator and not paused. It is the
-// cheap part of backpressure's test, for a record taken in a burst.
-func (p *pipeline) roomLocked() bool {
+// burstRoom is how many records, and how many bytes of them, the fetch
+// loop may take in one burst (fetch.go), the first whatever its size: as
+// many as the in-flight bounds and the unflushed bound have room for, at
+// most pollBurst; one while paused or held by an operator. Records only
+// leave the in-flight counts while a burst is taken, so the in-flight
+// bounds hold as they did when the loop looked at them after each record.
+func (p *pipeline) burstRoom() (records int, bytes int64) {
 	cfg := &p.c.cfg
-	return !p.mu.held && !p.mu.paused &&
-		p.mu.inflight < cfg.MaxInFlight && p.mu.inflightBytes < cfg.MaxInFlightBytes &&
-		p.mu.unflushed < cfg.MaxUnflushed
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.held || p.mu.paused {
+		return 1, 1
+	}
+	records = min(pollBurst, cfg.MaxInFlight-p.mu.inflight, cfg.MaxUnflushed-p.mu.unflushed)
+	return max(records, 1), max(cfg.MaxInFlightBytes-p.mu.inflightBytes, 1)
 }
 
 // recordBytes is what a fetched record holds in memory, as far as

@@ -50,7 +50,7 @@ func testPipeline(t *testing.T, mutate func(*Config)) (*pipeline, *owned) {
 func feed(p *pipeline, keys ...string) {
 	topic := "t"
 	for o, k := range keys {
-		p.handle(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Offset: kafka.Offset(o)}, Key: []byte(k), Value: []byte(k)}, time.Now())
+		p.handle([]*kafka.Message{{TopicPartition: kafka.TopicPartition{Topic: &topic, Offset: kafka.Offset(o)}, Key: []byte(k), Value: []byte(k)}}, time.Now())
 	}
 }
 

@@ -100,11 +100,8 @@ func BenchmarkPipeline(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			cpu0 := cpuTime(b)
-			var at time.Time
+			burst := make([]*kafka.Message, 0, pollBurst)
 			for i := 0; i < b.N; i++ {
-				if i%pollBurst == 0 {
-					at = time.Now() // as the fetch loop reads it, once a burst
-				}
 				m := msgs[i%len(msgs)]
 				m.TopicPartition.Offset = kafka.Offset(i)
 				if tc.ranges[0].Contains(ledger.Hash(m.Key, int64(i))) {
@@ -113,7 +110,11 @@ func BenchmarkPipeline(b *testing.B) {
 				// The fetcher hands each record over once; copy it so the
 				// worker does not see the next offset written into m.
 				cp := *m
-				p.handle(&cp, at)
+				burst = append(burst, &cp)
+				if len(burst) == pollBurst || i%1024 == 1023 || i == b.N-1 {
+					p.handle(burst, time.Now()) // as the fetch loop does
+					burst = burst[:0]
+				}
 				if i%1024 == 1023 {
 					done.Wait() // keep in-flight bounded, as backpressure would
 				}
@@ -170,7 +171,7 @@ func BenchmarkPipelineWithoutHandoff(b *testing.B) {
 		}
 		cp := *msgs[i%len(msgs)] // as in BenchmarkPipeline
 		cp.TopicPartition.Offset = kafka.Offset(i)
-		p.handle(&cp, at)
+		p.handle([]*kafka.Message{&cp}, at)
 		k, j, taken, ok := sched.Next()
 		if !ok {
 			b.Fatalf("record %d was not queued to run", i)

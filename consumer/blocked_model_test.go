@@ -186,7 +186,7 @@ func (m *blockedModel) loop() {
 	}
 	if msg, ok := m.f.Poll(0).(*kafka.Message); ok {
 		m.trace = append(m.trace, fmt.Sprintf("fetch %s@%d", msg.Key, msg.TopicPartition.Offset))
-		m.p.handle(msg, m.clock)
+		m.p.handle([]*kafka.Message{msg}, m.clock)
 	}
 	m.p.mu.Lock()
 	inflight := m.p.mu.inflight

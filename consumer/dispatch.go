@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"slices"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -11,19 +12,29 @@ import (
 // Filter and dispatch: each fetched record through its partition's ranges
 // to the scheduler, and each outcome back to the ledger.
 
-// handle filters one record, fetched at at, through the ranges of its
-// partition, and reports whether the fetch loop may take another record at
-// once (roomLocked).
-func (p *pipeline) handle(m *kafka.Message, at time.Time) (room bool) {
-	t := tp{Topic: *m.TopicPartition.Topic, Partition: m.TopicPartition.Partition}
-	o := int64(m.TopicPartition.Offset)
-	h := ledger.Hash(m.Key, o)
-	p.c.metrics.fetched.Add(1)
+// handle filters records, fetched at at, through the ranges of their
+// partitions, and queues those that run: under one hold of the
+// pipeline's lock, and of the scheduler's (submitLocked), for all of them.
+func (p *pipeline) handle(ms []*kafka.Message, at time.Time) {
+	p.c.metrics.fetched.Add(int64(len(ms)))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.mu.fetching {
-		return false
+		return
 	}
+	for _, m := range ms {
+		p.filterLocked(m, at)
+	}
+	p.submitLocked(at)
+}
+
+// filterLocked moves the partition's position past m and records it in
+// the ledger of each range of the partition; the range that answers Run
+// takes it (dispatchLocked).
+func (p *pipeline) filterLocked(m *kafka.Message, at time.Time) {
+	t := tp{Topic: *m.TopicPartition.Topic, Partition: m.TopicPartition.Partition}
+	o := int64(m.TopicPartition.Offset)
+	h := ledger.Hash(m.Key, o)
 	p.skipAbsentLocked(t, o) // offsets between the position and o hold no record (gaps.go)
 	p.mu.pos[t] = o + 1
 	var run *owned
@@ -45,7 +56,6 @@ func (p *pipeline) handle(m *kafka.Message, at time.Time) (room bool) {
 	if run != nil {
 		p.dispatchLocked(t, run, m, o, h, at)
 	}
-	return p.roomLocked()
 }
 
 // keyOf is the key whose records run one at a time in order.
@@ -59,9 +69,9 @@ func keyOf(t tp, m *kafka.Message, o int64) jobKey {
 	return k
 }
 
-// dispatchLocked queues the record at o, fetched at at, which range w
-// answered Run for, behind the earlier records of its key; or shelves it
-// if its key has shelved records, or is blocked with a full queue
+// dispatchLocked makes the record at o, fetched at at, which range w
+// answered Run for, a job for submitLocked to queue behind the earlier
+// records of its key; or shelves it if its key has shelved records
 // (blocked.go).
 func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h uint32, at time.Time) {
 	k := keyOf(t, m, o)
@@ -71,25 +81,46 @@ func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h u
 	}
 	j := &job{t: t, key: k, o: o, h: h, m: m, ctx: jobCtx{parent: p.ctx}, p: p, w: w, since: at}
 	j.ctx.job = j
-	// Queued before it is in jobs: its finish waits for p.mu, held here.
-	if !p.sched.SubmitBounded(k, j, p.maxQueuedPerKey(), at) {
-		j.cancel()
-		p.shelveLocked(t, k, w.st, o, h)
+	p.mu.burstKeys = append(p.mu.burstKeys, k)
+	p.mu.burstJobs = append(p.mu.burstJobs, j)
+}
+
+// submitLocked queues the jobs dispatchLocked made, in order, and
+// shelves those whose key the scheduler finds blocked with a full queue
+// (blocked.go): once one record of a key is refused, the key's later
+// records of the burst are too, as the scheduler's answer for a key does
+// not change under its lock.
+func (p *pipeline) submitLocked(at time.Time) {
+	if len(p.mu.burstJobs) == 0 {
 		return
 	}
-	jobs := p.mu.jobs[t]
-	if jobs == nil {
-		jobs = make(map[int64]*job)
-		p.mu.jobs[t] = jobs
+	p.mu.burstQueued = slices.Grow(p.mu.burstQueued[:0], len(p.mu.burstJobs))[:len(p.mu.burstJobs)]
+	// Queued before they are in jobs: their finish waits for p.mu, held
+	// here.
+	p.sched.SubmitAll(p.mu.burstKeys, p.mu.burstJobs, p.maxQueuedPerKey(), at, p.mu.burstQueued)
+	for i, j := range p.mu.burstJobs {
+		if !p.mu.burstQueued[i] {
+			j.cancel()
+			p.shelveLocked(j.t, j.key, j.w.st, j.o, j.h)
+			continue
+		}
+		jobs := p.mu.jobs[j.t]
+		if jobs == nil {
+			jobs = make(map[int64]*job)
+			p.mu.jobs[j.t] = jobs
+		}
+		if old := jobs[j.o]; old != nil {
+			// Not expected (the ledger answers InFlight for a record in
+			// flight here), but if it happens the old job is abandoned:
+			// its finish will find it gone and not count it again.
+			p.dropJobLocked(old)
+		}
+		jobs[j.o] = j
+		p.mu.track(j)
 	}
-	if old := jobs[o]; old != nil {
-		// Not expected (the ledger answers InFlight for a record in flight
-		// here), but if it happens the old job is abandoned: its finish
-		// will find it gone and not count it again.
-		p.dropJobLocked(old)
-	}
-	jobs[o] = j
-	p.mu.track(j)
+	clear(p.mu.burstKeys)
+	clear(p.mu.burstJobs)
+	p.mu.burstKeys, p.mu.burstJobs = p.mu.burstKeys[:0], p.mu.burstJobs[:0]
 }
 
 // live reports whether the session is short of its conservative lease

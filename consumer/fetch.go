@@ -53,29 +53,53 @@ func (p *pipeline) fetchLoop() error {
 			t.Stop()
 			continue
 		}
-		// A burst: the records librdkafka has queued are taken one after
-		// the other, without the channels above or a separate look at the
-		// in-flight bound between them (handle reports the bound under
-		// the lock it holds anyway). Per record, the select and the bound's
-		// lock cost about as much as filtering the record itself.
-		//
-		// The burst's records count as fetched when it began: one clock
-		// read per burst (about a millisecond at most) rather than one per
-		// record.
 		ev := p.kc.Poll(50)
-		at := time.Now()
-		for n := 0; ev != nil; n++ {
-			more, err := p.event(ev, at)
-			if err != nil {
+		if ev == nil {
+			continue
+		}
+		if ev = p.burst(ev); ev != nil {
+			if err := p.event(ev); err != nil {
 				return err
 			}
-			if !more || n == pollBurst {
-				break
-			}
-			ev = p.kc.Poll(0)
 		}
 	}
 	return nil
+}
+
+// burst takes the records librdkafka has queued, starting with first, one
+// after the other, without the channels of the fetch loop between them,
+// and hands them to handle together: the pipeline's lock and the
+// scheduler's are taken once for the burst, not once per record, where
+// the workers coming back for the next record take them too. It returns
+// the event that ended the burst, if it was not a record.
+//
+// A burst takes no more records than there is room for under the in-flight
+// bounds when it begins (burstRoom), so it keeps them as a record at a time
+// did, and at most pollBurst. Its records count as fetched when it began:
+// one clock read per burst rather than one per record.
+func (p *pipeline) burst(first kafka.Event) (next kafka.Event) {
+	at := time.Now()
+	records, bytes := p.burstRoom()
+	msgs := p.msgs[:0]
+	for next = first; next != nil; next = p.kc.Poll(0) {
+		m, ok := next.(*kafka.Message)
+		if !ok {
+			break
+		}
+		msgs = append(msgs, m)
+		records--
+		bytes -= recordBytes(m)
+		if records == 0 || bytes <= 0 {
+			next = nil
+			break
+		}
+	}
+	if len(msgs) > 0 {
+		p.handle(msgs, at)
+	}
+	clear(msgs) // the records are the workers' now
+	p.msgs = msgs[:0]
+	return next
 }
 
 // pollBurst bounds the records the fetch loop takes in a row before it
@@ -83,27 +107,22 @@ func (p *pipeline) fetchLoop() error {
 // about a millisecond of records.
 const pollBurst = 256
 
-// event applies one event from librdkafka, fetched at at, and reports
-// whether the fetch loop may take the next one at once: after a record
-// there was room under the in-flight bounds; after anything else, no (the
-// loop looks at its channels first).
-func (p *pipeline) event(ev kafka.Event, at time.Time) (more bool, err error) {
+// event applies one event from librdkafka other than a record.
+func (p *pipeline) event(ev kafka.Event) error {
 	switch ev := ev.(type) {
-	case *kafka.Message:
-		return p.handle(ev, at), nil
 	case kafka.PartitionEOF:
 		p.partitionEOF(ev)
 	case kafka.Error:
 		if ev.IsFatal() {
-			return false, fmt.Errorf("consumer: fatal Kafka error: %w", ev)
+			return fmt.Errorf("consumer: fatal Kafka error: %w", ev)
 		}
 		if ev.Code() == kafka.ErrAutoOffsetReset {
 			p.retention()
-			return false, nil
+			return nil
 		}
 		p.log.Warn("kafka", "error", ev, "retriable", ev.IsRetriable())
 	}
-	return false, nil
+	return nil
 }
 
 // reassign makes librdkafka fetch parts from their offsets by unassigning

@@ -54,10 +54,10 @@ func (j *job) cancel() { j.ctx.cancel() }
 // schedule.Batcher (batch.go). These are the calls the pipeline makes on
 // either; the model tests step each through its own type.
 type scheduler interface {
-	// SubmitBounded queues j, fetched at at, behind the earlier records of
-	// its key, unless the key is blocked with keep records queued
-	// (blocked.go).
-	SubmitBounded(k jobKey, j *job, keep int, at time.Time) bool
+	// SubmitAll queues jobs[i], fetched at at, behind the earlier records
+	// of key keys[i], unless the key is blocked with keep records queued
+	// (blocked.go); queued[i] says which.
+	SubmitAll(keys []jobKey, jobs []*job, keep int, at time.Time, queued []bool)
 	// Queued and EvictBlocked: a key's queued records, and the blocked
 	// keys' records taken out of memory (blocked.go).
 	Queued(k jobKey) int

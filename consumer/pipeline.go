@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/keyshare/keyshare/assign"
@@ -53,6 +54,8 @@ type pipeline struct {
 	// boundSince is when the fetch loop reached the in-flight bound (zero
 	// below it).
 	boundSince time.Time
+	// msgs holds the records of a burst (fetch.go).
+	msgs []*kafka.Message
 	// latest is the assignment applied last.
 	latest state.Assignment
 	// readingStarts: a start-offset read runs; queryingLog: a log-offset
@@ -75,6 +78,11 @@ type pipeline struct {
 		inFlight              // inflight, inflightBytes, jobs (inflight.go)
 		holds                 // paused, held, heldKnown, halted (holds.go)
 		fetching   bool       // false once leaving: no new records
+		// burstKeys and burstJobs are the records of the burst being
+		// handled that run, for the scheduler (dispatch.go).
+		burstKeys   []jobKey
+		burstJobs   []*job
+		burstQueued []bool
 		// unflushed counts records completed since the flush that last
 		// reached etcd: they would run again if the member crashed now.
 		unflushed int

@@ -266,7 +266,7 @@ func TestFinishIgnoresAbandonedJob(t *testing.T) {
 			if err := p.reconcile(state.Assignment{Generation: 1, Rev: 10, Ranges: []state.RangeState{rs}}); err != nil {
 				t.Fatal(err)
 			}
-			p.handle(msg, time.Now())
+			p.handle([]*kafka.Message{msg}, time.Now())
 			wait(t, "the first run", startedA)
 			// The range goes (its job is cancelled and forgotten), comes
 			// back from the same ledger state, and offset 5 runs again.
@@ -276,7 +276,7 @@ func TestFinishIgnoresAbandonedJob(t *testing.T) {
 			if err := p.reconcile(state.Assignment{Generation: 3, Rev: 12, Ranges: []state.RangeState{rs}}); err != nil {
 				t.Fatal(err)
 			}
-			p.handle(msg, time.Now())
+			p.handle([]*kafka.Message{msg}, time.Now())
 			close(releaseA)
 			// The second run starts only after the first one's finish
 			// (same key): the new job must still be in flight and the

@@ -68,9 +68,9 @@ func TestEvictBlocked(t *testing.T) {
 	}
 }
 
-// TestSubmitBounded: a blocked key with keep jobs queued refuses more; a
+// TestSubmitBlocked: a blocked key with keep jobs queued refuses more; a
 // key not blocked, or below the bound, or with no bound, takes them.
-func TestSubmitBounded(t *testing.T) {
+func TestSubmitBlocked(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		queued  int
@@ -91,8 +91,8 @@ func TestSubmitBounded(t *testing.T) {
 				s.Submit("a", tj{"a", int64(o + 1)})
 			}
 			*clock = clock.Add(tc.elapsed)
-			if got := s.SubmitBounded("a", tj{"a", 99}, tc.keep, *clock); got != tc.want {
-				t.Fatalf("SubmitBounded = %v, want %v", got, tc.want)
+			if got := submitOne(s, "a", tj{"a", 99}, tc.keep, *clock); got != tc.want {
+				t.Fatalf("queued = %v, want %v", got, tc.want)
 			}
 			if want := tc.queued + map[bool]int{true: 1}[tc.want]; s.Queued("a") != want {
 				t.Fatalf("%d queued, want %d", s.Queued("a"), want)
@@ -187,10 +187,10 @@ func TestBatcherEvictBlocked(t *testing.T) {
 	}
 }
 
-// TestBatcherSubmitBounded: a key a batch holds, blocked with keep jobs
+// TestBatcherSubmitBlocked: a key a batch holds, blocked with keep jobs
 // queued, refuses more; once a batch takes its jobs again it is not
 // blocked and takes them.
-func TestBatcherSubmitBounded(t *testing.T) {
+func TestBatcherSubmitBlocked(t *testing.T) {
 	s, clock := steppedBatcher(t, 2)
 	for o := range int64(4) {
 		s.Submit("a", tj{"a", o})
@@ -213,8 +213,8 @@ func TestBatcherSubmitBounded(t *testing.T) {
 	}
 	for _, st := range steps {
 		st.do()
-		if got := s.SubmitBounded("a", tj{"a", 99}, st.keep, *clock); got != st.want {
-			t.Fatalf("%s: SubmitBounded = %v, want %v", st.name, got, st.want)
+		if got := submitOne(s, "a", tj{"a", 99}, st.keep, *clock); got != st.want {
+			t.Fatalf("%s: queued = %v, want %v", st.name, got, st.want)
 		}
 		if q := s.Queued("a"); q != st.queued {
 			t.Fatalf("%s: %d queued, want %d", st.name, q, st.queued)
@@ -223,4 +223,14 @@ func TestBatcherSubmitBounded(t *testing.T) {
 	if got := describe(b.Jobs()); !slices.Equal(got, []string{"a@2", "a@3"}) {
 		t.Fatalf("the second batch took %v, want [a@2 a@3]", got)
 	}
+}
+
+// submitOne submits one job with SubmitAll and reports whether it was
+// queued.
+func submitOne(s interface {
+	SubmitAll([]string, []tj, int, time.Time, []bool)
+}, k string, j tj, keep int, at time.Time) bool {
+	queued := []bool{false}
+	s.SubmitAll([]string{k}, []tj{j}, keep, at, queued)
+	return queued[0]
 }

@@ -59,11 +59,11 @@ func TestIdleQueueRevivedNotBlocked(t *testing.T) {
 	s.Done("a") // idle
 	*clock = clock.Add(time.Hour)
 	s.Submit("a", tj{"a", 1}) // queued, not taken yet
-	if !s.SubmitBounded("a", tj{"a", 2}, 1, *clock) {
+	if !submitOne(s, "a", tj{"a", 2}, 1, *clock) {
 		t.Fatal("a counted as blocked as soon as it came back: its wait ran from the take before it went idle")
 	}
 	*clock = clock.Add(BlockedAfter)
-	if s.SubmitBounded("a", tj{"a", 3}, 1, *clock) {
+	if submitOne(s, "a", tj{"a", 3}, 1, *clock) {
 		t.Fatal("a not counted as blocked BlockedAfter after it came back with no job taken")
 	}
 }

@@ -38,15 +38,19 @@ func (s *Scheduler[K, J]) Submit(k K, j J) {
 	s.submitLocked(k, j, 0, s.now())
 }
 
-// SubmitBounded is Submit for a job that arrived at at (read from the
-// scheduler's clock by the caller, who has read it anyway: one clock read
-// fewer per job), unless k is blocked (blocked.go) with keep jobs queued
-// already (keep > 0): then j is not queued and the result is false. One
-// lock for both, as it runs for every record.
-func (s *Scheduler[K, J]) SubmitBounded(k K, j J, keep int, at time.Time) bool {
+// SubmitAll queues jobs[i] behind the earlier jobs of key keys[i], in
+// order, and sets queued[i]; jobs[i] arrived at at (the caller's reading
+// of the scheduler's clock: a key's queue made or revived by it counts
+// from then). A key blocked (blocked.go) with keep jobs queued already
+// (keep > 0) takes no more: queued[i] is false. One hold of the lock for
+// all of them: the consumer submits a burst of records at once, and a
+// hold per record met the workers at the lock for every one.
+func (s *Scheduler[K, J]) SubmitAll(keys []K, jobs []J, keep int, at time.Time, queued []bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.submitLocked(k, j, keep, at)
+	for i := range jobs {
+		queued[i] = s.submitLocked(keys[i], jobs[i], keep, at)
+	}
 }
 
 func (s *Scheduler[K, J]) submitLocked(k K, j J, keep int, at time.Time) bool {
