@@ -6,7 +6,7 @@
 // It knows nothing of Kafka or etcd: a job is any value, and its key any
 // comparable value. The consumer package schedules its records with it.
 //
-//	s := schedule.New[string](workers, func(j *job) { handle(j) })
+//	s := schedule.New[string](workers, func(j *job, taken time.Time) { handle(j) })
 //	defer s.Close()
 //	s.Submit(j.key, j) // runs after the earlier jobs of key j.key
 //
