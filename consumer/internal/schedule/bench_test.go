@@ -52,14 +52,30 @@ func runHandoff(b *testing.B, done *sync.WaitGroup, submit func(*benchJob)) {
 }
 
 // BenchmarkSchedulerHandoff is the Scheduler alone: a job's submit, its
-// key's turn, a worker's take and the key's release.
+// key's turn, a worker's take and the key's release; the jobs submitted
+// one per hold of the scheduler's lock, or 64 at a time as a burst of
+// the consumer's fetch loop submits them (SubmitAll).
 func BenchmarkSchedulerHandoff(b *testing.B) {
-	var done sync.WaitGroup
-	s := New[string](16, func(*benchJob, time.Time) { done.Done() })
-	defer s.Close()
-	now := time.Now()
-	queued := []bool{false}
-	runHandoff(b, &done, func(j *benchJob) { s.SubmitAll([]string{j.key}, []*benchJob{j}, 0, now, queued) })
+	for _, per := range []int{1, 64} {
+		b.Run(fmt.Sprintf("%d-per-hold", per), func(b *testing.B) {
+			var done sync.WaitGroup
+			s := New[string](16, func(*benchJob, time.Time) { done.Done() })
+			defer s.Close()
+			now := time.Now()
+			var keys []string
+			var jobs []*benchJob
+			queued := make([]bool, per)
+			runHandoff(b, &done, func(j *benchJob) {
+				keys, jobs = append(keys, j.key), append(jobs, j)
+				// As the fetch loop, submit before waiting for the jobs
+				// in flight (runHandoff waits every 1,024).
+				if len(jobs) == per || j.o%1024 == 1023 || int(j.o) == b.N-1 {
+					s.SubmitAll(keys, jobs, 0, now, queued)
+					keys, jobs = keys[:0], jobs[:0]
+				}
+			})
+		})
+	}
 }
 
 // BenchmarkChannelHandoff is the floor: the same jobs through a buffered
