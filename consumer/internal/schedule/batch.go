@@ -197,12 +197,14 @@ func (s *Batcher[K, J]) TakeBatch() *Batch[K, J] {
 
 // fillLocked adds jobs to b until it is full: first new jobs of keys b
 // holds already (they come after that key's jobs in b), then ready keys,
-// each with as many of its consecutive jobs as fit.
+// each with as many of its consecutive jobs as fit. The jobs are taken
+// under one hold of the lock: one clock reading serves them all.
 func (s *Batcher[K, J]) fillLocked(b *Batch[K, J]) {
 	room := s.max - len(b.jobs)
+	now := s.now()
 	take := func(q *keyQueue[K, J]) {
 		for room > 0 && len(q.jobs) > 0 {
-			b.jobs = append(b.jobs, s.takeLocked(q, s.now()))
+			b.jobs = append(b.jobs, s.takeLocked(q, now))
 			room--
 		}
 	}
