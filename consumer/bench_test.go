@@ -127,16 +127,18 @@ func BenchmarkPipeline(b *testing.B) {
 	}
 }
 
-// benchRecords are the benchmarks' records of topic "t": 4,096 of them
-// over 1,000 keys, each key's records spread evenly.
+// benchRecords are the benchmarks' records of topic "t": 20,000 of them
+// over 10,000 keys, each key's two records apart, as the throughput
+// scenario's records are (keyshare-bench): more keys than the scheduler
+// keeps idle queues for, so most records find no queue for their key.
 func benchRecords() []*kafka.Message {
 	topic := "t"
-	const keys = 1000
+	const keys = 10000
 	keyBytes := make([][]byte, keys)
 	for i := range keyBytes {
 		keyBytes[i] = fmt.Appendf(nil, "key-%d", i)
 	}
-	msgs := make([]*kafka.Message, 4096)
+	msgs := make([]*kafka.Message, 20000)
 	for i := range msgs {
 		msgs[i] = &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic}, Key: keyBytes[i%keys]}
 	}
