@@ -58,9 +58,10 @@ func (p *pipeline) filterLocked(m *kafka.Message, at time.Time) {
 	}
 }
 
-// keyOf is the key whose records run one at a time in order.
-func keyOf(t tp, m *kafka.Message, o int64) jobKey {
-	k := jobKey{topic: t.Topic, partition: t.Partition}
+// keyOf is the key whose records run one at a time in order, of m at o
+// with hash h (ledger.Hash).
+func keyOf(t tp, m *kafka.Message, o int64, h uint32) jobKey {
+	k := jobKey{topic: t.Topic, partition: t.Partition, hash: h}
 	if m.Key == nil {
 		k.null, k.offset = true, o
 	} else {
@@ -74,7 +75,7 @@ func keyOf(t tp, m *kafka.Message, o int64) jobKey {
 // records of its key; or shelves it if its key has shelved records
 // (blocked.go).
 func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h uint32, at time.Time) {
-	k := keyOf(t, m, o)
+	k := keyOf(t, m, o, h)
 	if p.shelvedLocked(t, k) {
 		p.shelveLocked(t, k, w.st, o, h) // behind the key's older shelved records
 		return

@@ -7,6 +7,7 @@ import (
 
 	"github.com/keyshare/keyshare/consumer/internal/schedule"
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/ledger"
 )
 
 // jobKey identifies the records that must run one at a time, in order: one
@@ -14,10 +15,26 @@ import (
 // each is its own key (by offset).
 type jobKey struct {
 	topic     string
-	partition int32
 	key       string
-	null      bool
 	offset    int64 // only for null keys
+	partition int32
+	// hash is the record key's ledger.Hash (of the offset, for a null
+	// key): the scheduler finds a key's queue by it (Hash).
+	hash uint32
+	null bool
+}
+
+// Hash is the key's hash for the scheduler: its partition and its record
+// key's hash, which the fetch loop has computed already. Keys of two
+// topics may share it; the scheduler tells them apart.
+func (k jobKey) Hash() uint64 { return uint64(uint32(k.partition))<<32 | uint64(k.hash) }
+
+// keyedJobKey is the jobKey of the records of key (not null) in t.
+func keyedJobKey(t tp, key []byte) jobKey {
+	if key == nil {
+		key = []byte{} // an empty key, as a record's: not the null key
+	}
+	return jobKey{topic: t.Topic, partition: t.Partition, key: string(key), hash: ledger.Hash(key, 0)}
 }
 
 // job is one record handed to a worker and not yet finished.

@@ -87,7 +87,7 @@ func (p *pipeline) preludeFirst(ctx context.Context, t tp, key []byte, live int6
 	if p == nil || p.sess == nil || key == nil || !p.preludeSet(t, key) {
 		return nil // the common case: no key lock taken, none kept for the key
 	}
-	k := jobKey{topic: t.Topic, partition: t.Partition, key: string(key)}
+	k := keyedJobKey(t, key)
 	p.mu.Lock()
 	lock := p.keyLockLocked(k)
 	p.mu.Unlock()
@@ -121,7 +121,7 @@ func (p *pipeline) preludeFirst(ctx context.Context, t tp, key []byte, live int6
 // (the key's next live record), then deletes op.
 func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp, live int64) error {
 	h := ledger.Hash(key, 0)
-	k := jobKey{topic: t.Topic, partition: t.Partition, key: string(key)}
+	k := keyedJobKey(t, key)
 	p.mu.Lock()
 	w := p.workingRangeLocked(t, h)
 	replayTo := op.Record.ReplayTo
@@ -350,7 +350,7 @@ func (c *Consumer) handleAlone(ctx context.Context, m *kafka.Message) error {
 func (p *pipeline) startPreludeLocked(op coord.KeyOp) {
 	r := op.Record
 	t := tp{Topic: r.Topic, Partition: r.Partition}
-	k := jobKey{topic: r.Topic, partition: r.Partition, key: string(r.Key)}
+	k := keyedJobKey(t, r.Key)
 	if p.mu.preludeKeys[k] || p.workingRangeLocked(t, uint32(r.Hash)) == nil || r.Op == state.KeyOpReplay && p.keyDispatchedLocked(t, k) {
 		return
 	}

@@ -17,7 +17,7 @@ import (
 // takes one job and gives its key back when the job ends; a Batcher's
 // takes many, keeps taking jobs of the keys it holds while it gathers, and
 // gives each key back on its own.
-type Batcher[K comparable, J any] struct {
+type Batcher[K Key, J any] struct {
 	queues[K, J]
 	cond    *sync.Cond // wakes an idle worker: a key is ready, or closing
 	form    *sync.Cond // wakes the gathering worker: a key is ready, or a held key got a job
@@ -31,7 +31,7 @@ type Batcher[K comparable, J any] struct {
 
 // Batch is the jobs one worker takes at once, and the keys it holds
 // (running) until it releases them.
-type Batch[K comparable, J any] struct {
+type Batch[K Key, J any] struct {
 	s     *Batcher[K, J]
 	jobs  []J
 	held  map[K]*keyQueue[K, J] // keys not released yet
@@ -43,7 +43,7 @@ type Batch[K comparable, J any] struct {
 // each. run must release every key of the batch (Batch.Release); the keys
 // it has not released when it returns are released without jobs put
 // back.
-func NewBatcher[K comparable, J any](workers, size int, wait time.Duration, run func(*Batch[K, J])) *Batcher[K, J] {
+func NewBatcher[K Key, J any](workers, size int, wait time.Duration, run func(*Batch[K, J])) *Batcher[K, J] {
 	s := &Batcher[K, J]{queues: newQueues[K, J](), run: run, max: size, wait: wait}
 	s.cond = sync.NewCond(&s.mu)
 	s.form = sync.NewCond(&s.mu)

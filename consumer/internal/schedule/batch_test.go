@@ -15,18 +15,18 @@ import (
 func TestBatchFormation(t *testing.T) {
 	const size = 7
 	var mu sync.Mutex
-	running := map[string]int{} // batches holding the key now
+	running := map[key]int{} // batches holding the key now
 	var errs []string
-	next := map[string]int64{} // the key's next expected offset
+	next := map[key]int64{} // the key's next expected offset
 	var batches [][]tj
 	var wg sync.WaitGroup
-	s := NewBatcher[string](4, size, 5*time.Millisecond, func(b *Batch[string, tj]) {
+	s := NewBatcher[key](4, size, 5*time.Millisecond, func(b *Batch[key, tj]) {
 		mu.Lock()
 		batches = append(batches, b.jobs)
 		if len(b.jobs) == 0 || len(b.jobs) > size {
 			errs = append(errs, fmt.Sprintf("batch of %d jobs", len(b.jobs)))
 		}
-		seen := map[string]bool{}
+		seen := map[key]bool{}
 		for _, j := range b.jobs {
 			if !seen[j.key] {
 				seen[j.key] = true
@@ -52,8 +52,8 @@ func TestBatchFormation(t *testing.T) {
 	})
 	t.Cleanup(s.Close)
 	// Offsets here count per key (the test's own order check).
-	keys := []string{"a", "b", "c", "hot"}
-	var offs = map[string]int64{}
+	keys := []key{"a", "b", "c", "hot"}
+	var offs = map[key]int64{}
 	n := 0
 	for i := range 400 {
 		k := keys[i%3]
@@ -88,14 +88,15 @@ func TestBatchFormation(t *testing.T) {
 
 	// Jobs that arrive within the batch wait join the batch.
 	got := make(chan []tj, 4)
-	s2 := NewBatcher[string](2, 10, time.Second, func(b *Batch[string, tj]) { got <- slices.Clone(b.jobs) })
+	s2 := NewBatcher[key](2, 10, time.Second, func(b *Batch[key, tj]) { got <- slices.Clone(b.jobs) })
 	t.Cleanup(s2.Close)
 	s2.Submit("x", tj{"x", 0})
 	time.Sleep(20 * time.Millisecond)
 	s2.Submit("y", tj{"y", 0})
 	s2.Submit("x", tj{"x", 1}) // x is held by the forming batch: it joins it after x's first
 	for i := range 7 {
-		s2.Submit(fmt.Sprint("z", i), tj{fmt.Sprint("z", i), 0})
+		k := key(fmt.Sprint("z", i))
+		s2.Submit(k, tj{k, 0})
 	}
 	select {
 	case b := <-got:
@@ -123,7 +124,7 @@ func TestBatchReleasePutsBack(t *testing.T) {
 	got := make(chan []string, 8)
 	first := true
 	var mu sync.Mutex
-	s := NewBatcher[string](2, 10, 0, func(b *Batch[string, tj]) {
+	s := NewBatcher[key](2, 10, 0, func(b *Batch[key, tj]) {
 		got <- describe(b.jobs)
 		mu.Lock()
 		defer mu.Unlock()
@@ -156,7 +157,7 @@ func TestBatchReleasePutsBack(t *testing.T) {
 // up to its size, in order per key; a key stays held until released, and
 // jobs put back run first, in order.
 func TestTakeBatchStep(t *testing.T) {
-	s := NewBatcher[string, tj](0, 2, 0, nil)
+	s := NewBatcher[key, tj](0, 2, 0, nil)
 	t.Cleanup(s.Close)
 	for _, j := range []tj{{"a", 0}, {"a", 1}, {"a", 2}, {"b", 0}} {
 		s.Submit(j.key, j)
@@ -164,13 +165,13 @@ func TestTakeBatchStep(t *testing.T) {
 	steps := []struct {
 		name string
 		want []string // the batch's jobs
-		keys []string // and keys
+		keys []key    // and keys
 	}{
-		{"first batch fills with a's head jobs", []string{"a@0", "a@1"}, []string{"a"}},
-		{"a is held: b comes next", []string{"b@0"}, []string{"b"}},
-		{"nothing ready while a and b are held", nil, []string{}},
+		{"first batch fills with a's head jobs", []string{"a@0", "a@1"}, []key{"a"}},
+		{"a is held: b comes next", []string{"b@0"}, []key{"b"}},
+		{"nothing ready while a and b are held", nil, []key{}},
 	}
-	var held []*Batch[string, tj]
+	var held []*Batch[key, tj]
 	for _, st := range steps {
 		b := s.TakeBatch()
 		held = append(held, b)
@@ -205,7 +206,7 @@ func TestTakeBatchTurns(t *testing.T) {
 		s.Submit(j.key, j)
 	}
 	var got [][]string
-	take := func() *Batch[string, tj] {
+	take := func() *Batch[key, tj] {
 		b := s.TakeBatch()
 		got = append(got, describe(b.Jobs()))
 		return b
@@ -227,7 +228,7 @@ func TestTakeBatchTurns(t *testing.T) {
 // runs) and the jobs queued, and ends the workers.
 func TestBatcherClose(t *testing.T) {
 	ran := make(chan []tj, 1)
-	s := NewBatcher[string](1, 10, time.Hour, func(b *Batch[string, tj]) { ran <- b.Jobs() })
+	s := NewBatcher[key](1, 10, time.Hour, func(b *Batch[key, tj]) { ran <- b.Jobs() })
 	s.Submit("x", tj{"x", 0})
 	for { // until the worker gathers a batch, waiting an hour for more
 		s.mu.Lock()

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"hash/maphash"
 	"sync"
 	"syscall"
 	"testing"
@@ -18,15 +19,26 @@ import (
 
 // benchJob is a job of the benchmarks: about the size of a consumer's.
 type benchJob struct {
-	key string
+	key benchKey
 	o   int64
 	_   [28]int64
 }
 
-func benchKeys() []string {
-	keys := make([]string, 1000)
+// benchKey carries its hash, as the consumer's keys carry their record
+// key's.
+type benchKey struct {
+	name string
+	hash uint64
+}
+
+func (k benchKey) Hash() uint64 { return k.hash }
+
+func benchKeys() []benchKey {
+	seed := maphash.MakeSeed()
+	keys := make([]benchKey, 1000)
 	for i := range keys {
-		keys[i] = fmt.Sprint("key-", i)
+		name := fmt.Sprint("key-", i)
+		keys[i] = benchKey{name, maphash.String(seed, name)}
 	}
 	return keys
 }
@@ -59,10 +71,10 @@ func BenchmarkSchedulerHandoff(b *testing.B) {
 	for _, per := range []int{1, 64} {
 		b.Run(fmt.Sprintf("%d-per-hold", per), func(b *testing.B) {
 			var done sync.WaitGroup
-			s := New[string](16, func(*benchJob, time.Time) { done.Done() })
+			s := New[benchKey](16, func(*benchJob, time.Time) { done.Done() })
 			defer s.Close()
 			now := time.Now()
-			var keys []string
+			var keys []benchKey
 			var jobs []*benchJob
 			queued := make([]bool, per)
 			runHandoff(b, &done, func(j *benchJob) {

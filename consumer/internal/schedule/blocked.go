@@ -11,7 +11,7 @@ const BlockedAfter = time.Second
 func (s *queues[K, J]) Queued(k K) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if q := s.keys[k]; q != nil {
+	if q := s.keys.get(k); q != nil {
 		return len(q.jobs)
 	}
 	return 0
@@ -24,7 +24,7 @@ func (s *queues[K, J]) EvictBlocked(keep int) []J {
 	defer s.mu.Unlock()
 	now := s.now()
 	var out []J
-	for _, q := range s.keys {
+	for q := range s.keys.all() {
 		if len(q.jobs) <= keep || now.Sub(q.lastTake) < BlockedAfter {
 			continue
 		}

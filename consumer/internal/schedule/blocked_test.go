@@ -103,9 +103,9 @@ func TestSubmitBlocked(t *testing.T) {
 
 // steppedBatcher is a Batcher without workers, batches of size jobs, on a
 // clock the test moves.
-func steppedBatcher(t *testing.T, size int) (*Batcher[string, tj], *time.Time) {
+func steppedBatcher(t *testing.T, size int) (*Batcher[key, tj], *time.Time) {
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := NewBatcher[string, tj](0, size, 0, nil)
+	s := NewBatcher[key, tj](0, size, 0, nil)
 	s.SetClock(func() time.Time { return clock })
 	t.Cleanup(s.Close)
 	return s, &clock
@@ -228,9 +228,9 @@ func TestBatcherSubmitBlocked(t *testing.T) {
 // submitOne submits one job with SubmitAll and reports whether it was
 // queued.
 func submitOne(s interface {
-	SubmitAll([]string, []tj, int, time.Time, []bool)
-}, k string, j tj, keep int, at time.Time) bool {
+	SubmitAll([]key, []tj, int, time.Time, []bool)
+}, k key, j tj, keep int, at time.Time) bool {
 	queued := []bool{false}
-	s.SubmitAll([]string{k}, []tj{j}, keep, at, queued)
+	s.SubmitAll([]key{k}, []tj{j}, keep, at, queued)
 	return queued[0]
 }

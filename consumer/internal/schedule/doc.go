@@ -4,9 +4,10 @@
 // finish) so that their queued records can leave memory.
 //
 // It knows nothing of Kafka or etcd: a job is any value, and its key any
-// comparable value. The consumer package schedules its records with it.
+// comparable value that gives its own hash (Key). The consumer package
+// schedules its records with it.
 //
-//	s := schedule.New[string](workers, func(j *job, taken time.Time) { handle(j) })
+//	s := schedule.New[recordKey](workers, func(j *job, taken time.Time) { handle(j) })
 //	defer s.Close()
 //	s.Submit(j.key, j) // runs after the earlier jobs of key j.key
 //

@@ -12,7 +12,7 @@ import (
 // after it was idle is counted once.
 func TestIdleQueuesBounded(t *testing.T) {
 	s, _ := stepped(t)
-	run := func(k string) {
+	run := func(k key) {
 		t.Helper()
 		s.Submit(k, tj{k, 0})
 		if got, _, _, ok := s.Next(); !ok || got != k {
@@ -21,20 +21,20 @@ func TestIdleQueuesBounded(t *testing.T) {
 		s.Done(k)
 	}
 	for i := range maxIdleQueues + 100 {
-		run(fmt.Sprint("k", i))
+		run(key(fmt.Sprint("k", i)))
 		if i%7 == 0 {
 			run("hot") // idle, revived and idle again: listed once, as the newest
 		}
 	}
 	if !s.Idle() {
-		t.Fatalf("not idle with every job done (%d keys, %d idle)", len(s.keys), s.idleCount)
+		t.Fatalf("not idle with every job done (%d keys, %d idle)", s.keys.len(), s.idleCount)
 	}
-	if len(s.keys) > maxIdleQueues || s.idleCount != len(s.keys) {
-		t.Fatalf("%d keys kept, %d counted idle: want at most %d, all idle", len(s.keys), s.idleCount, maxIdleQueues)
+	if s.keys.len() > maxIdleQueues || s.idleCount != s.keys.len() {
+		t.Fatalf("%d keys kept, %d counted idle: want at most %d, all idle", s.keys.len(), s.idleCount, maxIdleQueues)
 	}
 	idle := 0
-	for _, q := range s.keys {
-		if !q.idle || q.running || q.queued || len(q.jobs) > 0 || s.keys[q.key] != q {
+	for q := range s.keys.all() {
+		if !q.idle || q.running || q.queued || len(q.jobs) > 0 || s.keys.get(q.key) != q {
 			t.Fatalf("key %q kept with idle %v, running %v, queued %v, %d jobs", q.key, q.idle, q.running, q.queued, len(q.jobs))
 		}
 		idle++

@@ -6,7 +6,7 @@ import (
 )
 
 // keyQueue holds one key's jobs in submission order.
-type keyQueue[K comparable, J any] struct {
+type keyQueue[K Key, J any] struct {
 	key      K
 	jobs     []J       // queued, oldest first
 	running  bool      // a worker is on this key
@@ -15,6 +15,8 @@ type keyQueue[K comparable, J any] struct {
 	lastTake time.Time // when a worker last took a job of the key (or the queue was made)
 	// older and newer link the idle queues, in the order they went idle.
 	older, newer *keyQueue[K, J]
+	// sameHash links the queues of keys with the same hash (keyTable).
+	sameHash *keyQueue[K, J]
 }
 
 // queues are the key queues that Scheduler and Batcher share: each key's
@@ -23,9 +25,9 @@ type keyQueue[K comparable, J any] struct {
 // moment a worker takes it until the worker gives it back (requeueLocked);
 // what a worker takes, and whom a newly ready key wakes, is the
 // scheduler's own.
-type queues[K comparable, J any] struct {
+type queues[K Key, J any] struct {
 	mu    sync.Mutex
-	keys  map[K]*keyQueue[K, J]
+	keys  keyTable[K, J]
 	ready fifo[*keyQueue[K, J]]
 	// spare are queues of keys a Scheduler forgot (the idle key it had
 	// kept longest), kept to serve new keys without allocating. A Batcher
@@ -42,8 +44,8 @@ type queues[K comparable, J any] struct {
 	now func() time.Time
 }
 
-func newQueues[K comparable, J any]() queues[K, J] {
-	return queues[K, J]{keys: make(map[K]*keyQueue[K, J]), now: time.Now}
+func newQueues[K Key, J any]() queues[K, J] {
+	return queues[K, J]{keys: newKeyTable[K, J](), now: time.Now}
 }
 
 // SetClock replaces the clock that says when a key counts as blocked
@@ -66,7 +68,7 @@ func (s *queues[K, J]) Now() time.Time {
 func (s *queues[K, J]) Idle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.keys) == s.idleCount
+	return s.keys.len() == s.idleCount
 }
 
 // enqueueLocked queues j, which arrived at at (on the scheduler's clock),
@@ -74,10 +76,10 @@ func (s *queues[K, J]) Idle() bool {
 // jobs queued already (keep > 0): then it returns nil. Else it returns k's
 // queue, and whether k became ready by it (the caller wakes a worker).
 func (s *queues[K, J]) enqueueLocked(k K, j J, keep int, at time.Time) (q *keyQueue[K, J], ready bool) {
-	q = s.keys[k]
+	q = s.keys.get(k)
 	if q == nil {
 		q = s.newQueueLocked(k, at)
-		s.keys[k] = q
+		s.keys.put(q)
 	} else if q.idle {
 		s.unidleLocked(q)
 		q.lastTake = at // as a new queue's
@@ -135,7 +137,7 @@ func (s *queues[K, J]) requeueLocked(q *keyQueue[K, J]) bool {
 	if s.endRunLocked(q) {
 		return true
 	}
-	delete(s.keys, q.key)
+	s.keys.remove(q)
 	return false
 }
 
@@ -153,7 +155,7 @@ func (s *queues[K, J]) restLocked(q *keyQueue[K, J]) bool {
 		// Full: the queue idle longest is forgotten.
 		old := s.idleOldest
 		s.unidleLocked(old)
-		delete(s.keys, old.key)
+		s.keys.remove(old)
 		s.spareLocked(old)
 	}
 	q.idle, q.older = true, s.idleNewest

@@ -10,7 +10,7 @@ import (
 // once. Keys take turns: a worker runs one job of a key, then puts the key
 // at the back of the ready list, so a key with many jobs does not starve
 // the others.
-type Scheduler[K comparable, J any] struct {
+type Scheduler[K Key, J any] struct {
 	queues[K, J]
 	cond   *sync.Cond // wakes an idle worker: a key is ready, or closing
 	closed bool
@@ -21,7 +21,7 @@ type Scheduler[K comparable, J any] struct {
 // New starts workers that call run for each job, with the time the worker
 // took it (the scheduler's clock, read once for both the key's blocked
 // check and the runner: a runner that times its job starts from it).
-func New[K comparable, J any](workers int, run func(j J, taken time.Time)) *Scheduler[K, J] {
+func New[K Key, J any](workers int, run func(j J, taken time.Time)) *Scheduler[K, J] {
 	s := &Scheduler[K, J]{queues: newQueues[K, J](), run: run}
 	s.cond = sync.NewCond(&s.mu)
 	for range workers {
@@ -103,7 +103,7 @@ func (s *Scheduler[K, J]) Next() (k K, j J, taken time.Time, ok bool) {
 func (s *Scheduler[K, J]) Done(k K) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if q := s.keys[k]; q != nil && q.running {
+	if q := s.keys.get(k); q != nil && q.running {
 		s.doneLocked(q)
 	}
 }

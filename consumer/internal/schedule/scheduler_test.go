@@ -9,18 +9,25 @@ import (
 	"time"
 )
 
+// key is the tests' scheduler key. Its hash is its length, so that keys
+// share hashes all the time and every test runs through the key table's
+// chains (keytable.go).
+type key string
+
+func (k key) Hash() uint64 { return uint64(len(k)) }
+
 // tj is a test job: its key and its offset (counted per key).
 type tj struct {
-	key string
+	key key
 	o   int64
 }
 
 func (j tj) String() string { return fmt.Sprintf("%s@%d", j.key, j.o) }
 
 // stepped is a scheduler without workers, on a clock the test moves.
-func stepped(t *testing.T) (*Scheduler[string, tj], *time.Time) {
+func stepped(t *testing.T) (*Scheduler[key, tj], *time.Time) {
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := New[string, tj](0, nil)
+	s := New[key, tj](0, nil)
 	s.SetClock(func() time.Time { return clock })
 	t.Cleanup(s.Close)
 	return s, &clock
@@ -71,7 +78,7 @@ func TestStepOrder(t *testing.T) {
 			var got []string
 			for _, step := range tc.steps {
 				if k, ok := cutPrefix(step, "done "); ok {
-					s.Done(k)
+					s.Done(key(k))
 					continue
 				}
 				k, j, _, ok := s.Next()
@@ -105,11 +112,11 @@ func cutPrefix(s, prefix string) (string, bool) {
 // order; a key whose job blocks holds only itself.
 func TestSchedulerOrder(t *testing.T) {
 	var mu sync.Mutex
-	running := map[string]bool{}
-	ran := map[string][]int64{}
+	running := map[key]bool{}
+	ran := map[key][]int64{}
 	block := make(chan struct{})
 	done := make(chan struct{}, 1000)
-	s := New[string](4, func(j tj, _ time.Time) {
+	s := New[key](4, func(j tj, _ time.Time) {
 		k := j.key
 		mu.Lock()
 		if running[k] {
@@ -128,7 +135,7 @@ func TestSchedulerOrder(t *testing.T) {
 	})
 	defer s.Close()
 	const perKey = 50
-	keys := []string{"slow", "a", "b", "c", "d", "e"}
+	keys := []key{"slow", "a", "b", "c", "d", "e"}
 	for o := range int64(perKey) {
 		for _, k := range keys {
 			s.Submit(k, tj{k, o})
@@ -160,21 +167,21 @@ func TestSchedulerOrder(t *testing.T) {
 func TestWorkersBound(t *testing.T) {
 	for _, tc := range []struct{ workers, keys int }{{1, 3}, {3, 3}, {3, 8}, {4, 2}} {
 		t.Run(fmt.Sprintf("%d workers %d keys", tc.workers, tc.keys), func(t *testing.T) {
-			started := make(chan string, 2*tc.keys) // room for every job: Close waits for the workers
+			started := make(chan key, 2*tc.keys) // room for every job: Close waits for the workers
 			release := make(chan struct{})
-			s := New[string](tc.workers, func(j tj, _ time.Time) {
+			s := New[key](tc.workers, func(j tj, _ time.Time) {
 				started <- j.key
 				<-release
 			})
 			defer s.Close()
 			defer close(release)
 			for i := range tc.keys {
-				k := fmt.Sprint("k", i)
+				k := key(fmt.Sprint("k", i))
 				s.Submit(k, tj{k, 0})
 				s.Submit(k, tj{k, 1}) // waits for k@0: no worker takes it
 			}
 			want := min(tc.workers, tc.keys)
-			seen := map[string]bool{}
+			seen := map[key]bool{}
 			for range want {
 				select {
 				case k := <-started:
@@ -205,7 +212,7 @@ func TestSchedulerClose(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var ran []string
-	s := New[string](1, func(j tj, _ time.Time) {
+	s := New[key](1, func(j tj, _ time.Time) {
 		if j.o == 0 && j.key == "a" {
 			close(started)
 			<-release
@@ -255,21 +262,21 @@ func TestNoLostWake(t *testing.T) {
 	}
 	var (
 		mu    sync.Mutex
-		ran   = map[string][]int64{}
+		ran   = map[key][]int64{}
 		r     *round
 		abort = make(chan struct{}) // lets the workers go when the test fails
 	)
-	s := New[string](workers, func(j tj, _ time.Time) {
+	s := New[key](workers, func(j tj, _ time.Time) {
 		mu.Lock()
 		ran[j.key] = append(ran[j.key], j.o)
 		cur := r
-		if strings.HasPrefix(j.key, "wait") {
+		if strings.HasPrefix(string(j.key), "wait") {
 			if cur.waiting++; cur.waiting == cur.want {
 				close(cur.all)
 			}
 		}
 		mu.Unlock()
-		if strings.HasPrefix(j.key, "wait") {
+		if strings.HasPrefix(string(j.key), "wait") {
 			select {
 			case <-cur.all:
 			case <-abort:
@@ -285,12 +292,12 @@ func TestNoLostWake(t *testing.T) {
 		r = cur
 		mu.Unlock()
 		for i := range n % 3 * workers {
-			k := fmt.Sprint("short", i%4)
+			k := key(fmt.Sprint("short", i%4))
 			s.Submit(k, tj{k, next})
 			next++
 		}
 		for i := range cur.want {
-			k := fmt.Sprint("wait", i)
+			k := key(fmt.Sprint("wait", i))
 			s.Submit(k, tj{k, int64(n)})
 		}
 		select {
