@@ -61,8 +61,13 @@ func (p *pipeline) keyLockLocked(k jobKey) *sync.Mutex {
 
 // preludeSet reports whether an unpark or a replay is set on the key.
 // preludeFirst asks before it takes the key's lock: every record asks,
-// and a lock kept per key ever seen would grow with the keys.
+// and a lock kept per key ever seen would grow with the keys. Nearly
+// always the member holds no key operation at all, which HasKeyOps
+// answers without KeyOp's copy of an empty operation (coord/keyops.go).
 func (p *pipeline) preludeSet(t tp, key []byte) bool {
+	if !p.sess.HasKeyOps() {
+		return false
+	}
 	op, ok := p.sess.KeyOp(t.Topic, t.Partition, key)
 	return ok && (op.Record.Op == state.KeyOpUnpark || op.Record.Op == state.KeyOpReplay)
 }
