@@ -237,7 +237,8 @@ func (p *pipeline) failed(r *retrying, cause error) bool {
 	c.metrics.failed.Add(1)
 	p.mu.Lock()
 	// Escaped: it reaches stuck/ values, status and logs.
-	j.attempts, j.lastErr = r.attempt, textsafe.Escape(cause.Error())
+	n := j.notesLocked()
+	n.attempts, n.lastErr = r.attempt, textsafe.Escape(cause.Error())
 	p.mu.Unlock()
 	if op, ok := p.parkFor(j); ok {
 		// Parked since the batch began (park.go).

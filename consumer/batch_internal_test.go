@@ -173,7 +173,11 @@ func TestBatchPanicAndGiveUp(t *testing.T) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		j := p.mu.jobs[tp{Topic: "t"}][0]
-		return w.st.Pending() == 2 && j != nil && j.attempts > p.c.cfg.Retry.MaxAttempts
+		if j == nil {
+			return false
+		}
+		attempts, _ := j.failures()
+		return w.st.Pending() == 2 && attempts > p.c.cfg.Retry.MaxAttempts
 	})
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -181,7 +185,10 @@ func TestBatchPanicAndGiveUp(t *testing.T) {
 		t.Fatalf("watermark %d, want 0 (poison@0 never done)", wm)
 	}
 	j := p.mu.jobs[tp{Topic: "t"}][0]
-	if j == nil || j.attempts <= p.c.cfg.Retry.MaxAttempts || j.lastErr == "" {
+	if j == nil {
+		t.Fatal("poison@0 has no job")
+	}
+	if attempts, lastErr := j.failures(); attempts <= p.c.cfg.Retry.MaxAttempts || lastErr == "" {
 		t.Fatalf("poison@0 job %+v: want attempts past MaxAttempts and its error", j)
 	}
 }
@@ -222,7 +229,7 @@ func TestBatchEndedMidAbandon(t *testing.T) {
 
 	abandon := func(j *job) { // abandonLocked's work for one record
 		p.dropJobLocked(j)
-		if err := w.st.Shelve(j.o, j.h); err != nil {
+		if err := w.st.Shelve(j.o, j.hash()); err != nil {
 			t.Error(err)
 		}
 	}

@@ -83,13 +83,13 @@ func (p *pipeline) evictBlocked() bool {
 	p.blockedChecked = now
 	out := p.sched.EvictBlocked(p.maxQueuedPerKey())
 	for _, j := range out {
-		if p.mu.jobs[j.t][j.o] != j {
+		if p.mu.jobs[j.tp()][j.o] != j {
 			continue // abandoned already: whoever removed it counted it out
 		}
 		p.dropJobLocked(j)
-		for _, w := range p.mu.byTP[j.t] {
-			if w.st.Range().Contains(j.h) {
-				p.shelveLocked(j.t, j.key, w.st, j.o, j.h)
+		for _, w := range p.mu.byTP[j.tp()] {
+			if w.st.Range().Contains(j.hash()) {
+				p.shelveLocked(j.tp(), j.key, w.st, j.o, j.hash())
 				break
 			}
 		}

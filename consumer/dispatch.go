@@ -80,7 +80,7 @@ func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h u
 		p.shelveLocked(t, k, w.st, o, h) // behind the key's older shelved records
 		return
 	}
-	j := &job{t: t, key: k, o: o, h: h, m: m, ctx: jobCtx{parent: p.ctx}, p: p, w: w, since: at}
+	j := &job{key: k, o: o, m: m, ctx: jobCtx{parent: p.ctx}, p: p, w: w, since: at}
 	j.ctx.job = j
 	p.mu.burstKeys = append(p.mu.burstKeys, k)
 	p.mu.burstJobs = append(p.mu.burstJobs, j)
@@ -102,13 +102,13 @@ func (p *pipeline) submitLocked(at time.Time) {
 	for i, j := range p.mu.burstJobs {
 		if !p.mu.burstQueued[i] {
 			j.cancel()
-			p.shelveLocked(j.t, j.key, j.w.st, j.o, j.h)
+			p.shelveLocked(j.tp(), j.key, j.w.st, j.o, j.hash())
 			continue
 		}
-		jobs := p.mu.jobs[j.t]
+		jobs := p.mu.jobs[j.tp()]
 		if jobs == nil {
 			jobs = make(map[int64]*job)
-			p.mu.jobs[j.t] = jobs
+			p.mu.jobs[j.tp()] = jobs
 		}
 		if old := jobs[j.o]; old != nil {
 			// Not expected (the ledger answers InFlight for a record in
@@ -153,7 +153,7 @@ func (p *pipeline) runJob(j *job, taken time.Time) {
 // gone and counts nothing again (finish).
 func (p *pipeline) dropJobLocked(j *job) {
 	j.cancel()
-	delete(p.mu.jobs[j.t], j.o)
+	delete(p.mu.jobs[j.tp()], j.o)
 	p.mu.untrack(j)
 }
 
@@ -163,7 +163,7 @@ func (p *pipeline) dropJobLocked(j *job) {
 // outcome ignored, even if a new job of the same offset has been dispatched
 // since (the range came back) and waits behind it.
 func (p *pipeline) finish(j *job, done bool) {
-	t, o, h := j.t, j.o, j.h
+	t, o, h := j.tp(), j.o, j.hash()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	jobs := p.mu.jobs[t]
@@ -191,8 +191,8 @@ func (p *pipeline) finish(j *job, done bool) {
 	if p.mu.unflushed >= p.c.cfg.MaxUnflushed/2 {
 		poke(p.flushCh) // flush early rather than let unflushed work pile up
 	}
-	if j.skip != nil {
-		p.mu.skipsDone = append(p.mu.skipsDone, *j.skip)
+	if j.notes != nil && j.notes.skip != nil {
+		p.mu.skipsDone = append(p.mu.skipsDone, *j.notes.skip)
 	}
 	if w != nil {
 		if err := w.st.Complete(o, h); err != nil {

@@ -160,12 +160,12 @@ func (p *pipeline) abandonLocked(w *owned) int {
 		}
 	}
 	for o, j := range p.mu.jobs[t] {
-		if !w.st.Range().Contains(j.h) {
+		if !w.st.Range().Contains(j.hash()) {
 			continue
 		}
 		p.dropJobLocked(j)
 		n++
-		if err := w.st.Shelve(o, j.h); err != nil {
+		if err := w.st.Shelve(o, j.hash()); err != nil {
 			p.log.Error("ledger refused to take back a cancelled record", "topic", t.Topic, "partition", t.Partition, "offset", o, "error", err)
 		}
 	}
@@ -183,7 +183,7 @@ func (p *pipeline) abandonLocked(w *owned) int {
 func (p *pipeline) oldestLocked(w *owned) time.Time {
 	var oldest time.Time
 	for _, j := range p.mu.jobs[w.tp()] {
-		if w.st.Range().Contains(j.h) && (oldest.IsZero() || j.since.Before(oldest)) {
+		if w.st.Range().Contains(j.hash()) && (oldest.IsZero() || j.since.Before(oldest)) {
 			oldest = j.since
 		}
 	}
@@ -199,7 +199,7 @@ func (p *pipeline) inFlightLocked(w *owned) int {
 		}
 	}
 	for _, j := range p.mu.jobs[w.tp()] {
-		if w.st.Range().Contains(j.h) {
+		if w.st.Range().Contains(j.hash()) {
 			n++
 		}
 	}

@@ -92,7 +92,7 @@ type fenceSource interface {
 // sameRecord reports whether m is the record j was dispatched for, or a
 // copy of it.
 func (j *job) sameRecord(m *kafka.Message) bool {
-	return m == j.m || (*m.TopicPartition.Topic == j.t.Topic && m.TopicPartition.Partition == j.t.Partition && int64(m.TopicPartition.Offset) == j.o)
+	return m == j.m || (*m.TopicPartition.Topic == j.tp().Topic && m.TopicPartition.Partition == j.tp().Partition && int64(m.TopicPartition.Offset) == j.o)
 }
 
 // jobOf is a single record's: its own message.
@@ -140,9 +140,9 @@ func (p *pipeline) fenceOf(j *job) Fence {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rs := j.w.rs
-	if p.mu.jobs[j.t][j.o] == j {
-		for _, w := range p.mu.byTP[j.t] {
-			if w.st.Range().Contains(j.h) {
+	if p.mu.jobs[j.tp()][j.o] == j {
+		for _, w := range p.mu.byTP[j.tp()] {
+			if w.st.Range().Contains(j.hash()) {
 				rs = w.rs
 				break
 			}

@@ -30,7 +30,7 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 			}
 		}
 		// Unparked or replayed: those records run first (prelude.go).
-		if err := j.p.preludeFirst(ctx, j.t, j.m.Key, j.o); err != nil {
+		if err := j.p.preludeFirst(ctx, j.tp(), j.m.Key, j.o); err != nil {
 			return err
 		}
 		if j.p.hasKeyOps() {
@@ -49,7 +49,8 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 		c.metrics.failed.Add(1)
 		mu.Lock()
 		// Escaped: it reaches stuck/ values, status and logs.
-		j.attempts, j.lastErr = attempt, textsafe.Escape(err.Error())
+		n := j.notesLocked()
+		n.attempts, n.lastErr = attempt, textsafe.Escape(err.Error())
 		mu.Unlock()
 		// A fenced record is never dead-lettered: its range has a newer
 		// owner, who runs it.

@@ -37,13 +37,13 @@ func keyedJobKey(t tp, key []byte) jobKey {
 	return jobKey{topic: t.Topic, partition: t.Partition, key: string(key), hash: ledger.Hash(key, 0)}
 }
 
-// job is one record handed to a worker and not yet finished.
+// job is one record handed to a worker and not yet finished. One is
+// allocated per record run: a byte saved here is a byte less for the
+// collector per record (docs/benchmarks.md).
 type job struct {
-	key jobKey
+	key jobKey // its partition and its hash too (tp, hash)
 
-	t   tp
 	o   int64
-	h   uint32
 	m   *kafka.Message
 	ctx jobCtx // ends if the member must stop working on the record
 	// p and w are for FenceOf (fence.go): the pipeline whose table holds
@@ -51,16 +51,48 @@ type job struct {
 	p     *pipeline
 	w     *owned
 	since time.Time
-	// attempts and lastErr are set by the worker while retrying (under the
-	// pipeline's lock).
-	attempts int
-	lastErr  string
-	// skip is the operator's skip applied to the record (keyops.go), set
-	// under the pipeline's lock; finish queues its deletion.
-	skip *coord.KeyOp
+	// notes are what few records need kept (jobNotes), under the
+	// pipeline's lock: nil until a record needs them.
+	notes *jobNotes
 	// busy is how long the record has held a worker (load.go); written
 	// by the worker running it, read when it finishes.
 	busy time.Duration
+}
+
+// tp is the record's partition.
+func (j *job) tp() tp { return tp{Topic: j.key.topic, Partition: j.key.partition} }
+
+// hash is the record's ledger.Hash: its key's, or its offset's for a
+// null key.
+func (j *job) hash() uint32 { return j.key.hash }
+
+// jobNotes is what a job keeps only once it needs it: the attempts that
+// failed and the last error, set by the worker retrying the record, and
+// the operator's skip applied to it (keyops.go), whose deletion finish
+// queues. Kept apart from job, so that a record that runs once costs a
+// smaller one.
+type jobNotes struct {
+	attempts int
+	lastErr  string
+	skip     *coord.KeyOp
+}
+
+// notesLocked returns j's notes, made if it has none yet; under the
+// pipeline's lock.
+func (j *job) notesLocked() *jobNotes {
+	if j.notes == nil {
+		j.notes = new(jobNotes)
+	}
+	return j.notes
+}
+
+// failures returns how many attempts at the record failed, and the last
+// error; under the pipeline's lock.
+func (j *job) failures() (attempts int, lastErr string) {
+	if j.notes == nil {
+		return 0, ""
+	}
+	return j.notes.attempts, j.notes.lastErr
 }
 
 // cancel ends j's context: the member stops working on the record.

@@ -288,7 +288,7 @@ func (p *pipeline) loadReport(now time.Time) (state.LoadReport, state.HotKeyName
 	backlog := func(w *owned) int64 {
 		var n int64
 		for _, j := range p.mu.jobs[w.tp()] {
-			if w.st.Range().Contains(j.h) {
+			if w.st.Range().Contains(j.hash()) {
 				n++
 			}
 		}

@@ -53,7 +53,8 @@ func (p *pipeline) watchStuck() {
 			if j := p.mu.jobs[w.tp()][oldest]; j != nil {
 				// Key and error are cut short (textsafe): the report must
 				// fit in an etcd request whatever the record holds.
-				rec.Key, rec.Attempts, rec.Error = textsafe.Bytes(j.m.Key), j.attempts, j.lastErr
+				rec.Key = textsafe.Bytes(j.m.Key)
+				rec.Attempts, rec.Error = j.failures()
 			}
 			reports = append(reports, report{rs: w.rs, rec: rec})
 		}

@@ -323,7 +323,7 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a state.Assignmen
 	for _, w := range old {
 		pt := w.tp()
 		for _, j := range jobs[pt] {
-			if w.st.Range().Contains(j.h) && (!ownsHash(t.byTP, pt, j.h) || inRanges(reset[pt], j.h)) {
+			if w.st.Range().Contains(j.hash()) && (!ownsHash(t.byTP, pt, j.hash()) || inRanges(reset[pt], j.hash())) {
 				res.cancel = append(res.cancel, j)
 			}
 		}

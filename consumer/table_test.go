@@ -43,6 +43,11 @@ func assignment(rev int64, rs ...state.RangeState) state.Assignment {
 
 func tpOf(p int32) tp { return tp{Topic: "t", Partition: p} }
 
+// testJob is a job of a record at o of t whose key has hash h.
+func testJob(t tp, o int64, h uint32) *job {
+	return &job{key: jobKey{topic: t.Topic, partition: t.Partition, hash: h}, o: o}
+}
+
 func offsets(ps []partitionOffset) []string {
 	var out []string
 	for _, po := range ps {
@@ -186,7 +191,7 @@ func TestReconcileTable(t *testing.T) {
 		tab := newRangeTable()
 		log := hclog.NewNullLogger()
 		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, half, state.StateActive, 1, 0), rangeOf(1, 0, ledger.HashSpace, state.StateActive, 1, 0)), nil, time.Second, log)
-		mine, theirs := &job{t: tpOf(0), o: 5, h: 1}, &job{t: tpOf(1), o: 6, h: 1}
+		mine, theirs := testJob(tpOf(0), 5, 1), testJob(tpOf(1), 6, 1)
 		jobs := map[tp]map[int64]*job{tpOf(0): {5: mine}, tpOf(1): {6: theirs}}
 		res := reconcileTable(&tab, jobs, assignment(2, rangeOf(1, 0, ledger.HashSpace, state.StateActive, 1, 0)), nil, time.Second, log)
 		if len(res.cancel) != 1 || res.cancel[0] != mine {
@@ -333,7 +338,7 @@ func TestReconcileTableReset(t *testing.T) {
 		reconcileTable(&tab, nil, assignment(1, whole), nil, time.Second, log)
 		old := tab.byTP[tpOf(0)][0]
 		tab.pos[tpOf(0)] = 75
-		running, queued := &job{t: tpOf(0), o: 61, h: 7}, &job{t: tpOf(0), o: 62, h: 7}
+		running, queued := testJob(tpOf(0), 61, 7), testJob(tpOf(0), 62, 7)
 		jobs := map[tp]map[int64]*job{tpOf(0): {61: running, 62: queued}}
 		res := reconcileTable(&tab, jobs, assignment(2, resetTo(whole, 9, 2, 10)), nil, time.Second, log)
 		w := tab.byTP[tpOf(0)][0]
