@@ -92,7 +92,7 @@ type fenceSource interface {
 // sameRecord reports whether m is the record j was dispatched for, or a
 // copy of it.
 func (j *job) sameRecord(m *kafka.Message) bool {
-	return m == j.m || (*m.TopicPartition.Topic == j.tp().Topic && m.TopicPartition.Partition == j.tp().Partition && int64(m.TopicPartition.Offset) == j.o)
+	return m == j.m || (*m.TopicPartition.Topic == j.key.topic && m.TopicPartition.Partition == j.key.partition && int64(m.TopicPartition.Offset) == j.o)
 }
 
 // jobOf is a single record's: its own message.

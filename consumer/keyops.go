@@ -37,7 +37,7 @@ func (p *pipeline) skipFor(ctx context.Context, j *job) (coord.KeyOp, bool) {
 	if p == nil || p.sess == nil || j.key.null {
 		return coord.KeyOp{}, false
 	}
-	op, ok := p.sess.KeyOp(j.tp().Topic, j.tp().Partition, j.m.Key)
+	op, ok := p.sess.KeyOp(j.key.topic, j.key.partition, j.m.Key)
 	if !ok || op.Record.Op != state.KeyOpSkip || op.Record.Refused != "" || op.Record.Offset > j.o {
 		return coord.KeyOp{}, false
 	}
@@ -52,7 +52,7 @@ func (p *pipeline) skipFor(ctx context.Context, j *job) (coord.KeyOp, bool) {
 	}
 	if !op.Record.Drop && p.c.dlq == nil {
 		why := "no dead-letter topic is configured: skip with --drop to drop the record"
-		p.log.Error("cannot skip the record as asked: "+why, "topic", j.tp().Topic, "partition", j.tp().Partition, "offset", j.o, "key", textsafe.Bytes(j.m.Key))
+		p.log.Error("cannot skip the record as asked: "+why, "topic", j.key.topic, "partition", j.key.partition, "offset", j.o, "key", textsafe.Bytes(j.m.Key))
 		rctx, cancel := context.WithTimeout(ctx, p.c.cfg.EtcdTimeout)
 		defer cancel()
 		if err := p.sess.RefuseKeyOp(rctx, op, why); err != nil {
@@ -79,7 +79,7 @@ func (p *pipeline) skip(ctx context.Context, j *job, op coord.KeyOp, attempts in
 		}
 		p.c.metrics.deadLettered.Add(1)
 	}
-	p.log.Warn("record skipped by an operator", "topic", j.tp().Topic, "partition", j.tp().Partition, "offset", j.o,
+	p.log.Warn("record skipped by an operator", "topic", j.key.topic, "partition", j.key.partition, "offset", j.o,
 		"key", textsafe.Bytes(j.m.Key), "dropped", r.Drop, "by", textsafe.Escape(r.By), "reason", textsafe.Escape(r.Reason))
 	p.mu.Lock()
 	j.notesLocked().skip = &op // finish queues its deletion with the record's completion

@@ -32,7 +32,7 @@ func (p *pipeline) parkFor(j *job) (coord.KeyOp, bool) {
 	if p == nil || p.sess == nil || j.key.null {
 		return coord.KeyOp{}, false
 	}
-	op, ok := p.sess.KeyOp(j.tp().Topic, j.tp().Partition, j.m.Key)
+	op, ok := p.sess.KeyOp(j.key.topic, j.key.partition, j.m.Key)
 	if !ok || op.Record.Op != state.KeyOpPark {
 		return coord.KeyOp{}, false
 	}
@@ -73,7 +73,7 @@ func (p *pipeline) park(ctx context.Context, j *job, op coord.KeyOp) error {
 		if !failed {
 			log, failed = p.log.Error, true
 		}
-		log("parking a record failed; writing it again (the key's records wait, other keys go on)", "topic", j.tp().Topic, "partition", j.tp().Partition,
+		log("parking a record failed; writing it again (the key's records wait, other keys go on)", "topic", j.key.topic, "partition", j.key.partition,
 			"offset", j.o, "parking_topic", op.Record.ParkTopic, "error", textsafe.Escape(err.Error()))
 		p.sleepOrKeyOp(ctx, backoff)
 		if ctx.Err() != nil {
