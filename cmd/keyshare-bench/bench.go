@@ -39,6 +39,7 @@ type benchCommand struct {
 	records       int
 	memberProfile string
 	tries         listFlag
+	compare       listFlag
 	kafka         string // the bundled cluster's broker: kfake or apache
 
 	cl      *devcluster.Cluster
@@ -56,6 +57,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the benchmark process to this file")
 	fs.IntVar(&c.records, "records", 0, "records the throughput scenario reads (default 1,000,000; 100,000 with --quick)")
 	fs.StringVar(&c.memberProfile, "member-profile", "", "write CPU and allocation profiles of the throughput scenario's one member (keyshare-1.cpu.pprof, keyshare-1.allocs.pprof) and of the first of its four (keyshare-4.*) to this directory")
+	fs.Var(&c.compare, "compare", "another keyshare-bench binary (one built from another tree) whose members the throughput scenario also runs, with defaults, in turns with this one's: rows of one member and four on one partition, and one member on four partitions (repeatable)")
 	fs.Var(&c.tries, "try", "librdkafka settings (prop=value,prop=value) the throughput scenario also tries on a bare loop and one member, a row each (repeatable)")
 	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: throughput (one partition, then four, read by kcat, a bare client and keyshare members), pc, pc-http (pc's workload at an HTTP endpoint, through keyshare-bench member --deliver), scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
 	cli.KafkaFlag(fs, &c.kafka)

@@ -79,7 +79,7 @@ func (c *benchCommand) latencyOnce(ctx context.Context, rate int) ([2]latencyRun
 		}
 	}()
 	for i, mode := range []string{"bare", "keyshare"} {
-		ch, err := c.spawnReader("--mode", mode, "--start", "end", "--brokers", c.brokers, "--etcd", c.etcd,
+		ch, err := c.spawnReader("", "--mode", mode, "--start", "end", "--brokers", c.brokers, "--etcd", c.etcd,
 			"--topic", latencyTopic, "--group", fmt.Sprintf("%s-%d", group, i), "--id", "l0")
 		if err != nil {
 			return out, err

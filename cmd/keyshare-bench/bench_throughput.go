@@ -65,18 +65,23 @@ func (c *benchCommand) throughput(ctx context.Context) error {
 	tuned := strings.Join(tunedPrefetch, ",")
 	one := []throughputSetup{
 		{"kcat -C -e (librdkafka defaults)", func() (throughputRow, error) { return c.readKcat(n) }},
-		{"bare confluent-kafka-go Poll loop, librdkafka defaults", c.reader(n, throughputTopic, 1, "bare", 1, nil, "")},
-		{"bare Poll loop, " + tuned, c.reader(n, throughputTopic, 1, "bare", 1, tunedPrefetch, "")},
-		{"one keyshare member, defaults", c.reader(n, throughputTopic, 1, "keyshare", 1, nil, c.memberProfile)},
-		{"one keyshare member, tuned (" + tuned + ")", c.reader(n, throughputTopic, 1, "keyshare", 1, tunedPrefetch, "")},
-		{"four keyshare members on the partition, defaults (group)", c.reader(n, throughputTopic, 1, "keyshare", 4, nil, c.memberProfile)},
-		{"four keyshare members on the partition, tuned (group)", c.reader(n, throughputTopic, 1, "keyshare", 4, tunedPrefetch, "")},
+		{"bare confluent-kafka-go Poll loop, librdkafka defaults", c.reader(n, readers{topic: throughputTopic, partitions: 1, mode: "bare", count: 1})},
+		{"bare Poll loop, " + tuned, c.reader(n, readers{topic: throughputTopic, partitions: 1, mode: "bare", count: 1, props: tunedPrefetch})},
+		{"one keyshare member, defaults", c.reader(n, readers{topic: throughputTopic, partitions: 1, mode: "keyshare", count: 1, profileDir: c.memberProfile})},
+		{"one keyshare member, tuned (" + tuned + ")", c.reader(n, readers{topic: throughputTopic, partitions: 1, mode: "keyshare", count: 1, props: tunedPrefetch})},
+		{"four keyshare members on the partition, defaults (group)", c.reader(n, readers{topic: throughputTopic, partitions: 1, mode: "keyshare", count: 4, profileDir: c.memberProfile})},
+		{"four keyshare members on the partition, tuned (group)", c.reader(n, readers{topic: throughputTopic, partitions: 1, mode: "keyshare", count: 4, props: tunedPrefetch})},
 	}
 	for _, t := range c.tries {
 		props := strings.Split(t, ",")
 		one = append(one,
-			throughputSetup{"bare Poll loop, " + t, c.reader(n, throughputTopic, 1, "bare", 1, props, "")},
-			throughputSetup{"one keyshare member, " + t, c.reader(n, throughputTopic, 1, "keyshare", 1, props, "")})
+			throughputSetup{"bare Poll loop, " + t, c.reader(n, readers{topic: throughputTopic, partitions: 1, mode: "bare", count: 1, props: props})},
+			throughputSetup{"one keyshare member, " + t, c.reader(n, readers{topic: throughputTopic, partitions: 1, mode: "keyshare", count: 1, props: props})})
+	}
+	for _, exe := range c.compare {
+		one = append(one,
+			throughputSetup{"one keyshare member, defaults, of " + exe, c.reader(n, readers{topic: throughputTopic, partitions: 1, mode: "keyshare", count: 1, exe: exe})},
+			throughputSetup{"four keyshare members on the partition, defaults (group), of " + exe, c.reader(n, readers{topic: throughputTopic, partitions: 1, mode: "keyshare", count: 4, exe: exe})})
 	}
 	if err := c.throughputTable(one, 2); err != nil {
 		return err
@@ -85,12 +90,15 @@ func (c *benchCommand) throughput(ctx context.Context) error {
 
 	c.printf("### Four partitions\n\nThe same %s records over four partitions (the producer's partitioner spreads the keys), read by a bare loop assigned all four, one member and four members of a group: with four members on four partitions each member owns a whole partition and passes over nothing.\n\n", withCommas(int64(n)))
 	four := []throughputSetup{
-		{"bare Poll loop on 4 partitions, librdkafka defaults", c.reader(n, throughput4Topic, 4, "bare", 1, nil, "")},
-		{"bare Poll loop on 4 partitions, " + tuned, c.reader(n, throughput4Topic, 4, "bare", 1, tunedPrefetch, "")},
-		{"one keyshare member on 4 partitions, defaults", c.reader(n, throughput4Topic, 4, "keyshare", 1, nil, "")},
-		{"one keyshare member on 4 partitions, tuned", c.reader(n, throughput4Topic, 4, "keyshare", 1, tunedPrefetch, "")},
-		{"four keyshare members on 4 partitions, defaults (group)", c.reader(n, throughput4Topic, 4, "keyshare", 4, nil, "")},
-		{"four keyshare members on 4 partitions, tuned (group)", c.reader(n, throughput4Topic, 4, "keyshare", 4, tunedPrefetch, "")},
+		{"bare Poll loop on 4 partitions, librdkafka defaults", c.reader(n, readers{topic: throughput4Topic, partitions: 4, mode: "bare", count: 1})},
+		{"bare Poll loop on 4 partitions, " + tuned, c.reader(n, readers{topic: throughput4Topic, partitions: 4, mode: "bare", count: 1, props: tunedPrefetch})},
+		{"one keyshare member on 4 partitions, defaults", c.reader(n, readers{topic: throughput4Topic, partitions: 4, mode: "keyshare", count: 1})},
+		{"one keyshare member on 4 partitions, tuned", c.reader(n, readers{topic: throughput4Topic, partitions: 4, mode: "keyshare", count: 1, props: tunedPrefetch})},
+		{"four keyshare members on 4 partitions, defaults (group)", c.reader(n, readers{topic: throughput4Topic, partitions: 4, mode: "keyshare", count: 4})},
+		{"four keyshare members on 4 partitions, tuned (group)", c.reader(n, readers{topic: throughput4Topic, partitions: 4, mode: "keyshare", count: 4, props: tunedPrefetch})},
+	}
+	for _, exe := range c.compare {
+		four = append(four, throughputSetup{"one keyshare member on 4 partitions, defaults, of " + exe, c.reader(n, readers{topic: throughput4Topic, partitions: 4, mode: "keyshare", count: 1, exe: exe})})
 	}
 	if err := c.throughputTable(four, 1); err != nil {
 		return err
@@ -99,10 +107,22 @@ func (c *benchCommand) throughput(ctx context.Context) error {
 	return c.latency(ctx) // bench_latency.go
 }
 
-// reader is the run of m reader processes of mode over topic's first
-// partitions partitions, with props added to their librdkafka settings.
-func (c *benchCommand) reader(n int, topic string, partitions int, mode string, m int, props []string, profileDir string) func() (throughputRow, error) {
-	return func() (throughputRow, error) { return c.readChildren(n, topic, partitions, mode, m, props, profileDir) }
+// readers are the reader processes of one throughput row.
+type readers struct {
+	topic      string
+	partitions int      // a bare loop is assigned the topic's first partitions
+	mode       string   // bare or keyshare
+	count      int      // processes, of one group
+	props      []string // librdkafka settings added to theirs
+	profileDir string   // if set, the first writes its CPU and allocation profiles here
+	// exe is the keyshare-bench binary they run: this one, or another
+	// (--compare), such as one built from an older tree.
+	exe string
+}
+
+// reader is the run of r over n records.
+func (c *benchCommand) reader(n int, r readers) func() (throughputRow, error) {
+	return func() (throughputRow, error) { return c.readChildren(n, r) }
 }
 
 // throughputTable runs setups in turns, c.runs times, and prints each
@@ -172,12 +192,16 @@ type readerChild struct {
 	done   chan error
 }
 
-func (c *benchCommand) spawnReader(args ...string) (*readerChild, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
+// spawnReader starts a reader process of exe (this binary if empty).
+func (c *benchCommand) spawnReader(exe string, args ...string) (*readerChild, error) {
+	if exe == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		exe = self
 	}
-	cmd := exec.Command(self, append([]string{readerCommand}, args...)...)
+	cmd := exec.Command(exe, append([]string{readerCommand}, args...)...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -213,11 +237,11 @@ func (c *benchCommand) spawnReader(args ...string) (*readerChild, error) {
 	return ch, nil
 }
 
-// readChildren runs m reader processes of mode over topic (a fresh group;
-// a bare loop is assigned its first partitions partitions), starts them
-// together once all are set up, and stops them once they have handled n
-// records between them.
-func (c *benchCommand) readChildren(n int, topic string, partitions int, mode string, m int, props []string, profileDir string) (throughputRow, error) {
+// readChildren runs the reader processes of r (a fresh group), starts
+// them together once all are set up, and stops them once they have
+// handled n records between them.
+func (c *benchCommand) readChildren(n int, r readers) (throughputRow, error) {
+	topic, partitions, mode, m, props, profileDir := r.topic, r.partitions, r.mode, r.count, r.props, r.profileDir
 	group := fmt.Sprintf("throughput-%d", c.groups.Add(1))
 	var children []*readerChild
 	defer func() {
@@ -237,7 +261,7 @@ func (c *benchCommand) readChildren(n int, topic string, partitions int, mode st
 			name := fmt.Sprintf("%s-%d", mode, m) // keyshare-1: the one member; keyshare-4: the first of four
 			args = append(args, "--cpuprofile", filepath.Join(profileDir, name+".cpu.pprof"), "--allocprofile", filepath.Join(profileDir, name+".allocs.pprof"))
 		}
-		ch, err := c.spawnReader(args...)
+		ch, err := c.spawnReader(r.exe, args...)
 		if err != nil {
 			return throughputRow{}, err
 		}
