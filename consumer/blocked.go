@@ -83,13 +83,14 @@ func (p *pipeline) evictBlocked() bool {
 	p.blockedChecked = now
 	out := p.sched.EvictBlocked(p.maxQueuedPerKey())
 	for _, j := range out {
-		if p.mu.jobs[j.tp()][j.o] != j {
+		t, h := j.tp(), j.hash()
+		if p.mu.jobs[t][j.o] != j {
 			continue // abandoned already: whoever removed it counted it out
 		}
 		p.dropJobLocked(j)
-		for _, w := range p.mu.byTP[j.tp()] {
-			if w.st.Range().Contains(j.hash()) {
-				p.shelveLocked(j.tp(), j.key, w.st, j.o, j.hash())
+		for _, w := range p.mu.byTP[t] {
+			if w.st.Range().Contains(h) {
+				p.shelveLocked(t, j.key, w.st, j.o, h)
 				break
 			}
 		}

@@ -100,15 +100,16 @@ func (p *pipeline) submitLocked(at time.Time) {
 	// here.
 	p.sched.SubmitAll(p.mu.burstKeys, p.mu.burstJobs, p.maxQueuedPerKey(), at, p.mu.burstQueued)
 	for i, j := range p.mu.burstJobs {
+		t := j.tp()
 		if !p.mu.burstQueued[i] {
 			j.cancel()
-			p.shelveLocked(j.tp(), j.key, j.w.st, j.o, j.hash())
+			p.shelveLocked(t, j.key, j.w.st, j.o, j.hash())
 			continue
 		}
-		jobs := p.mu.jobs[j.tp()]
+		jobs := p.mu.jobs[t]
 		if jobs == nil {
 			jobs = make(map[int64]*job)
-			p.mu.jobs[j.tp()] = jobs
+			p.mu.jobs[t] = jobs
 		}
 		if old := jobs[j.o]; old != nil {
 			// Not expected (the ledger answers InFlight for a record in

@@ -241,7 +241,6 @@ func (c *benchCommand) spawnReader(exe string, args ...string) (*readerChild, er
 // them together once all are set up, and stops them once they have
 // handled n records between them.
 func (c *benchCommand) readChildren(n int, r readers) (throughputRow, error) {
-	topic, partitions, mode, m, props, profileDir := r.topic, r.partitions, r.mode, r.count, r.props, r.profileDir
 	group := fmt.Sprintf("throughput-%d", c.groups.Add(1))
 	var children []*readerChild
 	defer func() {
@@ -249,17 +248,17 @@ func (c *benchCommand) readChildren(n int, r readers) (throughputRow, error) {
 			_ = ch.cmd.Process.Kill()
 		}
 	}()
-	for i := range m {
-		args := []string{"--mode", mode, "--brokers", c.brokers, "--etcd", c.etcd, "--topic", topic, "--partitions", strconv.Itoa(partitions), "--group", group, "--id", fmt.Sprintf("t%d", i)}
-		for _, p := range props {
+	for i := range r.count {
+		args := []string{"--mode", r.mode, "--brokers", c.brokers, "--etcd", c.etcd, "--topic", r.topic, "--partitions", strconv.Itoa(r.partitions), "--group", group, "--id", fmt.Sprintf("t%d", i)}
+		for _, p := range r.props {
 			args = append(args, "-X", p)
 		}
-		if profileDir != "" && i == 0 {
-			if err := os.MkdirAll(profileDir, 0o755); err != nil {
+		if r.profileDir != "" && i == 0 {
+			if err := os.MkdirAll(r.profileDir, 0o755); err != nil {
 				return throughputRow{}, err
 			}
-			name := fmt.Sprintf("%s-%d", mode, m) // keyshare-1: the one member; keyshare-4: the first of four
-			args = append(args, "--cpuprofile", filepath.Join(profileDir, name+".cpu.pprof"), "--allocprofile", filepath.Join(profileDir, name+".allocs.pprof"))
+			name := fmt.Sprintf("%s-%d", r.mode, r.count) // keyshare-1: the one member; keyshare-4: the first of four
+			args = append(args, "--cpuprofile", filepath.Join(r.profileDir, name+".cpu.pprof"), "--allocprofile", filepath.Join(r.profileDir, name+".allocs.pprof"))
 		}
 		ch, err := c.spawnReader(r.exe, args...)
 		if err != nil {
@@ -281,7 +280,7 @@ func (c *benchCommand) readChildren(n int, r readers) (throughputRow, error) {
 			return throughputRow{}, err
 		}
 	}
-	reports := make([]readerReport, m)
+	reports := make([]readerReport, r.count)
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		var sum int64
