@@ -83,16 +83,12 @@ func (p *pipeline) evictBlocked() bool {
 	p.blockedChecked = now
 	out := p.sched.EvictBlocked(p.maxQueuedPerKey())
 	for _, j := range out {
-		t, h := j.tp(), j.hash()
-		if p.mu.jobs[t][j.o] != j {
+		if !p.mu.isInFlight(j) {
 			continue // abandoned already: whoever removed it counted it out
 		}
 		p.dropJobLocked(j)
-		for _, w := range p.mu.byTP[t] {
-			if w.st.Range().Contains(h) {
-				p.shelveLocked(t, j.key, w.st, j.o, h)
-				break
-			}
+		if w := currentRange(p.mu.byTP, j); w != nil {
+			p.shelveLocked(j.tp(), j.key, w.st, j.o, j.hash())
 		}
 	}
 	if len(out) > 0 {

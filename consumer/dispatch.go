@@ -106,11 +106,7 @@ func (p *pipeline) submitLocked(at time.Time) {
 			p.shelveLocked(t, j.key, j.w.st, j.o, j.hash())
 			continue
 		}
-		jobs := p.mu.jobs[t]
-		if jobs == nil {
-			jobs = make(map[int64]*job)
-			p.mu.jobs[t] = jobs
-		}
+		jobs := p.mu.partitionJobs(j.w)
 		if old := jobs[j.o]; old != nil {
 			// Not expected (the ledger answers InFlight for a record in
 			// flight here), but if it happens the old job is abandoned:
@@ -154,7 +150,7 @@ func (p *pipeline) runJob(j *job, taken time.Time) {
 // gone and counts nothing again (finish).
 func (p *pipeline) dropJobLocked(j *job) {
 	j.cancel()
-	delete(p.mu.jobs[j.tp()], j.o)
+	delete(j.w.jobs, j.o)
 	p.mu.untrack(j)
 }
 
@@ -164,24 +160,17 @@ func (p *pipeline) dropJobLocked(j *job) {
 // outcome ignored, even if a new job of the same offset has been dispatched
 // since (the range came back) and waits behind it.
 func (p *pipeline) finish(j *job, done bool) {
-	t, o, h := j.tp(), j.o, j.hash()
+	o, h := j.o, j.hash()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	jobs := p.mu.jobs[t]
-	if jobs[o] != j {
+	if !p.mu.isInFlight(j) {
 		return // abandoned: whoever removed it counted it out of inflight
 	}
-	delete(jobs, o)
+	delete(j.w.jobs, o)
 	p.mu.untrack(j)
 	p.mu.cond.Broadcast()
 	poke(p.space)
-	var w *owned
-	for _, x := range p.mu.byTP[t] {
-		if x.st.Range().Contains(h) {
-			w = x
-			break
-		}
-	}
+	w := currentRange(p.mu.byTP, j)
 	if w != nil {
 		p.mu.load.add(w, h, j.m.Key, j.busy, done, j.since) // load.go
 	}
@@ -197,7 +186,7 @@ func (p *pipeline) finish(j *job, done bool) {
 	}
 	if w != nil {
 		if err := w.st.Complete(o, h); err != nil {
-			p.log.Error("ledger refused a completion", "topic", t.Topic, "partition", t.Partition, "offset", o, "error", err)
+			p.log.Error("ledger refused a completion", "topic", j.key.topic, "partition", j.key.partition, "offset", o, "error", err)
 		}
 	}
 }

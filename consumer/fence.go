@@ -140,12 +140,9 @@ func (p *pipeline) fenceOf(j *job) Fence {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rs := j.w.rs
-	if p.mu.jobs[j.tp()][j.o] == j {
-		for _, w := range p.mu.byTP[j.tp()] {
-			if w.st.Range().Contains(j.hash()) {
-				rs = w.rs
-				break
-			}
+	if p.mu.isInFlight(j) {
+		if w := currentRange(p.mu.byTP, j); w != nil {
+			rs = w.rs
 		}
 	}
 	return fenceFrom(rs)

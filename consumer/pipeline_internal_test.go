@@ -306,6 +306,50 @@ func TestFinishIgnoresAbandonedJob(t *testing.T) {
 	}
 }
 
+// TestFinishCompletesInThePartThatHoldsItsHash: the leader splits a range
+// while its record at offset 5 runs. The record was dispatched under the
+// whole range, which has left the table; its completion must reach the
+// part that holds its hash now, whose watermark then moves past it.
+func TestFinishCompletesInThePartThatHoldsItsHash(t *testing.T) {
+	testutil.RequireKfake(t, "the pipeline's table against etcd, which the broker only feeds with records; the kfake run covers it")
+	testutil.ParallelOnKfake(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	r := newRig(t, func(ctx context.Context, m *kafka.Message) error {
+		close(started)
+		<-release
+		return nil
+	}, false, nil)
+	p := r.p
+	part := func(lo, hi uint64, rev int64) state.RangeState {
+		rec := r.full(state.StateActive)
+		rec.Lo, rec.Hi = lo, hi
+		return state.RangeState{Key: r.schema.Range(rigTopic, 0, lo), Record: rec, Rev: rev, LedgerKey: r.schema.LedgerEntry(rigTopic, 0, lo),
+			Entry: ledger.Entry{Segments: []ledger.Segment{{Lo: lo, Hi: hi, Next: 5}}}}
+	}
+	if err := p.reconcile(state.Assignment{Generation: 1, Rev: 10, Ranges: []state.RangeState{part(0, ledger.HashSpace, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	topic := rigTopic
+	key := []byte("k")
+	msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0, Offset: 5}, Key: key}
+	p.handle([]*kafka.Message{msg}, time.Now())
+	wait(t, "the record to run", started)
+
+	if err := p.reconcile(state.Assignment{Generation: 2, Rev: 11, Ranges: []state.RangeState{part(0, half, 11), part(half, ledger.HashSpace, 11)}}); err != nil {
+		t.Fatal(err)
+	}
+	holder := r.schema.Range(rigTopic, 0, 0)
+	if uint64(ledger.Hash(key, 5)) >= half {
+		holder = r.schema.Range(rigTopic, 0, half)
+	}
+	close(release)
+	testutil.WaitFor(t, "offset 5 completed in the part that holds its key", 10*time.Second, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.mu.ranges[holder].st.Watermark() == 6 && p.mu.inflight == 0
+	})
+}
+
 // TestOlderAssignmentIgnored: the fetch loop applies a resync snapshot and
 // then a watch update read before it. The older assignment must not undo the
 // newer one: a range handed to another member stays dropped.

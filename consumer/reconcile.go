@@ -73,7 +73,7 @@ func (p *pipeline) apply(a state.Assignment, starts map[tp]int64) ([]tp, error) 
 	p.mu.leaving = p.sess != nil && p.sess.Leaving()
 	res := reconcileTable(&p.mu.rangeTable, p.mu.jobs, a, starts, p.c.cfg.DrainTimeout, p.log)
 	for _, j := range res.cancel {
-		if p.mu.jobs[j.tp()][j.o] == j {
+		if p.mu.isInFlight(j) {
 			p.dropJobLocked(j)
 		}
 	}

@@ -51,6 +51,15 @@ type owned struct {
 	// (load.go), for Status; nil while it is handed over.
 	hot []HotKey
 
+	// gone: the range left the table (reconcileTable, dropReleased). A
+	// record dispatched under it completes in the range that holds its
+	// hash now (currentRange); while it is not gone, that is this one.
+	gone bool
+	// jobs are the partition's in-flight records by offset
+	// (inFlight.partitionJobs), shared with its other ranges; nil until
+	// the range dispatches one.
+	jobs map[int64]*job
+
 	// Stuck detection (stuck.go).
 	lastWM  int64
 	wmSince time.Time
@@ -62,6 +71,21 @@ type owned struct {
 func (w *owned) inEtcd() bool { return !w.dirty && w.st.Version() == w.flushed }
 
 func (o *owned) tp() tp { return o.rs.TP() }
+
+// currentRange is the range of byTP that holds j's hash now: the range j was
+// dispatched under unless that left the table (split, reset, dropped or
+// released), or nil.
+func currentRange(byTP map[tp][]*owned, j *job) *owned {
+	if !j.w.gone {
+		return j.w
+	}
+	for _, w := range byTP[j.tp()] {
+		if w.st.Range().Contains(j.hash()) {
+			return w
+		}
+	}
+	return nil
+}
 
 // containing returns the range of partition t's ranges (byTP[t]) that
 // covers r. Looking in the partition's ranges only, not in all of them,
@@ -156,6 +180,7 @@ func (t *rangeTable) dropReleased(w *owned) {
 		return
 	}
 	delete(t.ranges, w.rs.Key)
+	w.gone = true
 	t.byTP[w.tp()] = slices.DeleteFunc(t.byTP[w.tp()], func(x *owned) bool { return x == w })
 	t.released[w.rs.Key] = w.rs.Rev
 }
@@ -309,6 +334,12 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a state.Assignmen
 			res.drains = append(res.drains, drainStart{w: w, seq: w.drains, budget: drainBudget(r.Record, drainTimeout)})
 		}
 		next[r.Key] = w
+	}
+	for _, w := range old {
+		w.gone = true
+	}
+	for _, w := range next {
+		w.gone = false
 	}
 	t.ranges = next
 	t.byTP = make(map[tp][]*owned)

@@ -131,6 +131,39 @@ func TestReconcileTable(t *testing.T) {
 		}
 	})
 
+	t.Run("a range that leaves the table is gone, and a record dispatched under it finds the range that holds its hash", func(t *testing.T) {
+		log := hclog.NewNullLogger()
+		tab := newRangeTable()
+		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 1, 40), rangeOf(1, 0, ledger.HashSpace, state.StateActive, 1, 40)), nil, time.Second, log)
+		whole, other := tab.byTP[tpOf(0)][0], tab.byTP[tpOf(1)][0]
+		upper := testJob(tpOf(0), 41, uint32(half+7))
+		upper.w = whole
+		if currentRange(tab.byTP, upper) != whole {
+			t.Fatal("a record's range that is still in the table does not hold it")
+		}
+		// Partition 0 is split, partition 1 dropped.
+		reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, half, state.StateActive, 2, 40), rangeOf(0, half, ledger.HashSpace, state.StateActive, 2, 40)), nil, time.Second, log)
+		if !whole.gone || !other.gone {
+			t.Fatalf("split range gone %v, dropped range gone %v, want both", whole.gone, other.gone)
+		}
+		parts := tab.byTP[tpOf(0)]
+		if parts[0].gone || parts[1].gone {
+			t.Fatal("a range in the table is marked gone")
+		}
+		if got := currentRange(tab.byTP, upper); got != parts[1] {
+			t.Fatalf("the record of the upper half finds %v, want the upper part", got)
+		}
+		// The same assignment again keeps the parts, not gone.
+		reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, half, state.StateActive, 2, 40), rangeOf(0, half, ledger.HashSpace, state.StateActive, 2, 40)), nil, time.Second, log)
+		if tab.byTP[tpOf(0)][1] != parts[1] || parts[1].gone {
+			t.Fatal("a range kept by an assignment is gone")
+		}
+		tab.dropReleased(parts[1])
+		if !parts[1].gone || currentRange(tab.byTP, upper) != nil {
+			t.Fatalf("a released range: gone %v, the record of its hash finds %v, want gone and none", parts[1].gone, currentRange(tab.byTP, upper))
+		}
+	})
+
 	t.Run("a revoke taken back stops the drain and fetches the range again", func(t *testing.T) {
 		tab := newRangeTable()
 		log := hclog.NewNullLogger()
