@@ -22,23 +22,60 @@ func (p *pipeline) handle(ms []*kafka.Message, at time.Time) {
 	if !p.mu.fetching {
 		return
 	}
+	var run partitionRun
 	for _, m := range ms {
-		p.filterLocked(m, at)
+		p.filterLocked(&run, m, at)
 	}
+	p.endRunLocked(&run)
 	p.submitLocked(at)
+}
+
+// partitionRun is the partition of the records handle is filtering, with
+// its ranges and fetch position, read from the table when the partition
+// changes and its position written back when it changes again: a burst's
+// records mostly come from one partition, and the table's maps are keyed
+// by partition, which costs a hash of its topic at every lookup.
+type partitionRun struct {
+	t      tp
+	ranges []*owned // p.mu.byTP[t]
+	pos    int64    // p.mu.pos[t], moved past each record filtered
+	known  bool     // p.mu.pos holds t
+	active bool     // t is set: a record of it was filtered
+}
+
+// startRunLocked makes run partition t's, after ending the run before.
+func (p *pipeline) startRunLocked(run *partitionRun, t tp) {
+	p.endRunLocked(run)
+	if p.mu.aboveEnd[t] != nil {
+		delete(p.mu.aboveEnd, t) // fetching again
+	}
+	pos, known := p.mu.pos[t]
+	*run = partitionRun{t: t, ranges: p.mu.byTP[t], pos: pos, known: known, active: true}
+}
+
+// endRunLocked writes run's position back to the table.
+func (p *pipeline) endRunLocked(run *partitionRun) {
+	if run.active {
+		p.mu.pos[run.t] = run.pos
+	}
 }
 
 // filterLocked moves the partition's position past m and records it in
 // the ledger of each range of the partition; the range that answers Run
-// takes it (dispatchLocked).
-func (p *pipeline) filterLocked(m *kafka.Message, at time.Time) {
+// takes it (dispatchLocked). run is the partition of the record before.
+func (p *pipeline) filterLocked(run *partitionRun, m *kafka.Message, at time.Time) {
 	t := tp{Topic: *m.TopicPartition.Topic, Partition: m.TopicPartition.Partition}
+	if !run.active || run.t != t {
+		p.startRunLocked(run, t)
+	}
 	o := int64(m.TopicPartition.Offset)
 	h := ledger.Hash(m.Key, o)
-	p.skipAbsentLocked(t, o) // offsets between the position and o hold no record (gaps.go)
-	p.mu.pos[t] = o + 1
-	var run *owned
-	for _, w := range p.mu.byTP[t] {
+	if run.known {
+		p.skipRangesLocked(t, run.ranges, run.pos, o) // offsets between the position and o hold no record (gaps.go)
+	}
+	run.pos, run.known = o+1, true
+	var taker *owned
+	for _, w := range run.ranges {
 		if w.revoking {
 			// A revoked range takes no new records: its next stays where
 			// it is, and the next owner fetches from there.
@@ -50,11 +87,11 @@ func (p *pipeline) filterLocked(m *kafka.Message, at time.Time) {
 			continue
 		}
 		if v == ledger.Run {
-			run = w
+			taker = w
 		}
 	}
-	if run != nil {
-		p.dispatchLocked(t, run, m, o, h, at)
+	if taker != nil {
+		p.dispatchLocked(t, taker, m, o, h, at)
 	}
 }
 

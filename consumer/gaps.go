@@ -35,11 +35,18 @@ func (p *pipeline) skipAbsentLocked(t tp, to int64) {
 	if p.mu.aboveEnd[t] != nil {
 		delete(p.mu.aboveEnd, t) // fetching again
 	}
-	from, ok := p.mu.pos[t]
-	if !ok || to <= from {
+	if from, ok := p.mu.pos[t]; ok {
+		p.skipRangesLocked(t, p.mu.byTP[t], from, to)
+	}
+}
+
+// skipRangesLocked records in partition t's ranges that take records
+// that the offsets from from up to to hold none.
+func (p *pipeline) skipRangesLocked(t tp, ranges []*owned, from, to int64) {
+	if to <= from {
 		return
 	}
-	for _, w := range p.mu.byTP[t] {
+	for _, w := range ranges {
 		if w.revoking {
 			continue
 		}

@@ -350,6 +350,47 @@ func TestFinishCompletesInThePartThatHoldsItsHash(t *testing.T) {
 	})
 }
 
+// TestBurstOfTwoPartitions: a burst's records alternate between two
+// partitions, one with a gap between its records. Each partition's
+// position moves past its own records only, and the gap is skipped in the
+// partition that has it: both watermarks move past the burst.
+func TestBurstOfTwoPartitions(t *testing.T) {
+	testutil.RequireKfake(t, "the pipeline's table against etcd, which the broker only feeds with records; the kfake run covers it")
+	testutil.ParallelOnKfake(t)
+	r := newRigWith(t, func(context.Context, *kafka.Message) error { return nil }, false, rigOptions{partitions: 2})
+	p := r.p
+	whole := func(partition int32, next int64) state.RangeState {
+		rec := r.full(state.StateActive)
+		rec.Partition = partition
+		return state.RangeState{Key: r.schema.Range(rigTopic, partition, 0), Record: rec, Rev: 1, LedgerKey: r.schema.LedgerEntry(rigTopic, partition, 0),
+			Entry: ledger.Entry{Segments: []ledger.Segment{{Lo: 0, Hi: ledger.HashSpace, Next: next}}}}
+	}
+	if err := p.reconcile(state.Assignment{Generation: 1, Rev: 10, Ranges: []state.RangeState{whole(0, 3), whole(1, 7)}}); err != nil {
+		t.Fatal(err)
+	}
+	topic := rigTopic
+	rec := func(partition int32, o int64) *kafka.Message {
+		return &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition, Offset: kafka.Offset(o)}, Key: []byte{byte(o)}}
+	}
+	// Offset 8 of partition 1 holds no record for this reader.
+	p.handle([]*kafka.Message{rec(0, 3), rec(1, 7), rec(0, 4), rec(1, 9)}, time.Now())
+	p0, p1 := tp{Topic: rigTopic}, tp{Topic: rigTopic, Partition: 1}
+	testutil.WaitFor(t, "the burst's records completed", 10*time.Second, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.mu.inflight == 0
+	})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.pos[p0] != 5 || p.mu.pos[p1] != 10 {
+		t.Errorf("positions %d and %d, want 5 and 10", p.mu.pos[p0], p.mu.pos[p1])
+	}
+	wm0, wm1 := p.mu.byTP[p0][0].st.Watermark(), p.mu.byTP[p1][0].st.Watermark()
+	if wm0 != 5 || wm1 != 10 {
+		t.Errorf("watermarks %d and %d, want 5 and 10 (offset 8 of partition 1 skipped)", wm0, wm1)
+	}
+}
+
 // TestOlderAssignmentIgnored: the fetch loop applies a resync snapshot and
 // then a watch update read before it. The older assignment must not undo the
 // newer one: a range handed to another member stays dropped.
