@@ -32,10 +32,11 @@ const throughput4Topic = "throughput-4"
 var tunedPrefetch = []string{"queued.min.messages=1000000"}
 
 // throughputRow is one reader setup of the throughput scenario: records/s,
-// CPU and Go allocations per record of the topic.
+// CPU (and its share on librdkafka's threads, -1 if not measured) and Go
+// allocations per record of the topic.
 type throughputRow struct {
-	rate, cpuMicros, allocs, allocBytes float64
-	note                                string
+	rate, cpuMicros, rdkMicros, allocs, allocBytes float64
+	note                                           string
 }
 
 // throughputSetup is one row of a throughput table: a name and the run that
@@ -129,7 +130,7 @@ func (c *benchCommand) reader(n int, r readers) func() (throughputRow, error) {
 // setup's median run (by records/s); the "× bare" column is against
 // setups[ref], a bare loop with deep prefetch.
 func (c *benchCommand) throughputTable(setups []throughputSetup, ref int) error {
-	c.printf("| reader | records/s | × bare, tuned prefetch | CPU µs/record | allocs/record | B/record |\n|---|---|---|---|---|---|\n")
+	c.printf("| reader | records/s | × bare, tuned prefetch | CPU µs/record | of which librdkafka's threads | allocs/record | B/record |\n|---|---|---|---|---|---|---|\n")
 	// Runs take turns, setup after setup, so that a burst of load on a
 	// shared machine does not fall on one setup's runs only.
 	runs := make([][]throughputRow, len(setups))
@@ -153,14 +154,17 @@ func (c *benchCommand) throughputTable(setups []throughputSetup, ref int) error 
 	bare := rows[ref].rate
 	for i, r := range rows {
 		if r.note != "" {
-			c.printf("| %s | %s | | | | |\n", setups[i].name, r.note)
+			c.printf("| %s | %s | | | | | |\n", setups[i].name, r.note)
 			continue
 		}
-		allocs, bytes := "—", "—"
+		rdk, allocs, bytes := "—", "—", "—"
+		if r.rdkMicros >= 0 {
+			rdk = fmt.Sprintf("%.2f", r.rdkMicros)
+		}
 		if r.allocs >= 0 {
 			allocs, bytes = fmt.Sprintf("%.1f", r.allocs), withCommas(int64(r.allocBytes))
 		}
-		c.printf("| %s | %s | %.2f | %.2f | %s | %s |\n", setups[i].name, withCommas(int64(r.rate)), r.rate/bare, r.cpuMicros, allocs, bytes)
+		c.printf("| %s | %s | %.2f | %.2f | %s | %s | %s |\n", setups[i].name, withCommas(int64(r.rate)), r.rate/bare, r.cpuMicros, rdk, allocs, bytes)
 	}
 	return nil
 }
@@ -180,7 +184,7 @@ func (c *benchCommand) readKcat(n int) (throughputRow, error) {
 	d := time.Since(t0)
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	cpu := ru.Utime.Nano() + ru.Stime.Nano()
-	return throughputRow{rate: float64(n) / d.Seconds(), cpuMicros: float64(cpu) / 1e3 / float64(n), allocs: -1}, nil
+	return throughputRow{rate: float64(n) / d.Seconds(), cpuMicros: float64(cpu) / 1e3 / float64(n), rdkMicros: -1, allocs: -1}, nil
 }
 
 // readerChild is a running throughput-reader process and its latest report.
@@ -218,7 +222,7 @@ func (c *benchCommand) spawnReader(exe string, args ...string) (*readerChild, er
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			var r readerReport
+			r := readerReport{RdkCPUNanos: -1} // as read from a binary that does not report it
 			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 				continue
 			}
@@ -306,7 +310,7 @@ func (c *benchCommand) readChildren(n int, r readers) (throughputRow, error) {
 	for _, ch := range children {
 		ch.stdin.Close()
 	}
-	var first, last, cpu, allocs, bytes int64
+	var first, last, cpu, rdk, allocs, bytes int64
 	for i, ch := range children {
 		select {
 		case err := <-ch.done:
@@ -330,12 +334,22 @@ func (c *benchCommand) readChildren(n int, r readers) (throughputRow, error) {
 		}
 		last = max(last, r.Last)
 		cpu, allocs, bytes = cpu+r.CPUNanos, allocs+r.Allocs, bytes+r.AllocBytes
+		if rdk >= 0 && r.RdkCPUNanos >= 0 {
+			rdk += r.RdkCPUNanos
+		} else {
+			rdk = -1 // a reader that did not measure it: no sum
+		}
 	}
 	children = nil
 	d := time.Duration(last - first)
+	rdkMicros := -1.0
+	if rdk >= 0 {
+		rdkMicros = float64(rdk) / 1e3 / float64(n)
+	}
 	return throughputRow{
 		rate:       float64(n) / d.Seconds(),
 		cpuMicros:  float64(cpu) / 1e3 / float64(n),
+		rdkMicros:  rdkMicros,
 		allocs:     float64(allocs) / float64(n),
 		allocBytes: float64(bytes) / float64(n),
 	}, nil

@@ -42,13 +42,16 @@ const readerCommand = "throughput-reader"
 // last record it saw: the process's CPU time and Go heap allocations over
 // that window.
 type readerReport struct {
-	Ready      bool  `json:"ready,omitempty"`
-	Handled    int64 `json:"handled"`
-	First      int64 `json:"first"` // unix ns of the first record
-	Last       int64 `json:"last"`  // unix ns of the last record
-	CPUNanos   int64 `json:"cpu_ns"`
-	Allocs     int64 `json:"allocs"`
-	AllocBytes int64 `json:"alloc_bytes"`
+	Ready    bool  `json:"ready,omitempty"`
+	Handled  int64 `json:"handled"`
+	First    int64 `json:"first"` // unix ns of the first record
+	Last     int64 `json:"last"`  // unix ns of the last record
+	CPUNanos int64 `json:"cpu_ns"`
+	// RdkCPUNanos is the share of CPUNanos on librdkafka's threads; -1
+	// where they were not found.
+	RdkCPUNanos int64 `json:"rdk_cpu_ns"`
+	Allocs      int64 `json:"allocs"`
+	AllocBytes  int64 `json:"alloc_bytes"`
 	// Since echoes the latest "since" line; Timed counts the records
 	// produced since then, and the last report gives their latencies'
 	// percentiles.
@@ -59,19 +62,34 @@ type readerReport struct {
 }
 
 // usage is a sample of the process's CPU time (user+system, all threads,
-// librdkafka's included) and Go heap allocations.
-type usage struct{ cpu, allocs, bytes int64 }
+// librdkafka's included), its librdkafka threads' share (-1 if none was
+// found), and Go heap allocations.
+type usage struct{ cpu, rdk, allocs, bytes int64 }
 
 func sampleUsage() usage {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}}
 	metrics.Read(s)
+	rdk, threads, err := threadsCPU("/proc/self/task", librdkafkaThreads)
+	if err != nil || threads == 0 {
+		rdk = -1
+	}
 	return usage{
 		cpu:    ru.Utime.Nano() + ru.Stime.Nano(),
+		rdk:    rdk,
 		allocs: int64(s[0].Value.Uint64()),
 		bytes:  int64(s[1].Value.Uint64()),
 	}
+}
+
+// rdkSince is librdkafka's threads' CPU between two samples, -1 if either
+// found none.
+func (u usage) rdkSince(first usage) int64 {
+	if u.rdk < 0 || first.rdk < 0 {
+		return -1
+	}
+	return u.rdk - first.rdk
 }
 
 // readerWindow follows the records a reader handles: the time and usage at
@@ -128,9 +146,10 @@ func (w *readerWindow) tick() readerReport {
 	}
 	return w.latency(readerReport{
 		Handled: w.lastCounted, First: w.first.Load(), Last: w.last,
-		CPUNanos:   w.lastUsage.cpu - w.firstUsage.cpu,
-		Allocs:     w.lastUsage.allocs - w.firstUsage.allocs,
-		AllocBytes: w.lastUsage.bytes - w.firstUsage.bytes,
+		CPUNanos:    w.lastUsage.cpu - w.firstUsage.cpu,
+		RdkCPUNanos: w.lastUsage.rdkSince(w.firstUsage),
+		Allocs:      w.lastUsage.allocs - w.firstUsage.allocs,
+		AllocBytes:  w.lastUsage.bytes - w.firstUsage.bytes,
 	}, false)
 }
 
