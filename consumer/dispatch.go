@@ -137,10 +137,9 @@ func (p *pipeline) submitLocked(at time.Time) {
 	// here.
 	p.sched.SubmitAll(p.mu.burstKeys, p.mu.burstJobs, p.maxQueuedPerKey(), at, p.mu.burstQueued)
 	for i, j := range p.mu.burstJobs {
-		t := j.tp()
 		if !p.mu.burstQueued[i] {
 			j.cancel()
-			p.shelveLocked(t, j.key, j.w.st, j.o, j.hash())
+			p.shelveLocked(j.tp(), j.key, j.w.st, j.o, j.hash())
 			continue
 		}
 		jobs := p.mu.partitionJobs(j.w)
