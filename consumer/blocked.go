@@ -196,14 +196,7 @@ func (p *pipeline) releaseShelvesLocked() []partitionOffset {
 
 // takesLocked reports whether a range of partition t that takes records
 // (not revoking) holds hash h.
-func (p *pipeline) takesLocked(t tp, h uint32) bool {
-	for _, w := range p.mu.byTP[t] {
-		if !w.revoking && w.st.Range().Contains(h) {
-			return true
-		}
-	}
-	return false
-}
+func (p *pipeline) takesLocked(t tp, h uint32) bool { return p.workingRangeLocked(t, h) != nil }
 
 // lowestWatermarkLocked is the lowest watermark of partition t's ranges
 // that take records, if it has any.

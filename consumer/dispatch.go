@@ -46,9 +46,7 @@ type partitionRun struct {
 // startRunLocked makes run partition t's, after ending the run before.
 func (p *pipeline) startRunLocked(run *partitionRun, t tp) {
 	p.endRunLocked(run)
-	if p.mu.aboveEnd[t] != nil {
-		delete(p.mu.aboveEnd, t) // fetching again
-	}
+	p.fetchingAgainLocked(t) // gaps.go
 	pos, known := p.mu.pos[t]
 	*run = partitionRun{t: t, ranges: p.mu.byTP[t], pos: pos, known: known, active: true}
 }

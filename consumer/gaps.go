@@ -32,11 +32,17 @@ import (
 // skipAbsentLocked records that the fetcher of t, whose next offset was
 // p.mu.pos[t], found no record below to.
 func (p *pipeline) skipAbsentLocked(t tp, to int64) {
-	if p.mu.aboveEnd[t] != nil {
-		delete(p.mu.aboveEnd, t) // fetching again
-	}
+	p.fetchingAgainLocked(t)
 	if from, ok := p.mu.pos[t]; ok {
 		p.skipRangesLocked(t, p.mu.byTP[t], from, to)
+	}
+}
+
+// fetchingAgainLocked forgets that t's position is above its log end (a
+// record or the end of the partition came from it).
+func (p *pipeline) fetchingAgainLocked(t tp) {
+	if p.mu.aboveEnd[t] != nil {
+		delete(p.mu.aboveEnd, t)
 	}
 }
 

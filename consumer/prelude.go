@@ -171,10 +171,8 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 	still := func() (state.RangeState, bool) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		for _, w := range p.mu.byTP[t] {
-			if w.st.Range().Contains(h) {
-				return w.rs, !w.revoking
-			}
+		if w := holding(p.mu.byTP, t, h); w != nil {
+			return w.rs, !w.revoking
 		}
 		return state.RangeState{}, false
 	}

@@ -79,12 +79,7 @@ func currentRange(byTP map[tp][]*owned, j *job) *owned {
 	if !j.w.gone {
 		return j.w
 	}
-	for _, w := range byTP[j.tp()] {
-		if w.st.Range().Contains(j.hash()) {
-			return w
-		}
-	}
-	return nil
+	return holding(byTP, j.tp(), j.hash())
 }
 
 // containing returns the range of partition t's ranges (byTP[t]) that
@@ -121,15 +116,19 @@ func inRanges(rs []ledger.HashRange, h uint32) bool {
 	return false
 }
 
-// ownsHash reports whether one of partition t's ranges (byTP[t]) holds h.
-func ownsHash(byTP map[tp][]*owned, t tp, h uint32) bool {
+// holding is the range of partition t's ranges (byTP[t]) that holds h, or
+// nil.
+func holding(byTP map[tp][]*owned, t tp, h uint32) *owned {
 	for _, w := range byTP[t] {
 		if w.st.Range().Contains(h) {
-			return true
+			return w
 		}
 	}
-	return false
+	return nil
 }
+
+// ownsHash reports whether one of partition t's ranges (byTP[t]) holds h.
+func ownsHash(byTP map[tp][]*owned, t tp, h uint32) bool { return holding(byTP, t, h) != nil }
 
 // drainBudget is how long the owner of revoking range rec may drain it: the
 // leader's budget written in the record, else the member's own DrainTimeout
