@@ -33,7 +33,7 @@ func testPipeline(t *testing.T, mutate func(*Config)) (*pipeline, *owned) {
 	p.mu.ranges = make(map[string]*owned)
 	p.mu.byTP = make(map[tp][]*owned)
 	p.mu.pos = make(map[tp]int64)
-	p.mu.jobs = make(map[tp]map[int64]*job)
+	p.mu.jobs = make(map[tp]*jobList)
 	p.mu.fetching = true
 	st, err := ledger.NewState(ledger.Full, ledger.Entry{}, 0)
 	if err != nil {
@@ -172,7 +172,7 @@ func TestBatchPanicAndGiveUp(t *testing.T) {
 	testutil.WaitFor(t, "other keys done", 5*time.Second, func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		j := p.mu.jobs[tp{Topic: "t"}][0]
+		j := p.mu.jobAt(tp{Topic: "t"}, 0)
 		if j == nil {
 			return false
 		}
@@ -184,7 +184,7 @@ func TestBatchPanicAndGiveUp(t *testing.T) {
 	if wm := w.st.Watermark(); wm != 0 {
 		t.Fatalf("watermark %d, want 0 (poison@0 never done)", wm)
 	}
-	j := p.mu.jobs[tp{Topic: "t"}][0]
+	j := p.mu.jobAt(tp{Topic: "t"}, 0)
 	if j == nil {
 		t.Fatal("poison@0 has no job")
 	}
@@ -234,8 +234,7 @@ func TestBatchEndedMidAbandon(t *testing.T) {
 		}
 	}
 	p.mu.Lock()
-	jobs := p.mu.jobs[tp{Topic: "t"}]
-	first, second := jobs[0], jobs[1]
+	first, second := p.mu.jobAt(tp{Topic: "t"}, 0), p.mu.jobAt(tp{Topic: "t"}, 1)
 	abandon(second)
 	select {
 	case <-ran:

@@ -30,7 +30,7 @@ func benchPipeline(b *testing.B, ranges []ledger.HashRange, handler Handler) *pi
 	p.mu.ranges = make(map[string]*owned)
 	p.mu.byTP = make(map[tp][]*owned)
 	p.mu.pos = make(map[tp]int64)
-	p.mu.jobs = make(map[tp]map[int64]*job)
+	p.mu.jobs = make(map[tp]*jobList)
 	p.mu.fetching = true
 	t := tp{Topic: "t"}
 	for i, r := range ranges {

@@ -116,7 +116,7 @@ func newBlockedModel(t *rapid.T) *blockedModel {
 		space: make(chan struct{}, 1), flushCh: make(chan struct{}, 1)}
 	p.mu.cond = sync.NewCond(&p.mu.Mutex)
 	p.mu.rangeTable = newRangeTable()
-	p.mu.jobs = make(map[tp]map[int64]*job)
+	p.mu.jobs = make(map[tp]*jobList)
 	p.mu.halted = make(map[tp]bool)
 	p.mu.shelves = make(map[tp]shelf)
 	p.mu.load = newLoadTable(m.clock)

@@ -141,13 +141,16 @@ func (p *pipeline) submitLocked(at time.Time) {
 			continue
 		}
 		jobs := p.mu.partitionJobs(j.w)
-		if old := jobs[j.o]; old != nil {
-			// Not expected (the ledger answers InFlight for a record in
-			// flight here), but if it happens the old job is abandoned:
-			// its finish will find it gone and not count it again.
-			p.dropJobLocked(old)
+		if jobs.mayHold(j.o) {
+			if old := jobs.at(j.o); old != nil {
+				// Not expected (the ledger answers InFlight for a record
+				// in flight here), but if it happens the old job is
+				// abandoned: its finish will find it gone and not count
+				// it again.
+				p.dropJobLocked(old)
+			}
 		}
-		jobs[j.o] = j
+		jobs.push(j)
 		p.mu.track(j)
 	}
 	clear(p.mu.burstKeys)
@@ -180,18 +183,18 @@ func (p *pipeline) runJob(j *job, taken time.Time) {
 }
 
 // dropJobLocked stops j and forgets it: its context ends, and it leaves
-// p.mu.jobs and the in-flight counts. Its worker's finish then finds it
+// its partition's jobs and the in-flight counts. Its worker's finish then finds it
 // gone and counts nothing again (finish).
 func (p *pipeline) dropJobLocked(j *job) {
 	j.cancel()
-	delete(j.w.jobs, j.o)
+	j.w.jobs.remove(j)
 	p.mu.untrack(j)
 }
 
 // finish records that a dispatched record is done (or failed for good). A
 // job is known by identity, not by its offset: one that was removed from
-// p.mu.jobs (its range dropped, drained or released) is abandoned and its
-// outcome ignored, even if a new job of the same offset has been dispatched
+// its partition's jobs (its range dropped, drained or released) is
+// abandoned and its outcome ignored, even if a new job of the same offset has been dispatched
 // since (the range came back) and waits behind it.
 func (p *pipeline) finish(j *job, done bool) {
 	o, h := j.o, j.hash()
@@ -200,7 +203,7 @@ func (p *pipeline) finish(j *job, done bool) {
 	if !p.mu.isInFlight(j) {
 		return // abandoned: whoever removed it counted it out of inflight
 	}
-	delete(j.w.jobs, o)
+	j.w.jobs.remove(j)
 	p.mu.untrack(j)
 	p.mu.cond.Broadcast()
 	poke(p.space)

@@ -159,14 +159,14 @@ func (p *pipeline) abandonLocked(w *owned) int {
 			n++
 		}
 	}
-	for o, j := range p.mu.jobs[t] {
+	for j := range p.mu.jobsOf(t) {
 		if !w.st.Range().Contains(j.hash()) {
 			continue
 		}
 		p.dropJobLocked(j)
 		n++
-		if err := w.st.Shelve(o, j.hash()); err != nil {
-			p.log.Error("ledger refused to take back a cancelled record", "topic", t.Topic, "partition", t.Partition, "offset", o, "error", err)
+		if err := w.st.Shelve(j.o, j.hash()); err != nil {
+			p.log.Error("ledger refused to take back a cancelled record", "topic", t.Topic, "partition", t.Partition, "offset", j.o, "error", err)
 		}
 	}
 	if n > 0 {
@@ -182,7 +182,7 @@ func (p *pipeline) abandonLocked(w *owned) int {
 // oldestLocked is when the oldest in-flight record of w was dispatched.
 func (p *pipeline) oldestLocked(w *owned) time.Time {
 	var oldest time.Time
-	for _, j := range p.mu.jobs[w.tp()] {
+	for j := range p.mu.jobsOf(w.tp()) {
 		if w.st.Range().Contains(j.hash()) && (oldest.IsZero() || j.since.Before(oldest)) {
 			oldest = j.since
 		}
@@ -198,7 +198,7 @@ func (p *pipeline) inFlightLocked(w *owned) int {
 			n++
 		}
 	}
-	for _, j := range p.mu.jobs[w.tp()] {
+	for j := range p.mu.jobsOf(w.tp()) {
 		if w.st.Range().Contains(j.hash()) {
 			n++
 		}

@@ -57,6 +57,9 @@ type job struct {
 	// busy is how long the record has held a worker (load.go); written
 	// by the worker running it, read when it finishes.
 	busy time.Duration
+	// prev and next link the in-flight records of the partition
+	// (jobList), under the pipeline's lock.
+	prev, next *job
 }
 
 // tp is the record's partition.

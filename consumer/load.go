@@ -287,7 +287,7 @@ func (p *pipeline) loadReport(now time.Time) (state.LoadReport, state.HotKeyName
 	}
 	backlog := func(w *owned) int64 {
 		var n int64
-		for _, j := range p.mu.jobs[w.tp()] {
+		for j := range p.mu.jobsOf(w.tp()) {
 			if w.st.Range().Contains(j.hash()) {
 				n++
 			}

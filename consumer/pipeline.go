@@ -130,7 +130,7 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 	}
 	p.mu.cond = sync.NewCond(&p.mu.Mutex)
 	p.mu.rangeTable = newRangeTable()
-	p.mu.jobs = make(map[tp]map[int64]*job)
+	p.mu.jobs = make(map[tp]*jobList)
 	p.mu.halted = make(map[tp]bool)
 	p.mu.shelves = make(map[tp]shelf)
 	p.mu.preludes = make(map[tp]map[*preludeRun]uint32)

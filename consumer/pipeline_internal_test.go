@@ -283,7 +283,7 @@ func TestFinishIgnoresAbandonedJob(t *testing.T) {
 			// offset pending.
 			wait(t, "the second run", startedB)
 			p.mu.Lock()
-			j := p.mu.jobs[t0][5]
+			j := p.mu.jobAt(t0, 5)
 			wm := p.mu.ranges[r.rangeKey()].st.Watermark()
 			inflight := p.mu.inflight
 			p.mu.Unlock()

@@ -373,7 +373,7 @@ func (p *pipeline) startPreludeLocked(op coord.KeyOp) {
 // keyDispatchedLocked reports whether a record of key k of t is queued,
 // running or shelved here: its worker runs the key's prelude first.
 func (p *pipeline) keyDispatchedLocked(t tp, k jobKey) bool {
-	for _, j := range p.mu.jobs[t] {
+	for j := range p.mu.jobsOf(t) {
 		if j.key == k {
 			return true
 		}

@@ -50,7 +50,7 @@ func (p *pipeline) watchStuck() {
 			}
 			w.stuck = true
 			rec := state.StuckRecord{Offset: oldest, Since: w.wmSince}
-			if j := p.mu.jobs[w.tp()][oldest]; j != nil {
+			if j := p.mu.jobAt(w.tp(), oldest); j != nil {
 				// Key and error are cut short (textsafe): the report must
 				// fit in an etcd request whatever the record holds.
 				rec.Key = textsafe.Bytes(j.m.Key)

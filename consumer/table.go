@@ -55,10 +55,10 @@ type owned struct {
 	// record dispatched under it completes in the range that holds its
 	// hash now (currentRange); while it is not gone, that is this one.
 	gone bool
-	// jobs are the partition's in-flight records by offset
+	// jobs are the partition's in-flight records
 	// (inFlight.partitionJobs), shared with its other ranges; nil until
 	// the range dispatches one.
-	jobs map[int64]*job
+	jobs *jobList
 
 	// Stuck detection (stuck.go).
 	lastWM  int64
@@ -252,7 +252,7 @@ type reconciled struct {
 //
 // The owned values of t are updated in place and t's maps replaced; the
 // caller holds the lock that guards them.
-func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a state.Assignment, starts map[tp]int64, drainTimeout time.Duration, log hclog.Logger) reconciled {
+func reconcileTable(t *rangeTable, jobs map[tp]*jobList, a state.Assignment, starts map[tp]int64, drainTimeout time.Duration, log hclog.Logger) reconciled {
 	var res reconciled
 	old, oldByTP := t.ranges, t.byTP
 	next := make(map[string]*owned, len(a.Ranges))
@@ -352,7 +352,7 @@ func reconcileTable(t *rangeTable, jobs map[tp]map[int64]*job, a state.Assignmen
 	// In-flight work on hash space no longer owned, or reset, is cancelled.
 	for _, w := range old {
 		pt := w.tp()
-		for _, j := range jobs[pt] {
+		for j := range jobs[pt].all() {
 			if w.st.Range().Contains(j.hash()) && (!ownsHash(t.byTP, pt, j.hash()) || inRanges(reset[pt], j.hash())) {
 				res.cancel = append(res.cancel, j)
 			}

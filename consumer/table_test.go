@@ -48,6 +48,19 @@ func testJob(t tp, o int64, h uint32) *job {
 	return &job{key: jobKey{topic: t.Topic, partition: t.Partition, hash: h}, o: o}
 }
 
+// inFlightJobs lists jobs under their partitions, as the pipeline's
+// in-flight records, in the order given.
+func inFlightJobs(jobs ...*job) map[tp]*jobList {
+	byTP := make(map[tp]*jobList)
+	for _, j := range jobs {
+		if byTP[j.tp()] == nil {
+			byTP[j.tp()] = new(jobList)
+		}
+		byTP[j.tp()].push(j)
+	}
+	return byTP
+}
+
 func offsets(ps []partitionOffset) []string {
 	var out []string
 	for _, po := range ps {
@@ -59,7 +72,7 @@ func offsets(ps []partitionOffset) []string {
 
 // fromEmpty applies the assignments to an empty table in turn and returns the
 // table and the last result.
-func fromEmpty(t *testing.T, jobs map[tp]map[int64]*job, starts map[tp]int64, as ...state.Assignment) (*rangeTable, reconciled) {
+func fromEmpty(t *testing.T, jobs map[tp]*jobList, starts map[tp]int64, as ...state.Assignment) (*rangeTable, reconciled) {
 	t.Helper()
 	tab := newRangeTable()
 	var res reconciled
@@ -225,7 +238,7 @@ func TestReconcileTable(t *testing.T) {
 		log := hclog.NewNullLogger()
 		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, half, state.StateActive, 1, 0), rangeOf(1, 0, ledger.HashSpace, state.StateActive, 1, 0)), nil, time.Second, log)
 		mine, theirs := testJob(tpOf(0), 5, 1), testJob(tpOf(1), 6, 1)
-		jobs := map[tp]map[int64]*job{tpOf(0): {5: mine}, tpOf(1): {6: theirs}}
+		jobs := inFlightJobs(mine, theirs)
 		res := reconcileTable(&tab, jobs, assignment(2, rangeOf(1, 0, ledger.HashSpace, state.StateActive, 1, 0)), nil, time.Second, log)
 		if len(res.cancel) != 1 || res.cancel[0] != mine {
 			t.Fatalf("cancel %v, want the dropped range's job only", res.cancel)
@@ -233,7 +246,7 @@ func TestReconcileTable(t *testing.T) {
 		if got := offsets(res.fetch.unassign); !slices.Equal(got, []string{"0@0"}) || tab.assigned[tpOf(0)] {
 			t.Fatalf("unassign %v, want partition 0", got)
 		}
-		if len(jobs[tpOf(0)]) != 1 {
+		if jobs[tpOf(0)].at(5) != mine {
 			t.Fatal("reconcileTable changed the jobs: the caller cancels them")
 		}
 	})
@@ -372,7 +385,7 @@ func TestReconcileTableReset(t *testing.T) {
 		old := tab.byTP[tpOf(0)][0]
 		tab.pos[tpOf(0)] = 75
 		running, queued := testJob(tpOf(0), 61, 7), testJob(tpOf(0), 62, 7)
-		jobs := map[tp]map[int64]*job{tpOf(0): {61: running, 62: queued}}
+		jobs := inFlightJobs(running, queued)
 		res := reconcileTable(&tab, jobs, assignment(2, resetTo(whole, 9, 2, 10)), nil, time.Second, log)
 		w := tab.byTP[tpOf(0)][0]
 		if w == old || w.st.Watermark() != 10 || w.reset != 9 || w.dirty {
