@@ -183,8 +183,8 @@ func (p *pipeline) runJob(j *job, taken time.Time) {
 }
 
 // dropJobLocked stops j and forgets it: its context ends, and it leaves
-// its partition's jobs and the in-flight counts. Its worker's finish then finds it
-// gone and counts nothing again (finish).
+// its partition's jobs and the in-flight counts. Its worker's finish then
+// finds it gone and counts nothing again (finish).
 func (p *pipeline) dropJobLocked(j *job) {
 	j.cancel()
 	j.w.jobs.remove(j)
@@ -194,8 +194,8 @@ func (p *pipeline) dropJobLocked(j *job) {
 // finish records that a dispatched record is done (or failed for good). A
 // job is known by identity, not by its offset: one that was removed from
 // its partition's jobs (its range dropped, drained or released) is
-// abandoned and its outcome ignored, even if a new job of the same offset has been dispatched
-// since (the range came back) and waits behind it.
+// abandoned and its outcome ignored, even if a new job of the same offset
+// has been dispatched since (the range came back) and waits behind it.
 func (p *pipeline) finish(j *job, done bool) {
 	o, h := j.o, j.hash()
 	p.mu.Lock()
