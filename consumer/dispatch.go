@@ -141,14 +141,11 @@ func (p *pipeline) submitLocked(at time.Time) {
 			continue
 		}
 		jobs := p.mu.partitionJobs(j.w)
-		if jobs.mayHold(j.o) {
-			if old := jobs.at(j.o); old != nil {
-				// Not expected (the ledger answers InFlight for a record
-				// in flight here), but if it happens the old job is
-				// abandoned: its finish will find it gone and not count
-				// it again.
-				p.dropJobLocked(old)
-			}
+		if old := jobs.at(j.o); old != nil {
+			// Not expected (the ledger answers InFlight for a record in
+			// flight here), but if it happens the old job is abandoned:
+			// its finish will find it gone and not count it again.
+			p.dropJobLocked(old)
 		}
 		jobs.push(j)
 		p.mu.track(j)

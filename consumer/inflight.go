@@ -59,9 +59,9 @@ func (f *inFlight) untrack(j *job) {
 // jobList is a partition's in-flight records in the order they were
 // queued: a list through the jobs themselves (job.prev, job.next), so
 // that queuing a record and finishing it cost no map operation. Finding a
-// record by its offset walks the list; only the stuck report and the
-// submit's check for a duplicate do, the second only for a record at or
-// below top (after a seek back). The nil list is empty.
+// record by its offset (at) walks the list, and only for an offset at or
+// below top: the submit's check for a duplicate finds nothing to walk
+// unless the fetch sought back. The nil list is empty.
 type jobList struct {
 	head, tail *job
 	// top is the highest offset queued since the list was last empty: it
@@ -124,6 +124,9 @@ func (l *jobList) all() iter.Seq[*job] {
 
 // at is l's record at offset o, or nil.
 func (l *jobList) at(o int64) *job {
+	if !l.mayHold(o) {
+		return nil
+	}
 	for j := range l.all() {
 		if j.o == o {
 			return j
@@ -132,6 +135,6 @@ func (l *jobList) at(o int64) *job {
 	return nil
 }
 
-// mayHold reports whether l can hold a record at offset o: the walk of at
-// is needed only then.
-func (l *jobList) mayHold(o int64) bool { return l.head != nil && o <= l.top }
+// mayHold reports whether l can hold a record at offset o: at walks the
+// list only then.
+func (l *jobList) mayHold(o int64) bool { return l != nil && l.head != nil && o <= l.top }
