@@ -15,7 +15,10 @@ import (
 // to to. Pending offsets in [from, to) that wait to be run again (inherited,
 // or left by a failed attempt) are dropped, since their record is gone; they
 // are returned, in ascending order, so the caller can say so. Offsets in
-// flight here are kept: their record was fetched and will complete. A
+// flight here are kept: their record was fetched and will complete. An
+// offset in flight in one part and waiting in another (inherited by a part
+// whose hashes never held its record) loses the waiting copy only, and is
+// not returned: its record is not gone. A
 // segment whose next is below from is left as it is: nothing says the
 // offsets [next, from) are absent. Skip never moves next backwards.
 func (st *State) Skip(from, to int64) (dropped []int64) {
@@ -43,7 +46,11 @@ func (st *State) Skip(from, to int64) (dropped []int64) {
 		// each: keep one copy of it in the report.
 		slices.Sort(dropped)
 		dropped = slices.Compact(dropped)
+		dropped = slices.DeleteFunc(dropped, st.inFlight)
 		st.mergeEqual()
+	}
+	if len(dropped) == 0 {
+		return nil
 	}
 	return dropped
 }
@@ -62,4 +69,14 @@ func (p *pendingSet) dropWaiting(from, to int64) []int64 {
 		p.remove(o)
 	}
 	return out
+}
+
+// inFlight reports whether o is in flight in one of st's parts.
+func (st *State) inFlight(o int64) bool {
+	for i := range st.segs {
+		if _, flag := st.segs[i].pending.lookup(o); flag == dispatched {
+			return true
+		}
+	}
+	return false
 }

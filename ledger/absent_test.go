@@ -80,4 +80,24 @@ func TestSkip(t *testing.T) {
 		}
 		mustEqual(t, "after the skip", st.Entry(), entry(seg(0, top, 10)))
 	})
+	t.Run("an offset in flight in one part and waiting in another is not reported", func(t *testing.T) {
+		// 7 is inherited by two ranges; its record (hash 5, the low
+		// range's) was fetched and runs there when the ranges are joined,
+		// then is compacted away. The high part's copy goes, but the
+		// record is not gone: it completes.
+		low := newState(t, ledger.HashRange{Lo: 0, Hi: 1 << 31}, entry(seg(0, 1<<31, 8, 7)), 0)
+		high := newState(t, ledger.HashRange{Lo: 1 << 31, Hi: top}, entry(seg(1<<31, top, 10, 7)), 0)
+		run(t, low, obs(7, 5, ledger.Run))
+		st, err := low.Concat(high)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := st.Skip(7, 8); d != nil {
+			t.Fatalf("Skip(7, 8) dropped %v, want nothing (7 is in flight in the low part)", d)
+		}
+		run(t, st, fin(7, 5))
+		if st.Watermark() != 8 {
+			t.Fatalf("watermark %d, want 8", st.Watermark())
+		}
+	})
 }
