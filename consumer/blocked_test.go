@@ -115,7 +115,7 @@ func TestShelvedRecordsRunBeforeNewerOnes(t *testing.T) {
 	g.waitStarted(t, "a:0", "b:0")
 	waitBlocked()
 	produced = append(produced, produceValues(t, k.Brokers, "a:3", "b:3")...)
-	waitFor(t, "a:3 and b:3 shelved", 30*time.Second, func() bool { return shelved(t, m) >= 2 })
+	waitFor(t, "a:3 and b:3 shelved", 30*time.Second, func() bool { return m.counter(t, "keyshare_records_shelved_total") >= 2 })
 
 	g.open("a:0")
 	waitFor(t, "a:2 handled", 30*time.Second, func() bool { return h.handledValue("a:2") })
@@ -185,7 +185,7 @@ func poisonedKeyScenario(t *testing.T, k *testutil.Kafka, h *history, g *gates, 
 	}
 	// At most five records of a key are in memory (a batch of three, two
 	// queued): at least three of each are shelved.
-	waitFor(t, "records of a and b shelved", 30*time.Second, func() bool { return shelved(t, m) >= 6 })
+	waitFor(t, "records of a and b shelved", 30*time.Second, func() bool { return m.counter(t, "keyshare_records_shelved_total") >= 6 })
 
 	g.open("a:0")
 	for i := 8; i < 11; i++ {
@@ -233,21 +233,6 @@ func produceValues(t *testing.T, brokers string, values ...string) []kafka.Topic
 		recs[i] = testutil.Record{Key: []byte(key), Value: []byte(v)}
 	}
 	return testutil.Produce(t, brokers, "orders", recs)
-}
-
-// shelved reads m's count of records shelved so far.
-func shelved(t *testing.T, m *member) float64 {
-	t.Helper()
-	mfs, err := m.c.Metrics().Gather()
-	if err != nil {
-		t.Fatalf("gather metrics: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "keyshare_records_shelved_total" && len(mf.GetMetric()) > 0 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return 0
 }
 
 // handledValue reports whether the record with value v has been handled.

@@ -57,22 +57,18 @@ func TestZombieCommitRepaired(t *testing.T) {
 	zombie.Close()
 
 	// CommitInterval is 200 ms: a few rounds, with room for a loaded machine.
-	waitFor(t, "the leader committing etcd's offset again", 15*time.Second, func() bool {
-		got := testutil.Committed(t, k.Brokers, "g", "orders", 2)
-		return got[0] == 100 && got[1] == 100
-	})
-	mfs, err := m.c.Metrics().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	repairs := -1.0
-	for _, mf := range mfs {
-		if mf.GetName() == "keyshare_commit_repairs_total" {
-			repairs = mf.GetMetric()[0].GetCounter().GetValue()
+	// The round commits to Kafka before it reports its repairs, so the
+	// counter can trail the offsets Kafka shows: wait for both.
+	repairs, got := -1.0, map[int32]int64{}
+	defer func() {
+		if t.Failed() {
+			t.Logf("last seen: Kafka's committed offsets %v, repairs counted %v", got, repairs)
 		}
-	}
-	if repairs < 2 {
-		t.Fatalf("keyshare_commit_repairs_total = %v, want at least 2", repairs)
-	}
+	}()
+	waitFor(t, "the leader committing etcd's offset again and counting the repairs", 15*time.Second, func() bool {
+		got = testutil.Committed(t, k.Brokers, "g", "orders", 2)
+		repairs = m.counter(t, "keyshare_commit_repairs_total")
+		return got[0] == 100 && got[1] == 100 && repairs >= 2
+	})
 	t.Logf("repairs counted: %v", repairs)
 }

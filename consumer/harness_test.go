@@ -181,6 +181,21 @@ func (m *member) stop(t *testing.T) {
 	}
 }
 
+// counter reads the member's counter named name; -1 if it has none yet.
+func (m *member) counter(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := m.c.Metrics().Gather()
+	if err != nil {
+		t.Fatalf("gather metrics: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return -1
+}
+
 // waitFor is testutil.WaitFor.
 var waitFor = testutil.WaitFor
 
