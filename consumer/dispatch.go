@@ -115,7 +115,7 @@ func (p *pipeline) dispatchLocked(t tp, w *owned, m *kafka.Message, o int64, h u
 		p.shelveLocked(t, k, w.st, o, h) // behind the key's older shelved records
 		return
 	}
-	j := &job{key: k, o: o, m: m, ctx: jobCtx{parent: p.ctx}, p: p, w: w, since: at}
+	j := &job{key: k, o: o, m: m, ctx: jobCtx{parent: p.ctx}, p: p, w: w, queued: at.Sub(p.epoch)}
 	j.ctx.job = j
 	p.mu.burstKeys = append(p.mu.burstKeys, k)
 	p.mu.burstJobs = append(p.mu.burstJobs, j)
@@ -206,7 +206,7 @@ func (p *pipeline) finish(j *job, done bool) {
 	poke(p.space)
 	w := currentRange(p.mu.byTP, j)
 	if w != nil {
-		p.mu.load.add(w, h, j.m.Key, j.busy, done, j.since) // load.go
+		p.mu.load.add(w, h, j.m.Key, j.busy, done, j.since()) // load.go
 	}
 	if !done {
 		return

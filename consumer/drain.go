@@ -181,13 +181,16 @@ func (p *pipeline) abandonLocked(w *owned) int {
 
 // oldestLocked is when the oldest in-flight record of w was dispatched.
 func (p *pipeline) oldestLocked(w *owned) time.Time {
-	var oldest time.Time
+	var oldest *job
 	for j := range p.mu.jobsOf(w.tp()) {
-		if w.st.Range().Contains(j.hash()) && (oldest.IsZero() || j.since.Before(oldest)) {
-			oldest = j.since
+		if w.st.Range().Contains(j.hash()) && (oldest == nil || j.queued < oldest.queued) {
+			oldest = j
 		}
 	}
-	return oldest
+	if oldest == nil {
+		return time.Time{}
+	}
+	return oldest.since()
 }
 
 // inFlightLocked counts the records of w handed to workers and not finished.

@@ -79,13 +79,14 @@ func TestMetricsHealthAndStuckKeys(t *testing.T) {
 	h := newHistory(t)
 	inner := h.handler("m", 0)
 	release := make(chan struct{})
-	var blockedAt atomic.Int64
+	var blockedAt, blockedWhen atomic.Int64 // the offset and the time (Unix ns) the handler blocked
 	blockedAt.Store(-1)
 	m := cl.start("m", func(ctx context.Context, msg *kafka.Message) error {
 		if msg.TopicPartition.Offset == 10 {
 			return io.ErrUnexpectedEOF // poison: dead-lettered after 2 attempts
 		}
 		if string(msg.Key) == "key-3" && blockedAt.CompareAndSwap(-1, int64(msg.TopicPartition.Offset)) {
+			blockedWhen.Store(time.Now().UnixNano())
 			select {
 			case <-release:
 			case <-ctx.Done():
@@ -101,6 +102,7 @@ func TestMetricsHealthAndStuckKeys(t *testing.T) {
 		t.Fatalf("/healthz: %d %s", code, body)
 	}
 
+	beforeProduce := time.Now()
 	produced := testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(200, 20))
 	// key-3 has 10 records, all behind the blocked one; offset 10 (key-10)
 	// is dead-lettered.
@@ -127,8 +129,18 @@ func TestMetricsHealthAndStuckKeys(t *testing.T) {
 	if mt["keyshare_in_flight"] < 1 {
 		t.Errorf("keyshare_in_flight = %v, want at least the blocked record", mt["keyshare_in_flight"])
 	}
-	if st := m.c.Status(); len(st.StuckKeys) == 0 || st.StuckKeys[0].Key != "key-3" {
-		t.Errorf("Status().StuckKeys = %+v, want key-3 first", st.StuckKeys)
+	st := m.c.Status()
+	if len(st.StuckKeys) == 0 || st.StuckKeys[0].Key != "key-3" {
+		t.Fatalf("Status().StuckKeys = %+v, want key-3 first", st.StuckKeys)
+	}
+	// The stuck record was queued after the produce began and before its
+	// handler started; its range's oldest record was queued no later.
+	since, started := st.StuckKeys[0].Since, time.Unix(0, blockedWhen.Load())
+	if since.Before(beforeProduce) || since.After(started) {
+		t.Errorf("stuck key-3 since %v; want between the produce (%v) and its handler's start (%v)", since, beforeProduce, started)
+	}
+	if len(st.Ranges) != 1 || st.Ranges[0].OldestSince.IsZero() || st.Ranges[0].OldestSince.After(since) || st.Ranges[0].OldestSince.Before(beforeProduce) {
+		t.Errorf("Status().Ranges = %+v; want one range whose oldest record was queued between the produce (%v) and the stuck record (%v)", st.Ranges, beforeProduce, since)
 	}
 	cli := testutil.NewEtcdClient(t, cl.endpoints)
 	resp, err := cli.Get(t.Context(), "/keyshare/g/stuck/", clientv3.WithPrefix())

@@ -112,12 +112,17 @@ type pipeline struct {
 		// its own (watchKeyOps).
 		preludeKeys map[jobKey]bool
 	}
+
+	// epoch is when the pipeline began, with the monotonic clock's
+	// reading: a job keeps its queue time as a duration after it
+	// (job.queued).
+	epoch time.Time
 }
 
 func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 	ctx, cancel := context.WithCancel(sess.Ctx())
 	p := &pipeline{
-		c: c, sess: sess, kc: c.kc, ctx: ctx, stop: cancel,
+		c: c, sess: sess, kc: c.kc, ctx: ctx, stop: cancel, epoch: time.Now(),
 		log:     c.log.With("member", sess.ID()),
 		resync:  make(chan struct{}, 1),
 		flushCh: make(chan struct{}, 1),
