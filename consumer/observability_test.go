@@ -79,14 +79,18 @@ func TestMetricsHealthAndStuckKeys(t *testing.T) {
 	h := newHistory(t)
 	inner := h.handler("m", 0)
 	release := make(chan struct{})
-	var blockedAt, blockedWhen atomic.Int64 // the offset and the time (Unix ns) the handler blocked
+	var blockedAt atomic.Int64 // the blocked record's offset
 	blockedAt.Store(-1)
+	// when the handler blocked, with the monotonic clock's reading, as
+	// Status's times have it
+	var blockedWhen atomic.Pointer[time.Time]
 	m := cl.start("m", func(ctx context.Context, msg *kafka.Message) error {
 		if msg.TopicPartition.Offset == 10 {
 			return io.ErrUnexpectedEOF // poison: dead-lettered after 2 attempts
 		}
 		if string(msg.Key) == "key-3" && blockedAt.CompareAndSwap(-1, int64(msg.TopicPartition.Offset)) {
-			blockedWhen.Store(time.Now().UnixNano())
+			now := time.Now()
+			blockedWhen.Store(&now)
 			select {
 			case <-release:
 			case <-ctx.Done():
@@ -135,9 +139,13 @@ func TestMetricsHealthAndStuckKeys(t *testing.T) {
 	}
 	// The stuck record was queued after the produce began and before its
 	// handler started; its range's oldest record was queued no later.
-	since, started := st.StuckKeys[0].Since, time.Unix(0, blockedWhen.Load())
-	if since.Before(beforeProduce) || since.After(started) {
-		t.Errorf("stuck key-3 since %v; want between the produce (%v) and its handler's start (%v)", since, beforeProduce, started)
+	started := blockedWhen.Load()
+	if started == nil {
+		t.Fatal("key-3 reported stuck before its handler started")
+	}
+	since := st.StuckKeys[0].Since
+	if since.Before(beforeProduce) || since.After(*started) {
+		t.Errorf("stuck key-3 since %v; want between the produce (%v) and its handler's start (%v)", since, beforeProduce, *started)
 	}
 	if len(st.Ranges) != 1 || st.Ranges[0].OldestSince.IsZero() || st.Ranges[0].OldestSince.After(since) || st.Ranges[0].OldestSince.Before(beforeProduce) {
 		t.Errorf("Status().Ranges = %+v; want one range whose oldest record was queued between the produce (%v) and the stuck record (%v)", st.Ranges, beforeProduce, since)
