@@ -151,8 +151,9 @@ func (c *Consumer) Status() Status {
 	now := time.Now()
 	for t, jobs := range p.mu.jobs {
 		for j := range jobs.all() {
-			if attempts, lastErr := j.failures(); attempts > 0 || now.Sub(j.since()) > c.cfg.StuckTimeout {
-				s.StuckKeys = append(s.StuckKeys, StuckKey{Topic: t.Topic, Partition: t.Partition, Offset: j.o, Key: string(j.m.Key), Since: j.since(), Attempts: attempts, LastError: lastErr})
+			since := j.since()
+			if attempts, lastErr := j.failures(); attempts > 0 || now.Sub(since) > c.cfg.StuckTimeout {
+				s.StuckKeys = append(s.StuckKeys, StuckKey{Topic: t.Topic, Partition: t.Partition, Offset: j.o, Key: string(j.m.Key), Since: since, Attempts: attempts, LastError: lastErr})
 			}
 		}
 	}

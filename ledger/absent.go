@@ -70,13 +70,3 @@ func (p *pendingSet) dropWaiting(from, to int64) []int64 {
 	}
 	return out
 }
-
-// inFlight reports whether o is in flight in one of st's parts.
-func (st *State) inFlight(o int64) bool {
-	for i := range st.segs {
-		if _, flag := st.segs[i].pending.lookup(o); flag == dispatched {
-			return true
-		}
-	}
-	return false
-}
