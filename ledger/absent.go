@@ -18,9 +18,9 @@ import (
 // flight here are kept: their record was fetched and will complete. An
 // offset in flight in one part and waiting in another (inherited by a part
 // whose hashes never held its record) loses the waiting copy only, and is
-// not returned: its record is not gone. A
-// segment whose next is below from is left as it is: nothing says the
-// offsets [next, from) are absent. Skip never moves next backwards.
+// not returned: its record is not gone. A segment whose next is below from
+// is left as it is: nothing says the offsets [next, from) are absent. Skip
+// never moves next backwards.
 func (st *State) Skip(from, to int64) (dropped []int64) {
 	if from < 0 || to <= from {
 		return nil
