@@ -247,6 +247,14 @@ func TestLeavingTakesNoRevokeBack(t *testing.T) {
 	testutil.WaitFor(t, "the range revoking", 20*time.Second, func() bool {
 		return r.owned(func(w *owned) bool { return w != nil && w.revoking && w.draining })
 	})
+	// The read's answer comes at the revision the leave was applied at. The
+	// view's own revision may pass the read's before the leave publishes (a
+	// progress notice from etcd), and an answer older than the one applied
+	// is ignored whatever it holds; the answer that must not take the
+	// revoke back is one at the same revision.
+	r.p.mu.Lock()
+	before.Rev = r.p.mu.rev
+	r.p.mu.Unlock()
 	r.p.reread <- before // applied by the fetch loop, as a reread's answer
 	testutil.WaitFor(t, "the assignment from before the leave applied", 20*time.Second, func() bool {
 		r.p.mu.Lock()
