@@ -223,10 +223,12 @@ func (p *pipeline) runBatch(b *batch) {
 	}
 }
 
-// retrying is a failed record of a batch being retried.
+// retrying is a failed record of a batch being retried: attempt is the
+// number of its last call, spent the attempts that count (attemptCount).
 type retrying struct {
 	j       *job
 	attempt int
+	spent   attemptCount
 }
 
 // failed records failed attempt r.attempt of r's record and dead-letters it
@@ -235,6 +237,7 @@ type retrying struct {
 func (p *pipeline) failed(r *retrying, cause error) bool {
 	c, j, m := p.c, r.j, r.j.m
 	c.metrics.failed.Add(1)
+	exhausted := r.spent.fail(cause, c.cfg.Retry.MaxAttempts)
 	p.mu.Lock()
 	// Escaped: it reaches stuck/ values, status and logs.
 	n := j.notesLocked()
@@ -249,12 +252,12 @@ func (p *pipeline) failed(r *retrying, cause error) bool {
 	}
 	if op, ok := p.skipFor(&j.ctx, j); ok {
 		// An operator's skip (keyops.go), met after a failed attempt.
-		err := p.skip(&j.ctx, j, op, r.attempt)
+		err := p.skip(&j.ctx, j, op, int(r.spent))
 		p.finishJob(j, err == nil)
 		return false
 	}
-	if r.attempt >= c.cfg.Retry.MaxAttempts && c.dlq != nil && !errors.Is(cause, ErrFenced) { // fenced: its range has a newer owner
-		derr := c.deadLetter(&j.ctx, m, cause, r.attempt)
+	if exhausted && c.dlq != nil {
+		derr := c.deadLetter(&j.ctx, m, cause, int(r.spent))
 		switch {
 		case derr == nil:
 			c.metrics.deadLettered.Add(1)
@@ -266,9 +269,9 @@ func (p *pipeline) failed(r *retrying, cause error) bool {
 		}
 		c.log.Error("dead-letter write failed; retrying the record", "topic", *m.TopicPartition.Topic, "partition", m.TopicPartition.Partition, "offset", m.TopicPartition.Offset, "error", textsafe.Escape(derr.Error()))
 	}
-	level := c.log.Warn
-	if r.attempt < c.cfg.Retry.MaxAttempts {
-		level = c.log.Debug
+	level := c.log.Debug
+	if r.spent.last(c.cfg.Retry.MaxAttempts) {
+		level = c.log.Warn
 	}
 	level("batch handler failed a record; retrying", "topic", *m.TopicPartition.Topic, "partition", m.TopicPartition.Partition,
 		"offset", m.TopicPartition.Offset, "key", textsafe.Bytes(m.Key), "attempt", r.attempt, "error", textsafe.Escape(cause.Error()))

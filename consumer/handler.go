@@ -14,12 +14,35 @@ import (
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
+// attemptCount is how many of a record's attempts count towards
+// Retry.MaxAttempts. A fenced answer (ErrFenced) counts none: it says the
+// member may no longer hold the record's range, not that the record
+// failed, and the range's next owner runs it. Every retry loop keeps one
+// per record (process, failed in batch.go, a prelude's handleAlone).
+type attemptCount int
+
+// fail counts a call that failed with err, and reports whether the
+// record has used its max attempts: then it is dead-lettered, when a
+// dead-letter topic is configured. A fenced answer never has.
+func (n *attemptCount) fail(err error, max int) (exhausted bool) {
+	if errors.Is(err, ErrFenced) {
+		return false
+	}
+	*n++
+	return int(*n) >= max
+}
+
+// last reports whether the attempts counted so far leave none before
+// max: a failure now is logged as a warning, not at debug level.
+func (n attemptCount) last(max int) bool { return int(n) >= max }
+
 // process runs the handler on m with retries. It returns nil when the record
 // is done (handled, or written to the dead-letter topic) and ctx's error if
 // the member must stop working on it. mu guards j's retry fields.
 func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 	m := j.m
 	backoff := c.cfg.Retry.Backoff
+	var spent attemptCount
 	for attempt := 1; ; attempt++ {
 		if j.p.hasKeyOps() {
 			if op, ok := j.p.parkFor(j); ok {
@@ -35,7 +58,7 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 		}
 		if j.p.hasKeyOps() {
 			if op, ok := j.p.skipFor(ctx, j); ok {
-				return j.p.skip(ctx, j, op, attempt-1)
+				return j.p.skip(ctx, j, op, int(spent))
 			}
 		}
 		err := c.call(ctx, m, attempt)
@@ -52,20 +75,18 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 		n := j.notesLocked()
 		n.attempts, n.lastErr = attempt, textsafe.Escape(err.Error())
 		mu.Unlock()
-		// A fenced record is never dead-lettered: its range has a newer
-		// owner, who runs it.
-		if attempt >= c.cfg.Retry.MaxAttempts && c.dlq != nil && !errors.Is(err, ErrFenced) {
+		if spent.fail(err, c.cfg.Retry.MaxAttempts) && c.dlq != nil {
 			// The handler is not called again: deadLetter retries the
 			// write alone until it lands or ctx ends.
-			if derr := c.deadLetter(ctx, m, err, attempt); derr != nil {
+			if derr := c.deadLetter(ctx, m, err, int(spent)); derr != nil {
 				return derr
 			}
 			c.metrics.deadLettered.Add(1)
 			return nil
 		}
-		level := c.log.Warn
-		if attempt < c.cfg.Retry.MaxAttempts {
-			level = c.log.Debug
+		level := c.log.Debug
+		if spent.last(c.cfg.Retry.MaxAttempts) {
+			level = c.log.Warn
 		}
 		level("handler failed; retrying", "topic", *m.TopicPartition.Topic, "partition", m.TopicPartition.Partition,
 			"offset", m.TopicPartition.Offset, "key", textsafe.Bytes(m.Key), "attempt", attempt, "error", textsafe.Escape(err.Error()))
