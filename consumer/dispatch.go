@@ -1,7 +1,9 @@
 package consumer
 
 import (
+	"errors"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -159,7 +161,24 @@ func (p *pipeline) submitLocked(at time.Time) {
 // deadline, after which the leader may give the ranges away
 // (coord/deadline.go): no record starts past it. A pipeline without a
 // session (the scheduler's unit tests) is always live.
-func (p *pipeline) live() bool { return p.sess == nil || p.sess.Live() }
+func (p *pipeline) live() bool {
+	if f := liveCheck.Load(); f != nil {
+		return (*f)(p)
+	}
+	return p.sessionLive()
+}
+
+func (p *pipeline) sessionLive() bool { return p == nil || p.sess == nil || p.sess.Live() }
+
+// liveCheck, when set, answers live in place of the session: a test
+// stands for a session whose deadline has passed while the goroutine
+// that ends it has not run yet (a pause of the process). Tests set it for
+// their own pipeline and let it answer sessionLive for the others.
+var liveCheck atomic.Pointer[func(*pipeline) bool]
+
+// errNotLive: the session's deadline passed before the record's call; the
+// record is not started, and stays pending for the range's next owner.
+var errNotLive = errors.New("consumer: the session's deadline has passed: no record starts")
 
 // runJob runs on a worker, which took j at taken: it handles the record
 // (unless its range was dropped meanwhile) and records the outcome.

@@ -61,6 +61,12 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 				return j.p.skip(ctx, j, op, int(spent))
 			}
 		}
+		if attempt == 1 && !j.p.live() {
+			// runJob asked before the park or the prelude above, which
+			// can hold the record for long: ask again right before the
+			// call (a retry asks its context only, docs/design.md).
+			return errNotLive
+		}
 		err := c.call(ctx, m, attempt)
 		if err == nil {
 			c.metrics.handled.Add(1)
