@@ -1,6 +1,7 @@
 package deliver
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,27 +96,58 @@ type answerResult struct {
 	Error  string `json:"error"`
 }
 
-// errBadAnswer is a 2xx answer with results that do not say what became
-// of each record: the endpoint's trouble, not the records'.
-var errBadAnswer = errors.New("deliver: the endpoint's results are not one per record")
+// errBadAnswer is a 2xx answer that does not say what became of each
+// record (a body that starts as JSON and does not parse, or results that
+// are not one per record): the endpoint's trouble, not the records'.
+var errBadAnswer = errors.New("deliver: the endpoint's 2xx answer does not say what became of each record")
+
+// utf8BOM is the byte-order mark some writers (.NET's and PowerShell's
+// among them) put before UTF-8 text. RFC 8259 lets a JSON reader ignore
+// it, and a body with one is the same answer without it.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// answer is a 2xx body that is JSON. Results is looked up as
+// encoding/json matches a field, case aside, so {"Results": [...]} (.NET's
+// default casing) is read as {"results": [...]}; so is each result's
+// "Status" and "Error".
+type answer struct {
+	Results json.RawMessage `json:"results"`
+}
 
 // decodeAnswer reads the body of a 2xx answer to a request of n records:
 // nil for each record done, a *RefusedError for each failed, a
-// *FencedError for each fenced. A body that is not a JSON object with
-// "results" (none, "OK", {"ok": true}) means every record is done: the
-// endpoint took the request and failed none of it. A body with "results"
-// must have one per record, each "done", "failed" or "fenced"; any other
-// status makes the whole answer bad (the endpoint's trouble: the request
-// is sent again), which is also what a release that predates "fenced"
-// does with it.
+// *FencedError for each fenced.
+//
+// A body that is empty (white space and a byte-order mark aside) or does
+// not start as JSON does ("OK", an HTML page) means every record is done:
+// the endpoint took the request and failed none of it. A body that starts
+// with '{' must be one JSON object, whole: a trailing comma, or an answer
+// cut off when the endpoint died mid-body on a Connection: close response,
+// might have failed records, so it makes the whole answer bad (the
+// endpoint's trouble: the request is sent again) rather than done. An
+// object without "results" ({"ok": true}) means every record is done; one
+// with "results" must have one per record, each "done", "failed" or
+// "fenced", and any other status makes the whole answer bad, which is also
+// what a release that predates "fenced" does with it. A body that starts
+// with '[' is results without their object: bad too.
 func decodeAnswer(body []byte, n int) ([]error, error) {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil || fields["results"] == nil {
+	text := bytes.TrimSpace(bytes.TrimPrefix(body, utf8BOM))
+	if len(text) == 0 || (text[0] != '{' && text[0] != '[') {
+		return make([]error, n), nil
+	}
+	if text[0] == '[' {
+		return nil, fmt.Errorf("%w: a JSON list, where an object with \"results\" was expected: %s", errBadAnswer, excerpt(text))
+	}
+	var a answer
+	if err := json.Unmarshal(text, &a); err != nil {
+		return nil, fmt.Errorf("%w: not one whole JSON object (%v): %s", errBadAnswer, err, excerpt(text))
+	}
+	if a.Results == nil {
 		return make([]error, n), nil
 	}
 	var results []answerResult
-	if err := json.Unmarshal(fields["results"], &results); err != nil {
-		return nil, fmt.Errorf("%w: %v", errBadAnswer, err)
+	if err := json.Unmarshal(a.Results, &results); err != nil {
+		return nil, fmt.Errorf("%w: results: %v", errBadAnswer, err)
 	}
 	if len(results) != n {
 		return nil, fmt.Errorf("%w: %d results for %d records", errBadAnswer, len(results), n)
@@ -133,4 +165,13 @@ func decodeAnswer(body []byte, n int) ([]error, error) {
 		}
 	}
 	return out, nil
+}
+
+// maxExcerpt is how much of a body not understood its error quotes: enough
+// to recognise it in the log beside the endpoint's own.
+const maxExcerpt = 128
+
+// excerpt is the start of a body not understood, escaped, for its error.
+func excerpt(body []byte) string {
+	return textsafe.Cut(string(body), maxExcerpt)
 }

@@ -3,6 +3,7 @@ package deliver
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +77,19 @@ func TestDecodeAnswer(t *testing.T) {
 		{"results not a list", `{"results":{"status":"done"}}`, 1, nil},
 		{"unknown status", `{"results":[{"status":"retry"}]}`, 1, nil},
 		{"fenced", `{"results":[{"status":"fenced","error":"stale token"},{"status":"done"}]}`, 2, []bool{true, false}},
+		// .NET's System.Text.Json writes properties as they are named in C#.
+		{"results capitalised", `{"Results":[{"Status":"failed","Error":"no account"}]}`, 1, []bool{true}},
+		{"results in capitals", `{"RESULTS":[{"status":"done"},{"status":"failed"}]}`, 2, []bool{false, true}},
+		{"byte-order mark", "\ufeff" + `{"results":[{"status":"failed","error":"no account"}]}`, 1, []bool{true}},
+		{"byte-order mark alone", "\ufeff\n", 1, []bool{false}},
+		{"trailing comma", `{"results":[{"status":"failed"}],}`, 1, nil},
+		{"cut off in results", `{"results":[{"status":"done"},{"sta`, 2, nil},
+		{"cut off before results", `{"ok": true, "resu`, 1, nil},
+		{"object not closed", `{"ok": true`, 1, nil},
+		{"object then more", `{"ok": true} {"results":[{"status":"failed"}]}`, 1, nil},
+		{"results without their object", `[{"status":"failed"}]`, 1, nil},
+		{"JSON text", `"OK"`, 1, []bool{false}},
+		{"HTML", "<html><body>accepted</body></html>", 1, []bool{false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := decodeAnswer([]byte(tc.body), tc.n)
@@ -96,6 +110,9 @@ func TestDecodeAnswer(t *testing.T) {
 				}
 			}
 		})
+	}
+	if _, err := decodeAnswer([]byte("{\"results\":[{\"status\":\"\x1b[2J"), 1); err == nil || !strings.Contains(err.Error(), `{\"results\":[{\"status\":\"\x1b[2J"`) {
+		t.Errorf("a cut answer's error %v: want the start of the body, escaped", err)
 	}
 	res, _ := decodeAnswer([]byte(`{"results":[{"status":"failed","error":"bad\u001b[31m amount"}]}`), 1)
 	if got := res[0].Error(); got != `deliver: the endpoint failed the record: "bad\x1b[31m amount"` {
