@@ -149,7 +149,7 @@ func (p *pipeline) runBatch(b *batch) {
 		}
 		live = append(live, j)
 	}
-	live = p.parkBatch(live)
+	live = p.skipBatch(p.parkBatch(live))
 	if len(live) == 0 {
 		return // the worker releases the keys
 	}
@@ -223,6 +223,40 @@ func (p *pipeline) runBatch(b *batch) {
 	}
 }
 
+// skipBatch applies the operators' skips set on records of live (a
+// batch's records, in batch order, none of them parked) and returns the
+// others, for the BatchHandler. A skipped record is finished by its skip,
+// as in process; if the skip cannot be applied (the member must stop
+// working on the record) its key's later records are left out too,
+// unfinished, so that none overtakes it.
+func (p *pipeline) skipBatch(live []*job) []*job {
+	if !p.hasKeyOps() {
+		return live
+	}
+	var held map[jobKey]bool
+	out := live[:0]
+	for _, j := range live {
+		if held[j.key] {
+			p.finishJob(j, false)
+			continue
+		}
+		op, ok := p.skipFor(&j.ctx, j)
+		if !ok {
+			out = append(out, j)
+			continue
+		}
+		err := p.skip(&j.ctx, j, op, 0)
+		p.finishJob(j, err == nil)
+		if err != nil {
+			if held == nil {
+				held = make(map[jobKey]bool)
+			}
+			held[j.key] = true
+		}
+	}
+	return out
+}
+
 // retrying is a failed record of a batch being retried: attempt is the
 // number of its last call, spent the attempts that count (attemptCount).
 type retrying struct {
@@ -243,17 +277,7 @@ func (p *pipeline) failed(r *retrying, cause error) bool {
 	n := j.notesLocked()
 	n.attempts, n.lastErr = r.attempt, textsafe.Escape(cause.Error())
 	p.mu.Unlock()
-	if op, ok := p.parkFor(j); ok {
-		// Parked since the batch began (park.go).
-		if err := p.park(&j.ctx, j, op); err != errParkChanged {
-			p.finishJob(j, err == nil)
-			return false
-		}
-	}
-	if op, ok := p.skipFor(&j.ctx, j); ok {
-		// An operator's skip (keyops.go), met after a failed attempt.
-		err := p.skip(&j.ctx, j, op, int(r.spent))
-		p.finishJob(j, err == nil)
+	if p.settledByKeyOp(r) {
 		return false
 	}
 	if exhausted && c.dlq != nil {
@@ -279,6 +303,30 @@ func (p *pipeline) failed(r *retrying, cause error) bool {
 	return true
 }
 
+// settledByKeyOp applies to r's record the park or the skip an operator
+// has set on its key since its last attempt, if any, and reports whether
+// that finished the record: a parked copy (park.go), or a skip's dead
+// letter or drop (keyops.go), is its handling, and the handler is not
+// called for it again.
+func (p *pipeline) settledByKeyOp(r *retrying) bool {
+	if !p.hasKeyOps() {
+		return false
+	}
+	j := r.j
+	if op, ok := p.parkFor(j); ok {
+		if err := p.park(&j.ctx, j, op); err != errParkChanged {
+			p.finishJob(j, err == nil)
+			return true
+		}
+	}
+	if op, ok := p.skipFor(&j.ctx, j); ok {
+		err := p.skip(&j.ctx, j, op, int(r.spent))
+		p.finishJob(j, err == nil)
+		return true
+	}
+	return false
+}
+
 // retryBatch retries the failed records of b, each in a batch of its own,
 // after the backoff (doubling up to Retry.MaxBackoff), until each is done,
 // dead-lettered or abandoned; each key is released, with its records put
@@ -290,14 +338,17 @@ func (p *pipeline) retryBatch(b *batch, failing []*retrying, putBack map[jobKey]
 		}
 		b.Release(r.j.key, putBack[r.j.key])
 	}
-	// abandon finishes the records whose context ended (their range was
-	// dropped): they run again on its next owner.
-	abandon := func() {
+	// settle finishes the records whose context ended (their range was
+	// dropped: they run again on its next owner) and those an operator's
+	// park or skip settled, and releases their keys.
+	settle := func() {
 		failing = keepIf(failing, func(r *retrying) bool {
-			if r.j.ctx.Err() == nil {
+			switch {
+			case r.j.ctx.Err() != nil:
+				p.finishJob(r.j, false)
+			case !p.settledByKeyOp(r):
 				return true
 			}
-			p.finishJob(r.j, false)
 			end(r, false)
 			return false
 		})
@@ -306,11 +357,12 @@ func (p *pipeline) retryBatch(b *batch, failing []*retrying, putBack map[jobKey]
 	for len(failing) > 0 && p.ctx.Err() == nil {
 		until := time.Now().Add(backoff)
 		for len(failing) > 0 && time.Now().Before(until) && p.ctx.Err() == nil {
-			jobs := jobsOf(failing)
-			ctx, done := p.groupCtx(jobs)
-			sleep(ctx, time.Until(until))
+			// Woken early by a change of the key operations: a skip or
+			// a park set meanwhile is applied now, not after the backoff.
+			ctx, done := p.groupCtx(jobsOf(failing))
+			p.sleepOrKeyOp(ctx, time.Until(until))
 			done()
-			abandon()
+			settle()
 		}
 		backoff = min(2*backoff, p.c.cfg.Retry.MaxBackoff)
 		if backoff == 0 {
@@ -329,6 +381,10 @@ func (p *pipeline) retryBatch(b *batch, failing []*retrying, putBack map[jobKey]
 				// or dropped): no new attempt.
 				p.finishJob(r.j, false)
 				end(r, false)
+				continue
+			}
+			if p.settledByKeyOp(r) {
+				end(r, false) // finished by the park or the skip
 				continue
 			}
 			ctx, done := p.groupCtx([]*job{r.j})
