@@ -247,3 +247,59 @@ func testParkUnpark(t *testing.T, batch bool) {
 		}
 	}
 }
+
+// TestParkingProducerRefused: the member's Kafka settings include one the
+// idempotent parking producer refuses (max.in.flight.requests.per.connection
+// above 5). While key k is parked its records wait: the producer is made
+// again and again, none of k's records is handled or lost, and other keys
+// go on. Unparked, k's records are handled each once, in order, and the
+// committed offset reaches the end.
+func TestParkingProducerRefused(t *testing.T) {
+	t.Run("handler", func(t *testing.T) { testParkingProducerRefused(t, false) })
+}
+
+func testParkingProducerRefused(t *testing.T, batch bool) {
+	testutil.ParallelOnKfake(t)
+	cli, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1, "orders.park": 1})
+	var handled handledLog
+	h := func(_ context.Context, m *kafka.Message) error {
+		handled.add(m)
+		return nil
+	}
+	startMember(t, e.Endpoints, k.Brokers, "m1", h, batchMode(batch, h), func(c *consumer.Config) {
+		c.Kafka["max.in.flight.requests.per.connection"] = 10
+	})
+	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := t.Context()
+	q := admin.KeyQuery{Topic: "orders", Key: []byte("k"), Partition: 0}
+	rec := func(key string) testutil.Record {
+		return testutil.Record{Key: []byte(key), Value: []byte("v"), Partition: 0}
+	}
+	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{rec("k")})
+	testutil.WaitFor(t, "k's first record handled", 30*time.Second, func() bool { return len(handled.of("k")) == 1 })
+	if _, err := g.ParkKey(ctx, admin.ParkRequest{KeyQuery: q, ParkTopic: "orders.park", By: "ops@test"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the member learns of the park
+	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{rec("k"), rec("k"), rec("other")})
+	testutil.WaitFor(t, "the other key handled", 30*time.Second, func() bool { return len(handled.of("other")) == 1 })
+	time.Sleep(500 * time.Millisecond) // the parking producer made and refused again
+	if got := handled.of("k"); !slices.Equal(got, []int64{0}) {
+		t.Fatalf("k handled at %v while parked, want [0]", got)
+	}
+	if _, err := g.UnparkKey(ctx, admin.UnparkRequest{KeyQuery: q, By: "ops@test"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the commit at the end", 20*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == 4
+	})
+	time.Sleep(300 * time.Millisecond) // any record handled twice
+	if got := handled.of("k"); !slices.Equal(got, []int64{0, 1, 2}) {
+		t.Errorf("k handled at %v, want [0 1 2]: each once, in order", got)
+	}
+}

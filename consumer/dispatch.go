@@ -8,6 +8,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -228,6 +229,9 @@ func (p *pipeline) finish(j *job, done bool) {
 		p.mu.load.add(w, h, j.m.Key, j.busy, done, j.since()) // load.go
 	}
 	if !done {
+		if w != nil {
+			p.giveBackLocked(j, w)
+		}
 		return
 	}
 	p.mu.unflushed++
@@ -241,5 +245,70 @@ func (p *pipeline) finish(j *job, done bool) {
 		if err := w.st.Complete(o, h); err != nil {
 			p.log.Error("ledger refused a completion", "topic", j.key.topic, "partition", j.key.partition, "offset", o, "error", err)
 		}
+	}
+}
+
+// giveBackLocked gives back to the ledger j's record, which finished not
+// done on w, a range this member still holds (a park or a prelude that
+// could not go on, the session's deadline before its call): left in
+// flight it would never run here again, the key's later records would
+// overtake it and the range's watermark would stop at it. Its offset stays
+// pending, out of flight, and so do those of its key's later records in
+// flight here, taken out with it so that none overtakes it. A range that
+// takes records shelves the key (blocked.go): the key's records fetched
+// meanwhile are shelved behind it, and once its queue has emptied the
+// partition is fetched again from it, in order. A revoking range hands
+// them to its next owner as pending, or fetches them again from its
+// watermark if the revoke is taken back, as after a drain's cancel.
+func (p *pipeline) giveBackLocked(j *job, w *owned) {
+	t, k := j.tp(), j.key
+	back := []*job{j}
+	for o := range p.mu.jobsOf(t) {
+		if o.key == k && o.o > j.o {
+			p.dropJobLocked(o)
+			back = append(back, o)
+		}
+	}
+	for _, b := range back {
+		at := w
+		if b != j {
+			if at = currentRange(p.mu.byTP, b); at == nil {
+				continue
+			}
+		}
+		inEtcd := at.inEtcd()
+		if err := at.st.Shelve(b.o, b.hash()); err != nil {
+			p.log.Error("ledger refused to take back a record not done", "topic", t.Topic, "partition", t.Partition, "offset", b.o, "error", err)
+			continue
+		}
+		if inEtcd {
+			at.flushed = at.st.Version() // a stored field changes no more than after a drain's cancel
+		}
+		if !at.revoking {
+			p.shelfFromLocked(t, k, b.o, b.hash())
+		}
+	}
+	log := p.log.Warn
+	if w.revoking || p.ctx.Err() != nil {
+		log = p.log.Debug // handed over with the range, or the session is ending
+	}
+	log("record not done; its key's records are fetched again from it, in order", "topic", t.Topic, "partition", t.Partition,
+		"offset", j.o, "key", textsafe.Bytes(j.m.Key), "records", len(back))
+}
+
+// shelfFromLocked makes key k's shelf of partition t start at o, if that
+// is lower than where it starts (shelveLocked's bookkeeping, without the
+// count of a blocked key's records).
+func (p *pipeline) shelfFromLocked(t tp, k jobKey, o int64, h uint32) {
+	if p.mu.shelves == nil {
+		p.mu.shelves = make(map[tp]shelf)
+	}
+	sh := p.mu.shelves[t]
+	if sh == nil {
+		sh = make(shelf)
+		p.mu.shelves[t] = sh
+	}
+	if s, ok := sh[k]; !ok || o < s.from {
+		sh[k] = shelved{from: o, h: h}
 	}
 }

@@ -55,14 +55,16 @@ func (p *pipeline) park(ctx context.Context, j *job, op coord.KeyOp) error {
 	if again, ok := p.parkFor(j); !ok || again.Name != op.Name || again.Record.ParkTopic != op.Record.ParkTopic {
 		return errParkChanged
 	}
-	pr, err := c.parkingProducer()
-	if err != nil {
-		return err // the producer cannot be made: the record stays pending
-	}
 	copyOf := parkedCopy(op.Record.ParkTopic, j.m)
 	backoff, failed := c.cfg.Retry.Backoff, false
 	for {
-		err := produceAcked(ctx, pr, copyOf)
+		// A producer that cannot be made (a Kafka setting the idempotent
+		// producer refuses) is retried and logged as a failed write is:
+		// the record waits, its key's later records behind it.
+		pr, err := c.parkingProducer()
+		if err == nil {
+			err = produceAcked(ctx, pr, copyOf)
+		}
 		if err == nil {
 			return nil
 		}
