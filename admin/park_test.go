@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,9 +255,10 @@ func testParkUnpark(t *testing.T, batch bool) {
 // above 5). While key k is parked its records wait: the producer is made
 // again and again, none of k's records is handled or lost, and other keys
 // go on. Unparked, k's records are handled each once, in order, and the
-// committed offset reaches the end.
+// committed offset reaches the end. The same with a BatchHandler.
 func TestParkingProducerRefused(t *testing.T) {
 	t.Run("handler", func(t *testing.T) { testParkingProducerRefused(t, false) })
+	t.Run("batch", func(t *testing.T) { testParkingProducerRefused(t, true) })
 }
 
 func testParkingProducerRefused(t *testing.T, batch bool) {
@@ -301,5 +304,59 @@ func testParkingProducerRefused(t *testing.T, batch bool) {
 	time.Sleep(300 * time.Millisecond) // any record handled twice
 	if got := handled.of("k"); !slices.Equal(got, []int64{0, 1, 2}) {
 		t.Errorf("k handled at %v, want [0 1 2]: each once, in order", got)
+	}
+}
+
+// TestParkedKeyHoldsNoBatch: with a BatchHandler, key k is parked and its
+// record is too large for the parking topic, so its owner writes it again
+// and again; a record of key x comes in the same burst. x is handled while
+// k's copy is refused: a parked key holds its own records only, not the
+// batch they came in. The member then leaves with a 1 s drain budget, its
+// range is released, and the batch handler is not called after the leave
+// began with a context that has not ended.
+func TestParkedKeyHoldsNoBatch(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	cli, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1, "orders.park": 1})
+	setTopicConfig(t, k.Brokers, "orders.park", "max.message.bytes", "10000")
+	var handled handledLog
+	var leaving atomic.Bool
+	var late atomic.Int32 // calls after the leave began, with a live context
+	h := func(_ context.Context, m *kafka.Message) error {
+		handled.add(m)
+		return nil
+	}
+	stop := startMember(t, e.Endpoints, k.Brokers, "m1", h, batchMode(true, h), func(c *consumer.Config) {
+		inner := c.BatchHandler
+		c.BatchHandler = func(ctx context.Context, ms []*kafka.Message) []error {
+			if leaving.Load() && ctx.Err() == nil {
+				late.Add(1)
+			}
+			return inner(ctx, ms)
+		}
+	})
+	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte("other"), Value: []byte("v"), Partition: 0}})
+	testutil.WaitFor(t, "the member at work", 30*time.Second, func() bool { return len(handled.of("other")) == 1 })
+	if _, err := g.ParkKey(t.Context(), admin.ParkRequest{KeyQuery: admin.KeyQuery{Topic: "orders", Key: []byte("k"), Partition: 0}, ParkTopic: "orders.park", By: "ops@test"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the member learns of the park
+	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{
+		{Key: []byte("k"), Value: bytes.Repeat([]byte("b"), 20_000), Partition: 0},
+		{Key: []byte("x"), Value: []byte("v"), Partition: 0},
+	})
+	testutil.WaitFor(t, "x handled while k's copy is refused", 10*time.Second, func() bool { return len(handled.of("x")) == 1 })
+	leaving.Store(true)
+	stop()
+	if n := late.Load(); n != 0 {
+		t.Errorf("the batch handler was called %d times after the leave began, with a context that had not ended", n)
+	}
+	if got := handled.of("k"); len(got) != 0 {
+		t.Errorf("k handled at %v while parked", got)
 	}
 }

@@ -94,12 +94,17 @@ func (c *Consumer) callBatch(ctx context.Context, msgs []*kafka.Message, attempt
 
 // groupCtx returns a context that ends when the session does or when the
 // context of any of jobs ends, and that answers FenceOf for jobs, and its
-// release function.
+// release function. A job's context that has ended already ends it before
+// groupCtx returns: AfterFunc would end it from a goroutine of its own,
+// after the handler may have started.
 func (p *pipeline) groupCtx(jobs []*job) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	stops := make([]func() bool, len(jobs))
 	for i, j := range jobs {
 		stops[i] = context.AfterFunc(&j.ctx, cancel)
+		if j.ctx.Err() != nil {
+			cancel()
+		}
 	}
 	return withFences(ctx, jobs), func() {
 		for _, stop := range stops {
@@ -126,6 +131,26 @@ func (p *pipeline) contextsEnded(jobs []*job) []bool {
 	return ended
 }
 
+// startable returns the records of live that may start now, right before
+// the BatchHandler's call: a skip's dead letter or a retry's wait may have
+// come between the batch's first look and the call. A record whose
+// context has ended (its range drained or dropped) is finished, pending
+// for the range's next owner, read under p.mu as contextsEnded says; past
+// the session's deadline none starts.
+func (p *pipeline) startable(live []*job) []*job {
+	ended := p.contextsEnded(live)
+	alive := p.live()
+	out := live[:0]
+	for i, j := range live {
+		if ended[i] || !alive {
+			p.finishJob(j, false)
+			continue
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
 // finishJob is runJob's ending for a job of a batch.
 func (p *pipeline) finishJob(j *job, done bool) {
 	p.finish(j, done)
@@ -149,7 +174,9 @@ func (p *pipeline) runBatch(b *batch) {
 		}
 		live = append(live, j)
 	}
-	live = p.skipBatch(p.parkBatch(live))
+	live, aside, wait := p.setAside(b, live) // park.go
+	defer wait()
+	live = p.startable(p.skipBatch(live))
 	if len(live) == 0 {
 		return // the worker releases the keys
 	}
@@ -214,7 +241,7 @@ func (p *pipeline) runBatch(b *batch) {
 	// Release every other key now, not when the retries end. The batch's
 	// keys do not change once it is formed.
 	for _, k := range b.Keys() {
-		if !failingKeys[k] {
+		if !failingKeys[k] && !aside[k] {
 			b.Release(k, putBack[k])
 		}
 	}

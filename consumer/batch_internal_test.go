@@ -331,3 +331,24 @@ func checkCalls(t *testing.T, calls [][]string, first []string, then ...string) 
 		t.Fatalf("later calls %v, want %v", rest, want)
 	}
 }
+
+// TestGroupCtxEndsAtOnceForCancelledJob: a batch's context is ended
+// before groupCtx returns when one of its records was cancelled already
+// (its range drained meanwhile), so the handler never starts with a
+// context that does not say so.
+func TestGroupCtxEndsAtOnceForCancelledJob(t *testing.T) {
+	p, _ := testPipeline(t, func(c *Config) { c.Concurrency = 0 })
+	jobs := make([]*job, 2)
+	for i := range jobs {
+		jobs[i] = &job{ctx: jobCtx{parent: p.ctx}, p: p}
+	}
+	jobs[1].cancel()
+	for range 100 {
+		ctx, done := p.groupCtx(jobs)
+		err := ctx.Err()
+		done()
+		if err == nil {
+			t.Fatal("the batch's context had not ended when groupCtx returned, with one of its records cancelled")
+		}
+	}
+}

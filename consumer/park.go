@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -154,65 +155,78 @@ func (c *Consumer) closeParking() {
 	}
 }
 
-// parkBatch parks the records of live, a batch's records in batch order,
-// whose key is parked, and returns the others. Whether a key is parked is
-// decided once per batch, so a key's records are either all parked here,
-// in order, or all handed to the BatchHandler.
-func (p *pipeline) parkBatch(live []*job) []*job {
-	if p.sess == nil {
-		return live
+// setAside takes out of live (a batch's records, in batch order) the
+// records of the keys that are parked or have an unpark's or a replay's
+// prelude to run, and handles each such key on a goroutine of its own
+// (settleAside): a copy the parking topic is slow to acknowledge, or a
+// prelude, then holds its own key only, not the rest of the batch, whose
+// call starts at once. It returns the records left for the BatchHandler,
+// the keys set aside (released by their goroutines, not by the batch), and
+// a wait for the goroutines, which the batch calls before it returns: its
+// worker then releases every key of the batch.
+func (p *pipeline) setAside(b *batch, live []*job) (rest []*job, aside map[jobKey]bool, wait func()) {
+	if !p.hasKeyOps() {
+		return live, nil, func() {}
 	}
-	parks := make(map[jobKey]*coord.KeyOp)
-	out := live[:0]
+	var jobs map[jobKey][]*job
+	decided := make(map[jobKey]bool)
+	rest = live[:0]
 	for _, j := range live {
-		if p.parkInBatch(j, parks) {
-			out = append(out, j)
+		set, seen := decided[j.key]
+		if !seen {
+			_, parked := p.parkFor(j)
+			set = parked || !j.key.null && p.preludeSet(j.tp(), j.m.Key)
+			decided[j.key] = set
 		}
+		if !set {
+			rest = append(rest, j)
+			continue
+		}
+		if jobs == nil {
+			jobs, aside = make(map[jobKey][]*job), make(map[jobKey]bool)
+		}
+		jobs[j.key] = append(jobs[j.key], j)
+		aside[j.key] = true
 	}
-	return out
+	var wg sync.WaitGroup
+	for k, js := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.settleAside(b, k, js)
+		}()
+	}
+	return rest, aside, wg.Wait
 }
 
-// parkInBatch parks j if its key is parked (parks holds what was decided
-// for each key of the batch so far), and reports whether j is left for
-// the BatchHandler. A key found unparked (or replayed) runs its prelude
-// first, also when the park ends while j is being parked: the parked
-// records run before j.
-func (p *pipeline) parkInBatch(j *job, parks map[jobKey]*coord.KeyOp) bool {
-	for {
-		op, seen := parks[j.key]
-		if !seen {
-			if o, ok := p.parkFor(j); ok {
-				op = &o
+// settleAside handles key k's records of batch b, in order, while the key
+// is parked, and releases the key: the records parked are finished; once
+// the key is found unparked (or replayed), its prelude runs and its
+// records left go back to its queue for a later batch, not counted as an
+// attempt. A record whose park or prelude cannot go on here is finished
+// not done, which gives it back with its key's later records (finish).
+func (p *pipeline) settleAside(b *batch, k jobKey, jobs []*job) {
+	for len(jobs) > 0 {
+		j := jobs[0]
+		if op, ok := p.parkFor(j); ok {
+			err := p.park(&j.ctx, j, op)
+			if err == errParkChanged {
+				continue // decided afresh for this record
 			}
-			parks[j.key] = op
-		}
-		if op == nil {
-			if !seen {
-				// Unparked or replayed: those records run first.
-				if err := p.preludeFirst(&j.ctx, j.tp(), j.m.Key, j.o); err != nil {
-					parks[j.key] = &coord.KeyOp{} // not to be handled in this batch
-					p.finishJob(j, false)
-					return false
-				}
+			p.finishJob(j, err == nil)
+			if err != nil {
+				break
 			}
-			return true
+			jobs = jobs[1:]
+			continue
 		}
-		if op.Name == "" {
-			p.finishJob(j, false) // its key's prelude could not run here
-			return false
-		}
-		switch err := p.park(&j.ctx, j, *op); err {
-		case nil:
-			p.finishJob(j, true)
-			return false
-		case errParkChanged:
-			// Decided afresh for this record and the key's later ones.
-			delete(parks, j.key)
-		default:
-			// Its range dropped or the session ended: this record and
-			// the key's later ones stay pending for the next owner.
+		// Unparked or replayed: those records run first.
+		if err := p.preludeFirst(&j.ctx, j.tp(), j.m.Key, j.o); err != nil {
 			p.finishJob(j, false)
-			return false
+			break
 		}
+		b.Release(k, jobs)
+		return
 	}
+	b.Release(k, nil)
 }
