@@ -18,7 +18,9 @@ import (
 // Config.BatchHandler instead of Config.Handler.
 //
 // A batch holds up to Config.MaxBatchSize records of any keys of the
-// member's ranges, gathered for at most Config.MaxBatchWait. Per-key order
+// member's ranges, gathered for at most Config.MaxBatchWait, and is
+// handed over in one call per range it holds records of, one call after
+// another: a call carries the records of one range. Per-key order
 // holds: a key's records in a batch are consecutive records of that key in
 // offset order (batch order is offset order for each key; records of
 // different keys are interleaved in no particular order), and a key is never
@@ -45,11 +47,12 @@ import (
 // record of the batch (logged as an error, naming the lengths); nothing of
 // it is marked done.
 //
-// ctx ends when the member must stop working on any record of the batch (a
+// ctx ends when the member must stop working on the call's records (their
 // range was revoked past the drain timeout or dropped, or the session was
-// lost). The handler should return promptly then. Records whose own range
-// is still owned run again in a later batch (not counted as an attempt);
-// the others run again on their range's next owner.
+// lost). The handler should return promptly then. The records run again
+// on their range's next owner; after a lost session, those of ranges the
+// member still owns run again here, in a later batch (not counted as an
+// attempt).
 //
 // The batch slice and its messages belong to the handler only until it
 // returns.
@@ -157,11 +160,11 @@ func (p *pipeline) finishJob(j *job, done bool) {
 	j.cancel()
 }
 
-// runBatch runs on a batch-mode worker: it hands the batch to the
-// BatchHandler, records each record's outcome, releases the keys that are
-// not failing, then retries the failed records (holding their keys, and
-// the later records of those keys it took) until each is done,
-// dead-lettered or abandoned.
+// runBatch runs on a batch-mode worker: it hands the batch's records to
+// the BatchHandler, in one call per range (byRange), records each
+// record's outcome, releases the keys that are not failing, then retries
+// the failed records (holding their keys, and the later records of those
+// keys it took) until each is done, dead-lettered or abandoned.
 func (p *pipeline) runBatch(b *batch) {
 	var live []*job
 	alive := p.live()
@@ -176,9 +179,73 @@ func (p *pipeline) runBatch(b *batch) {
 	}
 	live, aside, wait := p.setAside(b, live) // park.go
 	defer wait()
-	live = p.startable(p.skipBatch(live))
+	putBack := make(map[jobKey][]*job)
+	var failing []*retrying
+	for _, group := range p.byRange(p.skipBatch(live)) {
+		failed := p.callRange(group, putBack)
+		failing = append(failing, failed...)
+		failingKeys := make(map[jobKey]bool, len(failed))
+		for _, r := range failed {
+			failingKeys[r.j.key] = true
+		}
+		// Release the range's other keys now, not when the retries end.
+		for _, j := range group {
+			if !failingKeys[j.key] {
+				b.Release(j.key, putBack[j.key])
+			}
+		}
+	}
+	failingKeys := make(map[jobKey]bool, len(failing))
+	for _, r := range failing {
+		failingKeys[r.j.key] = true
+	}
+	// The keys whose records all finished before a call. The batch's
+	// keys do not change once it is formed; a key released twice is
+	// released once.
+	for _, k := range b.Keys() {
+		if !failingKeys[k] && !aside[k] {
+			b.Release(k, putBack[k])
+		}
+	}
+	if len(failing) > 0 {
+		p.retryBatch(b, failing, putBack)
+	}
+}
+
+// byRange splits live, a batch's records in batch order, by the range
+// that holds each now, keeping batch order in each part. One call per
+// range: a range's drain, when its budget is spent, ends the call that
+// carries its records, and a call carrying records of ranges the member
+// keeps would end with it, and be sent again at once under the same
+// fence while the endpoint may still work the first (an overlap, with
+// no timeout to blame).
+func (p *pipeline) byRange(live []*job) [][]*job {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var groups [][]*job
+	at := make(map[*owned]int)
+	for _, j := range live {
+		w := currentRange(p.mu.byTP, j)
+		i, ok := at[w]
+		if !ok {
+			i = len(groups)
+			at[w] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], j)
+	}
+	return groups
+}
+
+// callRange hands group, the records of one range in batch order, to the
+// BatchHandler in one call and records each one's outcome: done, failed
+// (returned, to be retried), given back, or put back in putBack (a later
+// record of a key that did not finish: it runs in a later batch, not
+// counted as an attempt).
+func (p *pipeline) callRange(group []*job, putBack map[jobKey][]*job) []*retrying {
+	live := p.startable(group)
 	if len(live) == 0 {
-		return // the worker releases the keys
+		return nil
 	}
 	msgs := make([]*kafka.Message, len(live))
 	for i, j := range live {
@@ -197,12 +264,10 @@ func (p *pipeline) runBatch(b *batch) {
 	if errors.Is(err, ErrBatchResults) {
 		p.log.Error("BatchHandler returned the wrong number of results: every record of the batch counts as failed and is retried", "error", err)
 	}
-
 	// Outcomes, in batch order. blocked keys had a record that did not
-	// finish: their later records in this batch wait (their results are
+	// finish: their later records in this call wait (their results are
 	// discarded).
 	blocked := make(map[jobKey]bool)
-	putBack := make(map[jobKey][]*job)
 	var failing []*retrying
 	for i, j := range live {
 		switch {
@@ -216,8 +281,9 @@ func (p *pipeline) runBatch(b *batch) {
 			// session ended): it runs again on the range's next owner.
 			p.finishJob(j, false)
 		case cancelled:
-			// The batch was cancelled for another record's range: this
-			// one runs again in a later batch; not an attempt.
+			// The call was cancelled, not for this record's range (the
+			// session is ending): it runs again in a later batch; not
+			// an attempt.
 			blocked[j.key] = true
 			putBack[j.key] = append(putBack[j.key], j)
 		default:
@@ -231,23 +297,10 @@ func (p *pipeline) runBatch(b *batch) {
 				failing = append(failing, r)
 			}
 			// Dead-lettered or abandoned: the key stays blocked all the
-			// same, its later records in this batch ran before that.
+			// same, its later records in this call ran before that.
 		}
 	}
-	failingKeys := make(map[jobKey]bool, len(failing))
-	for _, r := range failing {
-		failingKeys[r.j.key] = true
-	}
-	// Release every other key now, not when the retries end. The batch's
-	// keys do not change once it is formed.
-	for _, k := range b.Keys() {
-		if !failingKeys[k] && !aside[k] {
-			b.Release(k, putBack[k])
-		}
-	}
-	if len(failing) > 0 {
-		p.retryBatch(b, failing, putBack)
-	}
+	return failing
 }
 
 // skipBatch applies the operators' skips set on records of live (a
