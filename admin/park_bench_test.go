@@ -15,8 +15,9 @@ import (
 )
 
 // BenchmarkParkedKey measures, on one partition with one member, the cost
-// of parking a record (a produce to the parking topic and its ack, one
-// record of the key at a time) against handling it with a no-op handler,
+// of parking a record (a produce to the parking topic, the key's copies
+// in its order with several on their way at once, and its ack before the
+// record counts done) against handling it with a no-op handler,
 // and how fast the other keys' records are handled while one of eight
 // keys is parked, against none. Each iteration is a new group reading the
 // same records from the start. Run with:

@@ -360,3 +360,63 @@ func TestParkedKeyHoldsNoBatch(t *testing.T) {
 		t.Errorf("k handled at %v while parked", got)
 	}
 }
+
+// TestParkedCopiesKeepOrderThroughAFailure: key k is parked and five of
+// its records come at once, the third too large for the parking topic,
+// so its copy fails while the later ones are on their way. Once the
+// topic takes it (its max.message.bytes raised), the parking partition
+// holds the five in their original order, each once, and the commit
+// passes them: no copy overtook the failed one, and none counted done
+// before it was acknowledged.
+func TestParkedCopiesKeepOrderThroughAFailure(t *testing.T) {
+	t.Run("handler", func(t *testing.T) { testParkedCopiesKeepOrder(t, false) })
+	t.Run("batch", func(t *testing.T) { testParkedCopiesKeepOrder(t, true) })
+}
+
+func testParkedCopiesKeepOrder(t *testing.T, batch bool) {
+	testutil.ParallelOnKfake(t)
+	cli, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1, "orders.park": 1})
+	setTopicConfig(t, k.Brokers, "orders.park", "max.message.bytes", "10000")
+	var handled handledLog
+	h := func(_ context.Context, m *kafka.Message) error {
+		handled.add(m)
+		return nil
+	}
+	startMember(t, e.Endpoints, k.Brokers, "m1", h, batchMode(batch, h))
+	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte("other"), Value: []byte("v"), Partition: 0}})
+	testutil.WaitFor(t, "the member at work", 30*time.Second, func() bool { return len(handled.of("other")) == 1 })
+	op, err := g.ParkKey(t.Context(), admin.ParkRequest{KeyQuery: admin.KeyQuery{Topic: "orders", Key: []byte("k"), Partition: 0}, ParkTopic: "orders.park", By: "ops@test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the member learns of the park
+	var recs []testutil.Record
+	for i := range 5 {
+		v := []byte("small")
+		if i == 2 {
+			v = bytes.Repeat([]byte("b"), 20_000)
+		}
+		recs = append(recs, testutil.Record{Key: []byte("k"), Value: v, Partition: 0})
+	}
+	testutil.Produce(t, k.Brokers, "orders", recs)
+	time.Sleep(time.Second) // the large copy fails and is written again
+	if c := testutil.Committed(t, k.Brokers, "g", "orders", 1)[0]; c > 3 {
+		t.Fatalf("committed %d while the copy of offset 3 was refused", c)
+	}
+	setTopicConfig(t, k.Brokers, "orders.park", "max.message.bytes", "100000")
+	testutil.WaitFor(t, "the commit past k's records", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == 6
+	})
+	if got := parked(t, k.Brokers, op.ParkTopic, op.ParkFrom, "k"); !slices.Equal(got, []int64{1, 2, 3, 4, 5}) {
+		t.Errorf("parked in the order %v, want [1 2 3 4 5]", got)
+	}
+	if got := handled.of("k"); len(got) != 0 {
+		t.Errorf("k handled at %v while parked", got)
+	}
+}

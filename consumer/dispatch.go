@@ -184,7 +184,6 @@ var errNotLive = errors.New("consumer: the session's deadline has passed: no rec
 // runJob runs on a worker, which took j at taken: it handles the record
 // (unless its range was dropped meanwhile) and records the outcome.
 func (p *pipeline) runJob(j *job, taken time.Time) {
-	defer j.cancel()
 	done := false
 	// Live: not at or past the session's conservative lease deadline,
 	// after which the leader may give the range away (coord/deadline.go).
@@ -193,9 +192,14 @@ func (p *pipeline) runJob(j *job, taken time.Time) {
 		// pending for the range's next owner. The record's busy time
 		// starts when the worker took it (load.go), from the clock
 		// reading the scheduler made then.
-		done = p.c.process(&j.ctx, j, &p.mu.Mutex) == nil
+		err := p.c.process(&j.ctx, j, &p.mu.Mutex)
 		j.busy += time.Since(taken)
+		if err == errParkQueued {
+			return // its key's parker finishes it (park.go)
+		}
+		done = err == nil
 	}
+	j.cancel()
 	p.finish(j, done)
 }
 

@@ -46,7 +46,15 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 	for attempt := 1; ; attempt++ {
 		if j.p.hasKeyOps() {
 			if op, ok := j.p.parkFor(j); ok {
-				// Parked (park.go): the copy is the record's handling.
+				if attempt == 1 {
+					// Parked (park.go): the copy is the record's
+					// handling, written behind the key's earlier
+					// copies; its parker finishes the record once the
+					// copy is acknowledged.
+					j.p.parkLater(j)
+					return errParkQueued
+				}
+				// Parked after a failed attempt: copied here.
 				if err := j.p.park(ctx, j, op); err != errParkChanged {
 					return err
 				}

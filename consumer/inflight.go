@@ -15,6 +15,9 @@ type inFlight struct {
 	// keep it (owned.jobs), so that a record's dispatch and finish reach
 	// it without a lookup by partition.
 	jobs map[tp]*jobList
+	// parkers copy parked keys' records to their parking topics, by key,
+	// while a key has copies to write or on their way (park.go).
+	parkers map[jobKey]*keyParker
 }
 
 // partitionJobs returns the in-flight records of w's partition, made the

@@ -19,9 +19,10 @@ import (
 // copying it to the parking topic, into the partition of the same number,
 // with the origin's topic, partition and offset in keyshare's headers (as
 // a dead letter has them), and counts the record done once the broker has
-// acknowledged the copy. Parking is the record's handling: one record of
-// the key at a time, in offset order, like any other; so the parked
-// records lie in the parking partition in their original order, the
+// acknowledged the copy. Parking is the record's handling, in offset
+// order like any other: the key's copies are written in its order, and
+// pipelined (parker.go), so the parked records lie in the parking
+// partition in their original order, the
 // committed offset moves past them, and retention of the origin can never
 // take one. A copy is written again until it is acknowledged or the
 // member must stop working on the record (the range moved, the session
@@ -200,7 +201,8 @@ func (p *pipeline) setAside(b *batch, live []*job) (rest []*job, aside map[jobKe
 }
 
 // settleAside handles key k's records of batch b, in order, while the key
-// is parked, and releases the key: the records parked are finished; once
+// is parked, and releases the key: the records parked are queued to the
+// key's parker, which finishes them; once
 // the key is found unparked (or replayed), its prelude runs and its
 // records left go back to its queue for a later batch, not counted as an
 // attempt. A record whose park or prelude cannot go on here is finished
@@ -208,15 +210,8 @@ func (p *pipeline) setAside(b *batch, live []*job) (rest []*job, aside map[jobKe
 func (p *pipeline) settleAside(b *batch, k jobKey, jobs []*job) {
 	for len(jobs) > 0 {
 		j := jobs[0]
-		if op, ok := p.parkFor(j); ok {
-			err := p.park(&j.ctx, j, op)
-			if err == errParkChanged {
-				continue // decided afresh for this record
-			}
-			p.finishJob(j, err == nil)
-			if err != nil {
-				break
-			}
+		if _, ok := p.parkFor(j); ok {
+			p.parkLater(j) // its key's parker finishes it
 			jobs = jobs[1:]
 			continue
 		}
