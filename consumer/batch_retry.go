@@ -130,46 +130,13 @@ func (p *pipeline) retryBatch(b *batch, failing []*retrying, putBack map[jobKey]
 		// neighbour, and dead-letter healthy records with it.
 		next := failing[:0]
 		for _, r := range failing {
-			if r.j.ctx.Err() != nil {
-				// Cancelled since the backoff ended (its range drained
-				// or dropped): no new attempt.
-				p.finishJob(r.j, false)
-				end(r, false)
-				continue
-			}
-			if p.settledByKeyOp(r) {
-				end(r, false) // finished by the park or the skip
-				continue
-			}
-			ctx, done := p.groupCtx([]*job{r.j})
-			start := time.Now()
-			res, err := p.c.callBatch(ctx, []*kafka.Message{r.j.m}, r.attempt+1)
-			r.j.busy += time.Since(start)
-			cancelled := ctx.Err() != nil
-			done()
-			if errors.Is(err, ErrBatchResults) {
-				p.log.Error("BatchHandler returned the wrong number of results: the retried record counts as failed", "error", err)
-			}
-			switch {
-			case err == nil && res[0] == nil:
-				p.c.metrics.handled.Add(1)
+			switch p.retryAlone(r) {
+			case retryAgain:
+				next = append(next, r)
+			case retryDone:
 				end(r, true)
-			case r.j.ctx.Err() != nil:
-				p.finishJob(r.j, false)
-				end(r, false)
-			case cancelled:
-				next = append(next, r) // the session is ending; not an attempt
 			default:
-				cause := err
-				if cause == nil {
-					cause = res[0]
-				}
-				r.attempt++
-				if p.failed(r, cause) {
-					next = append(next, r)
-				} else {
-					end(r, false) // finished by failed
-				}
+				end(r, false) // finished already
 			}
 		}
 		failing = next
@@ -197,4 +164,54 @@ func keepIf[T any](s []T, keep func(T) bool) []T {
 		}
 	}
 	return out
+}
+
+// retryOutcome is what one retried call left of a record.
+type retryOutcome int
+
+const (
+	retryAgain    retryOutcome = iota // failed, or the session is ending: retried later
+	retryDone                         // handled: to be finished done
+	retryFinished                     // finished (cancelled, parked, skipped, dead-lettered)
+)
+
+// retryAlone makes r's next attempt, its record alone in the call, unless
+// its context ended since the backoff (its range drained or dropped: no new
+// attempt) or an operator's park or skip settled it.
+func (p *pipeline) retryAlone(r *retrying) retryOutcome {
+	if r.j.ctx.Err() != nil {
+		p.finishJob(r.j, false)
+		return retryFinished
+	}
+	if p.settledByKeyOp(r) {
+		return retryFinished
+	}
+	ctx, done := p.groupCtx([]*job{r.j})
+	start := time.Now()
+	res, err := p.c.callBatch(ctx, []*kafka.Message{r.j.m}, r.attempt+1)
+	r.j.busy += time.Since(start)
+	cancelled := ctx.Err() != nil
+	done()
+	if errors.Is(err, ErrBatchResults) {
+		p.log.Error("BatchHandler returned the wrong number of results: the retried record counts as failed", "error", err)
+	}
+	switch {
+	case err == nil && res[0] == nil:
+		p.c.metrics.handled.Add(1)
+		return retryDone
+	case r.j.ctx.Err() != nil:
+		p.finishJob(r.j, false)
+		return retryFinished
+	case cancelled:
+		return retryAgain // the session is ending; not an attempt
+	}
+	cause := err
+	if cause == nil {
+		cause = res[0]
+	}
+	r.attempt++
+	if p.failed(r, cause) {
+		return retryAgain
+	}
+	return retryFinished // by failed
 }
