@@ -19,9 +19,9 @@ var commandHelp = map[string]cli.CommandHelp{
 	},
 	"member": {
 		Description: `Runs one keyshare member until SIGINT or SIGTERM, which leave gracefully: it joins the group in etcd, takes the key-hash ranges the leader gives it and delivers their records to an HTTP(S) endpoint in any language (--deliver, required; docs/delivery.md). Simulated work for tests and benchmarks is keyshare-bench member's. Every setting of the library's consumer.Config has a flag; a bad value is refused before any connection, naming the flag. Give every member of a group the same --ttl, --drain-timeout and load settings.`,
-		Example: `keyshare member --brokers localhost:9092 --etcd localhost:2379 --group orders-app --topic orders
+		Example: `keyshare member --brokers localhost:9092 --etcd localhost:2379 --group orders-app --topic orders --deliver http://localhost:8080/records
 keyshare member --group orders-app --topic orders --deliver https://sink:8443/records --deliver-token-file /run/secrets/sink-token --dlq orders.dlq
-KEYSHARE_ETCD=etcd:2379 keyshare member --group orders-app --topic orders --weight 2 --auto-offset-reset latest`,
+KEYSHARE_ETCD=etcd:2379 keyshare member --group orders-app --topic orders --deliver http://localhost:8080/records --weight 2 --auto-offset-reset latest`,
 	},
 	"status": {
 		Description: `Shows a group's leader, members, generation and, per partition, its ranges with owner, state, watermark and pending records, the safe watermark, committed and end offsets and lag; below the table, what holds back a stuck range and any records Kafka deleted before they were handled. Reads etcd (and Kafka with --brokers) only.`,

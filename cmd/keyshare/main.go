@@ -36,8 +36,8 @@ Commands:
   produce   write keyed records with per-key sequence numbers
   member    run one member against any brokers and etcd
   status    show a group's leader, members, ranges, watermarks and lag
-  group     administer a group: describe, reset-offsets, delete
-  key       describe one key across a group: owner, range, pending records, stuck error
+  group     administer a group: describe, reset-offsets, pause, resume, delete
+  key       act on one key across a group: describe, skip, park, unpark, replay, cancel
   version   print the build's version
   completion  bash|zsh|fish: print a shell completion script
   help      help COMMAND: a command's description, example and flags
