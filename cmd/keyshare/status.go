@@ -165,6 +165,14 @@ func (c *statusCommand) show(ctx context.Context) error {
 		return err
 	}
 	defer cli.Close()
+	if ks.Has() {
+		// The offsets below are read as best they can be, an unanswered
+		// request left unknown; brokers that answer nothing at all are
+		// an error of the command line's, said once, not a table of "-".
+		if err := clientflags.CheckKafka(ctx, ks); err != nil {
+			return err
+		}
+	}
 	// librdkafka's lines go to stderr, except on the watch screen, which
 	// shows the latest in place.
 	var klog kafkaLog
