@@ -59,7 +59,11 @@ func (c *groupCommand) Run(ctx context.Context, args []string) error {
 	sub, args := args[0], args[1:]
 	fs := flag.NewFlagSet("group "+sub, flag.ContinueOnError)
 	c.etcdConn.Register(fs)
-	c.kafkaConn.Register(fs, "", "Kafka bootstrap servers")
+	brokers := "" // describe shows offsets only when asked; pause and resume need none
+	if sub == "reset-offsets" || sub == "delete" {
+		brokers = clientflags.DefaultBrokers
+	}
+	c.kafkaConn.Register(fs, brokers, "Kafka bootstrap servers")
 	fs.StringVar(&c.group, "group", "", "group name (required but for list)")
 	fs.StringVar(&c.prefix, "prefix", state.DefaultPrefix, "etcd prefix of all groups")
 	switch sub {
@@ -77,8 +81,8 @@ func (c *groupCommand) Run(ctx context.Context, args []string) error {
 	return cli.Usage(fmt.Errorf("unknown group subcommand %q: want list, describe, reset-offsets, pause, resume or delete", sub))
 }
 
-// open parses the connection flags and connects to etcd (and Kafka when
-// needKafka or brokers are given).
+// open parses the connection flags and connects to etcd, and to Kafka when
+// needKafka.
 func (c *groupCommand) open(ctx context.Context, needKafka bool) (*clientv3.Client, *admin.Group, *clientflags.KafkaSettings, error) {
 	if err := coord.CheckName("--group", c.group); err != nil {
 		return nil, nil, nil, cli.Usage(err)
@@ -99,7 +103,7 @@ func (c *groupCommand) open(ctx context.Context, needKafka bool) (*clientv3.Clie
 		return nil, nil, nil, err
 	}
 	var kcfg kafka.ConfigMap
-	if ks.Has() {
+	if needKafka {
 		if err := clientflags.CheckKafka(ctx, ks); err != nil {
 			cli.Close()
 			return nil, nil, nil, err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/keyshare/keyshare/admin"
 	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/internal/clientflags"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/state"
 )
@@ -65,7 +66,7 @@ func (c *keyCommand) Run(ctx context.Context, args []string) error {
 	}
 	fs := flag.NewFlagSet("key "+sub, flag.ContinueOnError)
 	c.etcdConn.Register(fs)
-	c.kafkaConn.Register(fs, "", "Kafka bootstrap servers (required)")
+	c.kafkaConn.Register(fs, clientflags.DefaultBrokers, "Kafka bootstrap servers")
 	fs.StringVar(&c.group, "group", "", "group name (required)")
 	fs.StringVar(&c.prefix, "prefix", state.DefaultPrefix, "etcd prefix of all groups")
 	switch sub {

@@ -27,7 +27,7 @@ type produceCommand struct {
 
 func (c *produceCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
-	c.kafkaConn.Register(fs, "127.0.0.1:9092", "Kafka bootstrap servers")
+	c.kafkaConn.Register(fs, clientflags.DefaultBrokers, "Kafka bootstrap servers")
 	fs.StringVar(&c.topic, "topic", "", "topic to write to (required)")
 	fs.IntVar(&c.count, "count", 10000, "records to write")
 	fs.IntVar(&c.keys, "keys", 100, "distinct keys (key-0 … key-N-1)")

@@ -24,6 +24,14 @@ type Kafka struct {
 	defaultHost string
 }
 
+// DefaultBrokers is --brokers for every command that must reach Kafka, as
+// --etcd defaults to etcd's own local address: the broker of a
+// single-machine setup (keyshare cluster). A command that reads Kafka only
+// to show more (status) registers no default and reads it only when asked.
+const DefaultBrokers = "127.0.0.1:9092"
+
+// Register adds --brokers (defaultBrokers when not given; "" for none),
+// -X and --kafka-config to fs.
 func (f *Kafka) Register(fs *flag.FlagSet, defaultBrokers, brokersUsage string) {
 	f.defaultHost = defaultBrokers
 	fs.Func("brokers", brokersUsage+" (bootstrap.servers; default "+orNone(defaultBrokers)+")", func(v string) error {

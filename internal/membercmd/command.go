@@ -46,7 +46,7 @@ func New(lab Lab) *Command { return &Command{lab: lab} }
 func (c *Command) flagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("member", flag.ContinueOnError)
 	c.cfg = consumer.DefaultConfig()
-	c.kafkaConn.Register(fs, "127.0.0.1:9092", "Kafka bootstrap servers")
+	c.kafkaConn.Register(fs, clientflags.DefaultBrokers, "Kafka bootstrap servers")
 	c.etcdConn.Register(fs)
 	fs.Var(&c.topics, "topic", "topic to consume (repeatable, at least one)")
 	fs.IntVar(&c.batchSize, "batch-size", 0, "hand records to the handler in batches of up to N (any keys, per-key order kept); 0 handles one record per call")
