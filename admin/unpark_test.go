@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +20,7 @@ import (
 
 	"github.com/keyshare/keyshare/admin"
 	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/deliver"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/testutil"
 )
@@ -175,5 +181,130 @@ func TestUnparkPreludeStopsAtDrainBudget(t *testing.T) {
 	time.Sleep(time.Second) // retries every 100ms at most
 	if after := attemptsOf("m1", moved); after != before {
 		t.Errorf("m1 called the handler on %s's parked record %d more times after its range moved to m2 (which runs it)", moved, after-before)
+	}
+}
+
+// fenceCheckingEndpoint is an HTTP delivery endpoint that checks fences
+// as docs/delivery.md asks of a sink: it keeps the newest token seen per
+// partition (one range here) and answers "fenced" for an older one; a
+// record without a fence it answers "failed", as a sink that cannot
+// check it must.
+type fenceCheckingEndpoint struct {
+	mu     sync.Mutex
+	newest map[int32]int64
+	done   map[string][]deliveredRecord // by key
+	seen   map[string][]*int64          // every fence a key's records came with
+}
+
+type deliveredRecord struct {
+	offset, token int64
+	lo, hi        uint64
+}
+
+func (e *fenceCheckingEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Records []struct {
+			Partition int32  `json:"partition"`
+			Offset    int64  `json:"offset"`
+			Key       []byte `json:"key"`
+			Range     *struct{ Lo, Hi uint64 }
+			Fence     *int64 `json:"fence"`
+		} `json:"records"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var results []string
+	for _, rec := range req.Records {
+		key := string(rec.Key)
+		e.seen[key] = append(e.seen[key], rec.Fence)
+		switch {
+		case rec.Fence == nil || rec.Range == nil:
+			results = append(results, `{"status":"failed","error":"the record has no fence"}`)
+		case *rec.Fence < e.newest[rec.Partition]:
+			results = append(results, `{"status":"fenced","error":"a newer owner wrote"}`)
+		default:
+			e.newest[rec.Partition] = *rec.Fence
+			e.done[key] = append(e.done[key], deliveredRecord{offset: rec.Offset, token: *rec.Fence, lo: rec.Range.Lo, hi: rec.Range.Hi})
+			results = append(results, `{"status":"done"}`)
+		}
+	}
+	fmt.Fprintf(w, `{"results":[%s]}`, strings.Join(results, ","))
+}
+
+func (e *fenceCheckingEndpoint) of(key string) ([]deliveredRecord, []*int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.done[key]), slices.Clone(e.seen[key])
+}
+
+// TestUnparkDeliversFence: a member delivers to an endpoint that checks
+// fences. A key is parked, two of its records parked, and the key
+// unparked: the prelude's records reach the endpoint with the fence of
+// the range that holds the key (its range, a token no older than the one
+// the live records before them carried), so the endpoint takes each once,
+// in order.
+func TestUnparkDeliversFence(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	cli, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
+	ep := &fenceCheckingEndpoint{newest: map[int32]int64{}, done: map[string][]deliveredRecord{}, seen: map[string][]*int64{}}
+	srv := httptest.NewServer(ep)
+	defer srv.Close()
+	d, err := deliver.New(deliver.Config{URL: srv.URL, MemberID: "m1", Backoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startMember(t, e.Endpoints, k.Brokers, "m1", d.Handler())
+	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := t.Context()
+	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte("other"), Value: []byte("v"), Partition: 0}})
+	testutil.WaitFor(t, "the member at work", 30*time.Second, func() bool { got, _ := ep.of("other"); return len(got) == 1 })
+	q := admin.KeyQuery{Topic: "orders", Key: []byte("k"), Partition: 0}
+	if _, err := g.ParkKey(ctx, admin.ParkRequest{KeyQuery: q, By: "ops@test"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the member learns of the park
+	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte("k"), Value: []byte("1"), Partition: 0}, {Key: []byte("k"), Value: []byte("2"), Partition: 0}})
+	testutil.WaitFor(t, "k's records parked (the commit past them)", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == 3
+	})
+	if _, err := g.UnparkKey(ctx, admin.UnparkRequest{KeyQuery: q, By: "ops@test"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, seen := ep.of("k")
+		if len(got) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			nulls := 0
+			for _, f := range seen {
+				if f == nil {
+					nulls++
+				}
+			}
+			t.Fatalf("k's parked records not taken by the endpoint in 30s: %d taken, %d deliveries of them, %d with no fence", len(got), len(seen), nulls)
+		}
+	}
+	testutil.WaitFor(t, "the unpark done", 30*time.Second, func() bool { return countKeyOps(t, cli) == 0 })
+	other, _ := ep.of("other")
+	got, _ := ep.of("k")
+	h := uint64(ledger.Hash([]byte("k"), 0))
+	if len(got) != 2 || got[0].offset != 1 || got[1].offset != 2 {
+		t.Fatalf("k's records taken at %v; want offsets 1 and 2, once each, in order", got)
+	}
+	for _, r := range got {
+		if r.token < other[0].token || h < r.lo || h >= r.hi {
+			t.Errorf("k's record %d delivered under range [%d, %d) token %d; want the range holding hash %d, token at least %d (the live record's)",
+				r.offset, r.lo, r.hi, r.token, h, other[0].token)
+		}
 	}
 }

@@ -256,7 +256,7 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		if !mine {
 			continue
 		}
-		if err := p.c.handleAlone(ctx, m); err != nil {
+		if err := p.handleAlone(ctx, t, m, h); err != nil {
 			return err
 		}
 		handled++
@@ -307,20 +307,35 @@ func parkedOf(m *kafka.Message, t tp, key []byte) bool {
 	return true
 }
 
-// handleAlone handles one record outside the pipeline's scheduling (a
-// prelude's): the handler (or the BatchHandler with the record alone),
-// retried per Config.Retry and dead-lettered after the last attempt when
-// a dead-letter topic is configured. It returns nil once the record is
-// done, ctx's error if the member must stop.
-func (c *Consumer) handleAlone(ctx context.Context, m *kafka.Message) error {
+// handleAlone handles m, a prelude's record of the key with hash h of t,
+// outside the pipeline's scheduling: the handler (or the BatchHandler with
+// the record alone), retried per Config.Retry and dead-lettered after the
+// last attempt when a dead-letter topic is configured. It returns nil once
+// the record is done, errNotOwner once the member may no longer work on
+// the key, ctx's error if the member must stop.
+//
+// Each call is made as runJob makes a record's: only while the session is
+// live (past its conservative deadline the leader may have given the
+// range away, coord/deadline.go), with a context that answers FenceOf
+// with the range holding the key as the member holds it then, so a sink
+// can refuse a member that lost the range. A fenced answer is retried and
+// never counts towards the attempt limit: the range's next owner runs the
+// record.
+func (p *pipeline) handleAlone(ctx context.Context, t tp, m *kafka.Message, h uint32) error {
+	c := p.c
 	backoff := c.cfg.Retry.Backoff
+	failures := 0 // attempts that failed, fenced ones not counted
 	for attempt := 1; ; attempt++ {
+		fctx, ok := p.preludeFence(ctx, t, m, h)
+		if !ok || !p.live() {
+			return errNotOwner
+		}
 		var err error
 		if c.cfg.Handler != nil {
-			err = c.call(ctx, m, attempt)
+			err = c.call(fctx, m, attempt)
 		} else {
 			var res []error
-			if res, err = c.callBatch(ctx, []*kafka.Message{m}, attempt); err == nil && len(res) == 1 {
+			if res, err = c.callBatch(fctx, []*kafka.Message{m}, attempt); err == nil && len(res) == 1 {
 				err = res[0]
 			}
 		}
@@ -332,7 +347,11 @@ func (c *Consumer) handleAlone(ctx context.Context, m *kafka.Message) error {
 			return ctx.Err()
 		}
 		c.metrics.failed.Add(1)
-		if attempt >= c.cfg.Retry.MaxAttempts && c.dlq != nil && !errors.Is(err, ErrFenced) {
+		fenced := errors.Is(err, ErrFenced)
+		if !fenced {
+			failures++
+		}
+		if failures >= c.cfg.Retry.MaxAttempts && c.dlq != nil && !fenced {
 			if derr := c.deadLetter(ctx, m, err, attempt); derr != nil {
 				return derr
 			}
@@ -341,10 +360,26 @@ func (c *Consumer) handleAlone(ctx context.Context, m *kafka.Message) error {
 		}
 		c.metrics.retried.Add(1)
 		c.log.Warn("handler failed on an unparked record; retrying", "topic", *m.TopicPartition.Topic, "partition", m.TopicPartition.Partition,
-			"offset", m.TopicPartition.Offset, "attempt", attempt, "error", textsafe.Escape(err.Error()))
+			"offset", m.TopicPartition.Offset, "attempt", attempt, "fenced", fenced, "error", textsafe.Escape(err.Error()))
 		sleep(ctx, backoff)
 		backoff = min(2*max(backoff, time.Millisecond), c.cfg.Retry.MaxBackoff)
 	}
+}
+
+// preludeFence returns ctx answering FenceOf for m with the range of t
+// that holds hash h now, as a record in flight under it would; false if
+// the member holds no such range any more.
+func (p *pipeline) preludeFence(ctx context.Context, t tp, m *kafka.Message, h uint32) (context.Context, bool) {
+	p.mu.Lock()
+	w := holding(p.mu.byTP, t, h)
+	p.mu.Unlock()
+	if w == nil {
+		return nil, false
+	}
+	// Never in a partition's in-flight list: fenceOf answers with w's
+	// record as the member holds it when the handler asks.
+	j := &job{key: keyedJobKey(t, m.Key), o: int64(m.TopicPartition.Offset), m: m, p: p, w: w}
+	return context.WithValue(ctx, fenceKey{}, fenceSource(j)), true
 }
 
 // startPreludeLocked runs op's prelude on a goroutine of its own when this
