@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -102,7 +101,7 @@ func (g *Group) check(ctx context.Context) error {
 		return err
 	}
 	if len(ids) > 0 {
-		return fmt.Errorf("%w %q (%s): stop them first; nothing was changed", ErrLiveMembers, g.name, strings.Join(ids, ", "))
+		return liveMembersError{g.name, ids, "(stop them first; a member killed without leaving is gone once its lease expires); nothing was changed"}
 	}
 	return nil
 }
@@ -127,8 +126,8 @@ func (g *Group) checkReset(ctx context.Context) (coord.ResetGuard, error) {
 		return coord.ResetGuard{}, err
 	}
 	if len(ids) > 0 {
-		return coord.ResetGuard{}, fmt.Errorf("%w %q (%s) and is not paused: pause it first (keyshare group pause --group %s), or stop them; nothing was changed",
-			ErrLiveMembers, g.name, strings.Join(ids, ", "), g.name)
+		return coord.ResetGuard{}, liveMembersError{g.name, ids,
+			fmt.Sprintf("and is not paused (pause it first: keyshare group pause --group %s, or stop them); nothing was changed", g.name)}
 	}
 	return coord.ResetGuard{}, nil
 }
@@ -165,7 +164,7 @@ func (g *Group) Delete(ctx context.Context, kafkaOffsets bool) error {
 		return err
 	}
 	if err := coord.DeleteGroup(ctx, g.cli, g.group); errors.Is(err, coord.ErrGroupChanged) {
-		return fmt.Errorf("%w %q: a member joined; nothing was changed", ErrLiveMembers, g.name)
+		return liveMembersError{g.name, []string{"one that joined during the delete"}, "(stop it first); nothing was changed"}
 	} else if err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}

@@ -85,3 +85,30 @@ func TestDeleteRefusesANestedRoot(t *testing.T) {
 		t.Fatalf("%d keys left under /keyshare/ after deleting g, want other's 1", resp.Count)
 	}
 }
+
+// TestDeleteRefusedWhileLiveReadsNaturally: the refusal of a delete while
+// members run names the group, then its members, then what to do, and
+// still matches ErrLiveMembers.
+func TestDeleteRefusedWhileLiveReadsNaturally(t *testing.T) {
+	cli, _ := testutil.StartEtcd(t)
+	ctx := t.Context()
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		rec := `{"v":1,"id":"` + id + `","host":"h","pid":1,"started":"2026-01-02T15:04:05Z","weight":1}`
+		if _, err := cli.Put(ctx, "/keyshare/demo/members/"+id, rec, clientv3.WithLease(lease.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := admin.Open(cli, nil, "/keyshare", "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = g.Delete(ctx, false)
+	want := `admin: group "demo" has live members: a, b (stop them first; a member killed without leaving is gone once its lease expires); nothing was changed`
+	if !errors.Is(err, admin.ErrLiveMembers) || err.Error() != want {
+		t.Fatalf("delete while live: %v\nwant %s (and errors.Is ErrLiveMembers)", err, want)
+	}
+}

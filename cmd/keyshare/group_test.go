@@ -71,11 +71,11 @@ func TestGroupResetAndDelete(t *testing.T) {
 	}
 	// While m1 runs.
 	out, code := group("reset-offsets", "--group", "g", "--topic", "orders", "--to-earliest", "--execute")
-	if code != 1 || !strings.Contains(out, `the group has live members "g" (m1) and is not paused: pause it first (keyshare group pause --group g)`) {
+	if code != 1 || !strings.Contains(out, `group "g" has live members: m1 and is not paused (pause it first: keyshare group pause --group g, or stop them)`) {
 		t.Fatalf("reset while live: exit %d:\n%s", code, out)
 	}
 	out, code = group("delete", "--group", "g")
-	if code != 1 || !strings.Contains(out, "live members") {
+	if code != 1 || !strings.Contains(out, `group "g" has live members: m1 (stop them first`) {
 		t.Fatalf("delete while live: exit %d:\n%s", code, out)
 	}
 	out, code = group("describe", "--group", "g")
