@@ -38,6 +38,9 @@ func (p *pipeline) fetchLoop() error {
 			p.hold(st)
 		default:
 		}
+		if err := p.reapplyAfterRelease(); err != nil {
+			return err
+		}
 		if err := p.refetchShelved(); err != nil {
 			return err
 		}
@@ -64,6 +67,22 @@ func (p *pipeline) fetchLoop() error {
 		}
 	}
 	return nil
+}
+
+// reapplyAfterRelease applies the latest assignment again when a drain
+// released a range that the assignment already lists at a newer record
+// (rangeTable.dropReleased): the leader handed it back, or revoked it
+// again, before the release's answer came, and no later assignment need
+// come to take it up.
+func (p *pipeline) reapplyAfterRelease() error {
+	p.mu.Lock()
+	again := p.mu.reapply
+	p.mu.reapply = false
+	p.mu.Unlock()
+	if !again {
+		return nil
+	}
+	return p.reconcile(p.latest)
 }
 
 // burst takes the records librdkafka has queued, starting with first, one

@@ -31,6 +31,10 @@ type owned struct {
 	// as it stood. The range stays revoking until it is answered, even if
 	// the leader takes the revoke back meanwhile (drain.go, releaseOf).
 	releasing bool
+	// behind: while releasing, an assignment showed a newer record of
+	// the range than rs, which stays the record the release answers
+	// (reconcileTable); the drain's answer decides what becomes of it.
+	behind bool
 	// fresh: acquired (handed over, failed over, or new) and no state
 	// written since that moves its watermark. That state is flushed at
 	// once (flush.go), not at the next flush interval: a moved range's
@@ -160,6 +164,10 @@ type rangeTable struct {
 	released map[string]int64
 	// leaving: the member is leaving the group, and takes no revoke back.
 	leaving bool
+	// reapply: a drain released a range whose newer record the latest
+	// assignment lists (dropReleased); the fetch loop applies that
+	// assignment again (fetch.go).
+	reapply bool
 }
 
 func newRangeTable() rangeTable {
@@ -174,9 +182,22 @@ func newRangeTable() rangeTable {
 
 // dropReleased takes w out of the table once its drain has released it (or
 // found the session gone: it is no longer this member's either way).
+//
+// w.rs is the record the release answered, even if an assignment applied
+// meanwhile showed a newer one (w.behind): once the release commits, the
+// leader may hand the range straight back to this member (or revoke it
+// again), and the member's view can show that before the release's answer
+// comes. That newer record is not released, and no new assignment may
+// come to take it up: the table asks for the latest assignment to be
+// applied again (reapply), which starts the range from the ledger entry it
+// lists, the state the release wrote, as for any range handed over.
 func (t *rangeTable) dropReleased(w *owned) {
 	if t.ranges[w.rs.Key] != w {
 		return
+	}
+	if w.behind {
+		w.behind = false
+		t.reapply = true
 	}
 	delete(t.ranges, w.rs.Key)
 	w.gone = true
@@ -305,7 +326,16 @@ func reconcileTable(t *rangeTable, jobs map[tp]*jobList, a state.Assignment, sta
 			events.acquired = append(events.acquired, rangeEvent{pt, r.Record.Range(), []any{"watermark", st.Watermark()}})
 		}
 		wasRevoking := w.revoking
-		w.rs = r
+		if w.releasing && r.Rev != w.rs.Rev {
+			// The release on its way answers rs and is guarded by its
+			// revision: rs stays that record until the answer, which
+			// dropReleased (released: the newer record is taken up by
+			// applying the assignment again) or the drain (fenced: the
+			// assignment is read again) applies.
+			w.behind = true
+		} else {
+			w.rs, w.behind = r, false
+		}
 		w.revoking = r.Record.State == state.StateRevoking
 		if wasRevoking && !w.revoking && (w.releasing || t.leaving) {
 			// Not taken back yet: a release on its way may still be

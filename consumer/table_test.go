@@ -213,11 +213,14 @@ func TestReconcileTable(t *testing.T) {
 				if !w.revoking || !w.draining || len(res.drains) > 0 || !res.fetch.empty() {
 					t.Fatalf("the revoke was taken back: revoking %v, draining %v, drains %d, fetch %+v", w.revoking, w.draining, len(res.drains), res.fetch)
 				}
-				if w.rs.Rev != 3 {
-					t.Fatalf("the range's record is at revision %d, want 3 (the drain looks at it)", w.rs.Rev)
-				}
 				if tc.leaving {
+					if w.rs.Rev != 3 {
+						t.Fatalf("the range's record is at revision %d, want 3 (the drain looks at it)", w.rs.Rev)
+					}
 					return
+				}
+				if w.rs.Rev != 2 || !w.behind {
+					t.Fatalf("the range's record is at revision %d (behind %v), want 2, behind (the record the release answers)", w.rs.Rev, w.behind)
 				}
 				// The release refused, the drain lets go (drain.go) and the
 				// assignment read again takes the revoke back.
@@ -230,6 +233,35 @@ func TestReconcileTable(t *testing.T) {
 					t.Fatalf("fetch %+v, want partition 0 from 10", res.fetch)
 				}
 			})
+		}
+	})
+
+	t.Run("a range handed back before its release is answered is taken up again from its entry", func(t *testing.T) {
+		tab := newRangeTable()
+		log := hclog.NewNullLogger()
+		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 1, 10)), nil, time.Second, log)
+		res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, ledger.HashSpace, state.StateRevoking, 2, 10)), nil, time.Second, log)
+		w := res.drains[0].w
+		w.releasing = true
+		// The release (of revision 2, writing next = 12) commits; the leader
+		// hands the range back at revision 4 before its answer comes.
+		back := assignment(4, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 4, 12))
+		reconcileTable(&tab, nil, back, nil, time.Second, log)
+		w.releasing = false
+		tab.dropReleased(w)
+		if !tab.reapply || tab.released[w.rs.Key] != 2 {
+			t.Fatalf("after the release: reapply %v, released at %d; want reapply, released at 2", tab.reapply, tab.released[w.rs.Key])
+		}
+		res = reconcileTable(&tab, nil, back, nil, time.Second, log)
+		got := tab.ranges[w.rs.Key]
+		if got == nil || got == w || got.revoking || got.rs.Rev != 4 {
+			t.Fatalf("the assignment applied again left the range %+v, want it active at revision 4, started anew", got)
+		}
+		if wm := got.st.Watermark(); wm != 12 {
+			t.Fatalf("the range taken up again starts at %d, want 12 (the state the release wrote)", wm)
+		}
+		if offs := offsets(append(res.fetch.assign, res.fetch.seek...)); !slices.Equal(offs, []string{"0@12"}) {
+			t.Fatalf("fetch %+v, want partition 0 from 12", res.fetch)
 		}
 	})
 
