@@ -26,6 +26,8 @@ type statusCommand struct {
 	kafkaConn     clientflags.Kafka
 	group, prefix string
 	asJSON, watch bool
+	// screen: stdout is a terminal, so --watch redraws in place.
+	screen bool
 }
 
 // groupStatus is what status prints, and its JSON form (docs/cli.md
@@ -187,6 +189,7 @@ func (c *statusCommand) show(ctx context.Context) error {
 		defer kc.Close()
 	}
 	g := state.Group{Prefix: c.prefix, Name: c.group}
+	c.screen = stdoutIsTerminal()
 	if !c.watch {
 		st, err := readStatus(ctx, cli, kc, g)
 		if err != nil {

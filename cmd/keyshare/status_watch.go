@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -14,7 +15,9 @@ import (
 )
 
 // keyshare status --watch: a screen redrawn in place every second that
-// outlives etcd's outages, or one JSON object a line.
+// outlives etcd's outages, or one JSON object a line. Only a terminal is
+// redrawn: on a file or a pipe, escapes would be noise, so each frame
+// follows the last after a ruler line.
 
 // watchStatus reads the group and shows it on out every interval until ctx
 // ends. When etcd cannot be read it keeps the last status under a banner
@@ -58,7 +61,11 @@ func (c *statusCommand) watchStatus(ctx context.Context, out io.Writer, every ti
 			if line, at := klog.last(); line != "" {
 				fmt.Fprintf(&b, "\nkafka client, %s ago: %s\n", ago(time.Now(), &at), esc(line))
 			}
-			redraw(out, b.Bytes())
+			if c.screen {
+				redraw(out, b.Bytes())
+			} else {
+				_, _ = fmt.Fprintf(out, "%s\n%s", watchRuler, b.Bytes())
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -67,6 +74,10 @@ func (c *statusCommand) watchStatus(ctx context.Context, out io.Writer, every ti
 		}
 	}
 }
+
+// watchRuler is the line before each frame of --watch on an output that is
+// not a terminal, where frames follow one another rather than overwrite.
+const watchRuler = "-------- keyshare status --------"
 
 // redraw writes frame over the previous one: cursor home, each line
 // clearing what is left of the old one, and the rest of the screen
@@ -151,4 +162,11 @@ func (l *kafkaLog) last() (string, time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.line, l.at
+}
+
+// stdoutIsTerminal: stdout is a character device (a terminal, as far as
+// the standard library can tell) and $TERM does not say it draws nothing.
+func stdoutIsTerminal() bool {
+	fi, err := os.Stdout.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
 }

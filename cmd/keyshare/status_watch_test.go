@@ -71,3 +71,29 @@ func TestRedrawClearsEachLine(t *testing.T) {
 		t.Errorf("redraw = %q, want %q", got, want)
 	}
 }
+
+// TestWatchToPipeIsPlain: --watch on an output that is not a terminal (a
+// file, a pipe) writes each frame as plain text, with no terminal escape,
+// after a ruler line that tells the frames apart.
+func TestWatchToPipeIsPlain(t *testing.T) {
+	reads := []func() (*groupStatus, error){
+		func() (*groupStatus, error) { return &groupStatus{Group: "g", Generation: 1, State: groupStable}, nil },
+		func() (*groupStatus, error) { return &groupStatus{Group: "g", Generation: 2, State: groupStable}, nil },
+		func() (*groupStatus, error) { return nil, unknownGroupError(keys.New("/keyshare", "g")) },
+	}
+	i := 0
+	read := func() (*groupStatus, error) { i++; return reads[i-1]() }
+	var out bytes.Buffer
+	c := &statusCommand{group: "g", prefix: "/keyshare", watch: true}
+	if err := c.watchStatus(context.Background(), &out, time.Millisecond, read, &kafkaLog{}); !errors.Is(err, errUnknownGroup) {
+		t.Fatalf("watch ended with %v, want the unknown group", err)
+	}
+	text := out.String()
+	if strings.Contains(text, "\033") {
+		t.Errorf("output to a non-terminal holds escapes:\n%q", text)
+	}
+	frames := strings.Split(text, watchRuler+"\n")
+	if len(frames) != 3 || frames[0] != "" || !strings.Contains(frames[1], "generation 1") || !strings.Contains(frames[2], "generation 2") {
+		t.Errorf("want two frames, each after a ruler line %q:\n%s", watchRuler, text)
+	}
+}
