@@ -79,14 +79,15 @@ soak:
 chaos:
 	KEYSHARE_CHAOS=long $(GO) test -count=1 -run TestFaultMatrix -timeout 30m -v ./chaos/
 
-# gofmt, import grouping (.ci/imports), go vet, then staticcheck with its
+# gofmt and import grouping (.ci/imports) of the tree CI reads (tracked
+# and untracked-not-ignored .go files as they stand), go vet, then staticcheck with its
 # default checks (exceptions are //lint:ignore comments at the site, each
 # with its reason). staticcheck and goimports are tool dependencies in
 # go.mod (go tool ...), so their versions are pinned with the module's.
 # govulncheck is left out: it reads its database from vuln.go.dev, which the
 # CI machine cannot reach (it reaches only the module proxy).
 lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(git ls-files --cached --others --exclude-standard '*.go' | sort -u | while read -r f; do [ -f "$$f" ] && echo "$$f"; done | xargs gofmt -l); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@GO="$(GO)" .ci/imports
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
