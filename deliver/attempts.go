@@ -6,21 +6,25 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
 
-// maxTracked bounds the records whose failures an attemptCounter keeps.
-// Only records failing on this member are kept (a key's failing record
-// blocks the key), so the bound is met only when records were
-// dead-lettered in great numbers without their entries being dropped;
-// then the counts start again from 1, as after a restart.
+// maxTracked bounds the records whose attempts an attemptCounter keeps
+// between handler calls. Only records that failed on this member are kept
+// (a key's failing record blocks the key), so the bound is met only when
+// records were dead-lettered in great numbers without their entries being
+// dropped; then the counts start again from 1, as after a restart.
 const maxTracked = 1 << 16
 
-// attemptCounter numbers a record's attempts on this member, for the
-// request's "attempt" field. The consumer retries a failed record by
-// calling the handler again; the handler counts the failures it returned.
-// The number is for the endpoint's logs, not a key to deduplicate on: it
+// attemptCounter numbers the requests that carry a record on this member,
+// for the request's "attempt" field: 1 for its first, then one more for
+// every request after it, whether the endpoint failed the record (the
+// consumer calls the handler again) or did not answer (the handler sends
+// it again). An endpoint can refuse a request whose attempt is below one
+// it has already seen for the record from the same member and fence. It
 // starts again from 1 on another member or after a restart.
 type attemptCounter struct {
-	mu     sync.Mutex
-	failed map[recordID]int
+	mu sync.Mutex
+	// last is the attempt of each record's last request, for the records
+	// that failed.
+	last map[recordID]int
 }
 
 type recordID struct {
@@ -37,31 +41,33 @@ func idOf(m *kafka.Message) recordID {
 	return id
 }
 
-// next is the attempt number of each record about to be sent.
-func (a *attemptCounter) next(msgs []*kafka.Message) []int {
+// first is the attempt of each record in a handler call's first request;
+// the call counts its later requests itself.
+func (a *attemptCounter) first(msgs []*kafka.Message) []int {
 	out := make([]int, len(msgs))
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i, m := range msgs {
-		out[i] = a.failed[idOf(m)] + 1
+		out[i] = a.last[idOf(m)] + 1
 	}
 	return out
 }
 
-// settle counts the records that failed and drops those done.
-func (a *attemptCounter) settle(msgs []*kafka.Message, res []error) {
+// settle keeps the last attempt of each record that failed, and drops
+// those done.
+func (a *attemptCounter) settle(msgs []*kafka.Message, attempts []int, res []error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i, m := range msgs {
 		id := idOf(m)
 		if res[i] == nil {
-			delete(a.failed, id)
+			delete(a.last, id)
 			continue
 		}
-		if a.failed == nil || len(a.failed) >= maxTracked {
-			a.failed = make(map[recordID]int)
+		if a.last == nil || len(a.last) >= maxTracked {
+			a.last = make(map[recordID]int)
 		}
-		a.failed[id]++
+		a.last[id] = attempts[i]
 	}
 }
 
@@ -70,6 +76,6 @@ func (a *attemptCounter) forget(msgs []*kafka.Message) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, m := range msgs {
-		delete(a.failed, idOf(m))
+		delete(a.last, idOf(m))
 	}
 }

@@ -22,9 +22,14 @@ type Config struct {
 	URL string
 	// MemberID is the member's id, sent with every request ("member").
 	MemberID string
-	// Timeout bounds each request, from sending it to reading its
-	// answer's body. A request that times out is the endpoint's trouble:
-	// it is sent again. Default 10 s.
+	// Timeout, when set, is each request's deadline, counted from
+	// sending it; the endpoint is told it (HTTP: the Keyshare-Deadline
+	// header; gRPC: the call's deadline) and must not apply the request
+	// past it. Without an answer by then and DeadlineGrace after, the
+	// request is the endpoint's trouble: it is sent again, as the next
+	// attempt, and never before that. Default 0: no deadline; a request
+	// is waited for as long as its connection lives (TCP keepalive,
+	// HTTP/2 and gRPC pings find one that does not).
 	Timeout time.Duration
 	// TLS is the client's TLS configuration for an https:// or grpcs://
 	// URL: the CAs
@@ -56,6 +61,12 @@ type Config struct {
 	// and tracestate headers (gRPC: metadata). Default nil: no span, no
 	// header.
 	TracerProvider trace.TracerProvider
+
+	// giveUpAtTimeout, for tests only, restores a behaviour that breaks a
+	// slow key's order: a request is abandoned once Timeout has passed,
+	// without telling the endpoint, and sent again at once with the same
+	// attempt number.
+	giveUpAtTimeout bool
 }
 
 // ErrConfig is the error of a bad Config.
@@ -86,8 +97,8 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("%w: %s %s: want a positive duration, or 0 for the default", ErrConfig, name, *d)
 		}
 	}
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
+	if c.Header.Get(DeadlineHeader) != "" {
+		return c, fmt.Errorf("%w: header %s is the member's own: set Timeout instead", ErrConfig, DeadlineHeader)
 	}
 	if c.Backoff == 0 {
 		c.Backoff = 100 * time.Millisecond

@@ -26,16 +26,17 @@ type Endpoint struct {
 // transport carries a handler call's records to the endpoint and reads
 // what it answered: HTTP(S) (http.go) or gRPC (grpc.go).
 type transport interface {
-	// prepare encodes the request of a handler call once; its call sends
-	// that request, as often as the endpoint needs.
+	// prepare encodes one request of a handler call; its call sends that
+	// request, as often as the endpoint needs.
 	prepare(member string, msgs []*kafka.Message, attempts []int, fences []fence) (call, error)
 	// close closes the connections kept for later requests.
 	close()
 }
 
-// call makes one request and reads its answer; ctx bounds it (the
-// request timeout) and cancels it (the record's context).
-type call func(ctx context.Context) reply
+// call makes one request and reads its answer. ctx cancels it (the
+// record's context); deadline, unless zero, is the request's deadline,
+// which the call tells the endpoint and keeps to (deadline.go).
+type call func(ctx context.Context, deadline time.Time) reply
 
 // reply is what one request came to.
 type reply struct {
@@ -50,6 +51,9 @@ type reply struct {
 	// wait is the pause the endpoint asked for before the next try
 	// (Retry-After, grpc-retry-pushback-ms); 0 for the backoff's.
 	wait time.Duration
+	// inDoubt: the request reached the endpoint, or may have, and no
+	// answer came back, so the endpoint may still be working on it.
+	inDoubt bool
 	// err is why the endpoint did not answer about the records.
 	err error
 }
@@ -105,15 +109,17 @@ func (e *Endpoint) Close() { e.transport.close() }
 // result per record: nil when done, a *RefusedError when the endpoint
 // refused it, a *FencedError when it refused its fence, ctx's error when
 // the member must stop working on it.
+//
+// Each request carries the next attempt number of its records, so an
+// endpoint can tell a request sent again from the one before it. A
+// request the endpoint may still be working on is not sent again before
+// its deadline and DeadlineGrace have passed (deadline.go).
 func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 	fences := make([]fence, len(msgs))
 	for i, m := range msgs {
 		fences[i] = fenceOf(ctx, m)
 	}
-	send, err := e.transport.prepare(e.cfg.MemberID, msgs, e.attempts.next(msgs), fences)
-	if err != nil {
-		return consumer.FailAll(len(msgs), fmt.Errorf("deliver: encoding the request: %w", err))
-	}
+	attempts := e.attempts.first(msgs)
 	backoff := e.cfg.Backoff
 	waiting := false
 	defer func() {
@@ -121,10 +127,18 @@ func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 			e.trouble.leave()
 		}
 	}()
+	var send call
 	for {
-		r := e.send(ctx, send)
+		if send == nil {
+			var err error
+			if send, err = e.transport.prepare(e.cfg.MemberID, msgs, attempts, fences); err != nil {
+				return consumer.FailAll(len(msgs), fmt.Errorf("deliver: encoding the request: %w", err))
+			}
+		}
+		deadline := e.deadline()
+		r := e.send(ctx, send, deadline)
 		if r.results != nil {
-			e.attempts.settle(msgs, r.results)
+			e.attempts.settle(msgs, attempts, r.results)
 			e.metrics.countRecords(r.results)
 			return r.results
 		}
@@ -143,32 +157,53 @@ func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 			wait = backoff/2 + rand.N(backoff/2+1)
 			backoff = min(2*backoff, e.cfg.MaxBackoff)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if r.inDoubt && !deadline.IsZero() {
+			wait = max(wait, time.Until(deadline.Add(DeadlineGrace)))
+		}
+		if !sleep(ctx, wait) {
 			e.attempts.forget(msgs)
 			return consumer.FailAll(len(msgs), ctx.Err())
+		}
+		if !e.cfg.giveUpAtTimeout {
+			send = nil // the next request is the next attempt
+			for i := range attempts {
+				attempts[i]++
+			}
 		}
 	}
 }
 
-// send makes one request within the request timeout and counts it by
-// outcome; a request cancelled because parent ended is not counted.
-func (e *Endpoint) send(parent context.Context, send call) reply {
-	ctx, cancel := context.WithTimeout(parent, e.cfg.Timeout)
-	defer cancel()
+// sleep waits d, or until ctx ends: false then.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// send makes one request and counts it by outcome; a request cancelled
+// because parent ended is not counted.
+func (e *Endpoint) send(parent context.Context, send call, deadline time.Time) reply {
+	ctx := parent
+	if e.cfg.giveUpAtTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(parent, e.cfg.Timeout)
+		defer cancel()
+	}
 	start := time.Now()
-	r := send(ctx)
+	r := send(ctx, deadline)
 	o := outcomeDone
 	switch {
 	case r.results == nil && parent.Err() != nil:
 		return r // cancelled: neither the endpoint's answer nor its trouble
 	case r.results == nil:
 		o = outcomeTrouble
-		if ctx.Err() != nil {
-			r.err = fmt.Errorf("no answer within %s (the request timeout)", e.cfg.Timeout)
+		if ctx.Err() != nil || (!deadline.IsZero() && r.inDoubt && time.Now().After(deadline)) {
+			r.err = fmt.Errorf("no answer by the request's deadline (the timeout is %s)", e.cfg.Timeout)
 		}
 	case r.refused:
 		o = outcomeRefused

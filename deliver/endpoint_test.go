@@ -113,9 +113,9 @@ func equal(a, b []int) bool {
 }
 
 // TestTroubleWaitsForAnswer: 503s (one with a Retry-After far above the
-// cap), a 429, a 404 and a request that times out are the endpoint's
-// trouble: the handler sends the record again until it is taken, and the
-// Endpoint is not ready meanwhile.
+// cap), a 429, a 404 and a request unanswered past its deadline and grace
+// are the endpoint's trouble: the handler sends the record again until it
+// is taken, and the Endpoint is not ready meanwhile.
 func TestTroubleWaitsForAnswer(t *testing.T) {
 	t.Parallel()
 	var n atomic.Int32
@@ -136,7 +136,7 @@ func TestTroubleWaitsForAnswer(t *testing.T) {
 		case 3:
 			w.WriteHeader(http.StatusNotFound)
 		case 4:
-			time.Sleep(300 * time.Millisecond) // beyond Timeout
+			<-r.Context().Done() // the member closes it past the deadline and its grace
 		case 5:
 			w.WriteHeader(http.StatusBadGateway)
 		}

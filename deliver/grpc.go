@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -16,7 +17,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/keyshare/keyshare/consumer"
@@ -46,6 +49,17 @@ type grpcTransport struct {
 	maxPushback time.Duration
 }
 
+// grpcPings pings the connection while calls wait on it, every 5 minutes:
+// the least interval a gRPC server accepts by default (grpc-go's and
+// grpcio's enforcement policy; one pinged more often answers GOAWAY
+// too_many_pings, which would end a slow endpoint's calls). An answer
+// later than 20 s closes the connection. TCP keepalive (keepAlive, in
+// http.go) finds a peer that is gone sooner.
+var grpcPings = keepalive.ClientParameters{Time: 5 * time.Minute, Timeout: 20 * time.Second}
+
+// grpcDialTimeout bounds one attempt to connect (gRPC's own default).
+const grpcDialTimeout = 20 * time.Second
+
 func newGRPCTransport(cfg Config, tracing *tracing) (*grpcTransport, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
@@ -63,8 +77,13 @@ func newGRPCTransport(cfg Config, tracing *tracing) (*grpcTransport, error) {
 		}
 		creds = credentials.NewTLS(tc)
 	}
+	dialer := &net.Dialer{KeepAliveConfig: keepAlive}
 	conn, err := grpc.NewClient("dns:///"+u.Host,
 		grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return dialer.DialContext(ctx, "tcp", addr)
+		}),
+		grpc.WithKeepaliveParams(grpcPings),
 		grpc.WithNoProxy(),              // an endpoint is reached directly, as over HTTP
 		grpc.WithDisableServiceConfig(), // no retry policy from DNS: the handler retries itself
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -72,7 +91,7 @@ func newGRPCTransport(cfg Config, tracing *tracing) (*grpcTransport, error) {
 			// up is called again within MaxBackoff (grpc-go's default waits
 			// up to 2 minutes).
 			Backoff:           backoff.Config{BaseDelay: cfg.Backoff, Multiplier: 2, Jitter: 0.2, MaxDelay: cfg.MaxBackoff},
-			MinConnectTimeout: cfg.Timeout,
+			MinConnectTimeout: grpcDialTimeout,
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAnswer)),
 	)
@@ -89,11 +108,17 @@ func (g *grpcTransport) close() { _ = g.conn.Close() }
 func (g *grpcTransport) prepare(member string, msgs []*kafka.Message, attempts []int, fences []fence) (call, error) {
 	req := encodeProto(member, msgs, attempts, fences)
 	n := len(msgs)
-	return func(ctx context.Context) reply { return g.send(ctx, req, n) }, nil
+	return func(ctx context.Context, deadline time.Time) reply { return g.send(ctx, deadline, req, n) }, nil
 }
 
-// send calls Deliver with req, a request of n records.
-func (g *grpcTransport) send(ctx context.Context, req *deliverpb.DeliverRequest, n int) (r reply) {
+// send calls Deliver with req, a request of n records; a deadline is the
+// call's.
+func (g *grpcTransport) send(ctx context.Context, deadline time.Time, req *deliverpb.DeliverRequest, n int) (r reply) {
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	md := g.md.Copy()
 	code := codes.OK
 	if g.tracing != nil {
@@ -103,7 +128,8 @@ func (g *grpcTransport) send(ctx context.Context, req *deliverpb.DeliverRequest,
 		g.tracing.inject(ctx, metadataCarrier(md))
 	}
 	var trailer metadata.MD
-	resp, err := g.client.Deliver(metadata.NewOutgoingContext(ctx, md), req, grpc.Trailer(&trailer))
+	var reached peer.Peer // set when the call had a stream: the endpoint may have it
+	resp, err := g.client.Deliver(metadata.NewOutgoingContext(ctx, md), req, grpc.Trailer(&trailer), grpc.Peer(&reached))
 	if err == nil {
 		results, err := decodeResults(resp.GetResults(), n)
 		if err != nil {
@@ -117,7 +143,20 @@ func (g *grpcTransport) send(ctx context.Context, req *deliverpb.DeliverRequest,
 		return reply{results: consumer.FailAll(n, &RefusedError{Code: code.String(), Body: safeBody([]byte(st.Message()))}), refused: true}
 	}
 	wait, _ := pushback(trailer, g.maxPushback)
-	return reply{wait: wait, err: &rpcTroubleError{code: code, message: safeBody([]byte(st.Message()))}}
+	return reply{wait: wait, inDoubt: reached.Addr != nil && mayBeLocal(code), err: &rpcTroubleError{code: code, message: safeBody([]byte(st.Message()))}}
+}
+
+// mayBeLocal reports whether a call's status may have been made on the
+// member's side, with the endpoint still working on the call: its
+// deadline passed, its connection broke. A status the endpoint sent
+// means it stopped; the two look alike, so these codes count as the
+// member's own.
+func mayBeLocal(c codes.Code) bool {
+	switch c {
+	case codes.DeadlineExceeded, codes.Unavailable, codes.Canceled, codes.Internal:
+		return true
+	}
+	return false
 }
 
 // rpcTroubleError is a call's status that says the endpoint is in trouble.

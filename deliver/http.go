@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -28,8 +31,29 @@ type httpTransport struct {
 	maxRetryAfter time.Duration
 }
 
+// Liveness of a connection a request waits on: with no Timeout set, these
+// are what find an endpoint that died or a network that broke under a
+// request (deadline.go). An endpoint that is alive but slow answers them.
+var (
+	// keepAlive probes an idle TCP connection (a request waiting for its
+	// answer is one) after 15 s, then every 5 s: a peer that is gone is
+	// found within about 30 s.
+	keepAlive = net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3}
+	// http2Pings pings an HTTP/2 connection (https:// endpoints that
+	// speak it) after 30 s without a frame, and closes it when the ping's
+	// answer takes over 15 s: this finds a peer whose kernel still
+	// answers TCP but whose server no longer reads.
+	http2Pings = &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}
+)
+
+// dialTimeout bounds opening a connection to the endpoint (net/http's
+// default transport has the same).
+const dialTimeout = 30 * time.Second
+
 func newHTTPTransport(cfg Config, shown string, tracing *tracing) *httpTransport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAliveConfig: keepAlive}).DialContext
+	tr.HTTP2 = http2Pings
 	tr.TLSClientConfig = cfg.TLS
 	tr.Proxy = nil // an endpoint is reached directly, not through the environment's proxy
 	// Every worker may have a request open at once: keep their
@@ -54,15 +78,22 @@ func (h *httpTransport) prepare(member string, msgs []*kafka.Message, attempts [
 		return nil, err
 	}
 	n := len(msgs)
-	return func(ctx context.Context) reply { return h.send(ctx, body, n) }, nil
+	return func(ctx context.Context, deadline time.Time) reply { return h.send(ctx, deadline, body, n) }, nil
 }
 
 // maxAnswer bounds the body read from an answer: results of a large batch
 // fit many times over.
 const maxAnswer = 4 << 20
 
-// send POSTs body, a request of n records.
-func (h *httpTransport) send(ctx context.Context, body []byte, n int) (r reply) {
+// send POSTs body, a request of n records. With a deadline, it tells the
+// endpoint in DeadlineHeader and waits for the answer until DeadlineGrace
+// after it.
+func (h *httpTransport) send(ctx context.Context, deadline time.Time, body []byte, n int) (r reply) {
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(DeadlineGrace))
+		defer cancel()
+	}
 	status := 0
 	if h.tracing != nil {
 		var end func(int, error)
@@ -77,9 +108,16 @@ func (h *httpTransport) send(ctx context.Context, body []byte, n int) (r reply) 
 		req.Header[k] = vs
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if !deadline.IsZero() {
+		req.Header.Set(DeadlineHeader, deadlineValue(deadline))
+	}
 	if h.tracing != nil {
 		h.tracing.inject(ctx, propagation.HeaderCarrier(req.Header))
 	}
+	var wrote atomic.Bool // the request's headers went out: the endpoint may have it
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteHeaders: func() { wrote.Store(true) },
+	}))
 	resp, err := h.client.Do(req)
 	if err != nil {
 		// Without the URL a *url.Error repeats (with its query): logs and
@@ -87,7 +125,7 @@ func (h *httpTransport) send(ctx context.Context, body []byte, n int) (r reply) 
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return reply{err: err}
+		return reply{err: err, inDoubt: wrote.Load()}
 	}
 	defer resp.Body.Close()
 	status = resp.StatusCode

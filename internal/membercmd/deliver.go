@@ -33,11 +33,9 @@ type deliverFlags struct {
 	timeout                                   time.Duration
 }
 
-const defaultDeliverTimeout = 10 * time.Second
-
 func (f *deliverFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.url, "deliver", "", "deliver each record (each batch with --batch-size) to this http:// or https:// endpoint as JSON, or grpc://host:port or grpcs://host:port by gRPC (docs/delivery.md)")
-	fs.DurationVar(&f.timeout, "deliver-timeout", defaultDeliverTimeout, "with --deliver: bound on each request; one that times out is sent again")
+	fs.DurationVar(&f.timeout, "deliver-timeout", 0, "with --deliver: each request's deadline, told to the endpoint, which must not apply it later; unanswered, it is sent again only 2s after it (0: none, a request is waited for while its connection lives)")
 	fs.StringVar(&f.ca, "deliver-ca", "", "with an https:// or grpcs:// --deliver: verify the endpoint's certificate with this CA bundle (PEM) instead of the system's")
 	fs.StringVar(&f.cert, "deliver-cert", "", "with an https:// or grpcs:// --deliver: client certificate (PEM), with --deliver-key")
 	fs.StringVar(&f.key, "deliver-key", "", "with an https:// or grpcs:// --deliver: the client certificate's private key (PEM)")
@@ -50,7 +48,7 @@ func (f *deliverFlags) register(fs *flag.FlagSet) {
 // header's value. The caller sets MemberID and Logger.
 func (f *deliverFlags) config() (deliver.Config, error) {
 	if f.url == "" {
-		for flag, set := range map[string]bool{"--deliver-timeout": f.timeout != defaultDeliverTimeout, "--deliver-ca": f.ca != "",
+		for flag, set := range map[string]bool{"--deliver-timeout": f.timeout != 0, "--deliver-ca": f.ca != "",
 			"--deliver-cert": f.cert != "", "--deliver-key": f.key != "", "--deliver-token-file": f.tokenFile != "", "--deliver-header-file": f.headerFile != ""} {
 			if set {
 				return deliver.Config{}, cli.Usage(fmt.Errorf("%s needs --deliver URL", flag))
@@ -62,8 +60,8 @@ func (f *deliverFlags) config() (deliver.Config, error) {
 		msg := strings.TrimPrefix(err.Error(), deliver.ErrConfig.Error()+": ")
 		return deliver.Config{}, cli.Usage(errors.New("--deliver " + strings.TrimPrefix(msg, "URL ")))
 	}
-	if f.timeout <= 0 {
-		return deliver.Config{}, cli.Usage(fmt.Errorf("--deliver-timeout %s: want a positive duration, e.g. 10s", f.timeout))
+	if f.timeout < 0 {
+		return deliver.Config{}, cli.Usage(fmt.Errorf("--deliver-timeout %s: want a positive duration, e.g. 30s, or 0 for no deadline", f.timeout))
 	}
 	cfg := deliver.Config{URL: f.url, Timeout: f.timeout, Header: http.Header{}}
 	tlsCfg, err := f.tls()
@@ -173,7 +171,7 @@ func readHeaderFile(path string, h http.Header) error {
 			return fmt.Errorf("--deliver-header-file %s line %d (%s): the value holds control characters (not shown)", path, n, name)
 		}
 		switch http.CanonicalHeaderKey(name) {
-		case "Content-Type", "Content-Length", "Host", "Traceparent", "Tracestate", "Transfer-Encoding", "Connection":
+		case "Content-Type", "Content-Length", "Host", "Traceparent", "Tracestate", "Transfer-Encoding", "Connection", deliver.DeadlineHeader:
 			return fmt.Errorf("--deliver-header-file %s line %d: the member sets %s itself", path, n, name)
 		}
 		h.Add(name, value)

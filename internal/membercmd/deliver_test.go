@@ -41,7 +41,7 @@ func TestMemberRefusesBadDeliverFlags(t *testing.T) {
 		{[]string{"--deliver", "http://user:pw@sink/"}, `--deliver "http://user:xxxxx@sink/" carries credentials`},
 		{[]string{"--deliver-timeout", "5s"}, "--deliver-timeout needs --deliver URL"},
 		{[]string{"--deliver-token-file", spaced}, "--deliver-token-file needs --deliver URL"},
-		{[]string{"--deliver", "http://sink/", "--deliver-timeout", "0s"}, "--deliver-timeout 0s: want a positive duration"},
+		{[]string{"--deliver", "http://sink/", "--deliver-timeout", "-1s"}, "--deliver-timeout -1s: want a positive duration"},
 		{[]string{"--deliver", "http://sink/", "--deliver-token-file", spaced}, "--deliver-token-file " + spaced + ": the token holds spaces"},
 		{[]string{"--deliver", "http://sink/", "--deliver-token-file", empty}, "--deliver-token-file " + empty + ": the first line is empty"},
 		{[]string{"--deliver", "http://sink/", "--deliver-token-file", filepath.Join(dir, "none")}, "--deliver-token-file: open"},
