@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -21,6 +22,9 @@ import (
 	"github.com/keyshare/keyshare/internal/cli"
 )
 
+// warnings is where the connection flags warn (the tests read it).
+var warnings io.Writer = os.Stderr
+
 // EtcdPasswordEnv holds the etcd password when --etcd-user is set.
 const EtcdPasswordEnv = "KEYSHARE_ETCD_PASSWORD"
 
@@ -32,6 +36,8 @@ type Etcd struct {
 	endpoints, cacert, cert, key, user, passwordFile string
 	// pw is the password once read: $KEYSHARE_ETCD_PASSWORD is unset then.
 	pw string
+	// warnedPlain: the warning of warnPlainPassword was given.
+	warnedPlain bool
 }
 
 func (f *Etcd) Register(fs *flag.FlagSet) {
@@ -132,6 +138,9 @@ func (f *Etcd) Config() (clientv3.Config, error) {
 	if err != nil {
 		return clientv3.Config{}, err
 	}
+	if pw != "" && tc == nil {
+		f.warnPlainPassword()
+	}
 	return clientv3.Config{
 		Endpoints:   strings.Split(f.endpoints, ","),
 		DialTimeout: 5 * time.Second,
@@ -140,6 +149,25 @@ func (f *Etcd) Config() (clientv3.Config, error) {
 		Username:    f.user,
 		Password:    pw,
 	}, nil
+}
+
+// warnPlainPassword warns, once, that the etcd password is about to cross
+// connections without TLS, where anyone on the path can read it (etcd's
+// Authenticate sends it as it is). Endpoints written https:// get TLS from
+// the client even without --etcd-cacert, so they are not warned about. It
+// only warns: a loopback or otherwise private network may be meant.
+func (f *Etcd) warnPlainPassword() {
+	if f.warnedPlain {
+		return
+	}
+	for _, ep := range strings.Split(f.endpoints, ",") {
+		if strings.HasPrefix(ep, "https://") || strings.HasPrefix(ep, "unixs://") {
+			return
+		}
+	}
+	f.warnedPlain = true
+	fmt.Fprintf(warnings, "keyshare: warning: the etcd password of --etcd-user %s goes to %s without TLS, readable on the network: give --etcd-cacert (and https:// endpoints) to encrypt it\n",
+		f.user, f.endpoints)
 }
 
 // connect returns a client that has proved, within ConnectTimeout, that it
