@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -41,9 +43,28 @@ type wireRecord struct {
 	Fence     *int64       `json:"fence"`
 }
 
+// wireHeader is a record's header. A name is text to most endpoints, so it
+// goes as a string; one that is not valid UTF-8 (Kafka's names are bytes)
+// goes in Key with each invalid byte replaced by U+FFFD, as encoding/json
+// would replace it, and byte for byte, base64, in KeyBytes, which is
+// absent otherwise.
 type wireHeader struct {
-	Key   string `json:"key"`
-	Value []byte `json:"value"`
+	Key      string `json:"key"`
+	KeyBytes []byte `json:"key_bytes,omitempty"`
+	Value    []byte `json:"value"`
+}
+
+// headerName is a header name as a string field carries it, and its bytes
+// when that string cannot hold them: nil when name is valid UTF-8.
+func headerName(name string) (text string, raw []byte) {
+	if utf8.ValidString(name) {
+		return name, nil
+	}
+	var b strings.Builder
+	for _, r := range name { // an invalid byte comes as utf8.RuneError
+		b.WriteRune(r)
+	}
+	return b.String(), []byte(name)
 }
 
 // wireRange is the hash range [lo, hi) a record came through.
@@ -70,7 +91,8 @@ func encodeRequest(member string, msgs []*kafka.Message, attempts []int, fences 
 		r.Key, r.Value = m.Key, m.Value
 		r.Headers = make([]wireHeader, len(m.Headers))
 		for j, h := range m.Headers {
-			r.Headers[j] = wireHeader{Key: h.Key, Value: h.Value}
+			key, raw := headerName(h.Key)
+			r.Headers[j] = wireHeader{Key: key, KeyBytes: raw, Value: h.Value}
 		}
 		r.Attempt = attempts[i]
 		f := fences[i]

@@ -20,7 +20,7 @@ func TestEncodeRequest(t *testing.T) {
 		{
 			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 3, Offset: 42},
 			Key:            []byte{0xff, 0x00, 'k'}, Value: []byte("v\n"),
-			Headers:   []kafka.Header{{Key: "trace", Value: []byte{0x01}}, {Key: "nil", Value: nil}},
+			Headers:   []kafka.Header{{Key: "trace", Value: []byte{0x01}}, {Key: "nil", Value: nil}, {Key: "t\xff", Value: []byte{}}},
 			Timestamp: time.UnixMilli(1_700_000_000_123), TimestampType: kafka.TimestampCreateTime,
 		},
 		{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0, Offset: 7}, Key: nil, Value: []byte{}},
@@ -42,7 +42,8 @@ func TestEncodeRequest(t *testing.T) {
 			map[string]any{
 				"topic": "orders", "partition": 3.0, "offset": 42.0, "timestamp": 1_700_000_000_123.0,
 				"key": "/wBr", "value": "dgo=",
-				"headers": []any{map[string]any{"key": "trace", "value": "AQ=="}, map[string]any{"key": "nil", "value": nil}},
+				"headers": []any{map[string]any{"key": "trace", "value": "AQ=="}, map[string]any{"key": "nil", "value": nil},
+					map[string]any{"key": "t\uFFFD", "key_bytes": "dP8=", "value": ""}},
 				"attempt": 1.0, "hash": 99.0, "range": map[string]any{"lo": 0.0, "hi": 4294967296.0}, "fence": 1234.0,
 			},
 			map[string]any{

@@ -11,6 +11,11 @@ import (
 // encodeProto is encodeRequest's request as a gRPC call's
 // (deliverpb/deliver.proto): the same fields, bytes as bytes, and a null
 // key, value or header value absent where an empty one is present.
+//
+// Its strings are valid UTF-8, which proto3 requires: a header name that
+// is not goes in key_bytes as well (headerName), so the call's marshalling
+// cannot fail on a record's bytes. (Topic names are ASCII in Kafka; the
+// member id is the configuration's.)
 func encodeProto(member string, msgs []*kafka.Message, attempts []int, fences []fence) *deliverpb.DeliverRequest {
 	req := &deliverpb.DeliverRequest{Member: member, Records: make([]*deliverpb.Record, len(msgs))}
 	for i, m := range msgs {
@@ -30,7 +35,8 @@ func encodeProto(member string, msgs []*kafka.Message, attempts []int, fences []
 			r.Timestamp = &ms
 		}
 		for j, h := range m.Headers {
-			r.Headers[j] = &deliverpb.Header{Key: h.Key, Value: h.Value}
+			key, raw := headerName(h.Key)
+			r.Headers[j] = &deliverpb.Header{Key: key, KeyBytes: raw, Value: h.Value}
 		}
 		f := fences[i]
 		r.Hash = f.hash

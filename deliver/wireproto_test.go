@@ -14,9 +14,10 @@ import (
 
 // TestProtoMirrorsJSON: a gRPC request, marshalled and read back as an
 // endpoint reads it, says what the HTTP body says of the same records,
-// field for field: bytes that are not text, a null key or value or header
-// value absent where an empty one is present, a missing timestamp, the
-// attempt, the hash, and the range and fence when known.
+// field for field: bytes that are not text, a header name that is not
+// valid UTF-8, a null key or value or header value absent where an empty
+// one is present, a missing timestamp, the attempt, the hash, and the
+// range and fence when known.
 func TestProtoMirrorsJSON(t *testing.T) {
 	t.Parallel()
 	topic := "orders"
@@ -24,7 +25,7 @@ func TestProtoMirrorsJSON(t *testing.T) {
 		{
 			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 3, Offset: 42},
 			Key:            []byte{0xff, 0x00, 'k'}, Value: []byte("v\n"),
-			Headers:   []kafka.Header{{Key: "trace", Value: []byte{0x01}}, {Key: "nil", Value: nil}, {Key: "empty", Value: []byte{}}},
+			Headers:   []kafka.Header{{Key: "trace", Value: []byte{0x01}}, {Key: "nil", Value: nil}, {Key: "empty", Value: []byte{}}, {Key: "t\xff\xfe", Value: []byte{}}},
 			Timestamp: time.UnixMilli(1_700_000_000_123), TimestampType: kafka.TimestampCreateTime,
 		},
 		{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0, Offset: 7}, Key: nil, Value: []byte{}},
@@ -67,8 +68,8 @@ func TestProtoMirrorsJSON(t *testing.T) {
 			t.Fatalf("record %d: %d headers, want %d", i, len(g.GetHeaders()), len(w.Headers))
 		}
 		for j, h := range g.GetHeaders() {
-			if h.GetKey() != w.Headers[j].Key {
-				t.Errorf("record %d header %d: %q, want %q", i, j, h.GetKey(), w.Headers[j].Key)
+			if h.GetKey() != w.Headers[j].Key || !bytes.Equal(h.KeyBytes, w.Headers[j].KeyBytes) {
+				t.Errorf("record %d header %d: %q (bytes %q), want %q (bytes %q)", i, j, h.GetKey(), h.KeyBytes, w.Headers[j].Key, w.Headers[j].KeyBytes)
 			}
 			sameBytes(t, i, "header "+h.GetKey(), h.Value, w.Headers[j].Value)
 		}

@@ -289,9 +289,16 @@ func (x *Record) GetFence() int64 {
 
 type Header struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The header's name. A name that is not valid UTF-8 (which a proto3
+	// string cannot carry) is here with each invalid byte replaced by
+	// U+FFFD, and its bytes are in key_bytes.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// Absent for a null value.
-	Value         []byte `protobuf:"bytes,2,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	Value []byte `protobuf:"bytes,2,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	// The name's bytes, exactly, when they are not valid UTF-8; absent when
+	// they are (key is then the name). Read the name as key_bytes when
+	// present, else key.
+	KeyBytes      []byte `protobuf:"bytes,3,opt,name=key_bytes,json=keyBytes,proto3,oneof" json:"key_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -336,6 +343,13 @@ func (x *Header) GetKey() string {
 func (x *Header) GetValue() []byte {
 	if x != nil {
 		return x.Value
+	}
+	return nil
+}
+
+func (x *Header) GetKeyBytes() []byte {
+	if x != nil {
+		return x.KeyBytes
 	}
 	return nil
 }
@@ -518,11 +532,14 @@ const file_deliver_proto_rawDesc = "" +
 	"_timestampB\x06\n" +
 	"\x04_keyB\b\n" +
 	"\x06_valueB\b\n" +
-	"\x06_fence\"?\n" +
+	"\x06_fence\"o\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x19\n" +
-	"\x05value\x18\x02 \x01(\fH\x00R\x05value\x88\x01\x01B\b\n" +
-	"\x06_value\"'\n" +
+	"\x05value\x18\x02 \x01(\fH\x00R\x05value\x88\x01\x01\x12 \n" +
+	"\tkey_bytes\x18\x03 \x01(\fH\x01R\bkeyBytes\x88\x01\x01B\b\n" +
+	"\x06_valueB\f\n" +
+	"\n" +
+	"_key_bytes\"'\n" +
 	"\x05Range\x12\x0e\n" +
 	"\x02lo\x18\x01 \x01(\x04R\x02lo\x12\x0e\n" +
 	"\x02hi\x18\x02 \x01(\x04R\x02hi\"H\n" +
