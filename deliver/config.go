@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -72,25 +73,83 @@ type Config struct {
 // ErrConfig is the error of a bad Config.
 var ErrConfig = errors.New("deliver: bad configuration")
 
+// checkURL checks an endpoint's URL. Every error shows it redacted, so
+// that no check echoes a password or a query, whichever refuses it.
+func checkURL(raw string) error {
+	shown := redactedURL(raw)
+	if raw == "" {
+		return fmt.Errorf("%w: URL is required (http://host:port/path, https://..., grpc://host:port or grpcs://...)", ErrConfig)
+	}
+	if !strings.Contains(raw, "://") {
+		return fmt.Errorf("%w: URL %q has no scheme: add http:// or grpc:// (http://%s/path, grpc://%s)", ErrConfig, shown, hostOnly(shown), hostOnly(shown))
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			err = ue.Err // without the URL it names, unredacted
+		}
+		return fmt.Errorf("%w: URL %q: %v", ErrConfig, shown, err)
+	case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "grpc" && u.Scheme != "grpcs":
+		return fmt.Errorf("%w: URL %q: want an http://, https://, grpc:// or grpcs:// URL", ErrConfig, shown)
+	case u.Host == "":
+		return fmt.Errorf("%w: URL %q has no host", ErrConfig, shown)
+	case u.User != nil:
+		return fmt.Errorf("%w: URL %q carries credentials: send a token in an Authorization header instead", ErrConfig, shown)
+	case !isGRPC(raw):
+	case u.Port() == "":
+		return fmt.Errorf("%w: URL %q has no port: want %s://host:port", ErrConfig, shown, u.Scheme)
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("%w: URL %q: a gRPC endpoint has no path or query: want %s://host:port", ErrConfig, shown, u.Scheme)
+	}
+	return nil
+}
+
+// redactedURL is raw as errors may show it: the password of any userinfo
+// as xxxxx (all of it when there is no scheme), and no query or fragment.
+// It works on the text, so that a URL that does not parse is redacted too.
+func redactedURL(raw string) string {
+	rest, cut := raw, ""
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		rest, cut = rest[:i], "?..."
+	}
+	scheme, authority, hasScheme := strings.Cut(rest, "://")
+	if !hasScheme {
+		scheme, authority = "", rest
+	}
+	path := ""
+	if i := strings.Index(authority, "/"); i >= 0 {
+		authority, path = authority[:i], authority[i:]
+	}
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		user, _, hasPassword := strings.Cut(authority[:at], ":")
+		switch {
+		case !hasScheme:
+			user = "xxxxx"
+		case hasPassword:
+			user += ":xxxxx"
+		}
+		authority = user + authority[at:]
+	}
+	if hasScheme {
+		return scheme + "://" + authority + path + cut
+	}
+	return authority + path + cut
+}
+
+// hostOnly is a scheme-less URL's host and port, for an example.
+func hostOnly(shown string) string {
+	host, _, _ := strings.Cut(shown, "/")
+	if at := strings.LastIndex(host, "@"); at >= 0 {
+		host = host[at+1:]
+	}
+	return host
+}
+
 // withDefaults fills in the defaults and checks every field.
 func (c Config) withDefaults() (Config, error) {
-	u, err := url.Parse(c.URL)
-	switch {
-	case c.URL == "":
-		return c, fmt.Errorf("%w: URL is required (http://host:port/path, https://..., grpc://host:port or grpcs://...)", ErrConfig)
-	case err != nil:
-		return c, fmt.Errorf("%w: URL %q: %v", ErrConfig, c.URL, err)
-	case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "grpc" && u.Scheme != "grpcs":
-		return c, fmt.Errorf("%w: URL %q: want an http://, https://, grpc:// or grpcs:// URL", ErrConfig, c.URL)
-	case u.Host == "":
-		return c, fmt.Errorf("%w: URL %q has no host", ErrConfig, c.URL)
-	case u.User != nil:
-		return c, fmt.Errorf("%w: URL %q carries credentials: send a token in an Authorization header instead", ErrConfig, u.Redacted())
-	case !isGRPC(c.URL):
-	case u.Port() == "":
-		return c, fmt.Errorf("%w: URL %q has no port: want %s://host:port", ErrConfig, c.URL, u.Scheme)
-	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
-		return c, fmt.Errorf("%w: URL %q: a gRPC endpoint has no path or query: want %s://host:port", ErrConfig, shownURL(c.URL), u.Scheme)
+	if err := checkURL(c.URL); err != nil {
+		return c, err
 	}
 	for name, d := range map[string]*time.Duration{"Timeout": &c.Timeout, "Backoff": &c.Backoff, "MaxBackoff": &c.MaxBackoff, "MaxRetryAfter": &c.MaxRetryAfter} {
 		if *d < 0 {

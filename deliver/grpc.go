@@ -63,7 +63,7 @@ const grpcDialTimeout = 20 * time.Second
 func newGRPCTransport(cfg Config, tracing *tracing) (*grpcTransport, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: URL %q: %v", ErrConfig, cfg.URL, err)
+		return nil, fmt.Errorf("%w: URL %q: %v", ErrConfig, redactedURL(cfg.URL), err)
 	}
 	md, err := metadataOf(cfg.Header)
 	if err != nil {
@@ -96,7 +96,7 @@ func newGRPCTransport(cfg Config, tracing *tracing) (*grpcTransport, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAnswer)),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("%w: URL %q: %v", ErrConfig, cfg.URL, err)
+		return nil, fmt.Errorf("%w: URL %q: %v", ErrConfig, redactedURL(cfg.URL), err)
 	}
 	port, _ := strconv.Atoi(u.Port())
 	return &grpcTransport{conn: conn, client: deliverpb.NewDeliveryClient(conn), md: md,

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -68,8 +69,9 @@ func (f *deliverFlags) config() (deliver.Config, error) {
 	if err != nil {
 		return cfg, cli.Usage(err)
 	}
-	if tlsCfg != nil && !strings.HasPrefix(f.url, "https://") && !strings.HasPrefix(f.url, "grpcs://") {
-		return cfg, cli.Usage(fmt.Errorf("--deliver-ca, --deliver-cert and --deliver-key need an https:// or grpcs:// --deliver URL, not %q", f.url))
+	if u, _ := url.Parse(f.url); tlsCfg != nil && u.Scheme != "https" && u.Scheme != "grpcs" {
+		// The scheme and host only: the URL's query may hold a secret.
+		return cfg, cli.Usage(fmt.Errorf("--deliver-ca, --deliver-cert and --deliver-key need an https:// or grpcs:// --deliver URL, not %s://%s/...", u.Scheme, u.Host))
 	}
 	cfg.TLS = tlsCfg
 	if f.headerFile != "" {

@@ -37,7 +37,9 @@ func TestMemberRefusesBadDeliverFlags(t *testing.T) {
 		want string // the error's start
 	}{
 		{[]string{"--deliver", "ftp://sink/"}, `--deliver "ftp://sink/": want an http://, https://, grpc:// or grpcs:// URL`},
-		{[]string{"--deliver", "sink:8080"}, `--deliver "sink:8080": want an http://, https://, grpc:// or grpcs:// URL`},
+		{[]string{"--deliver", "sink:8080"}, `--deliver "sink:8080" has no scheme: add http:// or grpc:// (http://sink:8080/path, grpc://sink:8080)`},
+		{[]string{"--deliver", "127.0.0.1:8080"}, `--deliver "127.0.0.1:8080" has no scheme: add http:// or grpc://`},
+		{[]string{"--deliver", "htp://user:s3cret@sink/"}, `--deliver "htp://user:xxxxx@sink/": want an http://`},
 		{[]string{"--deliver", "http://user:pw@sink/"}, `--deliver "http://user:xxxxx@sink/" carries credentials`},
 		{[]string{"--deliver-timeout", "5s"}, "--deliver-timeout needs --deliver URL"},
 		{[]string{"--deliver-token-file", spaced}, "--deliver-token-file needs --deliver URL"},
@@ -51,6 +53,7 @@ func TestMemberRefusesBadDeliverFlags(t *testing.T) {
 		{[]string{"--deliver", "https://sink/", "--deliver-cert", cert}, "--deliver-cert and --deliver-key go together"},
 		{[]string{"--deliver", "https://sink/", "--deliver-ca", notPEM}, "--deliver-ca " + notPEM + " holds no PEM certificate"},
 		{[]string{"--deliver", "http://sink/", "--deliver-cert", cert, "--deliver-key", key}, "--deliver-ca, --deliver-cert and --deliver-key need an https:// or grpcs:// --deliver URL"},
+		{[]string{"--deliver", "http://sink/r?key=s3cret", "--deliver-ca", ca.CertFile}, "--deliver-ca, --deliver-cert and --deliver-key need an https:// or grpcs:// --deliver URL, not http://sink/..."},
 	} {
 		args := append([]string{"--group", "g", "--topic", "t"}, tc.args...)
 		_, err := (&Command{}).parse(args)
