@@ -121,10 +121,10 @@ func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 	}
 	attempts := e.attempts.first(msgs)
 	backoff := e.cfg.Backoff
-	waiting := false
+	waiting, answered := false, false
 	defer func() {
 		if waiting {
-			e.trouble.leave()
+			e.trouble.leave(answered)
 		}
 	}()
 	var send call
@@ -138,6 +138,7 @@ func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 		deadline := e.deadline()
 		r := e.send(ctx, send, deadline)
 		if r.results != nil {
+			answered = true
 			e.attempts.settle(msgs, attempts, r.results)
 			e.metrics.countRecords(r.results)
 			return r.results

@@ -21,9 +21,10 @@ type trouble struct {
 
 	mu struct {
 		sync.Mutex
-		calls int       // handler calls waiting
-		since time.Time // when calls last rose from 0
-		last  string    // the last failure, escaped
+		calls    int       // handler calls waiting
+		since    time.Time // when calls last rose from 0
+		last     string    // the last failure, escaped
+		answered bool      // a waiting call got the endpoint's answer since
 	}
 }
 
@@ -55,17 +56,29 @@ func (t *trouble) note(err error) {
 	t.log.Debug("delivery endpoint not answering", "url", t.url, "error", msg)
 }
 
-// leave counts a call that stopped waiting: the endpoint answered, or the
-// call's context ended.
-func (t *trouble) leave() {
+// leave counts a call that stopped waiting: answered says whether the
+// endpoint answered it, or whether its context ended first (the member
+// stopped working on its records). The endpoint is said to answer again
+// only when some waiting call got its answer: a call cancelled is no
+// answer.
+func (t *trouble) leave(answered bool) {
 	t.mu.Lock()
 	t.mu.calls--
+	t.mu.answered = t.mu.answered || answered
 	last := t.mu.calls == 0
+	recovered := t.mu.answered
 	since := t.mu.since
+	if last {
+		t.mu.answered = false
+	}
 	t.mu.Unlock()
 	t.waiting.Dec()
-	if last {
+	switch {
+	case last && recovered:
 		t.log.Info("delivery endpoint answering again", "url", t.url, "after", time.Since(since).Round(time.Millisecond).String())
+	case last:
+		t.log.Info("no call waits for the delivery endpoint any more; it has not answered", "url", t.url,
+			"for", time.Since(since).Round(time.Millisecond).String())
 	}
 }
 
