@@ -42,7 +42,13 @@ func (p *pipeline) backpressure() bool {
 			parts = append(parts, kafka.TopicPartition{Topic: &t.Topic, Partition: t.Partition})
 		}
 	}
+	var overShare, underShare []kafka.TopicPartition
+	if !paused && !held {
+		overShare, underShare = p.sharesLocked(inflight, limit)
+	}
+	sharing := len(p.mu.shares.paused) > 0
 	p.mu.Unlock()
+	p.applyShares(overShare, underShare)
 	if !atBound {
 		p.boundSince = time.Time{}
 	}
@@ -65,7 +71,10 @@ func (p *pipeline) backpressure() bool {
 		if p.boundSince.IsZero() {
 			p.boundSince = time.Now()
 		}
-		if !paused && time.Since(p.boundSince) >= pauseAfter && len(parts) > 0 {
+		// While partitions are paused for their share, the others go
+		// on taking the slots those free: pausing them too would hand
+		// the slots back to whoever librdkafka delivers first.
+		if !paused && !sharing && time.Since(p.boundSince) >= pauseAfter && len(parts) > 0 {
 			if err := p.kc.Pause(parts); err != nil {
 				p.log.Warn("pause", "error", err)
 			} else {
@@ -81,9 +90,113 @@ func (p *pipeline) backpressure() bool {
 				return false
 			}
 		}
+		p.mu.Lock()
+		clear(p.mu.shares.paused) // resumed with the rest
+		p.mu.Unlock()
 		p.setPaused(false)
 	}
 	return false
+}
+
+// The in-flight bound is shared by the member's partitions. Taken first
+// come first served, a partition with a backlog of slow records takes every
+// slot, and the slots its records free go back to it (librdkafka delivers
+// the records it fetched for it first), so another partition waits until
+// the backlog is gone. So each partition the member fetches has a share of
+// MaxInFlight, MaxInFlight divided by the number of those partitions (at
+// least one record). Once fewer than a share's slots are free and some
+// partition holds less than half its share, every partition holding more
+// than its share is paused in librdkafka, which drops what it fetched for
+// it: the slots its records free go to the others. Records already in
+// flight are never taken back. A paused partition is resumed once it holds
+// no more than its share, or once it holds every record in flight and half
+// the bound is free (the others took none of the slots it freed). What a
+// partition does not use is lent: while a share's slots are free, any
+// partition takes records, whatever it holds.
+
+// partitionShares is the partitions paused for their share, in the
+// pipeline's lock (rangeTable.shares).
+type partitionShares struct {
+	paused map[tp]bool
+	// checked is when the partitions' holdings were last counted: at most
+	// every shareCheckEvery, since counting walks the records in flight.
+	checked time.Time
+}
+
+// shareCheckEvery bounds how often the fetch loop counts what each
+// partition holds: a walk of up to MaxInFlight records.
+const shareCheckEvery = 10 * time.Millisecond
+
+// sharesLocked decides which partitions to pause for holding more than
+// their share and which to resume, and records them in
+// p.mu.shares. inflight and limit are the member's in-flight records and
+// MaxInFlight. The caller holds p.mu and applies the answer (applyShares).
+func (p *pipeline) sharesLocked(inflight, limit int) (pause, resume []kafka.TopicPartition) {
+	sh := &p.mu.shares
+	n := len(p.mu.assigned)
+	share := max(1, limit/max(n, 1))
+	short := inflight > limit-share // fewer than a share's slots free
+	if len(sh.paused) == 0 && (!short || n < 2) {
+		return nil, nil
+	}
+	now := time.Now()
+	if now.Sub(sh.checked) < shareCheckEvery {
+		return nil, nil
+	}
+	sh.checked = now
+	held := make(map[tp]int, n)
+	for t := range p.mu.assigned {
+		for range p.mu.jobsOf(t) {
+			held[t]++
+		}
+	}
+	for t := range sh.paused {
+		// Lent when the others hold nothing and half the bound is free:
+		// they took none of the slots it freed.
+		if !p.mu.assigned[t] || held[t] <= share || held[t] == inflight && inflight <= limit/2 {
+			delete(sh.paused, t)
+			if p.mu.assigned[t] {
+				resume = append(resume, kafka.TopicPartition{Topic: &t.Topic, Partition: t.Partition})
+			}
+		}
+	}
+	if !short || n < 2 {
+		return nil, resume
+	}
+	// Only while a partition is squeezed, holding less than half its
+	// share: evenly loaded partitions, each near its share, are left
+	// alone (a pause drops what librdkafka fetched for the partition).
+	squeezed := false
+	for t := range p.mu.assigned {
+		if held[t] < share/2 {
+			squeezed = true
+			break
+		}
+	}
+	for t := range p.mu.assigned {
+		if squeezed && held[t] > share && !sh.paused[t] {
+			sh.paused[t] = true
+			pause = append(pause, kafka.TopicPartition{Topic: &t.Topic, Partition: t.Partition})
+		}
+	}
+	return pause, resume
+}
+
+// applyShares pauses and resumes partitions in librdkafka for their share
+// of the in-flight bound (sharesLocked).
+func (p *pipeline) applyShares(pause, resume []kafka.TopicPartition) {
+	if len(pause) > 0 {
+		if err := p.kc.Pause(pause); err != nil {
+			p.log.Warn("pause partitions over their share of the in-flight bound", "error", err)
+		} else {
+			p.log.Debug("paused partitions holding more than their share of the in-flight bound", "partitions", len(pause))
+		}
+	}
+	if len(resume) > 0 {
+		if err := p.kc.Resume(resume); err != nil {
+			p.log.Warn("resume partitions back within their share of the in-flight bound", "error", err)
+		}
+	}
 }
 
 // burstRoom is how many records, and how many bytes of them, the fetch

@@ -164,6 +164,9 @@ type rangeTable struct {
 	released map[string]int64
 	// leaving: the member is leaving the group, and takes no revoke back.
 	leaving bool
+	// shares: the partitions paused for holding more than their share of
+	// the in-flight bound (backpressure.go).
+	shares partitionShares
 	// reapply: a drain released a range whose newer record the latest
 	// assignment lists (dropReleased); the fetch loop applies that
 	// assignment again (fetch.go).
@@ -177,6 +180,7 @@ func newRangeTable() rangeTable {
 		assigned: make(map[tp]bool),
 		pos:      make(map[tp]int64),
 		released: make(map[string]int64),
+		shares:   partitionShares{paused: make(map[tp]bool)},
 	}
 }
 
@@ -426,6 +430,7 @@ func reconcileTable(t *rangeTable, jobs map[tp]*jobList, a state.Assignment, sta
 			res.fetch.unassign = append(res.fetch.unassign, partitionOffset{tp: pt})
 			delete(t.assigned, pt)
 			delete(t.pos, pt)
+			delete(t.shares.paused, pt) // assigned again, it is resumed (syncPause)
 		}
 	}
 	return res
