@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,8 +100,12 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	view.note = ep.summary
 	procs := make(map[string]*exec.Cmd)
 	start := func(id string) error {
+		metrics, err := freeAddr()
+		if err != nil {
+			return err
+		}
 		args := []string{"member", "--brokers", brokers, "--etcd", etcdURL, "--group", demoGroup, "--topic", demoTopic,
-			"--id", id, "--ttl", "2s", "--drain-timeout", "10s", "--log-level", "warn", "--deliver", ep.url}
+			"--id", id, "--ttl", "2s", "--drain-timeout", "10s", "--log-level", "warn", "--deliver", ep.url, "--metrics-addr", metrics}
 		cmd := exec.Command(self, args...)
 		logf, err := os.Create(filepath.Join(dir, id+".log"))
 		if err != nil {
@@ -111,7 +116,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 		procs[id] = cmd
-		view.event("started member %s (pid %d)", id, cmd.Process.Pid)
+		view.event("started member %s (pid %d), metrics at http://%s/metrics", id, cmd.Process.Pid, metrics)
 		return nil
 	}
 	defer func() {
@@ -204,7 +209,12 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 
-	// Leave gracefully, then check the record logs.
+	// The table is read while the members still hold their ranges; then
+	// they leave gracefully and the record logs are checked.
+	final, err := readStatus(ctx, cli, kc, state.Group{Prefix: state.DefaultPrefix, Name: demoGroup})
+	if err != nil {
+		return err
+	}
 	for id, p := range procs {
 		_ = p.Process.Signal(syscall.SIGTERM)
 		_ = p.Wait()
@@ -215,7 +225,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Println()
-	printStatus(os.Stdout, st)
+	printStatus(os.Stdout, final)
 	v, err := verify(dir, st)
 	if err != nil {
 		return err
@@ -232,6 +242,18 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	}
 	fmt.Println("\nall guarantees held.")
 	return nil
+}
+
+// freeAddr is a loopback address with a port free now, for a member's
+// metrics (another process may take it before the member does; the member
+// then fails to start, and its log says so).
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 func stamp() string { return time.Now().Format("15:04:05") }

@@ -110,6 +110,18 @@ func TestDemoVerifiesGuarantees(t *testing.T) {
 	if !regexp.MustCompile(`members deliver each record over HTTP to the demo's endpoint http://127\.0\.0\.1:\d+/`).MatchString(out) {
 		t.Errorf("demo output does not say where the members deliver")
 	}
+	// In plain text too (this output is a pipe), the demo shows a moment
+	// when one partition is shared by several members, with their ranges,
+	// and says where each member's metrics are served.
+	if !regexp.MustCompile(`partition demo-orders/\d is shared: m\d+ \[\d+,\d+\) \(\d+%\), m\d+ \[\d+,\d+\)`).MatchString(out) {
+		t.Errorf("demo output never shows a partition shared by members with their ranges")
+	}
+	if !regexp.MustCompile(`started member m1 \(pid \d+\), metrics at http://127\.0\.0\.1:\d+/metrics`).MatchString(out) {
+		t.Errorf("demo output does not say where a member's metrics are")
+	}
+	if strings.Contains(out, "(gone)") && !strings.Contains(out, "m2 (gone)") {
+		t.Errorf("the final table shows a member that left gracefully as gone")
+	}
 	m := regexp.MustCompile(`over HTTP +endpoint applied (\d+) records of 100 keys \(\d+ sent again, 0 out of key order\)`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("demo output does not show the endpoint's summary")

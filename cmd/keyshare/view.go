@@ -27,6 +27,9 @@ type liveView struct {
 	last   time.Time
 	events []string
 	note   func() string // a line about the demo's endpoint, if set
+	// shared is the last line shown per shared partition (sharedLines),
+	// so a layout is told once, and again when it changes.
+	shared map[string]string
 }
 
 func newLiveView(dir string) *liveView {
@@ -34,7 +37,7 @@ func newLiveView(dir string) *liveView {
 	if fi, err := os.Stdout.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb" {
 		tty = true
 	}
-	return &liveView{out: os.Stdout, tty: tty, dir: dir, start: time.Now(), read: map[string]int64{}, lines: map[string]int64{}, rate: map[string]float64{}}
+	return &liveView{out: os.Stdout, tty: tty, dir: dir, start: time.Now(), read: map[string]int64{}, lines: map[string]int64{}, rate: map[string]float64{}, shared: map[string]string{}}
 }
 
 // event reports something that happened (a member started or was killed).
@@ -93,6 +96,7 @@ func (v *liveView) colour(members []string, id string) string {
 // frame shows the group's state.
 func (v *liveView) frame(st *groupStatus, end, committed int64) {
 	v.count()
+	v.tellShared(st)
 	var total int64
 	var rate float64
 	for id, n := range v.lines {
@@ -164,4 +168,31 @@ func (v *liveView) frame(st *groupStatus, end, committed int64) {
 		b.WriteString(e + "\n")
 	}
 	fmt.Fprint(v.out, b.String())
+}
+
+// tellShared reports, as an event, each partition whose ranges several
+// members own, with each owner's ranges: the thing keyshare adds to Kafka,
+// told in words as well as in the terminal's bars. A layout is told when
+// it first appears and when it changes.
+func (v *liveView) tellShared(st *groupStatus) {
+	now := map[string]string{}
+	for _, p := range st.Partitions {
+		owners := map[string]bool{}
+		var parts []string
+		for _, r := range p.Ranges {
+			owners[r.Owner] = true
+			parts = append(parts, fmt.Sprintf("%s [%d,%d) (%.0f%%)", name(r.Owner), r.Lo, r.Hi, 100*float64(r.Hi-r.Lo)/float64(ledger.HashSpace)))
+		}
+		if len(owners) < 2 {
+			continue
+		}
+		tp := fmt.Sprintf("%s/%d", name(p.Topic), p.Partition)
+		now[tp] = fmt.Sprintf("partition %s is shared: %s", tp, strings.Join(parts, ", "))
+	}
+	for tp, line := range now {
+		if v.shared[tp] != line {
+			v.event("%s", line)
+		}
+	}
+	v.shared = now
 }
