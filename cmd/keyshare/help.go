@@ -6,7 +6,7 @@ import "github.com/keyshare/keyshare/internal/cli"
 // print above the flags, by the command's flag set name.
 var commandHelp = map[string]cli.CommandHelp{
 	"demo": {
-		Description: `Runs the bundled cluster (embedded etcd and an in-process Kafka-protocol broker, or Apache Kafka with --kafka apache), a producer and several member processes (every member delivers its records over HTTP to an endpoint the demo runs, which spends up to --work on each); kills one member and starts another on the way, prints a line a second, waits for the committed offsets to reach the end, then checks from the endpoint's record logs that no record was lost and each key's records ran in order. Exit status 1 if a check failed.`,
+		Description: `Runs the bundled cluster (embedded etcd and an in-process Kafka-protocol broker, or Apache Kafka with --kafka apache), a producer and several member processes (every member delivers its records over HTTP to an endpoint the demo runs, which spends up to --work on each); kills one member and starts another on the way, prints a line a second, says when a partition is shared by several members (with each one's ranges) and where each member serves its metrics, waits for the committed offsets to reach the end, then checks from the endpoint's record logs that no record was lost and each key's records ran in order. Exit status 1 if a check failed.`,
 		Example:     `keyshare demo --duration 20s --members 4 --work 5ms`,
 	},
 	"cluster": {

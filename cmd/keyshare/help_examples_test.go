@@ -37,8 +37,8 @@ func TestHelpExamplesRun(t *testing.T) {
 // exampleArgs splits an example line into its environment settings and
 // keyshare's arguments: words before "keyshare" of the form NAME=VALUE
 // are the environment, a shell redirection (>) ends the arguments, and a
-// double-quoted word is one argument. A file a flag names (--X-file) is
-// replaced by a file of the test's.
+// double-quoted word is one argument. A file a flag names (--X-file) and
+// a directory (--X-dir) are replaced by the test's own.
 func exampleArgs(t *testing.T, line string) (env, args []string) {
 	t.Helper()
 	words := regexp.MustCompile(`"[^"]*"|\S+`).FindAllString(line, -1)
@@ -56,7 +56,11 @@ func exampleArgs(t *testing.T, line string) (env, args []string) {
 			break
 		}
 		w = strings.Trim(strings.TrimSuffix(w, ")"), `"`)
-		if n := len(args); n > 0 && strings.HasSuffix(args[n-1], "-file") {
+		if n := len(args); n > 0 && strings.HasSuffix(args[n-1], "-dir") {
+			// A directory the command writes (--data-dir /tmp/ks): the
+			// test's own, so parallel runs do not share one.
+			w = t.TempDir()
+		} else if n > 0 && strings.HasSuffix(args[n-1], "-file") {
 			// A secret's file (--deliver-token-file /run/secrets/...):
 			// one of the test's own, since the example's is not here.
 			w = filepath.Join(t.TempDir(), "secret")
