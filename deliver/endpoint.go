@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -73,6 +74,10 @@ func New(cfg Config) (*Endpoint, error) {
 		}
 	} else {
 		e.transport = newHTTPTransport(cfg, e.shown, tracing)
+	}
+	if cfg.Header.Get("Authorization") != "" && !tlsURL(cfg.URL) {
+		// Said once, by the Endpoint: not per request.
+		cfg.Logger.Warn("the delivery endpoint's Authorization header goes over plaintext: anyone on the network path can read it; use https:// or grpcs://", "url", e.shown)
 	}
 	e.trouble.log = cfg.Logger
 	e.trouble.url = e.shown
@@ -211,6 +216,12 @@ func (e *Endpoint) send(parent context.Context, send call, deadline time.Time) r
 	}
 	e.metrics.observe(o, time.Since(start))
 	return r
+}
+
+// tlsURL reports whether raw (a checked URL) is https:// or grpcs://.
+func tlsURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (strings.EqualFold(u.Scheme, "https") || strings.EqualFold(u.Scheme, "grpcs"))
 }
 
 // shownURL is raw without its query and fragment, which may carry a

@@ -94,6 +94,7 @@ func newGRPCTransport(cfg Config, tracing *tracing) (*grpcTransport, error) {
 			MinConnectTimeout: grpcDialTimeout,
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxAnswer)),
+		grpc.WithMaxHeaderListSize(maxHeaderBytes),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("%w: URL %q: %v", ErrConfig, redactedURL(cfg.URL), err)

@@ -55,6 +55,7 @@ func newHTTPTransport(cfg Config, shown string, tracing *tracing) *httpTransport
 	tr.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAliveConfig: keepAlive}).DialContext
 	tr.HTTP2 = http2Pings
 	tr.TLSClientConfig = cfg.TLS
+	tr.MaxResponseHeaderBytes = maxHeaderBytes
 	tr.Proxy = nil // an endpoint is reached directly, not through the environment's proxy
 	// Every worker may have a request open at once: keep their
 	// connections instead of opening one per request.
@@ -84,6 +85,14 @@ func (h *httpTransport) prepare(member string, msgs []*kafka.Message, attempts [
 // maxAnswer bounds the body read from an answer: results of a large batch
 // fit many times over.
 const maxAnswer = 4 << 20
+
+// maxErrorAnswer bounds the body read from an answer that is not a 2xx:
+// an error keeps only maxErrorBody of it.
+const maxErrorAnswer = 4 << 10
+
+// maxHeaderBytes bounds an answer's headers (Go's default is 10 MB): the
+// member reads only Retry-After and Content-Type of them.
+const maxHeaderBytes = 16 << 10
 
 // send POSTs body, a request of n records. With a deadline, it tells the
 // endpoint in DeadlineHeader and waits for the answer until DeadlineGrace
@@ -129,11 +138,15 @@ func (h *httpTransport) send(ctx context.Context, deadline time.Time, body []byt
 	}
 	defer resp.Body.Close()
 	status = resp.StatusCode
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	limit := int64(maxAnswer)
+	if classify(status) != outcomeDone {
+		limit = maxErrorAnswer // the rest is never read: the connection is closed
+	}
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return reply{err: fmt.Errorf("reading the answer (%d): %w", status, err)}
 	}
-	if len(answer) > maxAnswer {
+	if classify(status) == outcomeDone && len(answer) > maxAnswer {
 		return reply{err: fmt.Errorf("%w: longer than %d bytes", errBadAnswer, maxAnswer)}
 	}
 	switch classify(status) {
