@@ -26,6 +26,14 @@
 // AlreadyExists refuse the records, every other failure is the endpoint's
 // trouble.
 //
+// A request the endpoint works on is waited for by default, however long
+// it takes, so that a slow record holds its own key and nothing overtakes
+// it; a dead endpoint is found by TCP keepalive and HTTP/2 or gRPC pings.
+// With Config.Timeout set, each request carries a deadline the endpoint
+// must keep (the Keyshare-Deadline header, or the call's deadline), and
+// the records are sent again, as the next attempt, only once the deadline
+// and DeadlineGrace have passed.
+//
 // docs/delivery.md gives the wire format, the outcome of each answer, and
 // example endpoints.
 package deliver
