@@ -71,7 +71,7 @@ func (f *deliverFlags) config() (deliver.Config, error) {
 	}
 	if u, _ := url.Parse(f.url); tlsCfg != nil && u.Scheme != "https" && u.Scheme != "grpcs" {
 		// The scheme and host only: the URL's query may hold a secret.
-		return cfg, cli.Usage(fmt.Errorf("--deliver-ca, --deliver-cert and --deliver-key need an https:// or grpcs:// --deliver URL, not %s://%s/...", u.Scheme, u.Host))
+		return cfg, cli.Usage(fmt.Errorf("--deliver-ca, --deliver-cert and --deliver-key need an https:// or grpcs:// --deliver URL, not %s://%s (path and query not shown)", u.Scheme, u.Host))
 	}
 	cfg.TLS = tlsCfg
 	if f.headerFile != "" {
