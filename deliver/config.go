@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"go.opentelemetry.io/otel/trace"
@@ -155,6 +156,11 @@ func (c Config) withDefaults() (Config, error) {
 		if *d < 0 {
 			return c, fmt.Errorf("%w: %s %s: want a positive duration, or 0 for the default", ErrConfig, name, *d)
 		}
+	}
+	if !utf8.ValidString(c.MemberID) {
+		// Over gRPC such an id fails every call's encoding, which would
+		// read as the endpoint's trouble; over HTTP it would be rewritten.
+		return c, fmt.Errorf("%w: MemberID %q is not valid UTF-8: give the member a text id", ErrConfig, c.MemberID)
 	}
 	if c.Header.Get(DeadlineHeader) != "" {
 		return c, fmt.Errorf("%w: header %s is the member's own: set Timeout instead", ErrConfig, DeadlineHeader)

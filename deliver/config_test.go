@@ -32,3 +32,17 @@ func TestConfigErrorsShowNoSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberIDMustBeText: an id that is not valid UTF-8 is refused when
+// the Endpoint is made, not found out at every call (over gRPC it cannot
+// be encoded, which would read as the endpoint's trouble).
+func TestMemberIDMustBeText(t *testing.T) {
+	t.Parallel()
+	_, err := New(Config{URL: "grpc://127.0.0.1:9000", MemberID: "m-\xff"})
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "MemberID") {
+		t.Fatalf("New with MemberID %q = %v, want ErrConfig naming MemberID", "m-\xff", err)
+	}
+	if _, err := New(Config{URL: "grpc://127.0.0.1:9000", MemberID: "m-ü"}); err != nil {
+		t.Fatalf("New with a UTF-8 MemberID: %v", err)
+	}
+}
