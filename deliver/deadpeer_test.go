@@ -175,3 +175,69 @@ func TestGRPCServerStopsMidCall(t *testing.T) {
 		t.Errorf("the server back got attempt %d, want a later attempt than the first call's", attempt.Load())
 	}
 }
+
+// TestPythonEndpointKeepsItsDeadline: the docs' Python endpoint does not
+// apply a request whose Keyshare-Deadline passed while it worked (here a
+// 1.5 s wait against a 0.5 s timeout); the member sends the record again
+// after the deadline and its grace, and the endpoint applies that
+// attempt, the record's only application.
+func TestPythonEndpointKeepsItsDeadline(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log, delay := filepath.Join(dir, "applied.jsonl"), filepath.Join(dir, "delay")
+	if err := os.WriteFile(delay, []byte("1.5"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, port := startPython(t, "0", log, delay)
+	ep, err := New(Config{URL: "http://127.0.0.1:" + port + "/", Timeout: 500 * time.Millisecond,
+		Backoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	result := make(chan error, 1)
+	go func() { result <- ep.Handler()(ctx, message("orders", 0, 7, "k")) }()
+	type line struct {
+		Expired []int64 `json:"expired"`
+		Offset  *int64  `json:"offset"`
+		Attempt int     `json:"attempt"`
+	}
+	read := func() []line {
+		b, err := os.ReadFile(log)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		var lines []line
+		for _, text := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if text == "" {
+				continue
+			}
+			var l line
+			if err := json.Unmarshal([]byte(text), &l); err != nil {
+				t.Fatalf("log line %q: %v", text, err)
+			}
+			lines = append(lines, l)
+		}
+		return lines
+	}
+	// The first request's line is written once the endpoint's wait ends,
+	// before the member's grace does: the next request then finds no wait.
+	for start := time.Now(); len(read()) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the endpoint wrote nothing about the first request within 30s")
+		}
+	}
+	if err := os.WriteFile(delay, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-result; err != nil {
+		t.Fatalf("handler = %v, want the record applied by a later attempt", err)
+	}
+	lines := read()
+	if len(lines) != 2 || len(lines[0].Expired) != 1 || lines[0].Expired[0] != 7 ||
+		lines[1].Offset == nil || *lines[1].Offset != 7 || lines[1].Attempt != 2 {
+		t.Errorf("log %+v, want offset 7 expired, then applied once by attempt 2", lines)
+	}
+}

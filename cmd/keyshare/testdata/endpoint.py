@@ -6,7 +6,11 @@ records whose key is --refuse-key. With --delay-file, it waits the seconds
 that file holds (read at each request; absent or empty: no wait) before
 applying a request's records; a member that closes the connection while it
 waits (a revoked range's drain budget spent) gets nothing applied, and the
-log has a line {"cancelled": [offsets], ...} instead. Run it, then point a
+log has a line {"cancelled": [offsets], ...} instead. A request whose
+Keyshare-Deadline (Unix ms, sent when the member has a --deliver-timeout)
+has passed by the time it would be applied is not applied either (the
+member sends it again as the next attempt): its log line is
+{"expired": [offsets], ...}. Run it, then point a
 member at it:
 
     python3 endpoint.py --port 8080 --log applied.jsonl
@@ -75,6 +79,17 @@ class Handler(BaseHTTPRequestHandler):
         if wait > 0 and self.closed_while_waiting(wait):
             line = {"cancelled": [r["offset"] for r in records], "member": body["member"],
                     "sent": started, "closed": time.time()}
+            with lock, open(args.log, "a") as f:
+                f.write(json.dumps(line) + "\n")
+            self.close_connection = True
+            return
+        deadline = self.headers.get("Keyshare-Deadline")
+        if deadline is not None and time.time() * 1000 > int(deadline):
+            # Past its deadline the member no longer waits for this answer
+            # and sends the records again: applying them now could run
+            # beside that attempt (docs/delivery.md).
+            line = {"expired": [r["offset"] for r in records], "member": body["member"],
+                    "deadline": int(deadline), "at": time.time()}
             with lock, open(args.log, "a") as f:
                 f.write(json.dumps(line) + "\n")
             self.close_connection = True
