@@ -80,8 +80,7 @@ func (p *pipeline) watchStuck() {
 				p.log.Info("range no longer stuck", "topic", t.Topic, "partition", t.Partition, "range", t.Range().String())
 				_ = p.sess.ClearStuck(ctx, r.rs)
 			} else {
-				p.log.Warn("range held by a stuck record", "topic", t.Topic, "partition", t.Partition, "range", t.Range().String(),
-					"offset", r.rec.Offset, "key", r.rec.Key, "for", now.Sub(r.rec.Since).Round(time.Second), "attempts", r.rec.Attempts, "error", r.rec.Error)
+				p.warnStuck(r.rs, r.rec, now)
 				if err := p.sess.SetStuck(ctx, r.rs, r.rec); err != nil {
 					// Only the log and the metric show it then: say so.
 					p.log.Warn("could not write the stuck report to etcd; keyshare status will not show it", "range", t.Range().String(), "error", err)
@@ -90,4 +89,22 @@ func (p *pipeline) watchStuck() {
 			cancel()
 		}
 	}
+}
+
+// warnStuck logs range rs held by rec. A record with no failed attempt
+// has no error to show: the line says what holds it instead (a handler
+// still running, or a record this member has not run), not error="".
+func (p *pipeline) warnStuck(rs state.RangeState, rec state.StuckRecord, now time.Time) {
+	t := rs.Record
+	msg, args := "range held by a stuck record", []any{"topic", t.Topic, "partition", t.Partition, "range", t.Range().String(),
+		"offset", rec.Offset, "key", rec.Key, "for", now.Sub(rec.Since).Round(time.Second), "attempts", rec.Attempts}
+	switch {
+	case rec.Error != "":
+		args = append(args, "error", rec.Error)
+	case rec.Key == "" && rec.Attempts == 0:
+		msg += ", not running here (not fetched again yet, or queued behind its key)"
+	default:
+		msg += ", its handler running with no attempt failed yet"
+	}
+	p.log.Warn(msg, args...)
 }

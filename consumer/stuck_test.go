@@ -62,3 +62,30 @@ func TestHugeKeyStuckReport(t *testing.T) {
 		t.Errorf("the longest log line is %d bytes", n)
 	}
 }
+
+// TestStuckWarningSaysWhat: a record whose handler runs on without
+// failing holds its range past StuckTimeout. The warning says that its
+// handler is running with no attempt failed, not an empty error.
+func TestStuckWarningSaysWhat(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	cl, k := newCluster(t, map[string]int32{"orders": 1})
+	logger, logs := captureLog(t)
+	cl.mutate = func(c *consumer.Config) {
+		c.StuckTimeout = time.Second
+		c.DrainTimeout = time.Second // the running record holds the leave
+		c.Logger = logger
+	}
+	cl.start("m", func(ctx context.Context, m *kafka.Message) error {
+		if string(m.Key) == "slow" {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
+	recs := append([]testutil.Record{{Key: []byte("slow"), Value: []byte("v")}}, testutil.KeyedRecords(5, 5)...)
+	testutil.Produce(t, k.Brokers, "orders", recs)
+	waitFor(t, "the stuck warning", 20*time.Second, func() bool { return logs.count("range held by a stuck record") > 0 })
+	if logs.count("range held by a stuck record, its handler running with no attempt failed yet") == 0 || logs.count(`error=""`) > 0 {
+		t.Errorf("the stuck warning does not say that the record's handler is running with no attempt failed (or shows an empty error)")
+	}
+}
