@@ -201,13 +201,23 @@ func (g *Group) DescribeKey(ctx context.Context, q KeyQuery) (KeyInfo, error) {
 	}
 	// A stuck report names its record's key only as shown, cut at
 	// textsafe.MaxKey bytes, so two long keys can read the same in it: a
-	// stuck record the scan read is this key's only if the scan found it
-	// among the key's.
+	// stuck record is this key's only if the record at its offset has the
+	// key, as the scan found it or, outside the scan (a report the
+	// watermark has passed), as that one record read says.
 	for _, s := range snap.Stuck {
 		if s.Topic != q.Topic || s.Partition != info.Partition || s.Key != textsafe.Bytes(q.Key) {
 			continue
 		}
-		if s.Offset >= info.Scan.From && s.Offset < info.Scan.Stop && !slices.Contains(found, s.Offset) {
+		mine := slices.Contains(found, s.Offset)
+		if !mine && (s.Offset < info.Scan.From || s.Offset >= info.Scan.Stop) && s.Offset >= low && s.Offset < high {
+			one := KeyScan{From: s.Offset, Stop: s.Offset, End: s.Offset + 1}
+			at, err := g.scanKey(ctx, q, info.Partition, &one, 1)
+			if err != nil {
+				return KeyInfo{}, err
+			}
+			mine = len(at) == 1
+		}
+		if !mine {
 			continue
 		}
 		info.Stuck = &KeyStuck{Offset: s.Offset, Member: s.Member, Since: s.Since, Attempts: s.Attempts, Error: textsafe.Escape(s.Error)}

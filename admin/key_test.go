@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,7 +15,9 @@ import (
 
 	"github.com/keyshare/keyshare/admin"
 	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/state"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -229,4 +232,54 @@ func startMember(t *testing.T, etcd []string, brokers, id string, h consumer.Han
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// TestStuckReportMatchedByKey: two keys of 300 bytes share their first
+// 299, so a stuck report shows them alike. A report naming the second
+// key's record, below the range's watermark (stale, outside the
+// describe's scan), belongs to the second key only: describing the first
+// shows no stuck record, describing the second shows it.
+func TestStuckReportMatchedByKey(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	cli, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
+	a, b := strings.Repeat("x", 299)+"a", strings.Repeat("x", 299)+"b"
+	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte(a), Value: []byte("v")}, {Key: []byte(b), Value: []byte("v")}})
+	startMember(t, e.Endpoints, k.Brokers, "m1", func(context.Context, *kafka.Message) error { return nil })
+	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	qa := admin.KeyQuery{Topic: "orders", Key: []byte(a), Partition: 0}
+	qb := admin.KeyQuery{Topic: "orders", Key: []byte(b), Partition: 0}
+	testutil.WaitFor(t, "both records handled", 30*time.Second, func() bool {
+		info, err := g.DescribeKey(t.Context(), qa)
+		return err == nil && info.Range != nil && info.Range.Watermark == 2
+	})
+	rec, err := json.Marshal(state.StuckRecord{V: 1, Member: "m1", Topic: "orders", Offset: 1, Key: textsafe.Bytes([]byte(b)),
+		Since: time.Now().UTC(), Attempts: 3, Error: "no such customer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if textsafe.Bytes([]byte(a)) != textsafe.Bytes([]byte(b)) {
+		t.Fatal("setup: the two keys are shown apart")
+	}
+	if _, err := cli.Put(t.Context(), "/keyshare/g/stuck/orders/00000/0000000000", string(rec)); err != nil {
+		t.Fatal(err)
+	}
+	ia, err := g.DescribeKey(t.Context(), qa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ia.Stuck != nil {
+		t.Errorf("key a shows the stuck report of key b's record at offset %d", ia.Stuck.Offset)
+	}
+	ib, err := g.DescribeKey(t.Context(), qb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ib.Stuck == nil || ib.Stuck.Offset != 1 {
+		t.Errorf("key b's stuck report = %+v; want its record at offset 1", ib.Stuck)
+	}
 }
