@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/admin"
 	"github.com/keyshare/keyshare/consumer"
@@ -306,5 +307,87 @@ func TestUnparkDeliversFence(t *testing.T) {
 			t.Errorf("k's record %d delivered under range [%d, %d) token %d; want the range holding hash %d, token at least %d (the live record's)",
 				r.offset, r.lo, r.hi, r.token, h, other[0].token)
 		}
+	}
+}
+
+// TestUnparkPreludeEndsWithLease: a key is unparked with a parked record
+// whose handler runs until its context ends. The member's lease is then
+// revoked mid-prelude, as etcd does when it expires: the handler's
+// context ends, so the old owner no longer runs the record beside the
+// range's next owner, and the record runs again under the member's next
+// session (a call that began after the first ended).
+func TestUnparkPreludeEndsWithLease(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	cli, e := testutil.StartEtcd(t)
+	k := testutil.StartKafka(t, map[string]int32{"orders": 1})
+	var mu sync.Mutex
+	running, calls, overlapped := 0, 0, false
+	firstEnded := make(chan struct{})
+	startMember(t, e.Endpoints, k.Brokers, "m1", func(ctx context.Context, m *kafka.Message) error {
+		if string(m.Key) != "k" {
+			return nil
+		}
+		mu.Lock()
+		calls++
+		first := calls == 1
+		running++
+		overlapped = overlapped || running > 1
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			running--
+			mu.Unlock()
+		}()
+		if !first {
+			return nil
+		}
+		<-ctx.Done()
+		close(firstEnded)
+		return ctx.Err()
+	})
+	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx := t.Context()
+	q := admin.KeyQuery{Topic: "orders", Key: []byte("k"), Partition: 0}
+	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte("other"), Value: []byte("v"), Partition: 0}})
+	testutil.WaitFor(t, "the commit past the first record", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == 1
+	})
+	if _, err := g.ParkKey(ctx, admin.ParkRequest{KeyQuery: q, By: "ops@test"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the member learns of the park
+	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte("k"), Value: []byte("v"), Partition: 0}})
+	testutil.WaitFor(t, "k's record parked (the commit past it)", 30*time.Second, func() bool {
+		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == 2
+	})
+	if _, err := g.UnparkKey(ctx, admin.UnparkRequest{KeyQuery: q, By: "ops@test"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the prelude's handler running", 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return running == 1
+	})
+	resp, err := cli.Get(ctx, "/keyshare/g/members/m1")
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Lease == 0 {
+		t.Fatalf("m1's registration: %v, %v", resp, err)
+	}
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-firstEnded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the prelude's handler runs on 10s after the member's lease was revoked")
+	}
+	testutil.WaitFor(t, "the unpark done under the next session", 30*time.Second, func() bool { return countKeyOps(t, cli) == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if overlapped || calls < 2 {
+		t.Errorf("k's parked record: %d calls, overlapping %v; want it run again after the first call ended, never two at once", calls, overlapped)
 	}
 }
