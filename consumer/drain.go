@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/coord"
+	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/state"
 )
 
@@ -45,8 +46,23 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 	current := func() bool {
 		return p.ctx.Err() == nil && p.mu.ranges[w.rs.Key] == w && w.revoking && w.drains == seq
 	}
+	// A drain still waiting after a second says once what for, and for
+	// how long at most: a stuck key or an endpoint that is down holds it
+	// to its budget, and without a word the member looks hung.
+	said := false
+	sayAt := received.Add(time.Second)
+	sayTimer := time.AfterFunc(time.Until(sayAt), func() {
+		p.mu.Lock()
+		p.mu.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer sayTimer.Stop()
 	p.mu.Lock()
 	for current() && p.inFlightLocked(w) > 0 && time.Now().Before(deadline) {
+		if !said && !time.Now().Before(sayAt) {
+			said = true
+			p.logDrainWaitLocked(w, budget, deadline)
+		}
 		p.mu.cond.Wait()
 	}
 	if !current() {
@@ -177,6 +193,20 @@ func (p *pipeline) abandonLocked(w *owned) int {
 		poke(p.space)
 	}
 	return n
+}
+
+// logDrainWaitLocked says what the drain of w waits for: its records in
+// flight and preludes, by key, and the time left of its budget.
+func (p *pipeline) logDrainWaitLocked(w *owned, budget time.Duration, deadline time.Time) {
+	var keys []string
+	for j := range p.mu.jobsOf(w.tp()) {
+		if w.st.Range().Contains(j.hash()) && !j.key.null && !slices.Contains(keys, j.key.key) {
+			keys = append(keys, j.key.key)
+		}
+	}
+	p.log.Info("draining a revoked range: waiting for its records in flight, then releasing it", "range", w.st.Range().String(),
+		"in_flight", p.inFlightLocked(w), "keys", textsafe.FirstFew(keys, ", ", func(k string) string { return textsafe.Bytes([]byte(k)) }),
+		"budget", budget, "left", time.Until(deadline).Round(100*time.Millisecond))
 }
 
 // oldestLocked is when the oldest in-flight record of w was dispatched.

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/state"
@@ -266,4 +268,63 @@ func TestLeavingTakesNoRevokeBack(t *testing.T) {
 	}
 	close(gate)
 	testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == state.StateReleased })
+}
+
+// lockedBuffer is a strings.Builder a logger may write from several
+// goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestDrainSaysWhatItWaitsFor: a revoked range's record runs on (a
+// handler waiting out a stuck key or a down endpoint). A second into its
+// drain, the member says once which range it drains, how many records
+// and which keys it waits for, and its budget, before the budget ends.
+func TestDrainSaysWhatItWaitsFor(t *testing.T) {
+	testutil.RequireKfake(t, "the pipeline's drain against etcd; the kfake run covers it")
+	testutil.ParallelOnKfake(t)
+	started := make(chan struct{})
+	var once sync.Once
+	var logs lockedBuffer
+	r := newRigWith(t, func(ctx context.Context, m *kafka.Message) error {
+		once.Do(func() { close(started) })
+		<-ctx.Done()
+		return ctx.Err()
+	}, true, rigOptions{mutate: func(c *Config) {
+		c.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
+	}})
+	r.put(r.full(state.StateActive), initialized(0))
+	testutil.Produce(t, r.k.Brokers, rigTopic, testutil.KeyedRecords(1, 1))
+	wait(t, "the record running", started)
+	rev := r.full(state.StateRevoking)
+	rev.Target, rev.DrainMs = "other", 4000
+	r.put(rev, nil)
+	testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == state.StateReleased })
+	var line string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "draining a revoked range") {
+			if line != "" {
+				t.Errorf("the drain said twice what it waits for:\n%s\n%s", line, l)
+			}
+			line = l
+		}
+	}
+	for _, want := range []string{"in_flight=1", "keys=key-0", "budget=4s"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the drain's line %q does not say %s", line, want)
+		}
+	}
 }
