@@ -193,10 +193,12 @@ func (p *pipeline) runJob(j *job, taken time.Time) {
 		// starts when the worker took it (load.go), from the clock
 		// reading the scheduler made then.
 		err := p.c.process(&j.ctx, j, &p.mu.Mutex)
-		j.busy += time.Since(taken)
 		if err == errParkQueued {
-			return // its key's parker finishes it (park.go)
+			// Its key's parker finishes it (parker.go), maybe already:
+			// j is the parker's now, its busy time included.
+			return
 		}
+		j.busy += time.Since(taken)
 		done = err == nil
 	}
 	j.cancel()
