@@ -29,6 +29,11 @@ const (
 	HeaderError     = "keyshare.error"
 	HeaderAttempts  = "keyshare.attempts"
 	HeaderDropped   = "keyshare.dropped"
+	// HeaderFence is on a parked copy only: the fencing token of the
+	// range the member parked the record under (Fence.Token), by which an
+	// unpark passes over a copy that a member which had lost the range
+	// wrote late, behind the next owner's (park.go).
+	HeaderFence = "keyshare.fence"
 )
 
 // headerPrefix is the prefix of keyshare's header names. A record's own

@@ -57,7 +57,7 @@ func (p *pipeline) park(ctx context.Context, j *job, op coord.KeyOp) error {
 	if again, ok := p.parkFor(j); !ok || again.Name != op.Name || again.Record.ParkTopic != op.Record.ParkTopic {
 		return errParkChanged
 	}
-	copyOf := parkedCopy(op.Record.ParkTopic, j.m)
+	copyOf := parkedCopy(op.Record.ParkTopic, j.m, p.fenceOf(j).Token)
 	backoff, failed := c.cfg.Retry.Backoff, false
 	for {
 		// A producer that cannot be made (a Kafka setting the idempotent
@@ -97,17 +97,26 @@ func (p *pipeline) park(ctx context.Context, j *job, op coord.KeyOp) error {
 var errParkChanged = fmt.Errorf("consumer: the key's park changed while its record was being parked")
 
 // parkedCopy is m as it is parked in topic: the same partition number, key,
-// value and headers (keyshare's own renamed, as on a dead letter), and
-// keyshare's origin headers.
-func parkedCopy(topic string, m *kafka.Message) *kafka.Message {
+// value and headers (keyshare's own renamed, as on a dead letter),
+// keyshare's origin headers, and the fencing token of the range the
+// member parks it under.
+func parkedCopy(topic string, m *kafka.Message, token int64) *kafka.Message {
 	ours := []kafka.Header{
 		{Key: HeaderTopic, Value: []byte(*m.TopicPartition.Topic)},
 		{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(m.TopicPartition.Partition)))},
 		{Key: HeaderOffset, Value: []byte(strconv.FormatInt(int64(m.TopicPartition.Offset), 10))},
+		{Key: HeaderFence, Value: []byte(strconv.FormatInt(token, 10))},
 	}
 	hs := renameOurs(m.Headers)
 	return &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: m.TopicPartition.Partition},
 		Key: m.Key, Value: m.Value, Headers: append(hs, ours...), Timestamp: m.Timestamp}
+}
+
+// parkedFence is the fencing token a parked copy was written under, if it
+// carries one (copies parked by releases before HeaderFence carry none).
+func parkedFence(m *kafka.Message) (int64, bool) {
+	token, err := strconv.ParseInt(headerValue(m, HeaderFence), 10, 64)
+	return token, err == nil
 }
 
 // produceAcked writes m with pr and waits for its delivery report.

@@ -212,7 +212,7 @@ func (w *parkWriter) write(j *job) error {
 		}
 		w.pr, w.logs = pr, logs
 	}
-	m := parkedCopy(op.Record.ParkTopic, j.m)
+	m := parkedCopy(op.Record.ParkTopic, j.m, w.p.fenceOf(j).Token)
 	m.Opaque = j
 	if err := w.pr.Produce(m, w.acks); err != nil {
 		return err

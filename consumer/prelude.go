@@ -227,6 +227,13 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 	defer rd.close()
 	p.log.Info(what, "topic", t.Topic, "partition", t.Partition, "key", textsafe.Bytes(key), "from_topic", source, "from", r.Next, "to", stop)
 	handled := 0
+	// newest is the highest fencing token among the parked copies handled
+	// so far. Tokens only grow from one holder of the key's hash to the
+	// next, and each holder writes its copies in order, so a copy below
+	// newest was written late by a member that had lost the range, behind
+	// the next owner's copies, which park that record again in its place:
+	// it is passed over, not run out of order.
+	newest := int64(-1)
 	for {
 		m, err := rd.next(ctx)
 		if err != nil {
@@ -255,6 +262,14 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		}
 		if !mine {
 			continue
+		}
+		if token, ok := parkedFence(m); ok && r.Op == state.KeyOpUnpark {
+			if token < newest {
+				p.log.Warn("passing over a parked copy written late by a member that had lost the key's range", "topic", t.Topic,
+					"partition", t.Partition, "key", textsafe.Bytes(key), "offset", int64(m.TopicPartition.Offset), "fence", token, "newest_fence", newest)
+				continue
+			}
+			newest = token
 		}
 		if err := p.handleAlone(ctx, t, m, h); err != nil {
 			return err
