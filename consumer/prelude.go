@@ -43,6 +43,13 @@ var errNotOwner = errors.New("consumer: the key's range is not this member's to 
 // budget is spent: the next owner runs the key's prelude).
 type preludeRun struct {
 	cancel context.CancelFunc
+	key    []byte
+	op     string // state.KeyOpUnpark or state.KeyOpReplay
+	// failing is the record the prelude is retrying, nil while none has
+	// failed: the key's stuck record for Status and the stuck report
+	// (stuck.go), since the key's live record waits behind it. Guarded
+	// by the pipeline's mu.
+	failing *preludeFailure
 }
 
 // keyLockLocked is the lock that keeps a key's prelude and its parks
@@ -151,7 +158,7 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 	// and the drain of the part holding the key must wait for the record
 	// the prelude is handling, or cancel it before the release.
 	ctx, cancel := context.WithCancel(ctx)
-	run := &preludeRun{cancel: cancel}
+	run := &preludeRun{cancel: cancel, key: key, op: op.Record.Op}
 	if p.mu.preludes[t] == nil {
 		p.mu.preludes[t] = make(map[*preludeRun]uint32)
 	}
@@ -271,7 +278,7 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 			}
 			newest = token
 		}
-		if err := p.handleAlone(ctx, t, m, h); err != nil {
+		if err := p.handleAlone(ctx, t, m, h, run); err != nil {
 			return err
 		}
 		handled++
@@ -320,81 +327,6 @@ func parkedOf(m *kafka.Message, t tp, key []byte) bool {
 	topic := t.Topic
 	m.TopicPartition = kafka.TopicPartition{Topic: &topic, Partition: t.Partition, Offset: kafka.Offset(o)}
 	return true
-}
-
-// handleAlone handles m, a prelude's record of the key with hash h of t,
-// outside the pipeline's scheduling: the handler (or the BatchHandler with
-// the record alone), retried per Config.Retry and dead-lettered after the
-// last attempt when a dead-letter topic is configured. It returns nil once
-// the record is done, errNotOwner once the member may no longer work on
-// the key, ctx's error if the member must stop.
-//
-// Each call is made as runJob makes a record's: only while the session is
-// live (past its conservative deadline the leader may have given the
-// range away, coord/deadline.go), with a context that answers FenceOf
-// with the range holding the key as the member holds it then, so a sink
-// can refuse a member that lost the range. A fenced answer is retried and
-// never counts towards the attempt limit: the range's next owner runs the
-// record.
-func (p *pipeline) handleAlone(ctx context.Context, t tp, m *kafka.Message, h uint32) error {
-	c := p.c
-	backoff := c.cfg.Retry.Backoff
-	failures := 0 // attempts that failed, fenced ones not counted
-	for attempt := 1; ; attempt++ {
-		fctx, ok := p.preludeFence(ctx, t, m, h)
-		if !ok || !p.live() {
-			return errNotOwner
-		}
-		var err error
-		if c.cfg.Handler != nil {
-			err = c.call(fctx, m, attempt)
-		} else {
-			var res []error
-			if res, err = c.callBatch(fctx, []*kafka.Message{m}, attempt); err == nil && len(res) == 1 {
-				err = res[0]
-			}
-		}
-		if err == nil {
-			c.metrics.handled.Add(1)
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		c.metrics.failed.Add(1)
-		fenced := errors.Is(err, ErrFenced)
-		if !fenced {
-			failures++
-		}
-		if failures >= c.cfg.Retry.MaxAttempts && c.dlq != nil && !fenced {
-			if derr := c.deadLetter(ctx, m, err, attempt); derr != nil {
-				return derr
-			}
-			c.metrics.deadLettered.Add(1)
-			return nil
-		}
-		c.metrics.retried.Add(1)
-		c.log.Warn("handler failed on an unparked record; retrying", "topic", *m.TopicPartition.Topic, "partition", m.TopicPartition.Partition,
-			"offset", m.TopicPartition.Offset, "attempt", attempt, "fenced", fenced, "error", textsafe.Escape(err.Error()))
-		sleep(ctx, backoff)
-		backoff = min(2*max(backoff, time.Millisecond), c.cfg.Retry.MaxBackoff)
-	}
-}
-
-// preludeFence returns ctx answering FenceOf for m with the range of t
-// that holds hash h now, as a record in flight under it would; false if
-// the member holds no such range any more.
-func (p *pipeline) preludeFence(ctx context.Context, t tp, m *kafka.Message, h uint32) (context.Context, bool) {
-	p.mu.Lock()
-	w := holding(p.mu.byTP, t, h)
-	p.mu.Unlock()
-	if w == nil {
-		return nil, false
-	}
-	// Never in a partition's in-flight list: fenceOf answers with w's
-	// record as the member holds it when the handler asks.
-	j := &job{key: keyedJobKey(t, m.Key), o: int64(m.TopicPartition.Offset), m: m, p: p, w: w}
-	return context.WithValue(ctx, fenceKey{}, fenceSource(j)), true
 }
 
 // startPreludeLocked runs op's prelude on a goroutine of its own when this

@@ -75,7 +75,7 @@ func TestPreludeFencedAnswersDoNotCount(t *testing.T) {
 		}
 		return nil
 	})
-	if err := r.p.handleAlone(t.Context(), tp{Topic: rigTopic}, m, h); err != nil {
+	if err := r.p.handleAlone(t.Context(), tp{Topic: rigTopic}, m, h, &preludeRun{}); err != nil {
 		t.Fatalf("handleAlone = %v, want nil", err)
 	}
 	if n, dl := calls.Load(), r.c.metrics.deadLettered.Load(); n != 4 || dl != 0 {
@@ -97,7 +97,7 @@ func TestPreludeCallsOnlyWhileLive(t *testing.T) {
 	if err := r.sess.Close(); err != nil {
 		t.Fatal(err)
 	}
-	err := r.p.handleAlone(context.Background(), tp{Topic: rigTopic}, m, h)
+	err := r.p.handleAlone(context.Background(), tp{Topic: rigTopic}, m, h, &preludeRun{})
 	if n := calls.Load(); n != 0 || !errors.Is(err, errNotOwner) {
 		t.Errorf("after the session ended: %d handler calls, handleAlone = %v; want none, errNotOwner", n, err)
 	}
@@ -115,7 +115,7 @@ func TestPreludeFenceOfRange(t *testing.T) {
 		got, ok = FenceOf(ctx, m)
 		return nil
 	})
-	if err := r.p.handleAlone(t.Context(), tp{Topic: rigTopic}, m, h); err != nil {
+	if err := r.p.handleAlone(t.Context(), tp{Topic: rigTopic}, m, h, &preludeRun{}); err != nil {
 		t.Fatal(err)
 	}
 	want := r.stored()

@@ -157,6 +157,16 @@ func (c *Consumer) Status() Status {
 			}
 		}
 	}
+	// A prelude's failing record is its key's stuck record too, whether or
+	// not a live record of the key waits behind it (prelude.go).
+	for t, runs := range p.mu.preludes {
+		for run := range runs {
+			if f := run.failing; f != nil {
+				s.StuckKeys = append(s.StuckKeys, StuckKey{Topic: t.Topic, Partition: t.Partition, Offset: f.offset, Key: string(run.key),
+					Since: f.since, Attempts: f.attempts, LastError: f.describe(run.op)})
+			}
+		}
+	}
 	slices.SortFunc(s.StuckKeys, func(a, b StuckKey) int { return a.Since.Compare(b.Since) })
 	return s
 }

@@ -24,28 +24,33 @@ func (p *pipeline) watchStuck() {
 			return
 		case <-t.C:
 		}
-		type report struct {
-			rs    state.RangeState
-			rec   state.StuckRecord
-			clear bool
-		}
-		var reports []report
+		var reports []stuckReport
 		now := time.Now()
 		p.mu.Lock()
 		for _, w := range p.mu.ranges {
 			wm := w.st.Watermark()
+			if r, ok := p.preludeReportLocked(w, now); ok {
+				reports = append(reports, r)
+			}
+			if w.stuckByPrelude {
+				w.lastWM, w.wmSince = wm, now // held by the prelude, not by a record of the range
+				continue
+			}
 			if w.wmSince.IsZero() || wm != w.lastWM {
 				w.lastWM, w.wmSince = wm, now
 				if w.stuck {
 					w.stuck = false
-					reports = append(reports, report{rs: w.rs, clear: true})
+					reports = append(reports, stuckReport{rs: w.rs, clear: true})
 				}
 				continue
 			}
 			oldest, ok := w.st.Oldest()
+			if w.stuck || !ok || now.Sub(w.wmSince) < p.c.cfg.StuckTimeout {
+				continue
+			}
 			// Stuck: the watermark is held by an unfinished record and the
 			// range has fetched past it.
-			if w.stuck || !ok || w.st.Pending() < 2 && p.mu.pos[w.tp()] <= oldest+1 || now.Sub(w.wmSince) < p.c.cfg.StuckTimeout {
+			if w.st.Pending() < 2 && p.mu.pos[w.tp()] <= oldest+1 {
 				continue
 			}
 			w.stuck = true
@@ -56,12 +61,12 @@ func (p *pipeline) watchStuck() {
 				rec.Key = textsafe.Bytes(j.m.Key)
 				rec.Attempts, rec.Error = j.failures()
 			}
-			reports = append(reports, report{rs: w.rs, rec: rec})
+			reports = append(reports, stuckReport{rs: w.rs, rec: rec})
 		}
 		// Ranges that were reported and are gone (released, dropped).
 		for k, rs := range reported {
 			if w := p.mu.ranges[k]; w == nil || !w.stuck {
-				reports = append(reports, report{rs: rs, clear: true})
+				reports = append(reports, stuckReport{rs: rs, clear: true})
 			}
 		}
 		p.mu.Unlock()
@@ -89,6 +94,42 @@ func (p *pipeline) watchStuck() {
 			cancel()
 		}
 	}
+}
+
+// preludeReportLocked is the report of range w while a prelude (an
+// unpark's or a replay's, prelude.go) on its hash space has been retrying
+// one record for StuckTimeout: that record is its key's stuck record,
+// whether or not a live record of the key waits behind it; and the
+// report's withdrawal once no such record fails. ok is false when
+// nothing changes.
+func (p *pipeline) preludeReportLocked(w *owned, now time.Time) (r stuckReport, ok bool) {
+	var failing *preludeRun
+	for run, h := range p.mu.preludes[w.tp()] {
+		if run.failing != nil && w.st.Range().Contains(h) {
+			failing = run
+			break
+		}
+	}
+	switch {
+	case failing != nil && !w.stuck && now.Sub(failing.failing.since) >= p.c.cfg.StuckTimeout:
+		w.stuck, w.stuckByPrelude = true, true
+		f := failing.failing
+		// Its offset is the record's in the key's own partition, so that
+		// key describe finds the key there.
+		return stuckReport{rs: w.rs, rec: state.StuckRecord{Offset: f.offset, Since: f.since, Key: textsafe.Bytes(failing.key),
+			Attempts: f.attempts, Error: textsafe.Cut(f.describe(failing.op), 512)}}, true
+	case failing == nil && w.stuckByPrelude:
+		w.stuck, w.stuckByPrelude = false, false
+		return stuckReport{rs: w.rs, clear: true}, true
+	}
+	return stuckReport{}, false
+}
+
+// stuckReport is a stuck report to write, or with clear to withdraw.
+type stuckReport struct {
+	rs    state.RangeState
+	rec   state.StuckRecord
+	clear bool
 }
 
 // warnStuck logs range rs held by rec. A record with no failed attempt

@@ -68,6 +68,9 @@ type owned struct {
 	lastWM  int64
 	wmSince time.Time
 	stuck   bool
+	// stuckByPrelude: the report is of a prelude's failing record, not of
+	// a held watermark; it is withdrawn once that record is done.
+	stuckByPrelude bool
 }
 
 // inEtcd reports whether etcd holds w's state as it is now: written by its
