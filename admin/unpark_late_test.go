@@ -39,25 +39,8 @@ func TestUnparkPassesOverLateCopy(t *testing.T) {
 		return append([]string(nil), ran...)
 	}
 	startMember(t, e.Endpoints, k.Brokers, "m1", handler)
-	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g, q := parkedKey(t, cli, k.Brokers, "1", "2")
 	ctx := t.Context()
-	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte("other"), Value: []byte("v"), Partition: 0}})
-	testutil.WaitFor(t, "the member at work", 30*time.Second, func() bool {
-		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == 1
-	})
-	q := admin.KeyQuery{Topic: "orders", Key: []byte("k"), Partition: 0}
-	if _, err := g.ParkKey(ctx, admin.ParkRequest{KeyQuery: q, By: "ops@test"}); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(1500 * time.Millisecond) // the member learns of the park
-	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte("k"), Value: []byte("1"), Partition: 0}, {Key: []byte("k"), Value: []byte("2"), Partition: 0}})
-	testutil.WaitFor(t, "k's records parked (the commit past them)", 30*time.Second, func() bool {
-		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == 3
-	})
 	if got := ranSoFar(); len(got) != 0 {
 		t.Fatalf("k's records ran while parked: %v", got)
 	}

@@ -31,29 +31,13 @@ func TestUnparkFailingRecordIsStuck(t *testing.T) {
 		return nil
 	}
 	startMember(t, e.Endpoints, k.Brokers, "m1", handler) // StuckTimeout 1s, no dead-letter topic
-	g, err := admin.Open(cli, kafka.ConfigMap{"bootstrap.servers": k.Brokers, "log_level": 3}, "/keyshare", "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g, q := parkedKey(t, cli, k.Brokers, "bad")
 	ctx := t.Context()
-	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte("other"), Value: []byte("v"), Partition: 0}})
-	testutil.WaitFor(t, "the member at work", 30*time.Second, func() bool {
-		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == 1
-	})
-	q := admin.KeyQuery{Topic: "orders", Key: []byte("k"), Partition: 0}
-	if _, err := g.ParkKey(ctx, admin.ParkRequest{KeyQuery: q, By: "ops@test"}); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(1500 * time.Millisecond) // the member learns of the park
-	testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte("k"), Value: []byte("bad"), Partition: 0}})
-	testutil.WaitFor(t, "k's record parked (the commit past it)", 30*time.Second, func() bool {
-		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == 2
-	})
 	if _, err := g.UnparkKey(ctx, admin.UnparkRequest{KeyQuery: q, By: "ops@test"}); err != nil {
 		t.Fatal(err)
 	}
 	var info admin.KeyInfo
+	var err error
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if info, err = g.DescribeKey(ctx, q); err != nil {
 			t.Fatal(err)
