@@ -117,9 +117,10 @@ func testReplayKey(t *testing.T, batch bool) {
 
 // TestReplayOfDeletedRecords: a key is replayed from a record that is
 // deleted before any member reads it (the group stopped; DeleteRecords
-// moves the log start past it). The member that runs the replay says
-// which records it could not read, replays the key's records from the log
-// start on, each once, and finishes the operation.
+// moves the log start past it). The member that runs the replay refuses
+// it, in the stored operation (naming the deleted records and where a
+// replay can start) and in its log, replays none of what is left (not
+// what was asked for), and the key's live records go on.
 func TestReplayOfDeletedRecords(t *testing.T) {
 	testutil.ParallelOnKfake(t)
 	cli, e := testutil.StartEtcd(t)
@@ -158,20 +159,33 @@ func TestReplayOfDeletedRecords(t *testing.T) {
 	}, func(c *consumer.Config) {
 		c.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
 	})
-	testutil.WaitFor(t, "the replay done", 30*time.Second, func() bool { return countKeyOps(t, cli) == 0 })
+	var refused string
+	testutil.WaitFor(t, "the replay refused", 30*time.Second, func() bool {
+		info, err := g.DescribeKey(t.Context(), q)
+		if err != nil || info.Op == nil {
+			return false
+		}
+		refused = info.Op.Refused
+		return refused != ""
+	})
+	wantRange := fmt.Sprintf("records %d to %d of orders/0 were deleted", from, logStart-1)
+	if !strings.Contains(refused, wantRange) || !strings.Contains(refused, fmt.Sprintf("replay from %d or later", logStart)) {
+		t.Errorf("the replay's refusal %q does not name the deleted records (want %q) and where a replay can start", refused, wantRange)
+	}
 	want := fmt.Sprintf("deleted_from=%d log_start=%d", from, logStart)
-	if !strings.Contains(logs.String(), "were deleted before they were read") || !strings.Contains(logs.String(), want) {
+	if !strings.Contains(logs.String(), "the replay is refused") || !strings.Contains(logs.String(), want) {
 		t.Errorf("m2's log does not say that records from %d to %d could not be read (want %q):\n%s", from, logStart, want, logs.String())
 	}
-	got := replayed.of("key-3")
-	var after []int64
-	for _, o := range offsets["key-3"] {
-		if o >= logStart {
-			after = append(after, o)
-		}
+	if got := replayed.of("key-3"); len(got) != 0 {
+		t.Errorf("key-3 replayed at %v; want none: the records asked for are gone", got)
 	}
-	if !slices.Equal(got, after) {
-		t.Errorf("key-3 replayed at %v, want its records from the log start %d on, each once: %v", got, logStart, after)
+	// The refused replay holds nothing: the key's live records go on.
+	live := testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte("key-3"), Value: []byte("live"), Partition: 0}})
+	testutil.WaitFor(t, "key-3's live record handled", 30*time.Second, func() bool {
+		return slices.Contains(replayed.of("key-3"), int64(live[0].Offset))
+	})
+	if _, err := g.CancelKeyOp(t.Context(), q); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -76,7 +76,14 @@ func (p *pipeline) preludeSet(t tp, key []byte) bool {
 		return false
 	}
 	op, ok := p.sess.KeyOp(t.Topic, t.Partition, key)
-	return ok && (op.Record.Op == state.KeyOpUnpark || op.Record.Op == state.KeyOpReplay)
+	return ok && runsPrelude(op)
+}
+
+// runsPrelude reports whether op has its key's owner run a prelude: an
+// unpark or a replay that no member has refused.
+func runsPrelude(op coord.KeyOp) bool {
+	r := op.Record
+	return (r.Op == state.KeyOpUnpark || r.Op == state.KeyOpReplay) && r.Refused == ""
 }
 
 // workingRangeLocked is the range of t holding hash h that this member
@@ -107,7 +114,7 @@ func (p *pipeline) preludeFirst(ctx context.Context, t tp, key []byte, live int6
 	defer lock.Unlock()
 	for ctx.Err() == nil {
 		op, ok := p.sess.KeyOp(t.Topic, t.Partition, key)
-		if !ok || op.Record.Op != state.KeyOpUnpark && op.Record.Op != state.KeyOpReplay {
+		if !ok || !runsPrelude(op) {
 			return nil
 		}
 		p.mu.Lock()
@@ -199,6 +206,8 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		return err
 	case !ok:
 		return nil // done meanwhile
+	case fresh.Record.Refused != "":
+		return nil // refused meanwhile (refuseReplay): the live records go on
 	case fresh.Err != nil || fresh.Record.Op != op.Record.Op:
 		return coord.ErrKeyOpChanged // preludeFirst looks again once the watch has it
 	}
@@ -243,6 +252,9 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 	newest := int64(-1)
 	for {
 		m, err := rd.next(ctx)
+		if deleted := (*recordsDeletedError)(nil); errors.As(err, &deleted) {
+			return p.refuseReplay(ctx, op, deleted)
+		}
 		if err != nil {
 			return err
 		}
@@ -293,6 +305,18 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 	}
 }
 
+// refuseReplay records on op, a replay, that the records it was to read
+// were deleted, and logs it: the replay stops there, and the key's live
+// records go on; the operation stays, refused, for an operator to see
+// (keyshare key describe) and cancel.
+func (p *pipeline) refuseReplay(ctx context.Context, op coord.KeyOp, deleted *recordsDeletedError) error {
+	p.log.Error("a replay's records were deleted before it read them; the replay is refused, the key's live records go on",
+		"topic", deleted.topic, "partition", deleted.partition, "key", textsafe.Bytes(op.Record.Key), "deleted_from", deleted.from, "log_start", deleted.upTo)
+	rctx, cancel := context.WithTimeout(ctx, p.c.cfg.EtcdTimeout)
+	defer cancel()
+	return p.sess.RefuseKeyOp(rctx, op, deleted.Error())
+}
+
 // ledgerNext is the offset from which range w's ledger has seen no record
 // with hash h (its segment's Next).
 func ledgerNext(w *owned, h uint32) int64 {
@@ -336,7 +360,7 @@ func (p *pipeline) startPreludeLocked(op coord.KeyOp) {
 	r := op.Record
 	t := tp{Topic: r.Topic, Partition: r.Partition}
 	k := keyedJobKey(t, r.Key)
-	if p.mu.preludeKeys[k] || p.workingRangeLocked(t, uint32(r.Hash)) == nil || r.Op == state.KeyOpReplay && p.keyDispatchedLocked(t, k) {
+	if !runsPrelude(op) || p.mu.preludeKeys[k] || p.workingRangeLocked(t, uint32(r.Hash)) == nil || r.Op == state.KeyOpReplay && p.keyDispatchedLocked(t, k) {
 		return
 	}
 	p.mu.preludeKeys[k] = true

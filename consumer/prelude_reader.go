@@ -99,9 +99,26 @@ func (r *preludeReader) next(ctx context.Context) (*kafka.Message, error) {
 	}
 }
 
-// skipDeleted goes on from the log's start after the records from r.pos
-// were deleted (retention, or a DeleteRecords) before they were read:
-// nothing can handle them any more, and the log says which they were.
+// recordsDeletedError: records a replay was to read again were deleted
+// (retention, or a DeleteRecords) before it read them.
+type recordsDeletedError struct {
+	topic      string
+	partition  int32
+	from, upTo int64 // [from, upTo): upTo is the log start
+}
+
+func (e *recordsDeletedError) Error() string {
+	return fmt.Sprintf("records %d to %d of %s/%d were deleted (retention or a deletion) before the replay read them: "+
+		"replay from %d or later (keyshare key cancel, then keyshare key replay --from %d)", e.from, e.upTo-1, e.topic, e.partition, e.upTo, e.upTo)
+}
+
+// skipDeleted handles the records from r.pos deleted (retention, or a
+// DeleteRecords) before they were read. A replay (a reader with a stop)
+// ends with a *recordsDeletedError: an operator who asked for records
+// that cannot be had is told, as ReplayKey refuses them when they are
+// gone already, rather than given a replay from somewhere else. An
+// unpark goes on from the log's start, nothing being able to handle
+// those records any more, and the log says which they were.
 func (r *preludeReader) skipDeleted() error {
 	low, _, err := r.kc.QueryWatermarkOffsets(r.topic, r.partition, 10_000)
 	if err != nil {
@@ -109,6 +126,9 @@ func (r *preludeReader) skipDeleted() error {
 	}
 	if low <= r.pos {
 		return fmt.Errorf("consumer: %s/%d has no offset %d (log start %d), and Kafka says it is out of range", r.topic, r.partition, r.pos, low)
+	}
+	if r.stop >= 0 {
+		return &recordsDeletedError{topic: r.topic, partition: r.partition, from: r.pos, upTo: low}
 	}
 	r.log.Error("records to read were deleted before they were read (retention or a deletion): they cannot be handled; reading on from the log start",
 		"topic", r.topic, "partition", r.partition, "deleted_from", r.pos, "log_start", low)
