@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,10 +20,26 @@ import (
 // line that keyshare accepts goes on to connect (and fails, exit 1, or is
 // still trying when the test interrupts it); one it refuses exits 2 before
 // any connection. So each example must not exit 2.
+//
+// Nothing listens because every address is made one: the examples'
+// localhost:PORT, and the defaults of --etcd and --brokers, become a
+// port of this machine that nothing listens on, and a server the
+// examples start (keyshare cluster) listens on free ports of its own.
+// Otherwise a cluster example would serve the key examples run beside it
+// (or a developer's own etcd at 2379 would), and their answers, not the
+// command line, would decide the exit status.
 func TestHelpExamplesRun(t *testing.T) {
+	closed := closedAddr(t)
+	defaults := []string{"KEYSHARE_ETCD=" + closed, "KEYSHARE_BROKERS=" + closed, "KEYSHARE_ETCD_ADDR=127.0.0.1:0", "KEYSHARE_KAFKA_ADDR=127.0.0.1:0"}
 	for name, h := range commandHelp {
 		for line := range strings.Lines(strings.TrimSpace(h.Example)) {
 			env, args := exampleArgs(t, line)
+			env = append(slices.Clone(defaults), env...) // the example's own settings win
+			for i, a := range args {
+				if localAddr.MatchString(a) {
+					args[i] = closed
+				}
+			}
 			t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
 				t.Parallel()
 				out, code := runInterrupted(t, 5*time.Second, env, args)
@@ -32,6 +49,21 @@ func TestHelpExamplesRun(t *testing.T) {
 			})
 		}
 	}
+}
+
+// localAddr is an address of this machine as the examples write it.
+var localAddr = regexp.MustCompile(`^(localhost|127\.0\.0\.1):[0-9]+$`)
+
+// closedAddr is an address of this machine that nothing listens on: a
+// free port, let go.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // exampleArgs splits an example line into its environment settings and
