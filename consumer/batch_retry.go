@@ -186,6 +186,12 @@ func (p *pipeline) retryAlone(r *retrying) retryOutcome {
 	if p.settledByKeyOp(r) {
 		return retryFinished
 	}
+	if !p.live() {
+		// Past the session's conservative deadline after the backoff:
+		// no call (docs/design.md); the record stays pending.
+		p.finishJob(r.j, false)
+		return retryFinished
+	}
 	ctx, done := p.groupCtx([]*job{r.j})
 	start := time.Now()
 	res, err := p.c.callBatch(ctx, []*kafka.Message{r.j.m}, r.attempt+1)

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,6 +53,43 @@ func TestFirstCallChecksLive(t *testing.T) {
 	})
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("handler called %d times past the session's deadline (live read %d times)", n, reads.Load())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if wm, pending := w.st.Watermark(), w.st.Pending(); wm != 0 || pending != 1 {
+		t.Fatalf("watermark %d, %d pending; want 0 and the record pending", wm, pending)
+	}
+}
+
+// TestRetryChecksLive: a record whose first call fails is not called
+// again once the session is no longer live after its backoff: the
+// retry asks Live right before the call too.
+func TestRetryChecksLive(t *testing.T) {
+	var calls atomic.Int32
+	p, w := testPipeline(t, func(c *Config) {
+		c.Concurrency = 0 // the batcher testPipeline makes runs nothing
+		c.BatchHandler = nil
+		c.Retry = RetryPolicy{MaxAttempts: 100, Backoff: time.Millisecond, MaxBackoff: time.Millisecond}
+		c.Handler = func(context.Context, *kafka.Message) error {
+			if calls.Add(1) == 1 {
+				return errors.New("refused")
+			}
+			return nil
+		}
+	})
+	sched := schedule.New[jobKey](1, p.runJob)
+	p.sched = sched
+	t.Cleanup(sched.Close)
+	var reads atomic.Int32
+	setLiveCheck(t, p, func() bool { return reads.Add(1) <= 2 }) // runJob's, then the first call's
+	feed(p, "a")
+	testutil.WaitFor(t, "the record finished", 5*time.Second, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.mu.inflight == 0
+	})
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("handler called %d times, want once: a retry ran past the session's deadline (live read %d times)", n, reads.Load())
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -69,10 +69,11 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 				return j.p.skip(ctx, j, op, int(spent))
 			}
 		}
-		if attempt == 1 && !j.p.live() {
-			// runJob asked before the park or the prelude above, which
-			// can hold the record for long: ask again right before the
-			// call (a retry asks its context only, docs/design.md).
+		if !j.p.live() {
+			// Every call right after asking (docs/design.md): runJob
+			// asked before the park or the prelude above, which can
+			// hold the record for long, and a retry comes after its
+			// backoff, past which the lease may have run out.
 			return errNotLive
 		}
 		err := c.call(ctx, m, attempt)
