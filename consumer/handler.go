@@ -60,6 +60,11 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 				}
 			}
 		}
+		// Parked before, its park ended since: the key's records still
+		// queued to be parked, or on their way, go first (parker.go).
+		if err := j.p.waitParkedCopies(ctx, j.key); err != nil {
+			return err
+		}
 		// Unparked or replayed: those records run first (prelude.go).
 		if err := j.p.preludeFirst(ctx, j.tp(), j.m.Key, j.o); err != nil {
 			return err

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -42,7 +43,52 @@ const parkerLinger = 10 * time.Second
 type keyParker struct {
 	k     jobKey
 	queue []*job
+	// taken counts the records its parker has taken from queue and not
+	// yet finished or put back: with queue, what the key still has to
+	// park (copiesPendingLocked).
+	taken int
 	wake  chan struct{}
+}
+
+// copiesPendingLocked reports whether key k has records queued to be
+// parked, or copies on their way: a record of the key handled otherwise
+// (its park ended meanwhile) or an unpark's prelude must wait for them,
+// or it would run before the key's earlier records, or read the parking
+// partition without them (waitParkedCopies).
+func (p *pipeline) copiesPendingLocked(k jobKey) bool {
+	kp := p.mu.parkers[k]
+	return kp != nil && (len(kp.queue) > 0 || kp.taken > 0)
+}
+
+// waitParkedCopies waits until key k has no record queued to be parked
+// nor copy on its way, or ctx ends. The caller must not hold the key's
+// lock, which the parker needs.
+func (p *pipeline) waitParkedCopies(ctx context.Context, k jobKey) error {
+	if p.parkers.Load() == 0 {
+		return nil // the common case: no key parked, no lock taken
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.copiesPendingLocked(k) {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.mu.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	for p.copiesPendingLocked(k) && ctx.Err() == nil {
+		p.mu.cond.Wait()
+	}
+	return ctx.Err()
+}
+
+// settledLocked counts n records the parker had taken as finished or put
+// back, and wakes those waiting for the key's copies.
+func (kp *keyParker) settledLocked(p *pipeline, n int) {
+	kp.taken -= n
+	p.mu.cond.Broadcast()
 }
 
 // errParkQueued: the record was handed to its key's parker, which
@@ -62,7 +108,11 @@ func (p *pipeline) parkLater(j *job) {
 		}
 		kp = &keyParker{k: j.key, wake: make(chan struct{}, 1)}
 		p.mu.parkers[j.key] = kp
-		p.goFunc(func() { p.runParker(kp) })
+		p.parkers.Add(1)
+		p.goFunc(func() {
+			defer p.parkers.Add(-1)
+			p.runParker(kp)
+		})
 	}
 	kp.queue = append(kp.queue, j)
 	poke(kp.wake)
@@ -145,8 +195,12 @@ func (w *parkWriter) take() (j *job, more bool) {
 	}
 	j = w.kp.queue[0]
 	w.kp.queue = w.kp.queue[1:]
+	w.kp.taken++ // in the same step as the pop: the key never looks done between them
 	p.mu.Unlock()
 	if j.ctx.Err() != nil {
+		p.mu.Lock()
+		w.kp.settledLocked(p, 1)
+		p.mu.Unlock()
 		return nil, true // abandoned: its finish is ignored
 	}
 	if _, ok := p.parkFor(j); !ok {
@@ -165,6 +219,7 @@ func (w *parkWriter) giveBack(j *job) {
 	j.cancel()
 	p.mu.Lock()
 	w.kp.queue = nil // given back with j
+	w.kp.settledLocked(p, 1)
 	p.mu.Unlock()
 }
 
@@ -232,6 +287,7 @@ func (w *parkWriter) settle(ev kafka.Event) {
 	if err == nil {
 		w.p.finish(j, true)
 		j.cancel()
+		w.settled(1)
 		w.window, w.backoff, w.logged = parkWindow, w.p.c.cfg.Retry.Backoff, false
 		return
 	}
@@ -243,6 +299,7 @@ func (w *parkWriter) settle(ev kafka.Event) {
 				w.p.log.Error("a parked copy was acknowledged after an earlier one failed: the parking topic holds it ahead of that one", "topic", f.key.topic, "partition", f.key.partition, "offset", f.o)
 				w.p.finish(f, true)
 				f.cancel()
+				w.settled(1)
 			} else if f != nil {
 				failed = append(failed, f)
 			}
@@ -252,6 +309,13 @@ func (w *parkWriter) settle(ev kafka.Event) {
 	}
 	slices.SortFunc(failed, func(a, b *job) int { return cmp.Compare(a.o, b.o) })
 	w.retry(failed, err)
+}
+
+// settled counts n of the records the parker took as finished.
+func (w *parkWriter) settled(n int) {
+	w.p.mu.Lock()
+	w.kp.settledLocked(w.p, n)
+	w.p.mu.Unlock()
 }
 
 // reported takes the record of report ev out of the copies flying.
@@ -283,6 +347,7 @@ func (w *parkWriter) retry(failed []*job, err error) {
 	}
 	p.mu.Lock()
 	w.kp.queue = append(failed, w.kp.queue...)
+	w.kp.taken -= len(failed) // queued again: still pending, no wake
 	p.mu.Unlock()
 	log := p.log.Debug
 	if !w.logged {

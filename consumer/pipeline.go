@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -36,6 +37,9 @@ type pipeline struct {
 	ctx   context.Context // ends with the session or on stop
 	stop  context.CancelFunc
 	sched scheduler // job.go
+	// parkers counts the keys' parkers running (parker.go), so that a
+	// record asks for its key's pending copies only while one runs.
+	parkers atomic.Int32
 
 	resync  chan struct{} // ask rereadLoop to read the assignment again
 	flushCh chan struct{} // ask the flusher to write now

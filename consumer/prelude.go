@@ -107,6 +107,12 @@ func (p *pipeline) preludeFirst(ctx context.Context, t tp, key []byte, live int6
 		return nil // the common case: no key lock taken, none kept for the key
 	}
 	k := keyedJobKey(t, key)
+	// The key's copies still on their way to the parking partition land
+	// before the prelude reads it (parker.go); their parker needs the
+	// key's lock, so they are waited for before it is taken.
+	if err := p.waitParkedCopies(ctx, k); err != nil {
+		return err
+	}
 	p.mu.Lock()
 	lock := p.keyLockLocked(k)
 	p.mu.Unlock()
