@@ -90,6 +90,11 @@ func checkURL(raw string) error {
 		if ue := (*url.Error)(nil); errors.As(err, &ue) {
 			err = ue.Err // without the URL it names, unredacted
 		}
+		if strings.Contains(raw, "@") {
+			// net/url quotes the part it cannot read, which may be a
+			// piece of the password ("invalid port \":pw\""): not shown.
+			return fmt.Errorf("%w: URL %q does not parse (its credentials not shown): send a token in an Authorization header, not in the URL", ErrConfig, shown)
+		}
 		return fmt.Errorf("%w: URL %q: %v", ErrConfig, shown, err)
 	case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "grpc" && u.Scheme != "grpcs":
 		return fmt.Errorf("%w: URL %q: want an http://, https://, grpc:// or grpcs:// URL", ErrConfig, shown)
@@ -110,32 +115,31 @@ func checkURL(raw string) error {
 // as xxxxx (all of it when there is no scheme), and no query or fragment.
 // It works on the text, so that a URL that does not parse is redacted too.
 func redactedURL(raw string) string {
-	rest, cut := raw, ""
+	scheme, rest, hasScheme := strings.Cut(raw, "://")
+	if !hasScheme {
+		scheme, rest = "", raw
+	}
+	// The userinfo ends at the last @ of all: a password may hold / ? or
+	// #, so it is cut off before the query is.
+	user := ""
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		name, _, hasPassword := strings.Cut(rest[:at], ":")
+		switch {
+		case !hasScheme || strings.ContainsAny(name, "/?#"):
+			name = "xxxxx" // no user name to show: all of it may be secret
+		case hasPassword:
+			name += ":xxxxx"
+		}
+		user, rest = name+"@", rest[at+1:]
+	}
+	cut := ""
 	if i := strings.IndexAny(rest, "?#"); i >= 0 {
 		rest, cut = rest[:i], "?..."
 	}
-	scheme, authority, hasScheme := strings.Cut(rest, "://")
-	if !hasScheme {
-		scheme, authority = "", rest
-	}
-	path := ""
-	if i := strings.Index(authority, "/"); i >= 0 {
-		authority, path = authority[:i], authority[i:]
-	}
-	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		user, _, hasPassword := strings.Cut(authority[:at], ":")
-		switch {
-		case !hasScheme:
-			user = "xxxxx"
-		case hasPassword:
-			user += ":xxxxx"
-		}
-		authority = user + authority[at:]
-	}
 	if hasScheme {
-		return scheme + "://" + authority + path + cut
+		return scheme + "://" + user + rest + cut
 	}
-	return authority + path + cut
+	return user + rest + cut
 }
 
 // hostOnly is a scheme-less URL's host and port, for an example.
