@@ -7,10 +7,11 @@ import (
 )
 
 // maxTracked bounds the records whose attempts an attemptCounter keeps
-// between handler calls. Only records that failed on this member are kept
-// (a key's failing record blocks the key), so the bound is met only when
-// records were dead-lettered in great numbers without their entries being
-// dropped; then the counts start again from 1, as after a restart.
+// between handler calls. Only records that failed on this member, or
+// whose requests it stopped (their range moved), are kept, so the bound is
+// met only when records were dead-lettered or moved away in great numbers
+// without their entries being dropped; then the counts start again from
+// 1, as after a restart.
 const maxTracked = 1 << 16
 
 // attemptCounter numbers the requests that carry a record on this member,
@@ -23,7 +24,7 @@ const maxTracked = 1 << 16
 type attemptCounter struct {
 	mu sync.Mutex
 	// last is the attempt of each record's last request, for the records
-	// that failed.
+	// that failed or whose request was stopped.
 	last map[recordID]int
 }
 
@@ -68,14 +69,5 @@ func (a *attemptCounter) settle(msgs []*kafka.Message, attempts []int, res []err
 			a.last = make(map[recordID]int)
 		}
 		a.last[id] = attempts[i]
-	}
-}
-
-// forget drops records the member stopped working on.
-func (a *attemptCounter) forget(msgs []*kafka.Message) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, m := range msgs {
-		delete(a.last, idOf(m))
 	}
 }

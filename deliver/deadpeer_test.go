@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -239,5 +241,44 @@ func TestPythonEndpointKeepsItsDeadline(t *testing.T) {
 	if len(lines) != 2 || len(lines[0].Expired) != 1 || lines[0].Expired[0] != 7 ||
 		lines[1].Offset == nil || *lines[1].Offset != 7 || lines[1].Attempt != 2 {
 		t.Errorf("log %+v, want offset 7 expired, then applied once by attempt 2", lines)
+	}
+}
+
+// TestStoppedRequestCountsAsAnAttempt: the member stops a request the
+// endpoint is still working on (the record's context ends: its range
+// drained or moved); when this member sends the record again, the request
+// carries the next attempt, not the first again, so the endpoint can
+// order it after the one it may still be working on.
+func TestStoppedRequestCountsAsAnAttempt(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var attempts []int
+	started := make(chan struct{}, 1)
+	ep, _ := newEndpoint(t, func(w http.ResponseWriter, r *http.Request) {
+		req := readRequest(t, r)
+		mu.Lock()
+		attempts = append(attempts, req.Records[0].Attempt)
+		first := len(attempts) == 1
+		mu.Unlock()
+		if first {
+			started <- struct{}{}
+			<-r.Context().Done() // works until the member closes the request
+		}
+	}, func(c *Config) { c.Timeout = 0 })
+	ctx, cancel := context.WithCancel(t.Context())
+	result := make(chan error, 1)
+	go func() { result <- ep.Handler()(ctx, message("orders", 0, 7, "k")) }()
+	<-started
+	cancel()
+	if err := <-result; err == nil {
+		t.Fatal("the stopped call reported the record done")
+	}
+	if err := ep.Handler()(t.Context(), message("orders", 0, 7, "k")); err != nil {
+		t.Fatalf("the record sent again: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(attempts, []int{1, 2}) {
+		t.Errorf("requests came with attempts %v, want [1 2]: the stopped request counts as an attempt", attempts)
 	}
 }

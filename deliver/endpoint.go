@@ -149,8 +149,7 @@ func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 			return r.results
 		}
 		if ctx.Err() != nil {
-			e.attempts.forget(msgs)
-			return consumer.FailAll(len(msgs), ctx.Err())
+			return e.stopped(ctx, msgs, attempts)
 		}
 		if !waiting {
 			waiting = true
@@ -167,8 +166,7 @@ func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 			wait = max(wait, time.Until(deadline.Add(DeadlineGrace)))
 		}
 		if !sleep(ctx, wait) {
-			e.attempts.forget(msgs)
-			return consumer.FailAll(len(msgs), ctx.Err())
+			return e.stopped(ctx, msgs, attempts)
 		}
 		if !e.cfg.giveUpAtTimeout {
 			send = nil // the next request is the next attempt
@@ -177,6 +175,18 @@ func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 			}
 		}
 	}
+}
+
+// stopped ends a handler call whose context ended (the member stopped
+// working on the records: their range drained, dropped or given back).
+// The attempts sent are kept as failed ones, not forgotten: if this
+// member sends a record again (its range came back, or it was fetched
+// again), that request is the next attempt, which an endpoint can order
+// after one of these still running.
+func (e *Endpoint) stopped(ctx context.Context, msgs []*kafka.Message, attempts []int) []error {
+	res := consumer.FailAll(len(msgs), ctx.Err())
+	e.attempts.settle(msgs, attempts, res)
+	return res
 }
 
 // sleep waits d, or until ctx ends: false then.
