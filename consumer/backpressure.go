@@ -105,7 +105,8 @@ func (p *pipeline) backpressure() bool {
 // the backlog is gone. So each partition the member fetches has a share of
 // MaxInFlight, MaxInFlight divided by the number of those partitions (at
 // least one record). Once fewer than a share's slots are free and some
-// partition holds less than half its share, every partition holding more
+// partition with records waiting holds less than half its share (one with
+// nothing to fetch wants no slot), every partition holding more
 // than its share is paused in librdkafka, which drops what it fetched for
 // it: the slots its records free go to the others. Records already in
 // flight are never taken back. A paused partition is resumed once it holds
@@ -164,11 +165,13 @@ func (p *pipeline) sharesLocked(inflight, limit int) (pause, resume []kafka.Topi
 		return nil, resume
 	}
 	// Only while a partition is squeezed, holding less than half its
-	// share: evenly loaded partitions, each near its share, are left
-	// alone (a pause drops what librdkafka fetched for the partition).
+	// share with records waiting for it: evenly loaded partitions, each
+	// near its share, are left alone (a pause drops what librdkafka
+	// fetched for the partition), and so is one whose neighbours have
+	// nothing to fetch, or it would be held to its share for nothing.
 	squeezed := false
 	for t := range p.mu.assigned {
-		if held[t] < share/2 {
+		if held[t] < share/2 && p.recordsWaitingLocked(t) {
 			squeezed = true
 			break
 		}
@@ -180,6 +183,18 @@ func (p *pipeline) sharesLocked(inflight, limit int) (pause, resume []kafka.Topi
 		}
 	}
 	return pause, resume
+}
+
+// recordsWaitingLocked reports whether partition t may have records to
+// fetch: its log end, as librdkafka's last fetch answer said (no request
+// is made), is past the fetch position, or is not known yet.
+func (p *pipeline) recordsWaitingLocked(t tp) bool {
+	_, high, err := p.kc.GetWatermarkOffsets(t.Topic, t.Partition)
+	if err != nil || high < 0 {
+		return true
+	}
+	pos, known := p.mu.pos[t]
+	return !known || high > pos
 }
 
 // applyShares pauses and resumes partitions in librdkafka for their share

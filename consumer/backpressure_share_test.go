@@ -110,3 +110,47 @@ func TestInFlightBoundSharedAcrossPartitions(t *testing.T) {
 		t.Fatal("partition 0's backlog finished: the test measured nothing")
 	}
 }
+
+// TestInFlightBoundLentToTheOnlyBusyPartition: partition 0 has a backlog
+// of slow records and partitions 1 and 2 have nothing to fetch. Their
+// shares are lent to partition 0, which keeps the whole in-flight bound:
+// it is not paused to its share for partitions that want no slot, so what
+// it holds never falls to its share while its backlog lasts.
+func TestInFlightBoundLentToTheOnlyBusyPartition(t *testing.T) {
+	testutil.ParallelOnKfake(t)
+	const (
+		bound   = 60
+		backlog = 1500
+		slow    = 10 * time.Millisecond
+	)
+	cl, k := newCluster(t, map[string]int32{"orders": 3})
+	cl.mutate = func(c *consumer.Config) {
+		c.MaxInFlight, c.Concurrency = bound, 4
+	}
+	pp := &partitionProgress{done: make(map[int32]int), backlogBefore: make(map[int32]int), firstAt: make(map[int32]time.Time)}
+	m := cl.start("m", func(ctx context.Context, msg *kafka.Message) error {
+		select {
+		case <-time.After(slow):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		pp.handled(msg.TopicPartition.Partition)
+		return nil
+	})
+	recs := make([]testutil.Record, backlog)
+	for i := range recs {
+		recs[i] = testutil.Record{Key: fmt.Appendf(nil, "slow-%d", i), Value: []byte("v"), Partition: 0}
+	}
+	testutil.Produce(t, k.Brokers, "orders", recs)
+	waitFor(t, "partition 0's backlog at the in-flight bound", 30*time.Second, func() bool { return m.c.Status().InFlight >= bound })
+	least := bound
+	for start := time.Now(); time.Since(start) < 3*time.Second; time.Sleep(5 * time.Millisecond) {
+		least = min(least, m.c.Status().InFlight)
+	}
+	if pp.count(0) >= backlog-bound {
+		t.Fatal("partition 0's backlog ran out while it was watched: the test measured nothing")
+	}
+	if least <= bound/3 {
+		t.Errorf("partition 0 held as few as %d records in flight; want more than its share, %d, of the bound %d: partitions with nothing to fetch took it from it", least, bound/3, bound)
+	}
+}

@@ -42,6 +42,9 @@ func (f *logFetcher) IncrementalAssign([]kafka.TopicPartition) error   { return 
 func (f *logFetcher) IncrementalUnassign([]kafka.TopicPartition) error { return nil }
 func (f *logFetcher) Pause([]kafka.TopicPartition) error               { return nil }
 func (f *logFetcher) Resume([]kafka.TopicPartition) error              { return nil }
+func (f *logFetcher) GetWatermarkOffsets(string, int32) (int64, int64, error) {
+	return 0, -1, nil
+}
 func (f *logFetcher) QueryWatermarkOffsets(string, int32, int) (int64, int64, error) {
 	return 0, 0, nil
 }

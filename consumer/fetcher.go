@@ -30,6 +30,9 @@ type fetcher interface {
 	// unassign and assign.
 	Pause(parts []kafka.TopicPartition) error
 	Resume(parts []kafka.TopicPartition) error
+	// GetWatermarkOffsets is the partition's log bounds as the last fetch
+	// answers said: no request is made (high is -1 before the first).
+	GetWatermarkOffsets(topic string, partition int32) (low, high int64, err error)
 }
 
 // librdkafka is the adapter.

@@ -603,6 +603,12 @@ func (f *fakeFetcher) Resume(parts []kafka.TopicPartition) error {
 	return nil
 }
 
+// GetWatermarkOffsets says the fake's bounds are not known, as before a
+// partition's first fetch.
+func (f *fakeFetcher) GetWatermarkOffsets(string, int32) (int64, int64, error) {
+	return 0, -1, nil
+}
+
 var _ fetcher = (*fakeFetcher)(nil)
 
 // TestApplyFetch drives a fetcher from a fetch plan: unassign, then assign
