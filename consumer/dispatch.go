@@ -178,7 +178,8 @@ func (p *pipeline) sessionLive() bool { return p == nil || p.sess == nil || p.se
 var liveCheck atomic.Pointer[func(*pipeline) bool]
 
 // errNotLive: the session's deadline passed before the record's call; the
-// record is not started, and stays pending for the range's next owner.
+// record is not started, and stays pending: given back (finish), for the
+// range's next owner or for this member's next session.
 var errNotLive = errors.New("consumer: the session's deadline has passed: no record starts")
 
 // runJob runs on a worker, which took j at taken: it handles the record
@@ -188,8 +189,10 @@ func (p *pipeline) runJob(j *job, taken time.Time) {
 	// Live: not at or past the session's conservative lease deadline,
 	// after which the leader may give the range away (coord/deadline.go).
 	if j.ctx.Err() == nil && p.live() {
-		// An error here means the context ended: the record stays
-		// pending for the range's next owner. The record's busy time
+		// An error here means the record is not done: its context ended,
+		// or the session is past its deadline, and finish gives it back
+		// (the range's next owner runs it, or this member fetches it
+		// again if it keeps the range). The record's busy time
 		// starts when the worker took it (load.go), from the clock
 		// reading the scheduler made then.
 		err := p.c.process(&j.ctx, j, &p.mu.Mutex)

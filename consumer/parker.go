@@ -26,8 +26,9 @@ import (
 // time until one is acknowledged, after the record's backoff, on a new
 // producer if the old one stopped; a copy is never counted done before
 // its acknowledgement. Each parker has its own producer, made when the
-// key's first copy is written and closed once the key has none left to
-// write, so that one key's failure stops no other key's copies.
+// key's first copy is written and closed once the key has had none to
+// write for parkerLinger, so that one key's failure stops no other key's
+// copies.
 
 // parkWindow is how many of a key's copies a parker keeps on their way to
 // the broker at once.

@@ -107,3 +107,15 @@ type preludeFailure struct {
 func (f *preludeFailure) describe(op string) string {
 	return fmt.Sprintf("the key's %s is retrying its record at offset %d: %s", op, f.offset, f.lastErr)
 }
+
+// preludeFailingLocked reports whether a prelude of key of t retries a
+// failing record: the key's stuck record is that one, not the live record
+// waiting behind it (Status).
+func (p *pipeline) preludeFailingLocked(t tp, key []byte) bool {
+	for run := range p.mu.preludes[t] {
+		if run.failing != nil && string(run.key) == string(key) {
+			return true
+		}
+	}
+	return false
+}

@@ -151,13 +151,16 @@ func (c *Consumer) Status() Status {
 	now := time.Now()
 	for t, jobs := range p.mu.jobs {
 		for j := range jobs.all() {
+			if j.m.Key != nil && p.preludeFailingLocked(t, j.m.Key) {
+				continue // waits behind its key's prelude, listed below
+			}
 			since := j.since()
 			if attempts, lastErr := j.failures(); attempts > 0 || now.Sub(since) > c.cfg.StuckTimeout {
 				s.StuckKeys = append(s.StuckKeys, StuckKey{Topic: t.Topic, Partition: t.Partition, Offset: j.o, Key: string(j.m.Key), Since: since, Attempts: attempts, LastError: lastErr})
 			}
 		}
 	}
-	// A prelude's failing record is its key's stuck record too, whether or
+	// A prelude's failing record is its key's stuck record, whether or
 	// not a live record of the key waits behind it (prelude.go).
 	for t, runs := range p.mu.preludes {
 		for run := range runs {

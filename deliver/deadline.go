@@ -24,7 +24,8 @@ import (
 // that comes late.
 
 // DeadlineGrace is how long after a request's deadline the member still
-// waits for its answer, and before it sends the request again: room for
+// waits for its answer over HTTP (a gRPC call ends at the deadline
+// itself), and before it sends the request again: room for
 // the endpoint to notice its deadline has passed, for its answer to
 // travel, and for the member's and endpoint's clocks to differ (the
 // Keyshare-Deadline header is a time, not a duration).
