@@ -175,6 +175,15 @@ func (c *Consumer) closeParking() {
 // a wait for the goroutines, which the batch calls before it returns: its
 // worker then releases every key of the batch.
 func (p *pipeline) setAside(b *batch, live []*job) (rest []*job, aside map[jobKey]bool, wait func()) {
+	// A key whose park ended while records of it were still queued to
+	// its parker, or their copies on their way, waits for them first, as
+	// in process: the parker gives those records back, with the batch's
+	// own (their contexts end, and the call leaves them out).
+	if p.parkers.Load() > 0 {
+		for _, j := range live {
+			_ = p.waitParkedCopies(&j.ctx, j.key)
+		}
+	}
 	if !p.hasKeyOps() {
 		return live, nil, func() {}
 	}
