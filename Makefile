@@ -62,8 +62,8 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./ledger/
 	$(GO) test -run '^$$' -fuzz '^FuzzOperations$$' -fuzztime $(FUZZTIME) ./ledger/
-	for f in $$($(GO) test -list '^FuzzDecode' ./state/ | grep '^Fuzz'); do \
-		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./state/ || exit 1; \
+	for f in $$($(GO) test -list '^FuzzDecode' ./schema/ | grep '^Fuzz'); do \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./schema/ || exit 1; \
 	done
 
 # The soak: a nemesis picks faults from the matrix's catalogue every

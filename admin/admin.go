@@ -13,13 +13,13 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/kafkaoffsets"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Group administers one keyshare group.
 type Group struct {
 	cli   *clientv3.Client
-	group state.Group
+	group schema.Group
 	name  string
 	kcfg  kafka.ConfigMap
 	kc    *kafka.Consumer // never subscribes: metadata, offsets, commits
@@ -33,7 +33,7 @@ func Open(cli *clientv3.Client, kafkaCfg kafka.ConfigMap, prefix, group string) 
 	if err := coord.CheckName("group", group); err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
-	g := &Group{cli: cli, group: state.Group{Prefix: prefix, Name: group}, name: group, kcfg: kafkaCfg}
+	g := &Group{cli: cli, group: schema.Group{Prefix: prefix, Name: group}, name: group, kcfg: kafkaCfg}
 	if kafkaCfg != nil {
 		cm := kafka.ConfigMap{}
 		for k, v := range kafkaCfg {
@@ -141,7 +141,7 @@ func (g *Group) Pause(ctx context.Context, by, reason string) error {
 	if err := g.known(ctx); err != nil {
 		return err
 	}
-	return coord.WritePause(ctx, g.cli, g.group, state.PauseRecord{By: by, Reason: reason})
+	return coord.WritePause(ctx, g.cli, g.group, schema.PauseRecord{By: by, Reason: reason})
 }
 
 // Resume lets the members take records again; it reports whether the group
@@ -356,7 +356,7 @@ func (g *Group) ApplyReset(ctx context.Context, plan []PlanRow) error {
 		if rg, err = g.checkReset(ctx); err != nil {
 			return err
 		}
-		var snap *state.Snapshot
+		var snap *schema.Snapshot
 		if snap, err = coord.ReadSnapshot(ctx, g.cli, g.group); err != nil {
 			return fmt.Errorf("admin: %w", err)
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // KeyQuery names one key of one topic for DescribeKey.
@@ -171,7 +171,7 @@ func (g *Group) DescribeKey(ctx context.Context, q KeyQuery) (KeyInfo, error) {
 		info.Range = kr
 		break
 	}
-	if len(q.Key) <= state.MaxKeyOpKeyBytes {
+	if len(q.Key) <= schema.MaxKeyOpKeyBytes {
 		op, ok, err := coord.ReadKeyOp(ctx, g.cli, g.group, q.Topic, info.Partition, q.Key)
 		if err != nil {
 			return KeyInfo{}, fmt.Errorf("admin: %w", err)
@@ -242,7 +242,7 @@ func (g *Group) DescribeKey(ctx context.Context, q KeyQuery) (KeyInfo, error) {
 }
 
 // topicOfGroup refuses a topic that has no range in the group.
-func topicOfGroup(snap *state.Snapshot, topic string) error {
+func topicOfGroup(snap *schema.Snapshot, topic string) error {
 	var topics []string
 	for _, r := range snap.Ranges {
 		if r.Record.Topic == topic {

@@ -17,7 +17,7 @@ import (
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -257,7 +257,7 @@ func TestStuckReportMatchedByKey(t *testing.T) {
 		info, err := g.DescribeKey(t.Context(), qa)
 		return err == nil && info.Range != nil && info.Range.Watermark == 2
 	})
-	rec, err := json.Marshal(state.StuckRecord{V: 1, Member: "m1", Topic: "orders", Offset: 1, Key: textsafe.Bytes([]byte(b)),
+	rec, err := json.Marshal(schema.StuckRecord{V: 1, Member: "m1", Topic: "orders", Offset: 1, Key: textsafe.Bytes([]byte(b)),
 		Since: time.Now().UTC(), Attempts: 3, Error: "no such customer"})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Operations on one key for the whole group, kept in etcd
@@ -72,8 +72,8 @@ func (g *Group) SkipKey(ctx context.Context, r SkipRequest) (KeyOp, error) {
 	if r.Offset < 0 {
 		return KeyOp{}, fmt.Errorf("%w: offset %d: want the key's head offset, 0 or more", ErrBadKeyQuery, r.Offset)
 	}
-	if len(r.Key) > state.MaxKeyOpKeyBytes {
-		return KeyOp{}, fmt.Errorf("%w: a key of %d bytes: operations take keys of at most %d", ErrBadKeyQuery, len(r.Key), state.MaxKeyOpKeyBytes)
+	if len(r.Key) > schema.MaxKeyOpKeyBytes {
+		return KeyOp{}, fmt.Errorf("%w: a key of %d bytes: operations take keys of at most %d", ErrBadKeyQuery, len(r.Key), schema.MaxKeyOpKeyBytes)
 	}
 	info, err := g.DescribeKey(ctx, r.KeyQuery)
 	if err != nil {
@@ -101,12 +101,12 @@ func (g *Group) SkipKey(ctx context.Context, r SkipRequest) (KeyOp, error) {
 	}
 	rev := int64(0)
 	if exists {
-		if old.Err == nil && old.Record.Op != state.KeyOpSkip {
+		if old.Err == nil && old.Record.Op != schema.KeyOpSkip {
 			return KeyOp{}, fmt.Errorf("%w: %s already has a %s operation: cancel it first (keyshare key cancel)", ErrBadKeyQuery, where, old.Record.Op)
 		}
 		rev = old.Rev
 	}
-	rec := state.KeyOpRecord{Op: state.KeyOpSkip, Topic: info.Topic, Partition: info.Partition, Key: r.Key, Offset: r.Offset,
+	rec := schema.KeyOpRecord{Op: schema.KeyOpSkip, Topic: info.Topic, Partition: info.Partition, Key: r.Key, Offset: r.Offset,
 		Drop: r.Drop, By: r.By, Reason: r.Reason}
 	op, err := coord.PutKeyOp(ctx, g.cli, g.group, rec, rev)
 	if errors.Is(err, coord.ErrKeyOpChanged) {
@@ -121,11 +121,11 @@ func (g *Group) SkipKey(ctx context.Context, r SkipRequest) (KeyOp, error) {
 // checkOpText refuses a reason or requester an operation does not store,
 // before the operation changes anything (a park creates its topic).
 func checkOpText(reason, by string) error {
-	if len(reason) > state.MaxKeyOpTextBytes {
-		return fmt.Errorf("%w: a reason of %d bytes: at most %d", ErrBadKeyQuery, len(reason), state.MaxKeyOpTextBytes)
+	if len(reason) > schema.MaxKeyOpTextBytes {
+		return fmt.Errorf("%w: a reason of %d bytes: at most %d", ErrBadKeyQuery, len(reason), schema.MaxKeyOpTextBytes)
 	}
-	if len(by) > state.MaxKeyOpTextBytes {
-		return fmt.Errorf("%w: a requester (by) of %d bytes: at most %d", ErrBadKeyQuery, len(by), state.MaxKeyOpTextBytes)
+	if len(by) > schema.MaxKeyOpTextBytes {
+		return fmt.Errorf("%w: a requester (by) of %d bytes: at most %d", ErrBadKeyQuery, len(by), schema.MaxKeyOpTextBytes)
 	}
 	return nil
 }

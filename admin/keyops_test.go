@@ -16,7 +16,7 @@ import (
 	"github.com/keyshare/keyshare/admin"
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -157,7 +157,7 @@ func testSkipStuckKey(t *testing.T, batch bool) {
 		{admin.SkipRequest{KeyQuery: q("key-0"), Offset: offsets["key-0"][0]}, `key "key-0" of "orders"/0 has no pending record`},
 		{admin.SkipRequest{KeyQuery: admin.KeyQuery{Topic: "payments", Key: []byte("key-3"), Partition: 0}, Offset: poison}, `topic "payments"`},
 		{admin.SkipRequest{KeyQuery: admin.KeyQuery{Topic: "orders", Key: []byte("key-3"), Partition: 4}, Offset: poison}, "not 4"},
-		{admin.SkipRequest{KeyQuery: q(strings.Repeat("k", state.MaxKeyOpKeyBytes+1)), Offset: poison}, "a key of 1025 bytes"},
+		{admin.SkipRequest{KeyQuery: q(strings.Repeat("k", schema.MaxKeyOpKeyBytes+1)), Offset: poison}, "a key of 1025 bytes"},
 	} {
 		if _, err := g.SkipKey(ctx, tc.r); !errors.Is(err, admin.ErrBadKeyQuery) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("skip %.40q at %d: got %v, want ErrBadKeyQuery naming %q", tc.r.Key, tc.r.Offset, err, tc.want)
@@ -172,8 +172,8 @@ func testSkipStuckKey(t *testing.T, batch bool) {
 
 	// A skip of key-0's first record, long handled, as an older command
 	// or a race with the key's progress could leave it.
-	stale, err := coord.PutKeyOp(ctx, cli, state.Group{Prefix: "/keyshare", Name: "g"},
-		state.KeyOpRecord{Op: state.KeyOpSkip, Topic: "orders", Partition: 0, Key: []byte("key-0"), Offset: offsets["key-0"][0], By: "test"}, 0)
+	stale, err := coord.PutKeyOp(ctx, cli, schema.Group{Prefix: "/keyshare", Name: "g"},
+		schema.KeyOpRecord{Op: schema.KeyOpSkip, Topic: "orders", Partition: 0, Key: []byte("key-0"), Offset: offsets["key-0"][0], By: "test"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

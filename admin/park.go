@@ -10,7 +10,7 @@ import (
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // ParkedSuffix names a topic's default parking topic: <topic>.keyshare-parked.
@@ -41,8 +41,8 @@ func (g *Group) ParkKey(ctx context.Context, r ParkRequest) (KeyOp, error) {
 	if err := checkOpText(r.Reason, r.By); err != nil {
 		return KeyOp{}, err
 	}
-	if len(r.Key) > state.MaxKeyOpKeyBytes {
-		return KeyOp{}, fmt.Errorf("%w: a key of %d bytes: operations take keys of at most %d", ErrBadKeyQuery, len(r.Key), state.MaxKeyOpKeyBytes)
+	if len(r.Key) > schema.MaxKeyOpKeyBytes {
+		return KeyOp{}, fmt.Errorf("%w: a key of %d bytes: operations take keys of at most %d", ErrBadKeyQuery, len(r.Key), schema.MaxKeyOpKeyBytes)
 	}
 	if r.ParkTopic == "" {
 		r.ParkTopic = r.Topic + ParkedSuffix
@@ -80,7 +80,7 @@ func (g *Group) ParkKey(ctx context.Context, r ParkRequest) (KeyOp, error) {
 	if err != nil {
 		return KeyOp{}, err
 	}
-	rec := state.KeyOpRecord{Op: state.KeyOpPark, Topic: info.Topic, Partition: info.Partition, Key: r.Key,
+	rec := schema.KeyOpRecord{Op: schema.KeyOpPark, Topic: info.Topic, Partition: info.Partition, Key: r.Key,
 		ParkTopic: r.ParkTopic, ParkFrom: end, By: r.By, Reason: r.Reason}
 	op, err := coord.PutKeyOp(ctx, g.cli, g.group, rec, 0)
 	if errors.Is(err, coord.ErrKeyOpChanged) {
@@ -94,7 +94,7 @@ func (g *Group) ParkKey(ctx context.Context, r ParkRequest) (KeyOp, error) {
 
 // parkTopicOutsideGroup refuses a parking topic the group consumes: its
 // members would handle the parked copies as records of their own.
-func parkTopicOutsideGroup(snap *state.Snapshot, topic string) error {
+func parkTopicOutsideGroup(snap *schema.Snapshot, topic string) error {
 	for _, r := range snap.Ranges {
 		if r.Record.Topic == topic {
 			return fmt.Errorf("%w: parking topic %s is consumed by the group: its members would handle the parked copies as new records; name another", ErrBadKeyQuery, textsafe.Quote(topic))
@@ -178,8 +178,8 @@ func (g *Group) UnparkKey(ctx context.Context, r UnparkRequest) (KeyOp, error) {
 	if err := checkOpText("", r.By); err != nil {
 		return KeyOp{}, err
 	}
-	if len(r.Key) > state.MaxKeyOpKeyBytes {
-		return KeyOp{}, fmt.Errorf("%w: a key of %d bytes: operations take keys of at most %d", ErrBadKeyQuery, len(r.Key), state.MaxKeyOpKeyBytes)
+	if len(r.Key) > schema.MaxKeyOpKeyBytes {
+		return KeyOp{}, fmt.Errorf("%w: a key of %d bytes: operations take keys of at most %d", ErrBadKeyQuery, len(r.Key), schema.MaxKeyOpKeyBytes)
 	}
 	r.MaxScan = 1
 	info, err := g.DescribeKey(ctx, r.KeyQuery)
@@ -196,11 +196,11 @@ func (g *Group) UnparkKey(ctx context.Context, r UnparkRequest) (KeyOp, error) {
 		return KeyOp{}, fmt.Errorf("%w: %s is not parked: nothing to unpark", ErrBadKeyQuery, where)
 	case old.Err != nil:
 		return KeyOp{}, fmt.Errorf("%w: %s: its operation is damaged (%v): cancel it (keyshare key cancel)", ErrBadKeyQuery, where, old.Err)
-	case old.Record.Op != state.KeyOpPark:
+	case old.Record.Op != schema.KeyOpPark:
 		return KeyOp{}, fmt.Errorf("%w: %s is not parked (its operation is a %s)", ErrBadKeyQuery, where, old.Record.Op)
 	}
 	rec := old.Record
-	rec.Op, rec.Next, rec.By, rec.At = state.KeyOpUnpark, rec.ParkFrom, r.By, time.Time{}
+	rec.Op, rec.Next, rec.By, rec.At = schema.KeyOpUnpark, rec.ParkFrom, r.By, time.Time{}
 	op, err := coord.PutKeyOp(ctx, g.cli, g.group, rec, old.Rev)
 	if errors.Is(err, coord.ErrKeyOpChanged) {
 		return KeyOp{}, fmt.Errorf("%w: %s: its park changed while the unpark was being set: look again (keyshare key describe)", ErrBadKeyQuery, where)

@@ -5,16 +5,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // TestParkTopicOutsideGroup: a parking topic the group consumes is
 // refused by name (its members would handle the parked copies as new
 // records); any other is taken.
 func TestParkTopicOutsideGroup(t *testing.T) {
-	snap := &state.Snapshot{Ranges: []state.RangeState{
-		{Key: "r1", Record: state.RangeRecord{Topic: "orders"}},
-		{Key: "r2", Record: state.RangeRecord{Topic: "payments"}},
+	snap := &schema.Snapshot{Ranges: []schema.RangeState{
+		{Key: "r1", Record: schema.RangeRecord{Topic: "orders"}},
+		{Key: "r2", Record: schema.RangeRecord{Topic: "payments"}},
 	}}
 	err := parkTopicOutsideGroup(snap, "payments")
 	if !errors.Is(err, ErrBadKeyQuery) || !strings.Contains(err.Error(), `parking topic "payments" is consumed by the group`) {

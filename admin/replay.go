@@ -7,7 +7,7 @@ import (
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // ReplayRequest asks for one key's records to run again from an offset.
@@ -33,8 +33,8 @@ func (g *Group) ReplayKey(ctx context.Context, r ReplayRequest) (KeyOp, error) {
 	if err := checkOpText(r.Reason, r.By); err != nil {
 		return KeyOp{}, err
 	}
-	if len(r.Key) > state.MaxKeyOpKeyBytes {
-		return KeyOp{}, fmt.Errorf("%w: a key of %d bytes: operations take keys of at most %d", ErrBadKeyQuery, len(r.Key), state.MaxKeyOpKeyBytes)
+	if len(r.Key) > schema.MaxKeyOpKeyBytes {
+		return KeyOp{}, fmt.Errorf("%w: a key of %d bytes: operations take keys of at most %d", ErrBadKeyQuery, len(r.Key), schema.MaxKeyOpKeyBytes)
 	}
 	if r.From < 0 {
 		return KeyOp{}, fmt.Errorf("%w: --from %d: want an offset, 0 or more", ErrBadKeyQuery, r.From)
@@ -64,7 +64,7 @@ func (g *Group) ReplayKey(ctx context.Context, r ReplayRequest) (KeyOp, error) {
 	if r.From > handled {
 		return KeyOp{}, fmt.Errorf("%w: offset %d is above the handled position of %s: %d, %s", ErrBadKeyQuery, r.From, where, handled, how)
 	}
-	rec := state.KeyOpRecord{Op: state.KeyOpReplay, Topic: info.Topic, Partition: info.Partition, Key: r.Key, Offset: r.From, Next: r.From,
+	rec := schema.KeyOpRecord{Op: schema.KeyOpReplay, Topic: info.Topic, Partition: info.Partition, Key: r.Key, Offset: r.From, Next: r.From,
 		By: r.By, Reason: r.Reason}
 	op, err := coord.PutKeyOp(ctx, g.cli, g.group, rec, 0)
 	if errors.Is(err, coord.ErrKeyOpChanged) {

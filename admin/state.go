@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // State is a group's state as an operator sees it, named as
@@ -33,7 +33,7 @@ const (
 
 // StateOf derives the group's state from its etcd state: the pause, the
 // registered members and the range records.
-func StateOf(paused bool, members map[string]state.Member, ranges []state.RangeState) State {
+func StateOf(paused bool, members map[string]schema.Member, ranges []schema.RangeState) State {
 	if paused {
 		return Paused
 	}
@@ -46,7 +46,7 @@ func StateOf(paused bool, members map[string]state.Member, ranges []state.RangeS
 		}
 	}
 	for _, r := range ranges {
-		if _, ok := members[r.Record.Owner]; !ok || r.Record.State != state.StateActive {
+		if _, ok := members[r.Record.Owner]; !ok || r.Record.State != schema.StateActive {
 			return Rebalancing
 		}
 	}
@@ -124,7 +124,7 @@ func List(ctx context.Context, cli *clientv3.Client, prefix string) ([]Summary, 
 		if coord.CheckName("group", name) != nil {
 			continue
 		}
-		v, err := coord.ReadGroupView(ctx, cli, state.Group{Prefix: prefix, Name: name})
+		v, err := coord.ReadGroupView(ctx, cli, schema.Group{Prefix: prefix, Name: name})
 		if err != nil {
 			return nil, fmt.Errorf("admin: %w", err)
 		}

@@ -5,34 +5,34 @@ import (
 	"testing"
 
 	"github.com/keyshare/keyshare/admin"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // TestStateOf: the state each combination of pause, members and range
 // records reads as.
 func TestStateOf(t *testing.T) {
-	member := func(leaving bool) state.Member {
-		return state.Member{MemberInfo: state.MemberInfo{Leaving: leaving}}
+	member := func(leaving bool) schema.Member {
+		return schema.Member{MemberInfo: schema.MemberInfo{Leaving: leaving}}
 	}
-	rng := func(owner, st string) state.RangeState {
-		return state.RangeState{Record: state.RangeRecord{Topic: "orders", Owner: owner, State: st}}
+	rng := func(owner, st string) schema.RangeState {
+		return schema.RangeState{Record: schema.RangeRecord{Topic: "orders", Owner: owner, State: st}}
 	}
-	two := map[string]state.Member{"m1": member(false), "m2": member(false)}
+	two := map[string]schema.Member{"m1": member(false), "m2": member(false)}
 	for _, tc := range []struct {
 		name    string
 		paused  bool
-		members map[string]state.Member
-		ranges  []state.RangeState
+		members map[string]schema.Member
+		ranges  []schema.RangeState
 		want    admin.State
 	}{
-		{"paused with members", true, two, []state.RangeState{rng("m1", state.StateActive)}, admin.Paused},
+		{"paused with members", true, two, []schema.RangeState{rng("m1", schema.StateActive)}, admin.Paused},
 		{"paused without members", true, nil, nil, admin.Paused},
-		{"no members, ranges left", false, nil, []state.RangeState{rng("m1", state.StateActive)}, admin.Empty},
-		{"all active, owned", false, two, []state.RangeState{rng("m1", state.StateActive), rng("m2", state.StateActive)}, admin.Stable},
-		{"a range revoking", false, two, []state.RangeState{rng("m1", state.StateActive), rng("m2", state.StateRevoking)}, admin.Rebalancing},
-		{"a range released", false, two, []state.RangeState{rng("m1", state.StateReleased)}, admin.Rebalancing},
-		{"a range owned by a gone member", false, two, []state.RangeState{rng("m3", state.StateActive)}, admin.Rebalancing},
-		{"a member leaving", false, map[string]state.Member{"m1": member(true)}, []state.RangeState{rng("m1", state.StateActive)}, admin.Rebalancing},
+		{"no members, ranges left", false, nil, []schema.RangeState{rng("m1", schema.StateActive)}, admin.Empty},
+		{"all active, owned", false, two, []schema.RangeState{rng("m1", schema.StateActive), rng("m2", schema.StateActive)}, admin.Stable},
+		{"a range revoking", false, two, []schema.RangeState{rng("m1", schema.StateActive), rng("m2", schema.StateRevoking)}, admin.Rebalancing},
+		{"a range released", false, two, []schema.RangeState{rng("m1", schema.StateReleased)}, admin.Rebalancing},
+		{"a range owned by a gone member", false, two, []schema.RangeState{rng("m3", schema.StateActive)}, admin.Rebalancing},
+		{"a member leaving", false, map[string]schema.Member{"m1": member(true)}, []schema.RangeState{rng("m1", schema.StateActive)}, admin.Rebalancing},
 		{"members, no ranges yet", false, two, nil, admin.Stable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

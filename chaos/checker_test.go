@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // TestCommitsPastUnhandled: the rule of the "commits past unhandled" check
@@ -96,7 +96,7 @@ func TestPreviousReleaseAttribution(t *testing.T) {
 	// A range failing over from m1: excused while m1 ran the previous
 	// release, not once it runs this tree's build.
 	grantAt := func(at int, owner string) grant {
-		return grant{at: ms(at), rec: state.RangeRecord{Topic: topic, Lo: 0, Hi: ledger.HashSpace, Owner: owner}}
+		return grant{at: ms(at), rec: schema.RangeRecord{Topic: topic, Lo: 0, Hi: ledger.HashSpace, Owner: owner}}
 	}
 	for _, c := range []struct {
 		name     string

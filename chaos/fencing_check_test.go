@@ -10,8 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // TestFencingCheck: the history check behind the "stale writes accepted"
@@ -20,7 +19,7 @@ import (
 func TestFencingCheck(t *testing.T) {
 	e := newEnv(t, 1, 1, 1)
 	ctx := t.Context()
-	s := keys.New("/keyshare", group)
+	s := schema.Group{Prefix: "/keyshare", Name: group}.Keys()
 	audits := map[string][]auditLine{}
 	put := func(member string, kvs ...string) int64 {
 		t.Helper()
@@ -42,7 +41,7 @@ func TestFencingCheck(t *testing.T) {
 		return resp.Header.Revision
 	}
 	rangeRec := func(owner, st string) string {
-		b, _ := json.Marshal(state.RangeRecord{V: 1, Topic: topic, Partition: 0, Lo: 0, Hi: 1 << 32, Owner: owner, State: st, Gen: 1})
+		b, _ := json.Marshal(schema.RangeRecord{V: 1, Topic: topic, Partition: 0, Lo: 0, Hi: 1 << 32, Owner: owner, State: st, Gen: 1})
 		return string(b)
 	}
 	rk, lk := s.Range(topic, 0, 0), s.LedgerEntry(topic, 0, 0)
@@ -50,17 +49,17 @@ func TestFencingCheck(t *testing.T) {
 
 	put("", s.Member("m1"), "{}", s.Member("m2"), "{}")
 	put("", s.Election()+"/1", "m1")
-	put("", s.Election()+"/2", "m2")                                         // m1 leads: its key is older
-	put("m1", s.Generation(), gen(1), rk, rangeRec("m1", state.StateActive)) // ok: the leader assigns
-	put("m1", lk, "{}")                                                      // ok: the owner flushes
-	badLedger := put("m2", lk, "{}")                                         // stale: m2 does not own the range
-	put("m2", s.Generation(), gen(2))                                        // stale: m2 does not lead
+	put("", s.Election()+"/2", "m2")                                          // m1 leads: its key is older
+	put("m1", s.Generation(), gen(1), rk, rangeRec("m1", schema.StateActive)) // ok: the leader assigns
+	put("m1", lk, "{}")                                                       // ok: the owner flushes
+	badLedger := put("m2", lk, "{}")                                          // stale: m2 does not own the range
+	put("m2", s.Generation(), gen(2))                                         // stale: m2 does not lead
 	if _, err := e.cli.Delete(ctx, s.Election()+"/1"); err != nil {
 		t.Fatal(err)
 	}
-	put("m2", s.Generation(), gen(3), rk, rangeRec("m2", state.StateActive)) // ok: m2 leads now
-	put("m1", s.Commits()+topic+"/00000", "{}")                              // stale: a deposed leader's commit
-	put("m1", lk, "{}")                                                      // stale: m1 lost the range
+	put("m2", s.Generation(), gen(3), rk, rangeRec("m2", schema.StateActive)) // ok: m2 leads now
+	put("m1", s.Commits()+topic+"/00000", "{}")                               // stale: a deposed leader's commit
+	put("m1", lk, "{}")                                                       // stale: m1 lost the range
 	if _, err := e.cli.Delete(ctx, s.Member("m2")); err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // auditLine is one line of a member's --audit log: a write etcd accepted.
@@ -61,7 +60,7 @@ func (e *env) staleWrites(ctx context.Context) []string {
 	}
 	slices.SortFunc(audits, func(a, b auditLine) int { return int(a.Rev - b.Rev) })
 
-	s := keys.New("/keyshare", group)
+	s := schema.Group{Prefix: "/keyshare", Name: group}.Keys()
 	history := e.history(ctx, s.Root())
 	current := map[string]*mvccpb.KeyValue{}
 	leader := func() string {
@@ -81,11 +80,11 @@ func (e *env) staleWrites(ctx context.Context) []string {
 		if kv == nil {
 			return "the range record does not exist"
 		}
-		rec, err := state.DecodeRange(state.Group{Name: group}, rangeKey, kv.Value, kv.ModRevision)
+		rec, err := schema.DecodeRange(schema.Group{Name: group}, rangeKey, kv.Value, kv.ModRevision)
 		if err != nil {
 			return "the range record is damaged"
 		}
-		if rec.Owner != member || (rec.State != state.StateActive && rec.State != state.StateRevoking) {
+		if rec.Owner != member || (rec.State != schema.StateActive && rec.State != schema.StateRevoking) {
 			return fmt.Sprintf("the range is %s by %s", rec.State, rec.Owner)
 		}
 		if current[s.Member(member)] == nil {

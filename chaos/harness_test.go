@@ -27,10 +27,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/keyshare/keyshare/internal/devcluster"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/netns"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -90,10 +89,10 @@ type env struct {
 	acked   []ack
 	commits []commitObs
 	faults  []time.Time
-	deleted map[int32]int64    // partition → log start after DeleteRecords
-	losses  []state.LossRecord // loss reports found in etcd by check
-	grants  []grant            // range records seen in etcd (overlap_test.go)
-	plans   []planSeen         // handoff plans seen in etcd
+	deleted map[int32]int64     // partition → log start after DeleteRecords
+	losses  []schema.LossRecord // loss reports found in etcd by check
+	grants  []grant             // range records seen in etcd (overlap_test.go)
+	plans   []planSeen          // handoff plans seen in etcd
 
 	// Hosts of their own (partition_test.go); nil: members run on this host.
 	net             *netns.Net
@@ -332,15 +331,15 @@ func (e *env) deleteRecords() {
 }
 
 // readLosses reads the loss reports the members wrote to etcd.
-func (e *env) readLosses() []state.LossRecord {
-	s := keys.New("/keyshare", group)
+func (e *env) readLosses() []schema.LossRecord {
+	s := schema.Group{Prefix: "/keyshare", Name: group}.Keys()
 	resp, err := e.cli.Get(e.t.Context(), s.Lost(), clientv3.WithPrefix())
 	if err != nil {
 		e.t.Fatalf("read loss reports: %v", err)
 	}
-	var out []state.LossRecord
+	var out []schema.LossRecord
 	for _, kv := range resp.Kvs {
-		l, err := state.DecodeLoss(state.Group{Name: group}, string(kv.Key), kv.Value)
+		l, err := schema.DecodeLoss(schema.Group{Name: group}, string(kv.Key), kv.Value)
 		if err != nil {
 			e.t.Errorf("loss report: %v", err)
 			continue

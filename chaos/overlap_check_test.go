@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // TestOverlapChecker feeds the overlap checker made-up histories: a clean
@@ -15,7 +15,7 @@ func TestOverlapChecker(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	g := func(ms int, owner string) grant {
-		return grant{at: at(ms), rec: state.RangeRecord{Topic: topic, Partition: 0, Lo: 0, Hi: ledger.HashSpace, Owner: owner}}
+		return grant{at: at(ms), rec: schema.RangeRecord{Topic: topic, Partition: 0, Lo: 0, Hi: ledger.HashSpace, Owner: owner}}
 	}
 	h := func(ms int, member string, off int64) handledLine {
 		return handledLine{Member: member, Partition: 0, Offset: off, Key: "k", Start: at(ms), Time: at(ms + 1)}
@@ -47,7 +47,7 @@ func TestOverlapChecker(t *testing.T) {
 	}
 	// A released range moving on is a handover, not a failover.
 	rel := g(900, "a")
-	rel.rec.State = state.StateReleased
+	rel.rec.State = schema.StateReleased
 	r := overlap([]grant{g(0, "a"), rel, g(1000, "b")}, nil, []handledLine{h(10, "a", 0), h(1200, "b", 1)}, nil)
 	if r.Moves != 1 || r.Failovers != 0 {
 		t.Errorf("handover counted as failover: %+v", r)
@@ -57,17 +57,17 @@ func TestOverlapChecker(t *testing.T) {
 	// another revision of the record.
 	for _, c := range []struct {
 		name     string
-		plan     state.PlannedHandoff
+		plan     schema.PlannedHandoff
 		failover int
 	}{
-		{"planned", state.PlannedHandoff{Key: "r", Rev: 5, To: "b"}, 0},
-		{"planned for another member", state.PlannedHandoff{Key: "r", Rev: 5, To: "c"}, 1},
-		{"planned at another revision", state.PlannedHandoff{Key: "r", Rev: 4, To: "b"}, 1},
+		{"planned", schema.PlannedHandoff{Key: "r", Rev: 5, To: "b"}, 0},
+		{"planned for another member", schema.PlannedHandoff{Key: "r", Rev: 5, To: "c"}, 1},
+		{"planned at another revision", schema.PlannedHandoff{Key: "r", Rev: 4, To: "b"}, 1},
 	} {
 		first, next := g(0, "a"), g(1000, "b")
 		first.key, first.rev = "r", 5
 		next.key, next.rev, next.prevOwner, next.prevRev = "r", 9, "a", 5
-		plans := []planSeen{{leaver: "a", rev: 7, byKey: map[string]state.PlannedHandoff{"r": c.plan}}}
+		plans := []planSeen{{leaver: "a", rev: 7, byKey: map[string]schema.PlannedHandoff{"r": c.plan}}}
 		r := overlap([]grant{first, next}, plans, []handledLine{h(10, "a", 0), h(1200, "b", 1)}, nil)
 		if r.Moves != 1 || r.Failovers != c.failover {
 			t.Errorf("%s: %+v, want %d failovers", c.name, r, c.failover)

@@ -11,7 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // grant is a range record as the test saw it appear in etcd, with the time
@@ -19,7 +19,7 @@ import (
 // the watch's delivery: handlings are matched to grants with grantSlack.
 type grant struct {
 	at  time.Time
-	rec state.RangeRecord
+	rec schema.RangeRecord
 	key string
 	rev int64 // the record's revision
 	// prevOwner and prevRev are the record this one replaced (prevRev 0:
@@ -33,7 +33,7 @@ type grant struct {
 type planSeen struct {
 	leaver string
 	rev    int64
-	byKey  map[string]state.PlannedHandoff // nil: the plan was deleted
+	byKey  map[string]schema.PlannedHandoff // nil: the plan was deleted
 }
 
 // grantSlack: a handling that starts this little before the test saw its
@@ -49,9 +49,9 @@ func (e *env) watchRanges(ctx context.Context) {
 		for wr := range e.cli.Watch(ctx, root+"handoffs/", clientv3.WithPrefix(), clientv3.WithRev(1)) {
 			for _, ev := range wr.Events {
 				p := planSeen{leaver: strings.TrimPrefix(string(ev.Kv.Key), root+"handoffs/"), rev: ev.Kv.ModRevision}
-				var plan state.HandoffPlan
+				var plan schema.HandoffPlan
 				if ev.Type == clientv3.EventTypePut && json.Unmarshal(ev.Kv.Value, &plan) == nil {
-					p.byKey = make(map[string]state.PlannedHandoff)
+					p.byKey = make(map[string]schema.PlannedHandoff)
 					for _, r := range plan.Ranges {
 						p.byKey[r.Key] = r
 					}
@@ -69,12 +69,12 @@ func (e *env) watchRanges(ctx context.Context) {
 			if ev.Type != clientv3.EventTypePut {
 				continue // a deleted record's space is covered by the puts of the same txn
 			}
-			var r state.RangeRecord
+			var r schema.RangeRecord
 			if json.Unmarshal(ev.Kv.Value, &r) != nil || r.Topic != topic {
 				continue // damaged on purpose (row 14)
 			}
 			g := grant{at: now, rec: r, key: string(ev.Kv.Key), rev: ev.Kv.ModRevision}
-			var prev state.RangeRecord
+			var prev schema.RangeRecord
 			if ev.PrevKv != nil && json.Unmarshal(ev.PrevKv.Value, &prev) == nil {
 				g.prevOwner, g.prevRev = prev.Owner, ev.PrevKv.ModRevision
 			}
@@ -218,7 +218,7 @@ func overlap(grants []grant, plans []planSeen, lines []handledLine, previous fun
 				r.Worst = fmt.Sprintf("%s, %s → %s at %s", keysOf[k], prev.owner, next.owner, next.first.Format("15:04:05.000"))
 			}
 			r.Moves++
-			if prev.state != state.StateReleased && !next.handedOver {
+			if prev.state != schema.StateReleased && !next.handedOver {
 				if r.Failovers == 0 || gap < r.FailoverMin {
 					r.FailoverMin = gap
 				}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/keyshare/keyshare/consumer/internal/schedule"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -39,7 +39,7 @@ func testPipeline(t *testing.T, mutate func(*Config)) (*pipeline, *owned) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &owned{st: st, rs: state.RangeState{Key: "r", Record: state.RangeRecord{Topic: "t", Lo: 0, Hi: ledger.HashSpace, State: state.StateActive}}}
+	w := &owned{st: st, rs: schema.RangeState{Key: "r", Record: schema.RangeRecord{Topic: "t", Lo: 0, Hi: ledger.HashSpace, State: schema.StateActive}}}
 	p.mu.ranges["r"] = w
 	p.mu.byTP[tp{Topic: "t"}] = []*owned{w}
 	p.sched = schedule.NewBatcher[jobKey](cfg.Concurrency, cfg.MaxBatchSize, cfg.MaxBatchWait, p.runBatch)

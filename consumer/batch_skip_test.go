@@ -12,7 +12,7 @@ import (
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -63,8 +63,8 @@ func testSkipDuringBackoff(t *testing.T, batch bool) {
 	produced := testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte("k"), Value: []byte("k:0")}, {Key: []byte("k"), Value: []byte("k:1")}})
 	waitFor(t, "the first failure", 30*time.Second, func() bool { return poisonCalls.Load() == 1 })
 	cli := testutil.NewEtcdClient(t, cl.endpoints)
-	if _, err := coord.PutKeyOp(t.Context(), cli, state.Group{Prefix: "/keyshare", Name: "g"},
-		state.KeyOpRecord{Op: state.KeyOpSkip, Topic: "orders", Partition: 0, Key: []byte("k"), Offset: 0, Drop: true, By: "test"}, 0); err != nil {
+	if _, err := coord.PutKeyOp(t.Context(), cli, schema.Group{Prefix: "/keyshare", Name: "g"},
+		schema.KeyOpRecord{Op: schema.KeyOpSkip, Topic: "orders", Partition: 0, Key: []byte("k"), Offset: 0, Drop: true, By: "test"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the commit at the end", 30*time.Second, func() bool {
@@ -93,8 +93,8 @@ func testSkipBeforeFirstBatch(t *testing.T, batch bool) {
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	produced := testutil.Produce(t, k.Brokers, "orders", []testutil.Record{{Key: []byte("k"), Value: []byte("k:0")}, {Key: []byte("k"), Value: []byte("k:1")}})
 	cli := testutil.NewEtcdClient(t, cl.endpoints)
-	if _, err := coord.PutKeyOp(t.Context(), cli, state.Group{Prefix: "/keyshare", Name: "g"},
-		state.KeyOpRecord{Op: state.KeyOpSkip, Topic: "orders", Partition: 0, Key: []byte("k"), Offset: 0, Drop: true, By: "test"}, 0); err != nil {
+	if _, err := coord.PutKeyOp(t.Context(), cli, schema.Group{Prefix: "/keyshare", Name: "g"},
+		schema.KeyOpRecord{Op: schema.KeyOpSkip, Topic: "orders", Partition: 0, Key: []byte("k"), Offset: 0, Drop: true, By: "test"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex

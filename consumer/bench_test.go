@@ -13,7 +13,7 @@ import (
 
 	"github.com/keyshare/keyshare/consumer/internal/schedule"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // benchPipeline builds a pipeline that owns the given ranges of partition 0
@@ -41,7 +41,7 @@ func benchPipeline(b *testing.B, ranges []ledger.HashRange, workers int, handler
 		if err != nil {
 			b.Fatal(err)
 		}
-		w := &owned{st: st, rs: state.RangeState{Key: fmt.Sprint(i), Record: state.RangeRecord{Topic: "t", Lo: r.Lo, Hi: r.Hi, State: state.StateActive}}}
+		w := &owned{st: st, rs: schema.RangeState{Key: fmt.Sprint(i), Record: schema.RangeRecord{Topic: "t", Lo: r.Lo, Hi: r.Hi, State: schema.StateActive}}}
 		p.mu.ranges[w.rs.Key] = w
 		p.mu.byTP[t] = append(p.mu.byTP[t], w)
 	}

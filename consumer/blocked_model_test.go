@@ -28,7 +28,7 @@ import (
 
 	"github.com/keyshare/keyshare/consumer/internal/schedule"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // logFetcher delivers one partition's log from a position that seeks move.
@@ -142,7 +142,7 @@ func newBlockedModel(t *rapid.T) *blockedModel {
 	}
 	t0 := tp{Topic: "t"}
 	for i := range len(cuts) - 1 {
-		rs := rangeOf(0, cuts[i], cuts[i+1], state.StateActive, 1, 0)
+		rs := rangeOf(0, cuts[i], cuts[i+1], schema.StateActive, 1, 0)
 		st, err := ledger.NewState(rs.Record.Range(), rs.Entry, 0)
 		if err != nil {
 			t.Fatal(err)

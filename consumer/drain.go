@@ -8,7 +8,7 @@ import (
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // The drain of a revoked range, and its release to the leader.
@@ -130,7 +130,7 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 			p.mu.Unlock() // given away, taken back, or the member stopping
 			return
 		}
-		if w.rs.Record.State != state.StateRevoking {
+		if w.rs.Record.State != schema.StateRevoking {
 			// Taken back while the release was on its way: reconcile
 			// kept the range revoking until now, and applies the
 			// take-back to the assignment read again (or starts a new

@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -55,8 +55,8 @@ func (t *hookedTxn) Commit() (*clientv3.TxnResponse, error) {
 // releases reports whether ops mark a range released.
 func releases(ops []clientv3.Op) bool {
 	for _, op := range ops {
-		var rec state.RangeRecord
-		if op.IsPut() && json.Unmarshal(op.ValueBytes(), &rec) == nil && rec.State == state.StateReleased {
+		var rec schema.RangeRecord
+		if op.IsPut() && json.Unmarshal(op.ValueBytes(), &rec) == nil && rec.State == schema.StateReleased {
 			return true
 		}
 	}
@@ -121,14 +121,14 @@ func TestDrainCancelsBeforeRelease(t *testing.T) {
 					c.Retry.MaxAttempts, c.Retry.Backoff, c.Retry.MaxBackoff = 1000, 100*time.Millisecond, 100*time.Millisecond
 				},
 			})
-			r.put(r.full(state.StateActive), initialized(0))
+			r.put(r.full(schema.StateActive), initialized(0))
 			testutil.Produce(t, r.k.Brokers, rigTopic, testutil.KeyedRecords(1, 1))
 			wait(t, "the record's first attempt", started)
 
-			rev := r.full(state.StateRevoking)
+			rev := r.full(schema.StateRevoking)
 			rev.Target, rev.DrainMs = "other", 300
 			r.put(rev, nil)
-			testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == state.StateReleased })
+			testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == schema.StateReleased })
 			testutil.WaitFor(t, "the record's worker done", 10*time.Second, func() bool {
 				return r.p.sched.Idle()
 			})
@@ -180,7 +180,7 @@ func TestReleaseFencedByTakeBack(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if takeBack == 0 {
-			takeBack = r.put(r.full(state.StateActive), nil)
+			takeBack = r.put(r.full(schema.StateActive), nil)
 		}
 	}
 	r = newRigWith(t, h, true, rigOptions{
@@ -189,11 +189,11 @@ func TestReleaseFencedByTakeBack(t *testing.T) {
 			c.FlushInterval = time.Hour // only the flushes a revoke or a new range asks for
 		},
 	})
-	r.put(r.full(state.StateActive), initialized(0))
+	r.put(r.full(schema.StateActive), initialized(0))
 	testutil.Produce(t, r.k.Brokers, rigTopic, testutil.KeyedRecords(last+1, last+1))
 	testutil.WaitFor(t, "the records before the last handled", 20*time.Second, func() bool { return rn.doneCount() == last })
 
-	rev := r.full(state.StateRevoking)
+	rev := r.full(schema.StateRevoking)
 	rev.Target, rev.DrainMs = "other", 10000
 	r.put(rev, nil)
 	testutil.WaitFor(t, "the revoke applied and flushed", 20*time.Second, func() bool {
@@ -210,7 +210,7 @@ func TestReleaseFencedByTakeBack(t *testing.T) {
 		return r.owned(func(w *owned) bool { return w != nil && w.st.Watermark() == last+2 })
 	})
 	rn.twice(t)
-	if got := r.stored().Record.State; got != state.StateActive {
+	if got := r.stored().Record.State; got != schema.StateActive {
 		t.Errorf("the range record is %s, want active (the revoke was taken back)", got)
 	}
 }
@@ -236,7 +236,7 @@ func TestLeavingTakesNoRevokeBack(t *testing.T) {
 		return nil
 	}
 	r := newRigWith(t, h, true, rigOptions{})
-	r.put(r.full(state.StateActive), initialized(0))
+	r.put(r.full(schema.StateActive), initialized(0))
 	testutil.Produce(t, r.k.Brokers, rigTopic, testutil.KeyedRecords(1, 1))
 	wait(t, "the record's handler", started)
 	before, err := r.sess.ReadAssignment(t.Context())
@@ -261,13 +261,13 @@ func TestLeavingTakesNoRevokeBack(t *testing.T) {
 	testutil.WaitFor(t, "the assignment from before the leave applied", 20*time.Second, func() bool {
 		r.p.mu.Lock()
 		defer r.p.mu.Unlock()
-		return r.p.latest.Rev == before.Rev && len(r.p.latest.Ranges) == 1 && r.p.latest.Ranges[0].Record.State == state.StateActive
+		return r.p.latest.Rev == before.Rev && len(r.p.latest.Ranges) == 1 && r.p.latest.Ranges[0].Record.State == schema.StateActive
 	})
 	if !r.owned(func(w *owned) bool { return w != nil && w.revoking && w.draining }) {
 		t.Fatal("a leaving member took its range's revoke back")
 	}
 	close(gate)
-	testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == state.StateReleased })
+	testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == schema.StateReleased })
 }
 
 // lockedBuffer is a strings.Builder a logger may write from several
@@ -306,13 +306,13 @@ func TestDrainSaysWhatItWaitsFor(t *testing.T) {
 	}, true, rigOptions{mutate: func(c *Config) {
 		c.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
 	}})
-	r.put(r.full(state.StateActive), initialized(0))
+	r.put(r.full(schema.StateActive), initialized(0))
 	testutil.Produce(t, r.k.Brokers, rigTopic, testutil.KeyedRecords(1, 1))
 	wait(t, "the record running", started)
-	rev := r.full(state.StateRevoking)
+	rev := r.full(schema.StateRevoking)
 	rev.Target, rev.DrainMs = "other", 4000
 	r.put(rev, nil)
-	testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == state.StateReleased })
+	testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == schema.StateReleased })
 	var line string
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(l, "draining a revoked range") {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Fence says under which grant of its hash range a member handles a
@@ -148,6 +148,6 @@ func (p *pipeline) fenceOf(j *job) Fence {
 	return fenceFrom(rs)
 }
 
-func fenceFrom(rs state.RangeState) Fence {
+func fenceFrom(rs schema.RangeState) Fence {
 	return Fence{Topic: rs.Record.Topic, Partition: rs.Record.Partition, Lo: rs.Record.Lo, Hi: rs.Record.Hi, Token: rs.Rev}
 }

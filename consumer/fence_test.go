@@ -12,7 +12,7 @@ import (
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -104,7 +104,7 @@ func (l *fenceLog) check(t *testing.T, topic string) map[string]int {
 // matchEtcd checks that each of member's fences is one of its range
 // records in snap, at the record's ModRevision, and returns how many it
 // checked.
-func matchEtcd(t *testing.T, snap *state.Snapshot, fences []fenceSeen, member string) int {
+func matchEtcd(t *testing.T, snap *schema.Snapshot, fences []fenceSeen, member string) int {
 	t.Helper()
 	matched := 0
 	for _, s := range fences {
@@ -137,8 +137,8 @@ func TestFenceOfTokens(t *testing.T) {
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
 	cli := testutil.NewEtcdClient(t, cl.endpoints)
 	var l fenceLog
-	readSnap := func() *state.Snapshot {
-		snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
+	readSnap := func() *schema.Snapshot {
+		snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +209,7 @@ func TestFenceOfBatch(t *testing.T) {
 	testutil.Produce(t, k.Brokers, "orders", testutil.KeyedRecords(200, 20))
 	waitFor(t, "a handles every record", 30*time.Second, func() bool { return l.offsets() == 200 })
 	l.check(t, "orders")
-	snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
+	snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -44,13 +44,13 @@ func TestLargeEntryFlushedEarly(t *testing.T) {
 	// The range is taken and its first entry written (a new assignment
 	// flushes at once) before any record exists.
 	cli := testutil.NewEtcdClient(t, cl.endpoints)
-	stored := func() state.RangeState {
-		snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Prefix: "/keyshare", Name: cl.group})
+	stored := func() schema.RangeState {
+		snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Prefix: "/keyshare", Name: cl.group})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(snap.Ranges) != 1 {
-			return state.RangeState{}
+			return schema.RangeState{}
 		}
 		return snap.Ranges[0]
 	}
@@ -85,7 +85,7 @@ func TestFirstProgressFlushedAtOnce(t *testing.T) {
 	m := cl.start("m1", func(context.Context, *kafka.Message) error { return nil })
 	cli := testutil.NewEtcdClient(t, cl.endpoints)
 	watermark := func() int64 {
-		snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Prefix: "/keyshare", Name: cl.group})
+		snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Prefix: "/keyshare", Name: cl.group})
 		if err != nil {
 			t.Fatal(err)
 		}

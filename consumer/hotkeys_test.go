@@ -15,9 +15,8 @@ import (
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -59,7 +58,7 @@ func TestHotKeysShownAsKeys(t *testing.T) {
 	testutil.Produce(t, k.Brokers, "orders", recs)
 
 	cli := testutil.NewEtcdClient(t, cl.endpoints)
-	hotKey := keys.New(consumer.DefaultConfig().Prefix, cl.group).HotKeys("m1")
+	hotKey := schema.Group{Prefix: consumer.DefaultConfig().Prefix, Name: cl.group}.Keys().HotKeys("m1")
 	var last string
 	waitFor(t, "both slow keys shown by key in Status, the metric and etcd", 30*time.Second, func() bool {
 		st := m.c.Status()
@@ -85,7 +84,7 @@ func TestHotKeysShownAsKeys(t *testing.T) {
 			if !strings.Contains(metrics, fmt.Sprintf(`keyshare_hot_key_busy_ratio{group="g",key=%q,partition="0",topic="orders"}`, text)) {
 				return false
 			}
-			if !slices.ContainsFunc(names.Keys, func(n state.HotKeyName) bool { return n.Key == text && n.Topic == "orders" && n.Partition == 0 }) {
+			if !slices.ContainsFunc(names.Keys, func(n schema.HotKeyName) bool { return n.Key == text && n.Topic == "orders" && n.Partition == 0 }) {
 				return false
 			}
 		}
@@ -134,15 +133,15 @@ func metricLines(scrape, name string) string {
 
 // readHotKeys reads and decodes a member's hot key names (none if the key
 // does not exist).
-func readHotKeys(t *testing.T, cli *clientv3.Client, key string) state.HotKeyNames {
+func readHotKeys(t *testing.T, cli *clientv3.Client, key string) schema.HotKeyNames {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	resp, err := cli.Get(ctx, key)
 	if err != nil || len(resp.Kvs) == 0 {
-		return state.HotKeyNames{}
+		return schema.HotKeyNames{}
 	}
-	n, err := state.DecodeHotKeys(key, resp.Kvs[0].Value)
+	n, err := schema.DecodeHotKeys(key, resp.Kvs[0].Value)
 	if err != nil {
 		t.Fatalf("hot keys %s: %v", key, err)
 	}

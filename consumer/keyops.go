@@ -8,7 +8,7 @@ import (
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // An operator's operations on one key (keyshare key skip; coord.KeyOp),
@@ -38,7 +38,7 @@ func (p *pipeline) skipFor(ctx context.Context, j *job) (coord.KeyOp, bool) {
 		return coord.KeyOp{}, false
 	}
 	op, ok := p.sess.KeyOp(j.key.topic, j.key.partition, j.m.Key)
-	if !ok || op.Record.Op != state.KeyOpSkip || op.Record.Refused != "" || op.Record.Offset > j.o {
+	if !ok || op.Record.Op != schema.KeyOpSkip || op.Record.Refused != "" || op.Record.Offset > j.o {
 		return coord.KeyOp{}, false
 	}
 	if op.Record.Offset < j.o {
@@ -175,11 +175,11 @@ func (p *pipeline) watchKeyOps() {
 		p.forgetWrittenLocked(ops)
 		for _, op := range ops {
 			r := op.Record
-			if r.Op == state.KeyOpUnpark || r.Op == state.KeyOpReplay {
+			if r.Op == schema.KeyOpUnpark || r.Op == schema.KeyOpReplay {
 				p.startPreludeLocked(op)
 				continue
 			}
-			if r.Op != state.KeyOpSkip {
+			if r.Op != schema.KeyOpSkip {
 				continue
 			}
 			t := tp{Topic: r.Topic, Partition: r.Partition}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // TestFlushedSkips: after a flush, a skip is deleted only when the
@@ -25,7 +25,7 @@ func TestFlushedSkips(t *testing.T) {
 		lo, hi uint64
 		dirty  bool
 	}{{0, 1 << 31, false}, {1 << 31, ledger.HashSpace, true}} {
-		rs := rangeOf(0, r.lo, r.hi, state.StateActive, 1, 0)
+		rs := rangeOf(0, r.lo, r.hi, schema.StateActive, 1, 0)
 		st, err := ledger.NewState(rs.Record.Range(), rs.Entry, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -35,7 +35,7 @@ func TestFlushedSkips(t *testing.T) {
 		p.mu.byTP[t0] = append(p.mu.byTP[t0], w)
 	}
 	skip := func(name string, partition int32, h uint64) coord.KeyOp {
-		return coord.KeyOp{Name: name, Record: state.KeyOpRecord{Op: state.KeyOpSkip, Topic: "t", Partition: partition, Hash: h}}
+		return coord.KeyOp{Name: name, Record: schema.KeyOpRecord{Op: schema.KeyOpSkip, Topic: "t", Partition: partition, Hash: h}}
 	}
 	written, fenced, gone := skip("written", 0, 5), skip("fenced", 0, 1<<31+5), skip("gone", 1, 5)
 	p.mu.Lock()

@@ -9,7 +9,7 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Load accounting: what the records of each owned range cost, measured on
@@ -41,7 +41,7 @@ type hotEntry struct {
 	hash        uint32
 	keyLen      uint32
 	weight, err time.Duration
-	key         [state.HotKeyBytes]byte
+	key         [schema.HotKeyBytes]byte
 }
 
 // setKey keeps the first bytes of key.
@@ -53,7 +53,7 @@ func (e *hotEntry) setKey(key []byte) {
 // text is the entry's key for display: escaped and cut (textsafe.Head),
 // with its true length when longer than what was kept.
 func (e *hotEntry) text() string {
-	return textsafe.Head(e.key[:min(int(e.keyLen), len(e.key))], int(e.keyLen), state.HotKeyBytes)
+	return textsafe.Head(e.key[:min(int(e.keyLen), len(e.key))], int(e.keyLen), schema.HotKeyBytes)
 }
 
 // topKeys is a weighted space-saving summary (Metwally et al. 2005) of
@@ -221,11 +221,11 @@ func (lt *loadTable) add(w *owned, h uint32, key []byte, busy time.Duration, don
 // (state.NotableHotKey), with their names, are kept in its hot for Status. A range measured for less than half of the last
 // window keeps its window open, so that its next rates are over a useful
 // span rather than a few records. Ranges no longer given are forgotten.
-func (lt *loadTable) report(now time.Time, ranges []*owned, backlog func(*owned) int64) (state.LoadReport, state.HotKeyNames) {
+func (lt *loadTable) report(now time.Time, ranges []*owned, backlog func(*owned) int64) (schema.LoadReport, schema.HotKeyNames) {
 	window := now.Sub(lt.last)
-	r := state.LoadReport{At: now, Window: max(window, time.Millisecond).Seconds(), Ranges: make([]assign.RangeLoad, 0, len(ranges))}
+	r := schema.LoadReport{At: now, Window: max(window, time.Millisecond).Seconds(), Ranges: make([]assign.RangeLoad, 0, len(ranges))}
 	type named struct {
-		state.HotKeyName
+		schema.HotKeyName
 		busy float64
 	}
 	var names []named
@@ -239,12 +239,12 @@ func (lt *loadTable) report(now time.Time, ranges []*owned, backlog func(*owned)
 		r.Ranges = append(r.Ranges, rl)
 		w.hot = nil
 		for i, e := range top {
-			if !state.NotableHotKey(rl.Hot[i].BusyPerSec, rl.BusyPerSec) {
+			if !schema.NotableHotKey(rl.Hot[i].BusyPerSec, rl.BusyPerSec) {
 				continue
 			}
 			hk := HotKey{Key: e.text(), BusyPerSec: rl.Hot[i].BusyPerSec, Share: min(rl.Hot[i].BusyPerSec/rl.BusyPerSec, 1)}
 			w.hot = append(w.hot, hk)
-			names = append(names, named{state.HotKeyName{Topic: rl.Topic, Partition: rl.Partition, Hash: uint64(e.hash), Key: hk.Key}, hk.BusyPerSec})
+			names = append(names, named{schema.HotKeyName{Topic: rl.Topic, Partition: rl.Partition, Hash: uint64(e.hash), Key: hk.Key}, hk.BusyPerSec})
 		}
 		if now.Sub(l.since) >= window/2 {
 			l.reset(now)
@@ -258,15 +258,15 @@ func (lt *loadTable) report(now time.Time, ranges []*owned, backlog func(*owned)
 	// The busiest names when there are more than a value holds, in key
 	// order, so that the same keys make the same value (reportLoad
 	// writes it only when it changes).
-	if len(names) > state.MaxHotKeyNames {
+	if len(names) > schema.MaxHotKeyNames {
 		slices.SortFunc(names, func(a, b named) int { return cmp.Compare(b.busy, a.busy) })
-		names = names[:state.MaxHotKeyNames]
+		names = names[:schema.MaxHotKeyNames]
 	}
-	hk := state.HotKeyNames{Keys: make([]state.HotKeyName, 0, len(names))}
+	hk := schema.HotKeyNames{Keys: make([]schema.HotKeyName, 0, len(names))}
 	for _, n := range names {
 		hk.Keys = append(hk.Keys, n.HotKeyName)
 	}
-	slices.SortFunc(hk.Keys, func(a, b state.HotKeyName) int {
+	slices.SortFunc(hk.Keys, func(a, b schema.HotKeyName) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Hash, b.Hash))
 	})
 	return r, hk
@@ -274,7 +274,7 @@ func (lt *loadTable) report(now time.Time, ranges []*owned, backlog func(*owned)
 
 // loadReport is the load of the ranges the member works on (not those it is
 // handing over), and the names of their hot keys, ending a window.
-func (p *pipeline) loadReport(now time.Time) (state.LoadReport, state.HotKeyNames) {
+func (p *pipeline) loadReport(now time.Time) (schema.LoadReport, schema.HotKeyNames) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var ranges []*owned
@@ -308,7 +308,7 @@ func (p *pipeline) reportLoad() {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	failing := false
-	var written []state.HotKeyName // none yet: the key does not exist
+	var written []schema.HotKeyName // none yet: the key does not exist
 	for {
 		select {
 		case <-p.ctx.Done():
@@ -316,7 +316,7 @@ func (p *pipeline) reportLoad() {
 		case <-tick.C:
 		}
 		r, names := p.loadReport(time.Now())
-		var changed *state.HotKeyNames
+		var changed *schema.HotKeyNames
 		if !slices.Equal(names.Keys, written) {
 			changed = &names
 		}

@@ -13,9 +13,8 @@ import (
 
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/consumer"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -73,11 +72,11 @@ func testLoadReportNamesSlowKey(t *testing.T, batch bool) {
 	slowHash := uint64(ledger.Hash([]byte(slowKey), 0))
 
 	cli := testutil.NewEtcdClient(t, cl.endpoints)
-	schema := keys.New(consumer.DefaultConfig().Prefix, cl.group)
+	keys := schema.Group{Prefix: consumer.DefaultConfig().Prefix, Name: cl.group}.Keys()
 	var last string
 	waitFor(t, "a load report naming the slow key", 60*time.Second, func() bool {
 		for _, m := range members {
-			r, ok := readLoad(t, cli, schema.Load(m.c.ID()))
+			r, ok := readLoad(t, cli, keys.Load(m.c.ID()))
 			if !ok {
 				continue
 			}
@@ -119,15 +118,15 @@ func handle(ctx context.Context, m *kafka.Message) {
 	}
 }
 
-func readLoad(t *testing.T, cli *clientv3.Client, key string) (state.LoadReport, bool) {
+func readLoad(t *testing.T, cli *clientv3.Client, key string) (schema.LoadReport, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	resp, err := cli.Get(ctx, key)
 	if err != nil || len(resp.Kvs) == 0 {
-		return state.LoadReport{}, false
+		return schema.LoadReport{}, false
 	}
-	r, err := state.DecodeLoad(key, resp.Kvs[0].Value)
+	r, err := schema.DecodeLoad(key, resp.Kvs[0].Value)
 	if err != nil {
 		t.Fatalf("load report %s: %v", key, err)
 	}
@@ -137,7 +136,7 @@ func readLoad(t *testing.T, cli *clientv3.Client, key string) (state.LoadReport,
 func activeRanges(s consumer.Status) []consumer.RangeStatus {
 	var out []consumer.RangeStatus
 	for _, r := range s.Ranges {
-		if r.State != state.StateRevoking {
+		if r.State != schema.StateRevoking {
 			out = append(out, r)
 		}
 	}

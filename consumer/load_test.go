@@ -19,7 +19,7 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // TestTopKeysFindsHotKeyAmongMany: one key with a tenth of the busy time
@@ -147,7 +147,7 @@ func TestHotKeyTextAlwaysStored(t *testing.T) {
 		}
 		var e hotEntry
 		e.setKey(b)
-		names := state.HotKeyNames{Member: "m1", Keys: []state.HotKeyName{{Topic: "t", Partition: 0, Hash: 1, Key: e.text()}}}
+		names := schema.HotKeyNames{Member: "m1", Keys: []schema.HotKeyName{{Topic: "t", Partition: 0, Hash: 1, Key: e.text()}}}
 		if err := names.Check(); err != nil {
 			t.Fatalf("key %q: its text %q is refused: %v", b[:min(len(b), 80)], e.text(), err)
 		}
@@ -186,7 +186,7 @@ func testOwned(t *testing.T, topic string, partition int32, r ledger.HashRange) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &owned{st: st, rs: state.RangeState{Record: state.RangeRecord{Topic: topic, Partition: partition, Lo: r.Lo, Hi: r.Hi, State: state.StateActive}}}
+	return &owned{st: st, rs: schema.RangeState{Record: schema.RangeRecord{Topic: topic, Partition: partition, Lo: r.Lo, Hi: r.Hi, State: schema.StateActive}}}
 }
 
 // TestLoadTableReport: rates are over each range's own window, buckets and
@@ -241,7 +241,7 @@ func TestLoadTableReport(t *testing.T) {
 	if len(c.hot) != 0 {
 		t.Errorf("idle range c's hot keys %+v: want none", c.hot)
 	}
-	wantNames := []state.HotKeyName{
+	wantNames := []schema.HotKeyName{
 		{Topic: "t", Partition: 0, Hash: uint64(half), Key: "b-key"},
 		{Topic: "t", Partition: 1, Hash: uint64(hot), Key: "hot-key"},
 		{Topic: "t", Partition: 1, Hash: uint64(half - 1), Key: "other"},
@@ -293,10 +293,10 @@ func TestLoadTableNamesBounded(t *testing.T) {
 		}
 	}
 	_, names := lt.report(t0.Add(10*time.Second), ranges, func(*owned) int64 { return 0 })
-	if len(names.Keys) != state.MaxHotKeyNames {
-		t.Fatalf("%d names, want %d", len(names.Keys), state.MaxHotKeyNames)
+	if len(names.Keys) != schema.MaxHotKeyNames {
+		t.Fatalf("%d names, want %d", len(names.Keys), schema.MaxHotKeyNames)
 	}
-	dropped := parts*assign.MaxHotKeys - state.MaxHotKeyNames
+	dropped := parts*assign.MaxHotKeys - schema.MaxHotKeyNames
 	first := int32(dropped / assign.MaxHotKeys)
 	if names.Keys[0].Partition != first || names.Keys[len(names.Keys)-1].Partition != parts-1 {
 		t.Fatalf("names run from partition %d to %d, want %d (the least busy %d left out) to %d", names.Keys[0].Partition, names.Keys[len(names.Keys)-1].Partition, first, dropped, parts-1)
@@ -305,7 +305,7 @@ func TestLoadTableNamesBounded(t *testing.T) {
 	if err := names.Check(); err != nil {
 		t.Fatalf("names refused: %v", err)
 	}
-	if !slices.IsSortedFunc(names.Keys, func(a, b state.HotKeyName) int {
+	if !slices.IsSortedFunc(names.Keys, func(a, b schema.HotKeyName) int {
 		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Hash, b.Hash))
 	}) {
 		t.Fatal("names not in key order")

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -37,12 +37,12 @@ func TestMergeRunsNothingTwice(t *testing.T) {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
+			snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"})
 			if err != nil {
 				continue
 			}
 			for _, r := range snap.Ranges {
-				if r.Record.State != state.StateActive && r.Record.Target == r.Record.Owner {
+				if r.Record.State != schema.StateActive && r.Record.Target == r.Record.Owner {
 					mergeDrains.Add(1)
 				}
 			}
@@ -50,13 +50,13 @@ func TestMergeRunsNothingTwice(t *testing.T) {
 	}()
 	onePerOwner := func(owners int) func() bool {
 		return func() bool {
-			snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
+			snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"})
 			if err != nil || len(snap.Ranges) != owners {
 				return false
 			}
 			seen := map[string]bool{}
 			for _, r := range snap.Ranges {
-				if r.Record.State != state.StateActive || seen[r.Record.Owner] {
+				if r.Record.State != schema.StateActive || seen[r.Record.Owner] {
 					return false
 				}
 				seen[r.Record.Owner] = true

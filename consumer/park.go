@@ -11,7 +11,7 @@ import (
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Parking a key (keyshare key park; state.KeyOpPark): while the park is
@@ -35,7 +35,7 @@ func (p *pipeline) parkFor(j *job) (coord.KeyOp, bool) {
 		return coord.KeyOp{}, false
 	}
 	op, ok := p.sess.KeyOp(j.key.topic, j.key.partition, j.m.Key)
-	if !ok || op.Record.Op != state.KeyOpPark {
+	if !ok || op.Record.Op != schema.KeyOpPark {
 		return coord.KeyOp{}, false
 	}
 	return op, true

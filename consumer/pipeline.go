@@ -12,7 +12,7 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/consumer/internal/schedule"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 type tp = assign.TopicPartition
@@ -49,9 +49,9 @@ type pipeline struct {
 
 	// Answers of the reads that the fetch loop leaves to goroutines, so
 	// that no I/O holds back an assignment (reconcile.go).
-	reread    chan state.Assignment // the assignment read again (rereadLoop)
-	startsCh  chan startsAnswer     // start offsets of new ranges (readStarts)
-	logBounds chan logBounds        // log starts and ends (retention.go)
+	reread    chan schema.Assignment // the assignment read again (rereadLoop)
+	startsCh  chan startsAnswer      // start offsets of new ranges (readStarts)
+	logBounds chan logBounds         // log starts and ends (retention.go)
 
 	// Only the fetch loop uses these.
 	//
@@ -61,7 +61,7 @@ type pipeline struct {
 	// msgs holds the records of a burst (fetch.go).
 	msgs []*kafka.Message
 	// latest is the assignment applied last.
-	latest state.Assignment
+	latest schema.Assignment
 	// readingStarts: a start-offset read runs; queryingLog: a log-offset
 	// query runs, and queryAgain asks for another once it ends.
 	readingStarts, queryingLog, queryAgain bool
@@ -133,7 +133,7 @@ func newPipeline(c *Consumer, sess *coord.Session) *pipeline {
 		space:   make(chan struct{}, 1),
 
 		retentionCh: make(chan struct{}, 1),
-		reread:      make(chan state.Assignment),
+		reread:      make(chan schema.Assignment),
 		startsCh:    make(chan startsAnswer, 1),
 		logBounds:   make(chan logBounds, 1),
 	}

@@ -12,9 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -30,8 +29,8 @@ type rig struct {
 	c      *Consumer
 	sess   *coord.Session
 	p      *pipeline
-	schema keys.Schema
-	group  state.Group
+	schema schema.Keys
+	group  schema.Group
 	gen    int64
 }
 
@@ -103,19 +102,19 @@ func newRigWith(t *testing.T, h Handler, fetch bool, opts rigOptions) *rig {
 		p.wg.Wait()
 		_ = sess.Close()
 	})
-	return &rig{t: t, cli: cli, k: k, c: c, sess: sess, p: p, schema: keys.New(cfg.Prefix, cfg.Group), group: state.Group{Prefix: cfg.Prefix, Name: cfg.Group}}
+	return &rig{t: t, cli: cli, k: k, c: c, sess: sess, p: p, schema: schema.Group{Prefix: cfg.Prefix, Name: cfg.Group}.Keys(), group: schema.Group{Prefix: cfg.Prefix, Name: cfg.Group}}
 }
 
 // full is the whole hash space of partition 0, owned by m.
-func (r *rig) full(st string) state.RangeRecord {
-	return state.RangeRecord{V: 1, Topic: rigTopic, Lo: 0, Hi: ledger.HashSpace, Owner: "m", State: st, Since: time.Now().UTC()}
+func (r *rig) full(st string) schema.RangeRecord {
+	return schema.RangeRecord{V: 1, Topic: rigTopic, Lo: 0, Hi: ledger.HashSpace, Owner: "m", State: st, Since: time.Now().UTC()}
 }
 
 func (r *rig) rangeKey() string { return r.schema.Range(rigTopic, 0, 0) }
 
 // put writes a range record (and its ledger entry, if e is not nil) with a
 // new generation, as the leader's plan does, and returns its revision.
-func (r *rig) put(rec state.RangeRecord, e *ledger.Entry) int64 {
+func (r *rig) put(rec schema.RangeRecord, e *ledger.Entry) int64 {
 	r.t.Helper()
 	r.gen++
 	rec.Gen = r.gen
@@ -123,7 +122,7 @@ func (r *rig) put(rec state.RangeRecord, e *ledger.Entry) int64 {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	g, _ := json.Marshal(state.GenerationRecord{V: 1, Generation: r.gen, Leader: "test", At: time.Now().UTC()})
+	g, _ := json.Marshal(schema.GenerationRecord{V: 1, Generation: r.gen, Leader: "test", At: time.Now().UTC()})
 	ops := []clientv3.Op{clientv3.OpPut(r.schema.Range(rec.Topic, rec.Partition, rec.Lo), string(b)), clientv3.OpPut(r.schema.Generation(), string(g))}
 	if e != nil {
 		ops = append(ops, clientv3.OpPut(r.schema.LedgerEntry(rec.Topic, rec.Partition, rec.Lo), string(ledger.Encode(*e))))
@@ -136,7 +135,7 @@ func (r *rig) put(rec state.RangeRecord, e *ledger.Entry) int64 {
 }
 
 // stored reads the range record and ledger entry of the full range.
-func (r *rig) stored() state.RangeState {
+func (r *rig) stored() schema.RangeState {
 	r.t.Helper()
 	snap, err := coord.ReadSnapshot(r.t.Context(), r.cli, r.group)
 	if err != nil {
@@ -148,7 +147,7 @@ func (r *rig) stored() state.RangeState {
 		}
 	}
 	r.t.Fatalf("no range record at %s", r.rangeKey())
-	return state.RangeState{}
+	return schema.RangeState{}
 }
 
 // owned reports what the member holds of the full range (nil if nothing),
@@ -256,24 +255,24 @@ func TestFinishIgnoresAbandonedJob(t *testing.T) {
 				return nil
 			}, false, nil)
 			p := r.p
-			rec := r.full(state.StateActive)
-			rs := state.RangeState{Key: r.rangeKey(), Record: rec, Rev: 1, LedgerKey: r.schema.LedgerEntry(rigTopic, 0, 0),
+			rec := r.full(schema.StateActive)
+			rs := schema.RangeState{Key: r.rangeKey(), Record: rec, Rev: 1, LedgerKey: r.schema.LedgerEntry(rigTopic, 0, 0),
 				Entry: ledger.Entry{Segments: []ledger.Segment{{Lo: 0, Hi: ledger.HashSpace, Next: 5}}}}
 			topic := rigTopic
 			msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0, Offset: 5}, Key: []byte("k")}
 			t0 := tp{Topic: rigTopic}
 
-			if err := p.reconcile(state.Assignment{Generation: 1, Rev: 10, Ranges: []state.RangeState{rs}}); err != nil {
+			if err := p.reconcile(schema.Assignment{Generation: 1, Rev: 10, Ranges: []schema.RangeState{rs}}); err != nil {
 				t.Fatal(err)
 			}
 			p.handle([]*kafka.Message{msg}, time.Now())
 			wait(t, "the first run", startedA)
 			// The range goes (its job is cancelled and forgotten), comes
 			// back from the same ledger state, and offset 5 runs again.
-			if err := p.reconcile(state.Assignment{Generation: 2, Rev: 11}); err != nil {
+			if err := p.reconcile(schema.Assignment{Generation: 2, Rev: 11}); err != nil {
 				t.Fatal(err)
 			}
-			if err := p.reconcile(state.Assignment{Generation: 3, Rev: 12, Ranges: []state.RangeState{rs}}); err != nil {
+			if err := p.reconcile(schema.Assignment{Generation: 3, Rev: 12, Ranges: []schema.RangeState{rs}}); err != nil {
 				t.Fatal(err)
 			}
 			p.handle([]*kafka.Message{msg}, time.Now())
@@ -320,13 +319,13 @@ func TestFinishCompletesInThePartThatHoldsItsHash(t *testing.T) {
 		return nil
 	}, false, nil)
 	p := r.p
-	part := func(lo, hi uint64, rev int64) state.RangeState {
-		rec := r.full(state.StateActive)
+	part := func(lo, hi uint64, rev int64) schema.RangeState {
+		rec := r.full(schema.StateActive)
 		rec.Lo, rec.Hi = lo, hi
-		return state.RangeState{Key: r.schema.Range(rigTopic, 0, lo), Record: rec, Rev: rev, LedgerKey: r.schema.LedgerEntry(rigTopic, 0, lo),
+		return schema.RangeState{Key: r.schema.Range(rigTopic, 0, lo), Record: rec, Rev: rev, LedgerKey: r.schema.LedgerEntry(rigTopic, 0, lo),
 			Entry: ledger.Entry{Segments: []ledger.Segment{{Lo: lo, Hi: hi, Next: 5}}}}
 	}
-	if err := p.reconcile(state.Assignment{Generation: 1, Rev: 10, Ranges: []state.RangeState{part(0, ledger.HashSpace, 1)}}); err != nil {
+	if err := p.reconcile(schema.Assignment{Generation: 1, Rev: 10, Ranges: []schema.RangeState{part(0, ledger.HashSpace, 1)}}); err != nil {
 		t.Fatal(err)
 	}
 	topic := rigTopic
@@ -335,7 +334,7 @@ func TestFinishCompletesInThePartThatHoldsItsHash(t *testing.T) {
 	p.handle([]*kafka.Message{msg}, time.Now())
 	wait(t, "the record to run", started)
 
-	if err := p.reconcile(state.Assignment{Generation: 2, Rev: 11, Ranges: []state.RangeState{part(0, half, 11), part(half, ledger.HashSpace, 11)}}); err != nil {
+	if err := p.reconcile(schema.Assignment{Generation: 2, Rev: 11, Ranges: []schema.RangeState{part(0, half, 11), part(half, ledger.HashSpace, 11)}}); err != nil {
 		t.Fatal(err)
 	}
 	holder := r.schema.Range(rigTopic, 0, 0)
@@ -359,13 +358,13 @@ func TestBurstOfTwoPartitions(t *testing.T) {
 	testutil.ParallelOnKfake(t)
 	r := newRigWith(t, func(context.Context, *kafka.Message) error { return nil }, false, rigOptions{partitions: 2})
 	p := r.p
-	whole := func(partition int32, next int64) state.RangeState {
-		rec := r.full(state.StateActive)
+	whole := func(partition int32, next int64) schema.RangeState {
+		rec := r.full(schema.StateActive)
 		rec.Partition = partition
-		return state.RangeState{Key: r.schema.Range(rigTopic, partition, 0), Record: rec, Rev: 1, LedgerKey: r.schema.LedgerEntry(rigTopic, partition, 0),
+		return schema.RangeState{Key: r.schema.Range(rigTopic, partition, 0), Record: rec, Rev: 1, LedgerKey: r.schema.LedgerEntry(rigTopic, partition, 0),
 			Entry: ledger.Entry{Segments: []ledger.Segment{{Lo: 0, Hi: ledger.HashSpace, Next: next}}}}
 	}
-	if err := p.reconcile(state.Assignment{Generation: 1, Rev: 10, Ranges: []state.RangeState{whole(0, 3), whole(1, 7)}}); err != nil {
+	if err := p.reconcile(schema.Assignment{Generation: 1, Rev: 10, Ranges: []schema.RangeState{whole(0, 3), whole(1, 7)}}); err != nil {
 		t.Fatal(err)
 	}
 	topic := rigTopic
@@ -397,16 +396,16 @@ func TestBurstOfTwoPartitions(t *testing.T) {
 func TestOlderAssignmentIgnored(t *testing.T) {
 	testutil.RequireKfake(t, "the fetch loop's order of assignments read from etcd; the kfake run covers it")
 	r := newRig(t, func(context.Context, *kafka.Message) error { return nil }, false, nil)
-	read := func() state.Assignment {
+	read := func() schema.Assignment {
 		snap, err := coord.ReadSnapshot(t.Context(), r.cli, r.group)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return snap.AssignmentOf("m")
 	}
-	r.put(r.full(state.StateActive), &ledger.Entry{})
+	r.put(r.full(schema.StateActive), &ledger.Entry{})
 	older := read()
-	moved := r.full(state.StateActive)
+	moved := r.full(schema.StateActive)
 	moved.Owner = "other"
 	r.put(moved, nil)
 	newer := read()
@@ -442,7 +441,7 @@ func TestOlderAssignmentIgnored(t *testing.T) {
 func TestOlderAssignmentKeepsNewerGeneration(t *testing.T) {
 	testutil.RequireKfake(t, "the fetch loop's order of assignments read from etcd; the kfake run covers it")
 	r := newRig(t, func(context.Context, *kafka.Message) error { return nil }, false, nil)
-	r.put(r.full(state.StateActive), initialized(0))
+	r.put(r.full(schema.StateActive), initialized(0))
 	snap, err := coord.ReadSnapshot(t.Context(), r.cli, r.group)
 	if err != nil {
 		t.Fatal(err)
@@ -454,7 +453,7 @@ func TestOlderAssignmentKeepsNewerGeneration(t *testing.T) {
 	if err := r.p.reconcile(applied); err != nil {
 		t.Fatal(err)
 	}
-	late := state.Assignment{Generation: applied.Generation + 1, Rev: applied.Rev - 1} // no ranges: older than applied
+	late := schema.Assignment{Generation: applied.Generation + 1, Rev: applied.Rev - 1} // no ranges: older than applied
 	if err := r.p.reconcile(late); err != nil {
 		t.Fatal(err)
 	}
@@ -479,15 +478,15 @@ func TestOlderAssignmentKeepsNewerGeneration(t *testing.T) {
 func TestRangeTakenEndsPrelude(t *testing.T) {
 	testutil.RequireKfake(t, "assignments applied from etcd; the kfake run covers it")
 	r := newRigWith(t, func(context.Context, *kafka.Message) error { return nil }, false, rigOptions{partitions: 2})
-	read := func() state.Assignment {
+	read := func() schema.Assignment {
 		snap, err := coord.ReadSnapshot(t.Context(), r.cli, r.group)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return snap.AssignmentOf("m")
 	}
-	r.put(r.full(state.StateActive), initialized(0))
-	kept := r.full(state.StateActive)
+	r.put(r.full(schema.StateActive), initialized(0))
+	kept := r.full(schema.StateActive)
 	kept.Partition = 1
 	r.put(kept, initialized(0))
 	if err := r.p.reconcile(read()); err != nil {
@@ -511,7 +510,7 @@ func TestRangeTakenEndsPrelude(t *testing.T) {
 		return ctx
 	}
 	taken, other := start(0), start(1)
-	moved := r.full(state.StateActive)
+	moved := r.full(schema.StateActive)
 	moved.Owner = "other"
 	r.put(moved, nil)
 	if err := r.p.reconcile(read()); err != nil {
@@ -561,18 +560,18 @@ func TestCancelledRevokeKeepsTheRange(t *testing.T) {
 	rn := newRuns()
 	started, release := make(chan struct{}), make(chan struct{})
 	r := newRig(t, slowFirst(rn, started, release), true, nil)
-	r.put(r.full(state.StateActive), &ledger.Entry{})
+	r.put(r.full(schema.StateActive), &ledger.Entry{})
 	produceSlowFirst(t, r, 21)
 	wait(t, "the slow record", started)
 	testutil.WaitFor(t, "the other records handled", 30*time.Second, func() bool { return rn.doneCount() == 20 })
 
-	rev := r.full(state.StateRevoking)
+	rev := r.full(schema.StateRevoking)
 	rev.Target, rev.DrainMs = "other", 20000
 	r.put(rev, nil)
 	testutil.WaitFor(t, "the member draining", 10*time.Second, func() bool {
 		return r.owned(func(w *owned) bool { return w != nil && w.revoking && w.draining })
 	})
-	keepRev := r.put(r.full(state.StateActive), nil) // the leader takes the revoke back
+	keepRev := r.put(r.full(schema.StateActive), nil) // the leader takes the revoke back
 	testutil.WaitFor(t, "the member keeping the range", 10*time.Second, func() bool {
 		return r.owned(func(w *owned) bool { return w != nil && w.rs.Rev == keepRev && !w.revoking })
 	})
@@ -584,14 +583,14 @@ func TestCancelledRevokeKeepsTheRange(t *testing.T) {
 	})
 	produceSlowFirst(t, r, 10) // slow:0 again at offset 21: nothing holds it now
 	testutil.WaitFor(t, "records produced after the revoke was taken back", 20*time.Second, func() bool { return rn.doneCount() == 31 })
-	if st := r.stored(); st.Rev != keepRev || st.Record.State != state.StateActive {
+	if st := r.stored(); st.Rev != keepRev || st.Record.State != schema.StateActive {
 		t.Fatalf("range record %s at rev %d after the leader kept the range at rev %d: the member released a range it keeps", st.Record.State, st.Rev, keepRev)
 	}
 	rn.twice(t)
 
 	// A later revoke drains and releases again.
 	r.put(rev, nil)
-	testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == state.StateReleased })
+	testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == schema.StateReleased })
 	if w, _ := r.stored().Entry.Watermark(); w != 31 {
 		t.Fatalf("released at watermark %d, want 31", w)
 	}
@@ -622,12 +621,12 @@ func TestDrainBudgetFromReceipt(t *testing.T) {
 			rn := newRuns()
 			started, release := make(chan struct{}), make(chan struct{})
 			r := newRig(t, slowFirst(rn, started, release), true, func(c *Config) { c.DrainTimeout = tc.ownDrain })
-			r.put(r.full(state.StateActive), &ledger.Entry{})
+			r.put(r.full(schema.StateActive), &ledger.Entry{})
 			produceSlowFirst(t, r, 21)
 			wait(t, "the slow record", started)
 			testutil.WaitFor(t, "the other records handled", 30*time.Second, func() bool { return rn.doneCount() == 20 })
 
-			rev := r.full(state.StateRevoking)
+			rev := r.full(schema.StateRevoking)
 			rev.Since = time.Now().Add(tc.since).UTC()
 			rev.Target, rev.DrainMs = "other", tc.drainMs
 			r.put(rev, nil)
@@ -635,12 +634,12 @@ func TestDrainBudgetFromReceipt(t *testing.T) {
 				testutil.WaitFor(t, "the member draining", 10*time.Second, func() bool {
 					return r.owned(func(w *owned) bool { return w == nil || w.revoking && w.draining })
 				})
-				if st := r.stored(); st.Record.State != state.StateRevoking {
+				if st := r.stored(); st.Record.State != schema.StateRevoking {
 					t.Fatalf("range %s while its slow record is in flight and the budget not spent", st.Record.State)
 				}
 				close(release)
 			}
-			testutil.WaitFor(t, "the range released", 30*time.Second, func() bool { return r.stored().Record.State == state.StateReleased })
+			testutil.WaitFor(t, "the range released", 30*time.Second, func() bool { return r.stored().Record.State == schema.StateReleased })
 			st := r.stored()
 			wm, _ := st.Entry.Watermark()
 			if tc.finish && wm != 21 {
@@ -653,7 +652,7 @@ func TestDrainBudgetFromReceipt(t *testing.T) {
 			if !tc.finish {
 				close(release)
 			}
-			r.put(r.full(state.StateActive), nil)
+			r.put(r.full(schema.StateActive), nil)
 			testutil.WaitFor(t, "everything handled", 20*time.Second, func() bool { return rn.doneCount() == 21 })
 			if tc.finish {
 				rn.twice(t)
@@ -677,7 +676,7 @@ func TestFirstWatermarkMoveFlushedAtOnce(t *testing.T) {
 	rn := newRuns()
 	started, release := make(chan struct{}), make(chan struct{})
 	r := newRig(t, slowFirst(rn, started, release), true, func(c *Config) { c.FlushInterval = time.Hour })
-	r.put(r.full(state.StateActive), &ledger.Entry{})
+	r.put(r.full(schema.StateActive), &ledger.Entry{})
 	produceSlowFirst(t, r, 5)
 	wait(t, "the slow record", started)
 	testutil.WaitFor(t, "the other records handled", 30*time.Second, func() bool { return rn.doneCount() == 4 })

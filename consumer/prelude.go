@@ -12,7 +12,7 @@ import (
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // The prelude of an unparked key (keyshare key unpark; state.KeyOpUnpark):
@@ -83,7 +83,7 @@ func (p *pipeline) preludeSet(t tp, key []byte) bool {
 // unpark or a replay that no member has refused.
 func runsPrelude(op coord.KeyOp) bool {
 	r := op.Record
-	return (r.Op == state.KeyOpUnpark || r.Op == state.KeyOpReplay) && r.Refused == ""
+	return (r.Op == schema.KeyOpUnpark || r.Op == schema.KeyOpReplay) && r.Refused == ""
 }
 
 // workingRangeLocked is the range of t holding hash h that this member
@@ -150,7 +150,7 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 	p.mu.Lock()
 	w := p.workingRangeLocked(t, h)
 	replayTo := op.Record.ReplayTo
-	if w != nil && op.Record.Op == state.KeyOpReplay && replayTo == 0 {
+	if w != nil && op.Record.Op == schema.KeyOpReplay && replayTo == 0 {
 		pos, known := p.mu.pos[t]
 		// Records the range's ledger counts handled above the fetch
 		// position (done by a previous owner, not fetched again yet) are
@@ -188,16 +188,16 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 	// whether this member may start a record of it (not revoking): a
 	// record handled while its range was being revoked is recorded under
 	// the revoking range's record, as a drain's flush is.
-	still := func() (state.RangeState, bool) {
+	still := func() (schema.RangeState, bool) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if w := holding(p.mu.byTP, t, h); w != nil {
 			return w.rs, !w.revoking
 		}
-		return state.RangeState{}, false
+		return schema.RangeState{}, false
 	}
 	// owned is still's range while this member owns it, revoking or not.
-	owned := func() (state.RangeState, bool) {
+	owned := func() (schema.RangeState, bool) {
 		rs, _ := still()
 		return rs, rs.Key != ""
 	}
@@ -218,11 +218,11 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		return coord.ErrKeyOpChanged // preludeFirst looks again once the watch has it
 	}
 	op = fresh
-	if op.Record.Op == state.KeyOpReplay && op.Record.ReplayTo == 0 {
+	if op.Record.Op == schema.KeyOpReplay && op.Record.ReplayTo == 0 {
 		replayTo = max(replayTo, op.Record.Next)
 	}
 	r := op.Record
-	if r.Op == state.KeyOpReplay && r.ReplayTo == 0 {
+	if r.Op == schema.KeyOpReplay && r.ReplayTo == 0 {
 		rs, ok := still()
 		if !ok {
 			return errNotOwner
@@ -239,7 +239,7 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		r = op.Record
 	}
 	source, stop, what := r.ParkTopic, int64(-1), "unparking a key: handling its parked records first"
-	if r.Op == state.KeyOpReplay {
+	if r.Op == schema.KeyOpReplay {
 		source, stop, what = t.Topic, r.ReplayTo, "replaying a key: handling its records again before its next live one"
 	}
 	rd, err := p.c.newPreludeReader(p.log.With("key", textsafe.Bytes(key), "operation", r.Op, "for_topic", t.Topic), source, t.Partition, r.Next, stop)
@@ -270,8 +270,8 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		}
 		// mine: a record of the operation's key (parkedOf gives a parked
 		// one its origin's place).
-		mine := m != nil && (r.Op == state.KeyOpUnpark && parkedOf(m, t, key) || r.Op == state.KeyOpReplay && m.Key != nil && string(m.Key) == string(key))
-		if m == nil || mine && r.Op == state.KeyOpReplay && !p.handledHere(t, h, int64(m.TopicPartition.Offset)) {
+		mine := m != nil && (r.Op == schema.KeyOpUnpark && parkedOf(m, t, key) || r.Op == schema.KeyOpReplay && m.Key != nil && string(m.Key) == string(key))
+		if m == nil || mine && r.Op == schema.KeyOpReplay && !p.handledHere(t, h, int64(m.TopicPartition.Offset)) {
 			// The end of the parking partition, of the replay's bound, or
 			// the key's next live record.
 			rev, err := p.sess.FinishKeyOp(ctx, op, rs)
@@ -288,7 +288,7 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		if !mine {
 			continue
 		}
-		if token, ok := parkedFence(m); ok && r.Op == state.KeyOpUnpark {
+		if token, ok := parkedFence(m); ok && r.Op == schema.KeyOpUnpark {
 			if token < newest {
 				p.log.Warn("passing over a parked copy written late by a member that had lost the key's range", "topic", t.Topic,
 					"partition", t.Partition, "key", textsafe.Bytes(key), "offset", int64(m.TopicPartition.Offset), "fence", token, "newest_fence", newest)
@@ -366,7 +366,7 @@ func (p *pipeline) startPreludeLocked(op coord.KeyOp) {
 	r := op.Record
 	t := tp{Topic: r.Topic, Partition: r.Partition}
 	k := keyedJobKey(t, r.Key)
-	if !runsPrelude(op) || p.mu.preludeKeys[k] || p.workingRangeLocked(t, uint32(r.Hash)) == nil || r.Op == state.KeyOpReplay && p.keyDispatchedLocked(t, k) {
+	if !runsPrelude(op) || p.mu.preludeKeys[k] || p.workingRangeLocked(t, uint32(r.Hash)) == nil || r.Op == schema.KeyOpReplay && p.keyDispatchedLocked(t, k) {
 		return
 	}
 	p.mu.preludeKeys[k] = true
@@ -400,7 +400,7 @@ func (p *pipeline) keyDispatchedLocked(t tp, k jobKey) bool {
 // fenced by it is tried again under the range as owned reports it next,
 // for as long as the member owns the range, up to the etcd timeout, so
 // that the record just handled is not run again by the next owner.
-func (p *pipeline) advance(ctx context.Context, op coord.KeyOp, rec state.KeyOpRecord, owned func() (state.RangeState, bool)) (coord.KeyOp, error) {
+func (p *pipeline) advance(ctx context.Context, op coord.KeyOp, rec schema.KeyOpRecord, owned func() (schema.RangeState, bool)) (coord.KeyOp, error) {
 	deadline := time.Now().Add(p.c.cfg.EtcdTimeout)
 	for {
 		rs, ok := owned()

@@ -11,7 +11,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -25,7 +25,7 @@ func preludeRig(t *testing.T, h Handler) (*rig, *kafka.Message, uint32) {
 		c.DeadLetterTopic = "t.dlq"
 		c.Retry = RetryPolicy{MaxAttempts: 3, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
 	})
-	r.put(r.full(state.StateActive), initialized(0))
+	r.put(r.full(schema.StateActive), initialized(0))
 	a, err := r.sess.ReadAssignment(t.Context())
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,7 @@ package consumer
 import (
 	"time"
 
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Moving to a new assignment.
@@ -39,7 +39,7 @@ type startsAnswer struct {
 // ignored, but for a newer generation: the watch's update and a reread can
 // arrive in either order, and the older one would undo what the newer one
 // applied.
-func (p *pipeline) reconcile(a state.Assignment) error {
+func (p *pipeline) reconcile(a schema.Assignment) error {
 	need, err := p.apply(a, nil)
 	if err != nil {
 		return err
@@ -53,7 +53,7 @@ func (p *pipeline) reconcile(a state.Assignment) error {
 // no I/O but the fetcher's (librdkafka's local assign and seek), and
 // returns the partitions of the new ranges left out for want of a start
 // offset.
-func (p *pipeline) apply(a state.Assignment, starts map[tp]int64) ([]tp, error) {
+func (p *pipeline) apply(a schema.Assignment, starts map[tp]int64) ([]tp, error) {
 	p.mu.Lock()
 	if a.Rev < p.mu.rev {
 		// Its ranges are older than those applied, but not always its

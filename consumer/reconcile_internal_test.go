@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -109,8 +109,8 @@ func TestRevokeNotHeldByStartOffsetRead(t *testing.T) {
 	fake := r.k.Fake(t)
 	held, letGo := holdRequests(t, fake, kmsg.OffsetFetch)
 
-	r.put(r.full(state.StateActive), initialized(0)) // X, with state: no offset to read
-	const backlog = 80                               // 4 s of key k at 50 ms a record
+	r.put(r.full(schema.StateActive), initialized(0)) // X, with state: no offset to read
+	const backlog = 80                                // 4 s of key k at 50 ms a record
 	recs := make([]testutil.Record, backlog)
 	for i := range recs {
 		recs[i] = testutil.Record{Key: []byte("k"), Value: []byte("v")}
@@ -118,22 +118,22 @@ func TestRevokeNotHeldByStartOffsetRead(t *testing.T) {
 	testutil.Produce(t, r.k.Brokers, rigTopic, recs)
 	waitFetched(t, r, backlog)
 
-	y := r.full(state.StateActive)
+	y := r.full(schema.StateActive)
 	y.Partition = 1
 	r.put(y, nil) // Y, without state: its start is read from Kafka
 	wait(t, "the member's OffsetFetch for the new range", held)
 
 	const budget = 300 * time.Millisecond
-	rev := r.full(state.StateRevoking)
+	rev := r.full(schema.StateRevoking)
 	rev.Target, rev.DrainMs = "other", budget.Milliseconds()
 	r.put(rev, nil)
 	handOnBy := time.Now().Add(budget + max(time.Second, r.c.cfg.SessionTTL))
 	released := false
 	for time.Now().Before(handOnBy) && !released {
-		released = r.stored().Record.State == state.StateReleased
+		released = r.stored().Record.State == schema.StateReleased
 		time.Sleep(20 * time.Millisecond)
 	}
-	moved := r.full(state.StateActive)
+	moved := r.full(schema.StateActive)
 	moved.Owner = "other"
 	r.put(moved, nil)
 	handedOn := time.Now()
@@ -172,7 +172,7 @@ func TestRevokeNotHeldByRetention(t *testing.T) {
 	}
 	r := newRig(t, h, true, nil)
 	fake := r.k.Fake(t)
-	r.put(r.full(state.StateActive), initialized(0))
+	r.put(r.full(schema.StateActive), initialized(0))
 	testutil.Produce(t, r.k.Brokers, rigTopic, testutil.KeyedRecords(40, 1))
 	waitFetched(t, r, 40)
 
@@ -180,13 +180,13 @@ func TestRevokeNotHeldByRetention(t *testing.T) {
 	poke(r.p.retentionCh)
 	wait(t, "the member's log-offset query", held)
 
-	rev := r.full(state.StateRevoking)
+	rev := r.full(schema.StateRevoking)
 	rev.Target, rev.DrainMs = "other", 300
 	r.put(rev, nil)
 	handOnBy := time.Now().Add(300*time.Millisecond + max(time.Second, r.c.cfg.SessionTTL))
 	released := false
 	for time.Now().Before(handOnBy) && !released {
-		released = r.stored().Record.State == state.StateReleased
+		released = r.stored().Record.State == schema.StateReleased
 		time.Sleep(20 * time.Millisecond)
 	}
 	letGo()

@@ -14,7 +14,7 @@ import (
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/internal/devcluster"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -67,7 +67,7 @@ func TestRecreatedTopicStartsAfresh(t *testing.T) {
 	// The leader records the topic's id with its first partition read.
 	var oldID string
 	if resp, err := cli.Get(t.Context(), "/keyshare/g/topics/orders"); err == nil && len(resp.Kvs) == 1 {
-		if rec, err := state.DecodeTopic(string(resp.Kvs[0].Key), resp.Kvs[0].Value); err == nil {
+		if rec, err := schema.DecodeTopic(string(resp.Kvs[0].Key), resp.Kvs[0].Value); err == nil {
 			oldID = rec.ID
 		}
 	}
@@ -124,7 +124,7 @@ func TestRecreatedTopicStartsAfresh(t *testing.T) {
 			t.Errorf("OffsetDelete requests named orders partitions %v, want [1 2]", d)
 		}
 	}
-	if rec := topicRecord(t, cli); oldID == "" || rec.ID == oldID || rec.State != state.TopicActive {
+	if rec := topicRecord(t, cli); oldID == "" || rec.ID == oldID || rec.State != schema.TopicActive {
 		t.Fatalf("topic record %+v after the reset, want a new id (old %s) and state active", rec, oldID)
 	}
 }
@@ -142,15 +142,15 @@ func (h *handlings) handle(_ context.Context, m *kafka.Message) error {
 	return nil
 }
 
-func topicRecord(t *testing.T, cli *clientv3.Client) state.TopicRecord {
+func topicRecord(t *testing.T, cli *clientv3.Client) schema.TopicRecord {
 	t.Helper()
-	var rec state.TopicRecord
+	var rec schema.TopicRecord
 	testutil.WaitFor(t, "the topic record", 30*time.Second, func() bool {
 		resp, err := cli.Get(t.Context(), "/keyshare/g/topics/orders")
 		if err != nil || len(resp.Kvs) != 1 {
 			return false
 		}
-		rec, err = state.DecodeTopic(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
+		rec, err = schema.DecodeTopic(string(resp.Kvs[0].Key), resp.Kvs[0].Value)
 		return err == nil
 	})
 	return rec

@@ -11,9 +11,8 @@ import (
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -51,7 +50,7 @@ func TestRecordsLostToRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli := testutil.NewEtcdClient(t, cl.endpoints)
-	schema := keys.New("/keyshare", "g")
+	keys := schema.Group{Prefix: "/keyshare", Name: "g"}.Keys()
 
 	// With RetentionLoss "halt" a member holds the partition: no report,
 	// no record handled, the committed offset stays at the first lost
@@ -60,7 +59,7 @@ func TestRecordsLostToRetention(t *testing.T) {
 	halted := cl.start("halt", h.handler("halt", 0))
 	waitFor(t, "the partition halted", 30*time.Second, func() bool { return len(halted.c.Status().Halted) == 1 })
 	time.Sleep(time.Second) // time for a wrong report or commit to show
-	if resp, err := cli.Get(t.Context(), schema.Lost(), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+	if resp, err := cli.Get(t.Context(), keys.Lost(), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
 		t.Fatalf("halted member: %d loss reports (%v), want none", resp.Count, err)
 	}
 	if c := testutil.Committed(t, k.Brokers, "g", "orders", 1)[0]; c > 7 || h.count() != 2000-20 {
@@ -74,7 +73,7 @@ func TestRecordsLostToRetention(t *testing.T) {
 		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == int64(len(produced))
 	})
 
-	snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Prefix: "/keyshare", Name: "g"})
+	snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Prefix: "/keyshare", Name: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}

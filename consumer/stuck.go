@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/internal/textsafe"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // watchStuck reports ranges whose watermark has not moved for StuckTimeout
@@ -17,7 +17,7 @@ func (p *pipeline) watchStuck() {
 	every := min(time.Second, p.c.cfg.StuckTimeout/4)
 	t := time.NewTicker(every)
 	defer t.Stop()
-	reported := make(map[string]state.RangeState) // by range key
+	reported := make(map[string]schema.RangeState) // by range key
 	for {
 		select {
 		case <-p.ctx.Done():
@@ -54,7 +54,7 @@ func (p *pipeline) watchStuck() {
 				continue
 			}
 			w.stuck = true
-			rec := state.StuckRecord{Offset: oldest, Since: w.wmSince}
+			rec := schema.StuckRecord{Offset: oldest, Since: w.wmSince}
 			if j := p.mu.jobAt(w.tp(), oldest); j != nil {
 				// Key and error are cut short (textsafe): the report must
 				// fit in an etcd request whatever the record holds.
@@ -116,7 +116,7 @@ func (p *pipeline) preludeReportLocked(w *owned, now time.Time) (r stuckReport, 
 		f := failing.failing
 		// Its offset is the record's in the key's own partition, so that
 		// key describe finds the key there.
-		return stuckReport{rs: w.rs, rec: state.StuckRecord{Offset: f.offset, Since: f.since, Key: textsafe.Bytes(failing.key),
+		return stuckReport{rs: w.rs, rec: schema.StuckRecord{Offset: f.offset, Since: f.since, Key: textsafe.Bytes(failing.key),
 			Attempts: f.attempts, Error: textsafe.Cut(f.describe(failing.op), 512)}}, true
 	case failing == nil && w.stuckByPrelude:
 		w.stuck, w.stuckByPrelude = false, false
@@ -127,15 +127,15 @@ func (p *pipeline) preludeReportLocked(w *owned, now time.Time) (r stuckReport, 
 
 // stuckReport is a stuck report to write, or with clear to withdraw.
 type stuckReport struct {
-	rs    state.RangeState
-	rec   state.StuckRecord
+	rs    schema.RangeState
+	rec   schema.StuckRecord
 	clear bool
 }
 
 // warnStuck logs range rs held by rec. A record with no failed attempt
 // has no error to show: the line says what holds it instead (a handler
 // still running, or a record this member has not run), not error="".
-func (p *pipeline) warnStuck(rs state.RangeState, rec state.StuckRecord, now time.Time) {
+func (p *pipeline) warnStuck(rs schema.RangeState, rec schema.StuckRecord, now time.Time) {
 	t := rs.Record
 	msg, args := "range held by a stuck record", []any{"topic", t.Topic, "partition", t.Partition, "range", t.Range().String(),
 		"offset", rec.Offset, "key", rec.Key, "for", now.Sub(rec.Since).Round(time.Second), "attempts", rec.Attempts}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // The range table: the ranges a member works on, with their in-memory
@@ -17,7 +17,7 @@ import (
 
 // owned is a range this member works on, with its in-memory ledger state.
 type owned struct {
-	rs       state.RangeState // the range record as last read (its Rev is the guard)
+	rs       schema.RangeState // the range record as last read (its Rev is the guard)
 	st       *ledger.State
 	flushed  uint64 // st.Version() last written to etcd
 	dirty    bool   // never written since acquired
@@ -140,7 +140,7 @@ func ownsHash(byTP map[tp][]*owned, t tp, h uint32) bool { return holding(byTP, 
 // drainBudget is how long the owner of revoking range rec may drain it: the
 // leader's budget written in the record, else the member's own DrainTimeout
 // (a record from a leader that does not write one).
-func drainBudget(rec state.RangeRecord, own time.Duration) time.Duration {
+func drainBudget(rec schema.RangeRecord, own time.Duration) time.Duration {
 	if rec.DrainMs > 0 {
 		return time.Duration(rec.DrainMs) * time.Millisecond
 	}
@@ -280,7 +280,7 @@ type reconciled struct {
 //
 // The owned values of t are updated in place and t's maps replaced; the
 // caller holds the lock that guards them.
-func reconcileTable(t *rangeTable, jobs map[tp]*jobList, a state.Assignment, starts map[tp]int64, drainTimeout time.Duration, log hclog.Logger) reconciled {
+func reconcileTable(t *rangeTable, jobs map[tp]*jobList, a schema.Assignment, starts map[tp]int64, drainTimeout time.Duration, log hclog.Logger) reconciled {
 	var res reconciled
 	old, oldByTP := t.ranges, t.byTP
 	next := make(map[string]*owned, len(a.Ranges))
@@ -343,7 +343,7 @@ func reconcileTable(t *rangeTable, jobs map[tp]*jobList, a state.Assignment, sta
 		} else {
 			w.rs, w.behind = r, false
 		}
-		w.revoking = r.Record.State == state.StateRevoking
+		w.revoking = r.Record.State == schema.StateRevoking
 		if wasRevoking && !w.revoking && (w.releasing || t.leaving) {
 			// Not taken back yet: a release on its way may still be
 			// written, and its final state would miss any record run

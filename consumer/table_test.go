@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Unit tests of the pipeline's decisions on in-memory values: reconcileTable
@@ -23,9 +23,9 @@ const half = ledger.HashSpace / 2
 
 // rangeOf is range [lo, hi) of partition p of topic "t", in state st, at
 // revision rev, with ledger entry next (none if next < 0).
-func rangeOf(p int32, lo, hi uint64, st string, rev int64, next int64) state.RangeState {
-	rec := state.RangeRecord{V: 1, Topic: "t", Partition: p, Lo: lo, Hi: hi, Owner: "m", State: st}
-	rs := state.RangeState{
+func rangeOf(p int32, lo, hi uint64, st string, rev int64, next int64) schema.RangeState {
+	rec := schema.RangeRecord{V: 1, Topic: "t", Partition: p, Lo: lo, Hi: hi, Owner: "m", State: st}
+	rs := schema.RangeState{
 		Key:       fmt.Sprintf("ranges/t/%d/%d", p, lo),
 		LedgerKey: fmt.Sprintf("ledger/t/%d/%d", p, lo),
 		Record:    rec,
@@ -37,8 +37,8 @@ func rangeOf(p int32, lo, hi uint64, st string, rev int64, next int64) state.Ran
 	return rs
 }
 
-func assignment(rev int64, rs ...state.RangeState) state.Assignment {
-	return state.Assignment{Generation: rev, Rev: rev, Ranges: rs}
+func assignment(rev int64, rs ...schema.RangeState) schema.Assignment {
+	return schema.Assignment{Generation: rev, Rev: rev, Ranges: rs}
 }
 
 func tpOf(p int32) tp { return tp{Topic: "t", Partition: p} }
@@ -72,7 +72,7 @@ func offsets(ps []partitionOffset) []string {
 
 // fromEmpty applies the assignments to an empty table in turn and returns the
 // table and the last result.
-func fromEmpty(t *testing.T, jobs map[tp]*jobList, starts map[tp]int64, as ...state.Assignment) (*rangeTable, reconciled) {
+func fromEmpty(t *testing.T, jobs map[tp]*jobList, starts map[tp]int64, as ...schema.Assignment) (*rangeTable, reconciled) {
 	t.Helper()
 	tab := newRangeTable()
 	var res reconciled
@@ -84,7 +84,7 @@ func fromEmpty(t *testing.T, jobs map[tp]*jobList, starts map[tp]int64, as ...st
 
 func TestReconcileTable(t *testing.T) {
 	t.Run("a new range with a ledger entry is fetched from its watermark", func(t *testing.T) {
-		tab, res := fromEmpty(t, nil, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 1, 40)))
+		tab, res := fromEmpty(t, nil, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, schema.StateActive, 1, 40)))
 		if got := offsets(res.fetch.assign); !slices.Equal(got, []string{"0@40"}) {
 			t.Fatalf("assign %v, want 0@40", got)
 		}
@@ -97,11 +97,11 @@ func TestReconcileTable(t *testing.T) {
 	})
 
 	t.Run("a new range without state waits for its start offset", func(t *testing.T) {
-		tab, res := fromEmpty(t, nil, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 1, -1)))
+		tab, res := fromEmpty(t, nil, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, schema.StateActive, 1, -1)))
 		if len(tab.ranges) != 0 || !res.fetch.empty() {
 			t.Fatalf("without a start offset: %d ranges, plan %+v; want none", len(tab.ranges), res.fetch)
 		}
-		tab, res = fromEmpty(t, nil, map[tp]int64{tpOf(0): 7}, assignment(1, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 1, -1)))
+		tab, res = fromEmpty(t, nil, map[tp]int64{tpOf(0): 7}, assignment(1, rangeOf(0, 0, ledger.HashSpace, schema.StateActive, 1, -1)))
 		if got := offsets(res.fetch.assign); !slices.Equal(got, []string{"0@7"}) {
 			t.Fatalf("assign %v, want 0@7", got)
 		}
@@ -111,7 +111,7 @@ func TestReconcileTable(t *testing.T) {
 	})
 
 	t.Run("an unchanged range keeps its state and the fetcher is left alone", func(t *testing.T) {
-		a := assignment(1, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 1, 40))
+		a := assignment(1, rangeOf(0, 0, ledger.HashSpace, schema.StateActive, 1, 40))
 		tab := newRangeTable()
 		reconcileTable(&tab, nil, a, nil, time.Second, hclog.NewNullLogger())
 		w := tab.byTP[tpOf(0)][0]
@@ -123,12 +123,12 @@ func TestReconcileTable(t *testing.T) {
 	})
 
 	t.Run("a split keeps the state in both parts and drains the part that moves", func(t *testing.T) {
-		first := assignment(1, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 1, 40))
+		first := assignment(1, rangeOf(0, 0, ledger.HashSpace, schema.StateActive, 1, 40))
 		tab := newRangeTable()
 		reconcileTable(&tab, nil, first, nil, time.Second, hclog.NewNullLogger())
-		moving := rangeOf(0, half, ledger.HashSpace, state.StateRevoking, 2, 40)
+		moving := rangeOf(0, half, ledger.HashSpace, schema.StateRevoking, 2, 40)
 		moving.Record.DrainMs = 1500
-		res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, half, state.StateActive, 2, 40), moving), nil, time.Second, hclog.NewNullLogger())
+		res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, half, schema.StateActive, 2, 40), moving), nil, time.Second, hclog.NewNullLogger())
 		ws := tab.byTP[tpOf(0)]
 		if len(ws) != 2 || ws[0].rs.Record.Lo != 0 || ws[1].rs.Record.Lo != half {
 			t.Fatalf("byTP %v, want the two parts in hash order", ws)
@@ -147,7 +147,7 @@ func TestReconcileTable(t *testing.T) {
 	t.Run("a range that leaves the table is gone, and a record dispatched under it finds the range that holds its hash", func(t *testing.T) {
 		log := hclog.NewNullLogger()
 		tab := newRangeTable()
-		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 1, 40), rangeOf(1, 0, ledger.HashSpace, state.StateActive, 1, 40)), nil, time.Second, log)
+		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, schema.StateActive, 1, 40), rangeOf(1, 0, ledger.HashSpace, schema.StateActive, 1, 40)), nil, time.Second, log)
 		whole, other := tab.byTP[tpOf(0)][0], tab.byTP[tpOf(1)][0]
 		upper := testJob(tpOf(0), 41, uint32(half+7))
 		upper.w = whole
@@ -155,7 +155,7 @@ func TestReconcileTable(t *testing.T) {
 			t.Fatal("a record's range that is still in the table does not hold it")
 		}
 		// Partition 0 is split, partition 1 dropped.
-		reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, half, state.StateActive, 2, 40), rangeOf(0, half, ledger.HashSpace, state.StateActive, 2, 40)), nil, time.Second, log)
+		reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, half, schema.StateActive, 2, 40), rangeOf(0, half, ledger.HashSpace, schema.StateActive, 2, 40)), nil, time.Second, log)
 		if !whole.gone || !other.gone {
 			t.Fatalf("split range gone %v, dropped range gone %v, want both", whole.gone, other.gone)
 		}
@@ -167,7 +167,7 @@ func TestReconcileTable(t *testing.T) {
 			t.Fatalf("the record of the upper half finds %v, want the upper part", got)
 		}
 		// The same assignment again keeps the parts, not gone.
-		reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, half, state.StateActive, 2, 40), rangeOf(0, half, ledger.HashSpace, state.StateActive, 2, 40)), nil, time.Second, log)
+		reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, half, schema.StateActive, 2, 40), rangeOf(0, half, ledger.HashSpace, schema.StateActive, 2, 40)), nil, time.Second, log)
 		if tab.byTP[tpOf(0)][1] != parts[1] || parts[1].gone {
 			t.Fatal("a range kept by an assignment is gone")
 		}
@@ -180,14 +180,14 @@ func TestReconcileTable(t *testing.T) {
 	t.Run("a revoke taken back stops the drain and fetches the range again", func(t *testing.T) {
 		tab := newRangeTable()
 		log := hclog.NewNullLogger()
-		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, half, state.StateActive, 1, 40), rangeOf(0, half, ledger.HashSpace, state.StateActive, 1, 10)), nil, time.Second, log)
+		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, half, schema.StateActive, 1, 40), rangeOf(0, half, ledger.HashSpace, schema.StateActive, 1, 10)), nil, time.Second, log)
 		tab.pos[tpOf(0)] = 100 // the fetcher moved on
-		res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, half, state.StateActive, 1, 40), rangeOf(0, half, ledger.HashSpace, state.StateRevoking, 2, 10)), nil, time.Second, log)
+		res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, half, schema.StateActive, 1, 40), rangeOf(0, half, ledger.HashSpace, schema.StateRevoking, 2, 10)), nil, time.Second, log)
 		if len(res.drains) != 1 || res.drains[0].budget != time.Second {
 			t.Fatalf("drains %+v, want one with the member's own budget", res.drains)
 		}
 		w := res.drains[0].w
-		res = reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, half, state.StateActive, 1, 40), rangeOf(0, half, ledger.HashSpace, state.StateActive, 3, 10)), nil, time.Second, log)
+		res = reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, half, schema.StateActive, 1, 40), rangeOf(0, half, ledger.HashSpace, schema.StateActive, 3, 10)), nil, time.Second, log)
 		if w.draining || w.revoking || len(res.drains) > 0 {
 			t.Fatalf("after the revoke was taken back: draining %v, revoking %v, drains %d", w.draining, w.revoking, len(res.drains))
 		}
@@ -204,12 +204,12 @@ func TestReconcileTable(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				tab := newRangeTable()
 				log := hclog.NewNullLogger()
-				reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 1, 10)), nil, time.Second, log)
+				reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, schema.StateActive, 1, 10)), nil, time.Second, log)
 				tab.pos[tpOf(0)] = 100
-				res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, ledger.HashSpace, state.StateRevoking, 2, 10)), nil, time.Second, log)
+				res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, ledger.HashSpace, schema.StateRevoking, 2, 10)), nil, time.Second, log)
 				w := res.drains[0].w
 				w.releasing, tab.leaving = tc.releasing, tc.leaving
-				res = reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 3, 10)), nil, time.Second, log)
+				res = reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, ledger.HashSpace, schema.StateActive, 3, 10)), nil, time.Second, log)
 				if !w.revoking || !w.draining || len(res.drains) > 0 || !res.fetch.empty() {
 					t.Fatalf("the revoke was taken back: revoking %v, draining %v, drains %d, fetch %+v", w.revoking, w.draining, len(res.drains), res.fetch)
 				}
@@ -225,7 +225,7 @@ func TestReconcileTable(t *testing.T) {
 				// The release refused, the drain lets go (drain.go) and the
 				// assignment read again takes the revoke back.
 				w.releasing, w.draining = false, false
-				res = reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 3, 10)), nil, time.Second, log)
+				res = reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, ledger.HashSpace, schema.StateActive, 3, 10)), nil, time.Second, log)
 				if w.revoking || len(res.drains) > 0 {
 					t.Fatalf("after the release was refused: revoking %v, drains %d", w.revoking, len(res.drains))
 				}
@@ -239,13 +239,13 @@ func TestReconcileTable(t *testing.T) {
 	t.Run("a range handed back before its release is answered is taken up again from its entry", func(t *testing.T) {
 		tab := newRangeTable()
 		log := hclog.NewNullLogger()
-		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 1, 10)), nil, time.Second, log)
-		res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, ledger.HashSpace, state.StateRevoking, 2, 10)), nil, time.Second, log)
+		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, schema.StateActive, 1, 10)), nil, time.Second, log)
+		res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, ledger.HashSpace, schema.StateRevoking, 2, 10)), nil, time.Second, log)
 		w := res.drains[0].w
 		w.releasing = true
 		// The release (of revision 2, writing next = 12) commits; the leader
 		// hands the range back at revision 4 before its answer comes.
-		back := assignment(4, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 4, 12))
+		back := assignment(4, rangeOf(0, 0, ledger.HashSpace, schema.StateActive, 4, 12))
 		reconcileTable(&tab, nil, back, nil, time.Second, log)
 		w.releasing = false
 		tab.dropReleased(w)
@@ -268,10 +268,10 @@ func TestReconcileTable(t *testing.T) {
 	t.Run("a dropped range cancels its in-flight records and stops the fetch", func(t *testing.T) {
 		tab := newRangeTable()
 		log := hclog.NewNullLogger()
-		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, half, state.StateActive, 1, 0), rangeOf(1, 0, ledger.HashSpace, state.StateActive, 1, 0)), nil, time.Second, log)
+		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, half, schema.StateActive, 1, 0), rangeOf(1, 0, ledger.HashSpace, schema.StateActive, 1, 0)), nil, time.Second, log)
 		mine, theirs := testJob(tpOf(0), 5, 1), testJob(tpOf(1), 6, 1)
 		jobs := inFlightJobs(mine, theirs)
-		res := reconcileTable(&tab, jobs, assignment(2, rangeOf(1, 0, ledger.HashSpace, state.StateActive, 1, 0)), nil, time.Second, log)
+		res := reconcileTable(&tab, jobs, assignment(2, rangeOf(1, 0, ledger.HashSpace, schema.StateActive, 1, 0)), nil, time.Second, log)
 		if len(res.cancel) != 1 || res.cancel[0] != mine {
 			t.Fatalf("cancel %v, want the dropped range's job only", res.cancel)
 		}
@@ -286,15 +286,15 @@ func TestReconcileTable(t *testing.T) {
 	t.Run("a new range that needs older records seeks back", func(t *testing.T) {
 		tab := newRangeTable()
 		log := hclog.NewNullLogger()
-		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, half, state.StateActive, 1, 50)), nil, time.Second, log)
+		reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, half, schema.StateActive, 1, 50)), nil, time.Second, log)
 		tab.pos[tpOf(0)] = 80
-		res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, half, state.StateActive, 1, 50), rangeOf(0, half, ledger.HashSpace, state.StateActive, 2, 20)), nil, time.Second, log)
+		res := reconcileTable(&tab, nil, assignment(2, rangeOf(0, 0, half, schema.StateActive, 1, 50), rangeOf(0, half, ledger.HashSpace, schema.StateActive, 2, 20)), nil, time.Second, log)
 		if got := offsets(res.fetch.seek); !slices.Equal(got, []string{"0@20"}) || tab.pos[tpOf(0)] != 20 {
 			t.Fatalf("seek %v (pos %d), want 0@20", got, tab.pos[tpOf(0)])
 		}
 		// One that needs only later records does not.
 		tab.pos[tpOf(0)] = 10
-		res = reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, half, state.StateActive, 1, 50), rangeOf(0, half, ledger.HashSpace, state.StateActive, 2, 20), rangeOf(1, 0, half, state.StateActive, 3, 5)), nil, time.Second, log)
+		res = reconcileTable(&tab, nil, assignment(3, rangeOf(0, 0, half, schema.StateActive, 1, 50), rangeOf(0, half, ledger.HashSpace, schema.StateActive, 2, 20), rangeOf(1, 0, half, schema.StateActive, 3, 5)), nil, time.Second, log)
 		if len(res.fetch.seek) != 0 || !slices.Equal(offsets(res.fetch.assign), []string{"1@5"}) {
 			t.Fatalf("plan %+v, want only partition 1 assigned", res.fetch)
 		}
@@ -307,13 +307,13 @@ func TestReconcileTable(t *testing.T) {
 		// before that release: it still lists partition 0's range, revoking.
 		log := hclog.NewNullLogger()
 		tab := newRangeTable()
-		p0 := rangeOf(0, 0, ledger.HashSpace, state.StateRevoking, 2, 40)
-		res := reconcileTable(&tab, nil, assignment(2, p0, rangeOf(1, 0, ledger.HashSpace, state.StateActive, 1, 10)), nil, time.Second, log)
+		p0 := rangeOf(0, 0, ledger.HashSpace, schema.StateRevoking, 2, 40)
+		res := reconcileTable(&tab, nil, assignment(2, p0, rangeOf(1, 0, ledger.HashSpace, schema.StateActive, 1, 10)), nil, time.Second, log)
 		if len(res.drains) != 1 {
 			t.Fatalf("drains %d, want partition 0's", len(res.drains))
 		}
 		tab.dropReleased(res.drains[0].w) // its drain has released it
-		res = reconcileTable(&tab, nil, assignment(3, p0, rangeOf(1, 0, ledger.HashSpace, state.StateRevoking, 3, 10)), nil, time.Second, log)
+		res = reconcileTable(&tab, nil, assignment(3, p0, rangeOf(1, 0, ledger.HashSpace, schema.StateRevoking, 3, 10)), nil, time.Second, log)
 		var drained []string
 		for _, d := range res.drains {
 			drained = append(drained, d.w.rs.Key)
@@ -326,11 +326,11 @@ func TestReconcileTable(t *testing.T) {
 		}
 		// An assignment without that record: the table forgets it, and
 		// the range coming back later (a new record) is taken up.
-		reconcileTable(&tab, nil, assignment(4, rangeOf(1, 0, ledger.HashSpace, state.StateRevoking, 3, 10)), nil, time.Second, log)
+		reconcileTable(&tab, nil, assignment(4, rangeOf(1, 0, ledger.HashSpace, schema.StateRevoking, 3, 10)), nil, time.Second, log)
 		if len(tab.released) != 0 {
 			t.Fatalf("released %v, want it forgotten once no assignment lists the record", tab.released)
 		}
-		reconcileTable(&tab, nil, assignment(5, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 5, 41)), nil, time.Second, log)
+		reconcileTable(&tab, nil, assignment(5, rangeOf(0, 0, ledger.HashSpace, schema.StateActive, 5, 41)), nil, time.Second, log)
 		if w := tab.ranges[p0.Key]; w == nil || w.st.Watermark() != 41 {
 			t.Fatalf("partition 0's range handed back at revision 5: %v, want it taken up from watermark 41", w)
 		}
@@ -348,19 +348,19 @@ func TestStartsNeeded(t *testing.T) {
 	log := hclog.NewNullLogger()
 	tab := newRangeTable()
 	// Partitions 0 and 2 were started from their start offsets.
-	reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, state.StateActive, 1, -1), rangeOf(2, 0, ledger.HashSpace, state.StateActive, 1, -1)),
+	reconcileTable(&tab, nil, assignment(1, rangeOf(0, 0, ledger.HashSpace, schema.StateActive, 1, -1), rangeOf(2, 0, ledger.HashSpace, schema.StateActive, 1, -1)),
 		map[tp]int64{tpOf(0): 5, tpOf(2): 5}, time.Second, log)
 	if len(tab.ranges) != 2 {
 		t.Fatalf("%d ranges, want 2", len(tab.ranges))
 	}
-	reset := rangeOf(2, 0, ledger.HashSpace, state.StateActive, 2, -1)
+	reset := rangeOf(2, 0, ledger.HashSpace, schema.StateActive, 2, -1)
 	reset.Record.Reset = 1 // an operator's reset, and no entry
 	a := assignment(2,
-		rangeOf(0, 0, half, state.StateActive, 2, -1),                  // split: keeps the table's state
-		rangeOf(0, half, ledger.HashSpace, state.StateRevoking, 2, -1), // likewise
-		rangeOf(1, 0, ledger.HashSpace, state.StateActive, 2, -1),      // new, no state: needs a start
+		rangeOf(0, 0, half, schema.StateActive, 2, -1),                  // split: keeps the table's state
+		rangeOf(0, half, ledger.HashSpace, schema.StateRevoking, 2, -1), // likewise
+		rangeOf(1, 0, ledger.HashSpace, schema.StateActive, 2, -1),      // new, no state: needs a start
 		reset, // state dropped
-		rangeOf(3, 0, ledger.HashSpace, state.StateActive, 2, 7), // new, with an entry
+		rangeOf(3, 0, ledger.HashSpace, schema.StateActive, 2, 7), // new, with an entry
 	)
 	res := reconcileTable(&tab, nil, a, nil, time.Second, log)
 	got := res.needStart
@@ -396,7 +396,7 @@ func keysOf[V any](m map[string]V) []string {
 
 // resetTo is r as an operator's reset rewrites it: reset epoch epoch,
 // revision rev, ledger entry next.
-func resetTo(r state.RangeState, epoch, rev, next int64) state.RangeState {
+func resetTo(r schema.RangeState, epoch, rev, next int64) schema.RangeState {
 	r.Record.Reset, r.Rev = epoch, rev
 	r.Entry = ledger.Entry{Segments: []ledger.Segment{{Lo: r.Record.Lo, Hi: r.Record.Hi, Next: next}}}
 	return r
@@ -409,7 +409,7 @@ func resetTo(r state.RangeState, epoch, rev, next int64) state.RangeState {
 // rewrite that leaves the epoch out (0) or repeats it reloads nothing.
 func TestReconcileTableReset(t *testing.T) {
 	log := hclog.NewNullLogger()
-	whole := rangeOf(0, 0, ledger.HashSpace, state.StateActive, 1, 60)
+	whole := rangeOf(0, 0, ledger.HashSpace, schema.StateActive, 1, 60)
 
 	t.Run("back: the state is loaded again, the records in flight cancelled, the fetcher sought back", func(t *testing.T) {
 		tab := newRangeTable()
@@ -459,7 +459,7 @@ func TestReconcileTableReset(t *testing.T) {
 		reconcileTable(&tab, nil, assignment(1, resetTo(whole, 5, 1, 60)), nil, time.Second, log)
 		// The leader splits it, records without the epoch: the parts keep
 		// the state (clipped) and the epoch it was loaded at.
-		lo, hi := rangeOf(0, 0, half, state.StateActive, 2, 60), rangeOf(0, half, ledger.HashSpace, state.StateActive, 2, 60)
+		lo, hi := rangeOf(0, 0, half, schema.StateActive, 2, 60), rangeOf(0, half, ledger.HashSpace, schema.StateActive, 2, 60)
 		reconcileTable(&tab, nil, assignment(2, lo, hi), nil, time.Second, log)
 		ws := tab.byTP[tpOf(0)]
 		if len(ws) != 2 || ws[0].reset != 5 || ws[1].reset != 5 {
@@ -484,8 +484,8 @@ func TestReconcileTableReset(t *testing.T) {
 		tab := newRangeTable()
 		reconcileTable(&tab, nil, assignment(1, whole), nil, time.Second, log)
 		tab.pos[tpOf(0)] = 90
-		lo := resetTo(rangeOf(0, 0, half, state.StateActive, 2, -1), 6, 2, 15)
-		hi := resetTo(rangeOf(0, half, ledger.HashSpace, state.StateRevoking, 2, -1), 6, 2, 15)
+		lo := resetTo(rangeOf(0, 0, half, schema.StateActive, 2, -1), 6, 2, 15)
+		hi := resetTo(rangeOf(0, half, ledger.HashSpace, schema.StateRevoking, 2, -1), 6, 2, 15)
 		res := reconcileTable(&tab, nil, assignment(2, lo, hi), nil, time.Second, log)
 		ws := tab.byTP[tpOf(0)]
 		if len(ws) != 2 || ws[0].st.Watermark() != 15 || ws[1].st.Watermark() != 15 || ws[0].reset != 6 {
@@ -498,7 +498,7 @@ func TestReconcileTableReset(t *testing.T) {
 
 	t.Run("a revoking range is reloaded and drained again from the reset state", func(t *testing.T) {
 		tab := newRangeTable()
-		revoking := rangeOf(0, 0, ledger.HashSpace, state.StateRevoking, 1, 60)
+		revoking := rangeOf(0, 0, ledger.HashSpace, schema.StateRevoking, 1, 60)
 		res := reconcileTable(&tab, nil, assignment(1, revoking), nil, time.Second, log)
 		if len(res.drains) != 1 {
 			t.Fatalf("drains %d, want 1", len(res.drains))
@@ -636,9 +636,9 @@ func TestApplyFetch(t *testing.T) {
 // BenchmarkReconcileTable: a member that owns 2,048 whole partitions takes
 // 2,048 more (the other member of two left: P = 4,096).
 func BenchmarkReconcileTable(b *testing.B) {
-	var mine, all []state.RangeState
+	var mine, all []schema.RangeState
 	for p := range int32(4096) {
-		r := rangeOf(p, 0, ledger.HashSpace, state.StateActive, 1, 10)
+		r := rangeOf(p, 0, ledger.HashSpace, schema.StateActive, 1, 10)
 		all = append(all, r)
 		if p%2 == 0 {
 			mine = append(mine, r)

@@ -9,7 +9,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -108,7 +108,7 @@ func testTakeBackAfterRelease(t *testing.T, handBackFirst bool) {
 			mu.Unlock()
 			return
 		}
-		rev := r.put(r.full(state.StateActive), nil) // the entry stays the release's
+		rev := r.put(r.full(schema.StateActive), nil) // the entry stays the release's
 		handBack = rev
 		mu.Unlock()
 		// Hold the release's answer until the member has applied the
@@ -130,11 +130,11 @@ func testTakeBackAfterRelease(t *testing.T, handBackFirst bool) {
 			c.FlushInterval = time.Hour // only the flushes a revoke or a new range asks for
 		},
 	})
-	r.put(r.full(state.StateActive), initialized(0))
+	r.put(r.full(schema.StateActive), initialized(0))
 	testutil.Produce(t, r.k.Brokers, rigTopic, testutil.KeyedRecords(last+1, last+1))
 	testutil.WaitFor(t, "the records before the last handled", 20*time.Second, func() bool { return rn.doneCount() == last })
 
-	rev := r.full(state.StateRevoking)
+	rev := r.full(schema.StateRevoking)
 	rev.Target, rev.DrainMs = "m", 10000 // a revoke to self, as a merge's
 	r.put(rev, nil)
 	testutil.WaitFor(t, "the revoke applied and flushed", 20*time.Second, func() bool {
@@ -147,14 +147,14 @@ func testTakeBackAfterRelease(t *testing.T, handBackFirst bool) {
 		return released
 	})
 	if !handBackFirst {
-		if got := r.stored().Record.State; got != state.StateReleased {
+		if got := r.stored().Record.State; got != schema.StateReleased {
 			t.Fatalf("the range record is %s after the release, want released", got)
 		}
 		testutil.WaitFor(t, "the released range out of the member's table", 20*time.Second, func() bool {
 			return r.owned(func(w *owned) bool { return w == nil })
 		})
 		mu.Lock()
-		handBack = r.put(r.full(state.StateActive), nil) // the entry stays the release's
+		handBack = r.put(r.full(schema.StateActive), nil) // the entry stays the release's
 		mu.Unlock()
 	}
 	if got, _ := r.stored().Entry.Watermark(); got != last+1 {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/internal/textsafe"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Writing an assignment round: the leader's planned changes cut into
@@ -69,7 +69,7 @@ func txnOf(c plan.Change) ([]clientv3.Cmp, []clientv3.Op) {
 // wrote meanwhile) is left for the next round: retry says so. rev is the
 // revision of the last write.
 func (s *Session) apply(ctx context.Context, l *leader, gen int64, changes []plan.Change) (retry bool, rev int64, err error) {
-	genOp := clientv3.OpPut(s.schema.Generation(), mustJSON(state.GenerationRecord{V: recordVersion, Generation: gen, Leader: s.ID(), At: time.Now().UTC()}))
+	genOp := clientv3.OpPut(s.schema.Generation(), mustJSON(schema.GenerationRecord{V: recordVersion, Generation: gen, Leader: s.ID(), At: time.Now().UTC()}))
 	var mu sync.Mutex
 	eachInFlight(s.txnBatches(genOp, changes), func() bool {
 		mu.Lock()

@@ -5,9 +5,8 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/plan"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // assignRound is what the leader's assignment rounds remember between
@@ -16,7 +15,7 @@ import (
 // debounces, reads and writes around it.
 type assignRound struct {
 	cfg     Config
-	schema  keys.Schema
+	schema  schema.Keys
 	balance *loadBalancer
 
 	parts    []assign.PartitionWeight
@@ -43,8 +42,8 @@ type assignRound struct {
 	membersAt int64
 }
 
-func newAssignRound(cfg Config, schema keys.Schema, balance *loadBalancer) *assignRound {
-	return &assignRound{cfg: cfg, schema: schema, balance: balance, seen: make(map[plan.RangeObs]time.Time), topics: newTopicWatch(), quietRev: -1, membersAt: -1}
+func newAssignRound(cfg Config, keys schema.Keys, balance *loadBalancer) *assignRound {
+	return &assignRound{cfg: cfg, schema: keys, balance: balance, seen: make(map[plan.RangeObs]time.Time), topics: newTopicWatch(), quietRev: -1, membersAt: -1}
 }
 
 // debounce reports whether a trigger at member revision m waits
@@ -120,7 +119,7 @@ type assignStep struct {
 // step plans one round on snap at clock (the leader's monotonic now),
 // for the assignment revision assignRev; judgeLoad: the load timer fired,
 // and quiet is what quiet(assignRev) said.
-func (r *assignRound) step(snap *state.Snapshot, clock time.Time, assignRev int64, judgeLoad, quiet bool) assignStep {
+func (r *assignRound) step(snap *schema.Snapshot, clock time.Time, assignRev int64, judgeLoad, quiet bool) assignStep {
 	var st assignStep
 	if p := joinErrors(snap.Problems); p != r.problems {
 		st.problems = p

@@ -12,7 +12,7 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/internal/statetest"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // testAssignRound is a round with a session TTL of 1 s (so the group must
@@ -159,7 +159,7 @@ func TestAssignRoundRevokingNotQuiet(t *testing.T) {
 	m := snap.Members["m01"]
 	m.Leaving = true // so m00 is the range's wanted owner
 	snap.Members["m01"] = m
-	snap.Ranges[1].Record.State = state.StateRevoking
+	snap.Ranges[1].Record.State = schema.StateRevoking
 	snap.Ranges[1].Record.Target = "m00"
 	snap.Ranges[1].Record.DrainMs = 5000
 	r.step(snap, c0, 7, false, false) // the group still from here, the revoke seen

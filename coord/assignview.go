@@ -12,9 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // assignmentView is a member's watch-fed view of what it owns, so that an
@@ -32,7 +31,7 @@ import (
 // cost this view removes.)
 type assignmentView struct {
 	cli    *clientv3.Client
-	schema keys.Schema
+	schema schema.Keys
 	id     string // the member
 	maxOps int    // reads per transaction
 	log    hclog.Logger
@@ -40,16 +39,16 @@ type assignmentView struct {
 	// change. It is called under mu, so that assignments go out in the
 	// order they were made (the watch loop and the member's releases both
 	// publish); it must not block.
-	publish func(state.Assignment)
+	publish func(schema.Assignment)
 
 	mu struct {
 		sync.Mutex
 		records map[string]viewRecord                         // every readable range record, by key
 		byTP    map[assign.TopicPartition]map[string]struct{} // range keys by partition
-		owned   map[string]state.RangeState                   // the member's, with ledger state
+		owned   map[string]schema.RangeState                  // the member's, with ledger state
 		// ownedByTP holds the keys of owned by partition.
 		ownedByTP map[assign.TopicPartition]map[string]struct{}
-		members   map[string]state.Member // live registrations, by member id
+		members   map[string]schema.Member // live registrations, by member id
 		// since is the create revision of the member's registration as
 		// the view first read it: a range record naming the member but
 		// older than that was written for an earlier registration under
@@ -71,7 +70,7 @@ type assignmentView struct {
 		// leaveDrain is set once the member leaves (Session.Leave): every
 		// range it owns is shown as revoking, with this budget.
 		leaveDrain time.Duration
-		gen        state.GenerationRecord
+		gen        schema.GenerationRecord
 		rev        int64 // the member's ranges are known through rev
 		seen       int64 // range events are applied through seen (refresh moves rev there)
 		ready      bool
@@ -80,11 +79,11 @@ type assignmentView struct {
 }
 
 type viewRecord struct {
-	rec state.RangeRecord
+	rec schema.RangeRecord
 	rev int64 // ModRevision of the range key
 }
 
-func newAssignmentView(cli *clientv3.Client, s keys.Schema, id string, maxOps int, log hclog.Logger, publish func(state.Assignment)) *assignmentView {
+func newAssignmentView(cli *clientv3.Client, s schema.Keys, id string, maxOps int, log hclog.Logger, publish func(schema.Assignment)) *assignmentView {
 	if maxOps <= 0 {
 		maxOps = DefaultMaxTxnOps
 	}
@@ -169,7 +168,7 @@ func (v *assignmentView) ownedInLocked(records map[string]viewRecord, byTP map[a
 			continue // overlaps the kept record before it
 		}
 		hi = rec.Hi
-		if rec.Owner == v.id && rec.State != state.StateReleased && v.mu.released[e.key] != e.r.rev && e.r.rev >= v.mu.since {
+		if rec.Owner == v.id && rec.State != schema.StateReleased && v.mu.released[e.key] != e.r.rev && e.r.rev >= v.mu.since {
 			mine = append(mine, e.key)
 		}
 	}
@@ -180,13 +179,13 @@ func (v *assignmentView) ownedInLocked(records map[string]viewRecord, byTP map[a
 // transactions of at most maxOps reads, up to recordInFlight at once (a
 // member taking 2,048 ranges reads 16 transactions' worth), and returns the
 // ranges with them.
-func (v *assignmentView) readEntries(ctx context.Context, want map[string]viewRecord, rev int64) (map[string]state.RangeState, error) {
-	out := make(map[string]state.RangeState, len(want))
-	pending := make([]state.RangeState, 0, len(want))
+func (v *assignmentView) readEntries(ctx context.Context, want map[string]viewRecord, rev int64) (map[string]schema.RangeState, error) {
+	out := make(map[string]schema.RangeState, len(want))
+	pending := make([]schema.RangeState, 0, len(want))
 	for k, r := range want {
-		pending = append(pending, state.RangeState{Key: k, Record: r.rec, Rev: r.rev, LedgerKey: v.schema.LedgerEntry(r.rec.Topic, r.rec.Partition, r.rec.Lo)})
+		pending = append(pending, schema.RangeState{Key: k, Record: r.rec, Rev: r.rev, LedgerKey: v.schema.LedgerEntry(r.rec.Topic, r.rec.Partition, r.rec.Lo)})
 	}
-	var batches [][]state.RangeState
+	var batches [][]schema.RangeState
 	for len(pending) > 0 {
 		batch := pending[:min(v.maxOps, len(pending))]
 		pending = pending[len(batch):]
@@ -196,7 +195,7 @@ func (v *assignmentView) readEntries(ctx context.Context, want map[string]viewRe
 		mu    sync.Mutex
 		first error
 	)
-	eachInFlight(batches, nil, func(_ int, batch []state.RangeState) {
+	eachInFlight(batches, nil, func(_ int, batch []schema.RangeState) {
 		ops := make([]clientv3.Op, len(batch))
 		for i, rs := range batch {
 			ops[i] = clientv3.OpGet(rs.LedgerKey, clientv3.WithRev(rev))
@@ -232,7 +231,7 @@ func (v *assignmentView) readEntries(ctx context.Context, want map[string]viewRe
 // noteReleased takes ranges the member has just released out of its
 // assignment at once, rather than when the watch brings the release, and
 // publishes the assignment without them.
-func (v *assignmentView) noteReleased(ranges []state.RangeState) {
+func (v *assignmentView) noteReleased(ranges []schema.RangeState) {
 	v.mu.Lock()
 	if !v.mu.ready {
 		v.mu.Unlock()
@@ -256,7 +255,7 @@ func (v *assignmentView) noteReleased(ranges []state.RangeState) {
 	v.mu.Unlock()
 }
 
-func (v *assignmentView) setOwnedLocked(rs state.RangeState) {
+func (v *assignmentView) setOwnedLocked(rs schema.RangeState) {
 	v.mu.owned[rs.Key] = rs
 	addKey(v.mu.ownedByTP, rs.TP(), rs.Key)
 }
@@ -285,21 +284,21 @@ func (v *assignmentView) leave(drain time.Duration) {
 // partition and hash order, leaving out ranges whose ledger entry is
 // damaged (the leader resets those first), as Snapshot.AssignmentOf does.
 // Once the member leaves, its active ranges are shown as revoking (leave).
-func (v *assignmentView) assignmentLocked() state.Assignment {
-	a := state.Assignment{Generation: v.mu.gen.Generation, Rev: v.mu.rev}
+func (v *assignmentView) assignmentLocked() schema.Assignment {
+	a := schema.Assignment{Generation: v.mu.gen.Generation, Rev: v.mu.rev}
 	for _, rs := range v.mu.owned {
 		if rs.EntryErr != nil {
 			continue
 		}
-		if v.mu.leaveDrain > 0 && rs.Record.State == state.StateActive {
+		if v.mu.leaveDrain > 0 && rs.Record.State == schema.StateActive {
 			// The record in etcd stays active: the release is guarded
 			// by its revision, which this copy keeps.
-			rs.Record.State, rs.Record.Target = state.StateRevoking, ""
+			rs.Record.State, rs.Record.Target = schema.StateRevoking, ""
 			rs.Record.DrainMs = v.mu.leaveDrain.Milliseconds()
 		}
 		a.Ranges = append(a.Ranges, rs)
 	}
-	slices.SortFunc(a.Ranges, func(x, y state.RangeState) int {
+	slices.SortFunc(a.Ranges, func(x, y schema.RangeState) int {
 		if c := assign.CompareTP(x.TP(), y.TP()); c != 0 {
 			return c
 		}
@@ -315,7 +314,7 @@ func (v *assignmentView) changedLocked() {
 
 // current returns the assignment once the view holds revision rev (or
 // ctx ends).
-func (v *assignmentView) current(ctx context.Context, rev int64) (state.Assignment, error) {
+func (v *assignmentView) current(ctx context.Context, rev int64) (schema.Assignment, error) {
 	for {
 		v.mu.Lock()
 		if v.mu.ready && v.mu.rev >= rev {
@@ -327,7 +326,7 @@ func (v *assignmentView) current(ctx context.Context, rev int64) (state.Assignme
 		v.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return state.Assignment{}, ctx.Err()
+			return schema.Assignment{}, ctx.Err()
 		case <-wake:
 		}
 	}

@@ -8,13 +8,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
 // putRange writes a range record and, if e is not nil, its ledger entry in
 // one transaction, as the leader does.
-func putRange(t *testing.T, cli *clientv3.Client, s *Session, rec state.RangeRecord, e *ledger.Entry) []clientv3.Op {
+func putRange(t *testing.T, cli *clientv3.Client, s *Session, rec schema.RangeRecord, e *ledger.Entry) []clientv3.Op {
 	t.Helper()
 	rec.V = recordVersion
 	ops := []clientv3.Op{clientv3.OpPut(s.schema.Range(rec.Topic, rec.Partition, rec.Lo), mustJSON(rec))}
@@ -35,7 +35,7 @@ func commit(t *testing.T, cli *clientv3.Client, ops []clientv3.Op) int64 {
 
 // sameAssignment fails unless a and the assignment a whole-group read gives
 // name the same ranges, at the same revisions, with the same ledger state.
-func sameAssignment(t *testing.T, cli *clientv3.Client, s *Session, a state.Assignment) {
+func sameAssignment(t *testing.T, cli *clientv3.Client, s *Session, a schema.Assignment) {
 	t.Helper()
 	snap, err := ReadSnapshot(t.Context(), cli, s.group())
 	if err != nil {
@@ -72,19 +72,19 @@ func TestAssignmentViewReadsWhatChanged(t *testing.T) {
 			owner = "m2"
 		}
 		e := sampleEntry(i)
-		ops = append(ops, putRange(t, leader, s, state.RangeRecord{Topic: "t", Partition: int32(i), Lo: 0, Hi: ledger.HashSpace, Owner: owner, State: state.StateActive}, &e)...)
+		ops = append(ops, putRange(t, leader, s, schema.RangeRecord{Topic: "t", Partition: int32(i), Lo: 0, Hi: ledger.HashSpace, Owner: owner, State: schema.StateActive}, &e)...)
 		if len(ops) >= 100 {
 			commit(t, leader, ops)
 			ops = nil
 		}
 	}
 	// A damaged record overlapping partition 1's range: no view gives it.
-	ops = append(ops, putRange(t, leader, s, state.RangeRecord{Topic: "t", Partition: 1, Lo: 100, Hi: 200, Owner: "m1", State: state.StateActive}, nil)...)
-	ops = append(ops, clientv3.OpPut(s.schema.Generation(), mustJSON(state.GenerationRecord{V: recordVersion, Generation: 7, Leader: "m2"})))
+	ops = append(ops, putRange(t, leader, s, schema.RangeRecord{Topic: "t", Partition: 1, Lo: 100, Hi: 200, Owner: "m1", State: schema.StateActive}, nil)...)
+	ops = append(ops, clientv3.OpPut(s.schema.Generation(), mustJSON(schema.GenerationRecord{V: recordVersion, Generation: 7, Leader: "m2"})))
 	commit(t, leader, ops)
 
-	updates := make(chan state.Assignment, 100)
-	s.view = newAssignmentView(cli, s.schema, s.ID(), DefaultMaxTxnOps, s.log, func(a state.Assignment) { updates <- a })
+	updates := make(chan schema.Assignment, 100)
+	s.view = newAssignmentView(cli, s.schema, s.ID(), DefaultMaxTxnOps, s.log, func(a schema.Assignment) { updates <- a })
 	s.goFunc(func() { s.view.run(s.ctx) })
 	first := <-updates
 	if len(first.Ranges) != parts/2 {
@@ -97,13 +97,13 @@ func TestAssignmentViewReadsWhatChanged(t *testing.T) {
 	// moves between other members.
 	readBefore, txnsBefore, rangesBefore := counts.keysRead(), counts.get("/etcdserverpb.KV/Txn"), counts.get("/etcdserverpb.KV/Range")
 	e1 := sampleEntry(1001)
-	ops = putRange(t, leader, s, state.RangeRecord{Topic: "t", Partition: 1, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: state.StateActive}, &e1)
-	ops = append(ops, putRange(t, leader, s, state.RangeRecord{Topic: "t", Partition: 0, Lo: 0, Hi: ledger.HashSpace, Owner: "m3", State: state.StateActive}, nil)...)
-	ops = append(ops, putRange(t, leader, s, state.RangeRecord{Topic: "t", Partition: 2, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: state.StateRevoking, Target: "m3"}, nil)...)
-	ops = append(ops, putRange(t, leader, s, state.RangeRecord{Topic: "t", Partition: 3, Lo: 0, Hi: ledger.HashSpace, Owner: "m3", State: state.StateActive}, nil)...)
-	ops = append(ops, clientv3.OpPut(s.schema.Generation(), mustJSON(state.GenerationRecord{V: recordVersion, Generation: 8, Leader: "m2"})))
+	ops = putRange(t, leader, s, schema.RangeRecord{Topic: "t", Partition: 1, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: schema.StateActive}, &e1)
+	ops = append(ops, putRange(t, leader, s, schema.RangeRecord{Topic: "t", Partition: 0, Lo: 0, Hi: ledger.HashSpace, Owner: "m3", State: schema.StateActive}, nil)...)
+	ops = append(ops, putRange(t, leader, s, schema.RangeRecord{Topic: "t", Partition: 2, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: schema.StateRevoking, Target: "m3"}, nil)...)
+	ops = append(ops, putRange(t, leader, s, schema.RangeRecord{Topic: "t", Partition: 3, Lo: 0, Hi: ledger.HashSpace, Owner: "m3", State: schema.StateActive}, nil)...)
+	ops = append(ops, clientv3.OpPut(s.schema.Generation(), mustJSON(schema.GenerationRecord{V: recordVersion, Generation: 8, Leader: "m2"})))
 	rev := commit(t, leader, ops)
-	var a state.Assignment
+	var a schema.Assignment
 	for a.Rev < rev {
 		select {
 		case a = <-updates:
@@ -126,7 +126,7 @@ func TestAssignmentViewReadsWhatChanged(t *testing.T) {
 
 	// A generation that changes none of m1's ranges still reaches it (its
 	// status and the keyshare_generation metric show the group's).
-	commit(t, leader, []clientv3.Op{clientv3.OpPut(s.schema.Generation(), mustJSON(state.GenerationRecord{V: recordVersion, Generation: 9, Leader: "m2"}))})
+	commit(t, leader, []clientv3.Op{clientv3.OpPut(s.schema.Generation(), mustJSON(schema.GenerationRecord{V: recordVersion, Generation: 9, Leader: "m2"}))})
 	for a.Generation < 9 {
 		select {
 		case a = <-updates:
@@ -137,7 +137,7 @@ func TestAssignmentViewReadsWhatChanged(t *testing.T) {
 
 	// ReadAssignment catches up with a change it has not been told of yet.
 	e5 := sampleEntry(5005)
-	rev = commit(t, leader, putRange(t, leader, s, state.RangeRecord{Topic: "t", Partition: 5, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: state.StateActive}, &e5))
+	rev = commit(t, leader, putRange(t, leader, s, schema.RangeRecord{Topic: "t", Partition: 5, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: schema.StateActive}, &e5))
 	got, err := s.ReadAssignment(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -170,17 +170,17 @@ func TestAssignmentViewReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leader.Put(t.Context(), s.schema.Member("m2"), mustJSON(state.MemberInfo{V: recordVersion, ID: "m2", Weight: 1}), clientv3.WithLease(lease.ID)); err != nil {
+	if _, err := leader.Put(t.Context(), s.schema.Member("m2"), mustJSON(schema.MemberInfo{V: recordVersion, ID: "m2", Weight: 1}), clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
 	var ops []clientv3.Op
 	for i := range 3 {
 		e := sampleEntry(i)
-		ops = append(ops, putRange(t, leader, s, state.RangeRecord{Topic: "t", Partition: int32(i), Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: state.StateRevoking, Target: "m2"}, &e)...)
+		ops = append(ops, putRange(t, leader, s, schema.RangeRecord{Topic: "t", Partition: int32(i), Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: schema.StateRevoking, Target: "m2"}, &e)...)
 	}
 	commit(t, leader, ops)
-	updates := make(chan state.Assignment, 100)
-	s.view = newAssignmentView(leader, s.schema, s.ID(), DefaultMaxTxnOps, s.log, func(a state.Assignment) { updates <- a })
+	updates := make(chan schema.Assignment, 100)
+	s.view = newAssignmentView(leader, s.schema, s.ID(), DefaultMaxTxnOps, s.log, func(a schema.Assignment) { updates <- a })
 	s.goFunc(func() { s.view.run(s.ctx) })
 	first := <-updates
 	if len(first.Ranges) != 3 {
@@ -196,7 +196,7 @@ func TestAssignmentViewReleases(t *testing.T) {
 	// record there) and at partition 1: the released range must not come
 	// back.
 	rev := commit(t, leader, append(
-		putRange(t, leader, s, state.RangeRecord{Topic: "t", Partition: 1, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: state.StateActive}, nil),
+		putRange(t, leader, s, schema.RangeRecord{Topic: "t", Partition: 1, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: schema.StateActive}, nil),
 		clientv3.OpPut(s.schema.Range("t", 0, 5), "not a range record")))
 	a, err := s.view.current(t.Context(), rev)
 	if err != nil {
@@ -212,10 +212,10 @@ func TestAssignmentViewReleases(t *testing.T) {
 	// or not, and returns when the leader has handed everything off.
 	waited := make(chan error, 1)
 	go func() { waited <- s.WaitReleased(t.Context()) }()
-	released := state.RangeRecord{Topic: "t", Partition: 0, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: state.StateReleased, Target: "m2"}
+	released := schema.RangeRecord{Topic: "t", Partition: 0, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: schema.StateReleased, Target: "m2"}
 	ops = putRange(t, leader, s, released, nil)
 	for _, p := range []int32{1, 2} {
-		ops = append(ops, putRange(t, leader, s, state.RangeRecord{Topic: "t", Partition: p, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: state.StateReleased, Target: "m2"}, nil)...)
+		ops = append(ops, putRange(t, leader, s, schema.RangeRecord{Topic: "t", Partition: p, Lo: 0, Hi: ledger.HashSpace, Owner: "m1", State: schema.StateReleased, Target: "m2"}, nil)...)
 	}
 	rev = commit(t, leader, ops)
 	if _, err := s.view.current(t.Context(), rev); err != nil {
@@ -228,7 +228,7 @@ func TestAssignmentViewReleases(t *testing.T) {
 	}
 	ops = nil
 	for _, p := range []int32{0, 1, 2} {
-		ops = append(ops, putRange(t, leader, s, state.RangeRecord{Topic: "t", Partition: p, Lo: 0, Hi: ledger.HashSpace, Owner: "m2", State: state.StateActive}, nil)...)
+		ops = append(ops, putRange(t, leader, s, schema.RangeRecord{Topic: "t", Partition: p, Lo: 0, Hi: ledger.HashSpace, Owner: "m2", State: schema.StateActive}, nil)...)
 	}
 	commit(t, leader, ops)
 	select {

@@ -11,8 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // How a member's assignment view follows etcd: one read of the range
@@ -52,15 +51,15 @@ func (v *assignmentView) load(ctx context.Context) (int64, error) {
 			}
 		}
 	}
-	members := make(map[string]state.Member)
+	members := make(map[string]schema.Member)
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		if m, ok := v.member(kv); ok {
 			members[m.ID] = m
 		}
 	}
-	var gen state.GenerationRecord
+	var gen schema.GenerationRecord
 	if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) == 1 {
-		gen, _ = state.DecodeGeneration(string(kvs[0].Key), kvs[0].Value)
+		gen, _ = schema.DecodeGeneration(string(kvs[0].Key), kvs[0].Value)
 	}
 	want := make(map[string]viewRecord)
 	v.mu.Lock()
@@ -79,7 +78,7 @@ func (v *assignmentView) load(ctx context.Context) (int64, error) {
 	}
 	v.mu.Lock()
 	v.mu.records, v.mu.byTP, v.mu.members, v.mu.gen, v.mu.byOwner, v.mu.mineByTP = records, byTP, members, gen, byOwner, mineByTP
-	v.mu.owned, v.mu.ownedByTP = make(map[string]state.RangeState), make(map[assign.TopicPartition]map[string]struct{})
+	v.mu.owned, v.mu.ownedByTP = make(map[string]schema.RangeState), make(map[assign.TopicPartition]map[string]struct{})
 	for _, rs := range owned {
 		if v.mu.released[rs.Key] != rs.Rev {
 			v.setOwnedLocked(rs)
@@ -201,7 +200,7 @@ func (v *assignmentView) applyRanges(wr clientv3.WatchResponse, touched map[assi
 
 // partitionOf parses the partition of a range key.
 func (v *assignmentView) partitionOf(key string) (assign.TopicPartition, bool) {
-	topic, part, _, err := keys.ParseRangeKey(v.schema.Ranges(), key)
+	topic, part, _, err := schema.ParseRangeKey(v.schema.Ranges(), key)
 	return assign.TopicPartition{Topic: topic, Partition: part}, err == nil
 }
 
@@ -224,7 +223,7 @@ func (v *assignmentView) applyGeneration(wr clientv3.WatchResponse) {
 	defer v.mu.Unlock()
 	for _, ev := range wr.Events {
 		if ev.Type == clientv3.EventTypePut {
-			if g, err := state.DecodeGeneration(string(ev.Kv.Key), ev.Kv.Value); err == nil {
+			if g, err := schema.DecodeGeneration(string(ev.Kv.Key), ev.Kv.Value); err == nil {
 				grew := g.Generation > v.mu.gen.Generation
 				v.mu.gen = g
 				// Most generations change none of this member's ranges
@@ -241,13 +240,13 @@ func (v *assignmentView) applyGeneration(wr clientv3.WatchResponse) {
 
 // member decodes a registration; one without a lease is no member (see
 // Snapshot.BadMembers).
-func (v *assignmentView) member(kv *mvccpb.KeyValue) (state.Member, bool) {
+func (v *assignmentView) member(kv *mvccpb.KeyValue) (schema.Member, bool) {
 	if kv.Lease == 0 {
-		return state.Member{}, false
+		return schema.Member{}, false
 	}
 	m, err := decodeMember(v.schema, string(kv.Key), kv.Value)
 	if err != nil {
-		return state.Member{}, false
+		return schema.Member{}, false
 	}
-	return state.Member{MemberInfo: m, CreateRev: kv.CreateRevision}, true
+	return schema.Member{MemberInfo: m, CreateRev: kv.CreateRevision}, true
 }

@@ -13,8 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // groupCache is a watch-fed copy of a group's state, so that the leader's
@@ -32,7 +31,7 @@ import (
 // seconds; poking would defeat the quiet-round skip).
 type groupCache struct {
 	cli    *clientv3.Client
-	schema keys.Schema
+	schema schema.Keys
 	log    hclog.Logger
 
 	// assign is poked when a member or range key changes: the only changes
@@ -44,7 +43,7 @@ type groupCache struct {
 		kvs   [len(groupKVs{}) - 1]map[string]*mvccpb.KeyValue // by groupKVs index; no lost/
 		rev   int64                                            // the revision the copy is at
 		ready bool
-		snap  *state.Snapshot // built at snapRev, reused while nothing changes
+		snap  *schema.Snapshot // built at snapRev, reused while nothing changes
 		// snapRev is the revision snap was built at.
 		snapRev int64
 		// assignRev is the revision of the last change to a member or
@@ -57,7 +56,7 @@ type groupCache struct {
 		// hands each off as it arrives (200 ms sooner).
 		memberRev int64
 		// memo holds the values decoded for the last snapshot.
-		memo *state.DecodeMemo
+		memo *schema.DecodeMemo
 		// reloads counts full reads (the first, and each resync).
 		reloads int
 		// wake is closed and replaced on every change.
@@ -85,10 +84,10 @@ const (
 	cacheStuck
 )
 
-func newGroupCache(cli *clientv3.Client, s keys.Schema, log hclog.Logger) *groupCache {
+func newGroupCache(cli *clientv3.Client, s schema.Keys, log hclog.Logger) *groupCache {
 	c := &groupCache{cli: cli, schema: s, log: log, assign: make(chan struct{}, 1)}
 	c.mu.wake = make(chan struct{})
-	c.mu.memo = state.NewDecodeMemo()
+	c.mu.memo = schema.NewDecodeMemo()
 	c.mu.loads = make(map[string]arrivedKV)
 	c.mu.leaves = make(map[string]*mvccpb.KeyValue)
 	c.mu.handoffs = make(map[string]storedHandoff)
@@ -280,7 +279,7 @@ func (c *groupCache) pokeAssign() {
 
 // snapshot returns the group's state as the cache holds it, waiting for the
 // first read. The snapshot is shared: callers must not change it.
-func (c *groupCache) snapshot(ctx context.Context) (*state.Snapshot, error) {
+func (c *groupCache) snapshot(ctx context.Context) (*schema.Snapshot, error) {
 	for {
 		c.mu.Lock()
 		if c.mu.ready {
@@ -352,7 +351,7 @@ func (c *groupCache) waitRev(ctx context.Context, rev int64) bool {
 // setHandoffLocked decodes a handoff plan. A damaged one keeps its
 // revision, with no ranges: the leader writes it again.
 func (c *groupCache) setHandoffLocked(kv *mvccpb.KeyValue) {
-	h, err := state.DecodeHandoff(string(kv.Key), kv.Value, kv.ModRevision)
+	h, err := schema.DecodeHandoff(string(kv.Key), kv.Value, kv.ModRevision)
 	if err != nil {
 		c.log.Warn("handoff plan unreadable; writing it again", "error", err)
 	}
@@ -363,7 +362,7 @@ func (c *groupCache) setHandoffLocked(kv *mvccpb.KeyValue) {
 // its drain budget from leaving/<id> and its handoff plan. A damaged leave
 // record counts as none: the leader then revokes the member's ranges, as
 // for a member that wrote none.
-func (c *groupCache) addLeavesLocked(snap *state.Snapshot) {
+func (c *groupCache) addLeavesLocked(snap *schema.Snapshot) {
 	for key, h := range c.mu.handoffs {
 		id := strings.TrimPrefix(key, c.schema.Handoffs())
 		if m, ok := snap.Members[id]; ok {
@@ -377,7 +376,7 @@ func (c *groupCache) addLeavesLocked(snap *state.Snapshot) {
 		if !ok || !m.Leaving {
 			continue
 		}
-		l, err := state.DecodeLeave(key, kv.Value)
+		l, err := schema.DecodeLeave(key, kv.Value)
 		if err != nil {
 			snap.Problems = append(snap.Problems, err)
 			continue

@@ -7,8 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -19,8 +18,8 @@ import (
 func TestCacheMemberRevision(t *testing.T) {
 	_, e := testutil.StartEtcd(t)
 	cli := testutil.NewEtcdClient(t, e.Endpoints)
-	schema := keys.New("/keyshare", "g")
-	c := newGroupCache(cli, schema, hclog.NewNullLogger())
+	keys := schema.Group{Prefix: "/keyshare", Name: "g"}.Keys()
+	c := newGroupCache(cli, keys, hclog.NewNullLogger())
 	go c.run(t.Context())
 
 	lease, err := cli.Grant(t.Context(), 30)
@@ -29,8 +28,8 @@ func TestCacheMemberRevision(t *testing.T) {
 	}
 	register := func(leaving bool) int64 {
 		t.Helper()
-		v := mustJSON(state.MemberInfo{V: recordVersion, ID: "m1", Started: time.Now().UTC(), Weight: 1, Leaving: leaving})
-		resp, err := cli.Put(t.Context(), schema.Member("m1"), v, clientv3.WithLease(lease.ID))
+		v := mustJSON(schema.MemberInfo{V: recordVersion, ID: "m1", Started: time.Now().UTC(), Weight: 1, Leaving: leaving})
+		resp, err := cli.Put(t.Context(), keys.Member("m1"), v, clientv3.WithLease(lease.ID))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +57,7 @@ func TestCacheMemberRevision(t *testing.T) {
 		t.Fatalf("after the member turned Leaving: assignment revision %d, want %d (a round at once)", got, leaving)
 	}
 
-	del, err := cli.Delete(t.Context(), schema.Member("m1"))
+	del, err := cli.Delete(t.Context(), keys.Member("m1"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -114,11 +114,11 @@ func churnEtcd(b *testing.B) {
 		time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond)
 	}
 	last := time.Now()
-	var snap *state.Snapshot
+	var snap *schema.Snapshot
 	settledIn := time.Duration(-1)
 	for time.Since(last) < 3*time.Minute {
 		var err error
-		snap, err = coord.ReadSnapshot(b.Context(), cli, state.Group{Name: "g"})
+		snap, err = coord.ReadSnapshot(b.Context(), cli, schema.Group{Name: "g"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func churnEtcd(b *testing.B) {
 
 // fragmentsWithin reports whether every partition has at most one range
 // more than owners, all of them live members.
-func fragmentsWithin(snap *state.Snapshot, members map[string]*coord.Session) bool {
+func fragmentsWithin(snap *schema.Snapshot, members map[string]*coord.Session) bool {
 	for _, list := range snap.Partitions() {
 		owners := map[string]bool{}
 		for _, r := range list {

@@ -12,7 +12,7 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Fragmentation after churn, on the planner alone (the model store of
@@ -50,11 +50,11 @@ func (g *churnModel) join() {
 	g.next++
 	g.store.lease++
 	g.live[id] = g.store.lease
-	g.store.put(planSchema.Member(id), mustJSON(state.MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: 1}), g.store.lease)
+	g.store.put(planSchema.Member(id), mustJSON(schema.MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: 1}), g.store.lease)
 }
 
 func (g *churnModel) leave(id string) {
-	g.store.put(planSchema.Member(id), mustJSON(state.MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: 1, Leaving: true}), g.live[id])
+	g.store.put(planSchema.Member(id), mustJSON(schema.MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: 1, Leaving: true}), g.live[id])
 }
 
 func (g *churnModel) crash(id string) {
@@ -73,9 +73,9 @@ func (g *churnModel) owners(b *testing.B) {
 		}
 		var ops []clientv3.Op
 		switch {
-		case r.Record.State == state.StateRevoking:
+		case r.Record.State == schema.StateRevoking:
 			rec := r.Record
-			rec.State = state.StateReleased
+			rec.State = schema.StateReleased
 			ops = append(ops, clientv3.OpPut(r.Key, mustJSON(rec)))
 			fallthrough
 		case !r.Entry.Initialized():

@@ -11,9 +11,8 @@ import (
 
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -57,7 +56,7 @@ func TestRandomMembershipChurn(t *testing.T) {
 
 	// The poller: no overlap in any snapshot, ever.
 	var overlaps []string
-	stopPolling := pollSnapshots(t, cli, func(snap *state.Snapshot) {
+	stopPolling := pollSnapshots(t, cli, func(snap *schema.Snapshot) {
 		end := map[assign.TopicPartition]uint64{}
 		for _, r := range snap.Ranges {
 			if r.Record.Lo < end[r.TP()] {
@@ -185,7 +184,7 @@ func checkHandoffOrder(t *testing.T, all []event) {
 	}
 }
 
-var schema = keys.New("/keyshare", "g")
+var testKeys = schema.Group{Prefix: "/keyshare", Name: "g"}.Keys()
 
 // testSeed reads KEYSHARE_CHURN_SEED (0 when unset).
 func testSeed() uint64 {

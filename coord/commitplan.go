@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // The commit protocol's decisions, apart from its I/O (commits.go does
@@ -56,7 +56,7 @@ func commitParts(marks map[assign.TopicPartition]int64) []assign.TopicPartition 
 // commitInput is what a round learned: etcd's side from the leader's
 // cache, Kafka's from Offsets (either answer may leave partitions out).
 type commitInput struct {
-	snap  *state.Snapshot                       // Rev, Commits, CommitRevs
+	snap  *schema.Snapshot                      // Rev, Commits, CommitRevs
 	marks map[assign.TopicPartition]int64       // snap.Watermarks()
 	kafka map[assign.TopicPartition]KafkaOffset // Offsets.Committed's answer
 	ends  map[assign.TopicPartition]int64       // Offsets.Ends' answer
@@ -233,7 +233,7 @@ func (p *commitPlan) toKafka() kafkaCommits {
 // no longer holds at the revision this round read: a keyshare writer
 // records in etcd before it commits to Kafka, so the offset read from
 // Kafka may be the commit of a record this round's snapshot had not seen.
-func (p *commitPlan) unconfirmed(k kafkaCommits, fresh *state.Snapshot) {
+func (p *commitPlan) unconfirmed(k kafkaCommits, fresh *schema.Snapshot) {
 	for tp := range k.repairs {
 		if _, rev, _ := p.recordedAt(tp); fresh.CommitRevs[tp] != rev {
 			delete(k.commit, tp)

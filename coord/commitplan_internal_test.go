@@ -7,17 +7,17 @@ import (
 	"testing"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 func ctp(p int32) assign.TopicPartition { return assign.TopicPartition{Topic: "t", Partition: p} }
 
 // commitSnap is a snapshot at revision 20 holding commit records: offset
 // and revision per partition (reset epoch 0).
-func commitSnap(recs map[int32][2]int64) *state.Snapshot {
-	s := &state.Snapshot{Rev: 20, Commits: make(map[assign.TopicPartition]state.CommitRecord), CommitRevs: make(map[assign.TopicPartition]int64)}
+func commitSnap(recs map[int32][2]int64) *schema.Snapshot {
+	s := &schema.Snapshot{Rev: 20, Commits: make(map[assign.TopicPartition]schema.CommitRecord), CommitRevs: make(map[assign.TopicPartition]int64)}
 	for p, r := range recs {
-		s.Commits[ctp(p)] = state.CommitRecord{V: 1, Offset: r[0]}
+		s.Commits[ctp(p)] = schema.CommitRecord{V: 1, Offset: r[0]}
 		s.CommitRevs[ctp(p)] = r[1]
 	}
 	return s
@@ -46,7 +46,7 @@ func TestCommitPlan(t *testing.T) {
 	cases := []struct {
 		name  string
 		mem   func(*commitMemory) // what earlier rounds left
-		snap  *state.Snapshot
+		snap  *schema.Snapshot
 		marks map[int32]int64
 		kafka map[assign.TopicPartition]KafkaOffset
 		ends  map[int32]int64
@@ -270,7 +270,7 @@ func TestCommitPlan(t *testing.T) {
 
 // resetSnap is partition 0's commit record as an operator's reset writes
 // it: offset, revision, reset epoch.
-func resetSnap(offset, rev, epoch int64) *state.Snapshot {
+func resetSnap(offset, rev, epoch int64) *schema.Snapshot {
 	s := commitSnap(map[int32][2]int64{0: {offset, rev}})
 	rec := s.Commits[ctp(0)]
 	rec.Reset = epoch

@@ -12,7 +12,7 @@ import (
 
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/textsafe"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // minRoundBudget is the least time a commit round may take before it is
@@ -90,7 +90,7 @@ func (l *leader) recordCommitBatch(ctx context.Context, batch []commitWrite) (re
 		els := []clientv3.Op{clientv3.OpGet(l.key, clientv3.WithKeysOnly())}
 		for _, w := range batch {
 			key := l.s.schema.Commit(w.Topic, w.Partition)
-			rec := state.CommitRecord{V: recordVersion, Offset: w.Offset, Leader: l.s.ID(), At: time.Now().UTC()}
+			rec := schema.CommitRecord{V: recordVersion, Offset: w.Offset, Leader: l.s.ID(), At: time.Now().UTC()}
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", w.PrevRev))
 			then = append(then, clientv3.OpPut(key, mustJSON(rec)))
 			els = append(els, clientv3.OpGet(key, clientv3.WithKeysOnly()))

@@ -15,8 +15,8 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/coord/internal/fakeoffsets"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -27,7 +27,7 @@ import (
 type commitRig struct {
 	t      *testing.T
 	cli    *clientv3.Client
-	schema keys.Schema
+	schema schema.Keys
 	k      *fakeoffsets.Offsets
 	gate   *gatedOffsets
 	rounds chan coord.CommitRound
@@ -39,7 +39,7 @@ type commitRig struct {
 func newCommitRig(t *testing.T, n int32, maxTxnOps int, log hclog.Logger) *commitRig {
 	cli, e := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": n}
-	r := &commitRig{t: t, cli: cli, schema: keys.New("/keyshare", "g"), k: fakeoffsets.New(), rounds: make(chan coord.CommitRound, 1000), n: n}
+	r := &commitRig{t: t, cli: cli, schema: schema.Group{Prefix: "/keyshare", Name: "g"}.Keys(), k: fakeoffsets.New(), rounds: make(chan coord.CommitRound, 1000), n: n}
 	r.gate = &gatedOffsets{Offsets: r.k, open: make(chan struct{})}
 	cfg := testConfig(t, "a", counts)
 	cfg.MaxTxnOps = maxTxnOps

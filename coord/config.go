@@ -11,8 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // PartitionSource returns the partition count of each topic. The leader calls
@@ -84,7 +83,7 @@ type Config struct {
 // Topics and Partitions.
 func DefaultConfig() Config {
 	return Config{
-		Prefix:         state.DefaultPrefix,
+		Prefix:         schema.DefaultPrefix,
 		Weight:         1,
 		Tuning:         DefaultTuning(),
 		StartTimeout:   10 * time.Second,
@@ -107,11 +106,11 @@ func (c Config) withDefaults() Config {
 // Validate reports the first impossible setting, naming the field and what to
 // do. Start from DefaultConfig(); only MemberID and Logger may be left zero.
 func (c Config) Validate() error {
-	if err := keys.CheckName("group name (Config.Group)", c.Group); err != nil {
+	if err := schema.CheckName("group name (Config.Group)", c.Group); err != nil {
 		return fmt.Errorf("coord: %w", err)
 	}
 	if c.MemberID != "" {
-		if err := keys.CheckName("member id (Config.MemberID)", c.MemberID); err != nil {
+		if err := schema.CheckName("member id (Config.MemberID)", c.MemberID); err != nil {
 			return fmt.Errorf("coord: %w", err)
 		}
 	}
@@ -119,7 +118,7 @@ func (c Config) Validate() error {
 		return errors.New("coord: no topics: set Config.Topics to at least one topic")
 	}
 	for _, t := range c.Topics {
-		if err := keys.CheckName("topic", t); err != nil {
+		if err := schema.CheckName("topic", t); err != nil {
 			return fmt.Errorf("coord: %w", err)
 		}
 	}

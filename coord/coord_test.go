@@ -18,7 +18,7 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -70,9 +70,9 @@ func join(t *testing.T, endpoints []string, cfg coord.Config) (*coord.Session, *
 // waitFor is testutil.WaitFor.
 var waitFor = testutil.WaitFor
 
-func snapshot(t *testing.T, cli *clientv3.Client) *state.Snapshot {
+func snapshot(t *testing.T, cli *clientv3.Client) *schema.Snapshot {
 	t.Helper()
-	snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
+	snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func snapshot(t *testing.T, cli *clientv3.Client) *state.Snapshot {
 // pollSnapshots reads group g's snapshot every 10 ms and hands it to look,
 // until the returned stop is called (stop returns once look has run its
 // last time, so what look gathered can be read then).
-func pollSnapshots(t *testing.T, cli *clientv3.Client, look func(*state.Snapshot)) (stop func()) {
+func pollSnapshots(t *testing.T, cli *clientv3.Client, look func(*schema.Snapshot)) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -92,7 +92,7 @@ func pollSnapshots(t *testing.T, cli *clientv3.Client, look func(*state.Snapshot
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
-			if snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"}); err == nil {
+			if snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"}); err == nil {
 				look(snap)
 			}
 		}
@@ -101,9 +101,9 @@ func pollSnapshots(t *testing.T, cli *clientv3.Client, look func(*state.Snapshot
 }
 
 // checkCoverage fails unless every partition is covered exactly by ranges.
-func checkCoverage(t *testing.T, snap *state.Snapshot, counts map[string]int32) {
+func checkCoverage(t *testing.T, snap *schema.Snapshot, counts map[string]int32) {
 	t.Helper()
-	byTP := make(map[assign.TopicPartition][]state.RangeState)
+	byTP := make(map[assign.TopicPartition][]schema.RangeState)
 	for _, r := range snap.Ranges {
 		byTP[r.TP()] = append(byTP[r.TP()], r)
 	}
@@ -125,12 +125,12 @@ func checkCoverage(t *testing.T, snap *state.Snapshot, counts map[string]int32) 
 
 // settled reports whether every range is active and owned by a live member
 // and members own within one partition (or hash) of an even share.
-func settled(snap *state.Snapshot) bool {
+func settled(snap *schema.Snapshot) bool {
 	if len(snap.Ranges) == 0 {
 		return false
 	}
 	for _, r := range snap.Ranges {
-		if _, ok := snap.Members[r.Record.Owner]; !ok || r.Record.State != state.StateActive {
+		if _, ok := snap.Members[r.Record.Owner]; !ok || r.Record.State != schema.StateActive {
 			return false
 		}
 		if snap.Members[r.Record.Owner].Leaving {
@@ -286,14 +286,14 @@ func (o *owner) run(t *testing.T, all *[]event, allMu *sync.Mutex) {
 			for _, r := range a.Ranges {
 				id := fmt.Sprintf("%s@%d", r.Key, r.Rev)
 				switch r.Record.State {
-				case state.StateActive:
+				case schema.StateActive:
 					if !have[r.Key+r.Record.Range().String()] {
 						have[r.Key+r.Record.Range().String()] = true
 						allMu.Lock()
 						*all = append(*all, event{time.Now(), o.s.ID(), "gain", r.TP(), r.Record.Range(), a.Generation})
 						allMu.Unlock()
 					}
-				case state.StateRevoking:
+				case schema.StateRevoking:
 					if have[id] {
 						continue
 					}
@@ -402,7 +402,7 @@ func TestExpiredOwnerCannotWrite(t *testing.T) {
 	cli, e := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": 1}
 	a, acli := join(t, e.Endpoints, testConfig(t, "a", counts))
-	var asg state.Assignment
+	var asg schema.Assignment
 	waitFor(t, "a owns a range", 30*time.Second, func() bool {
 		select {
 		case asg = <-a.Updates():

@@ -14,7 +14,7 @@ import (
 
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -79,7 +79,7 @@ func TestMissingTopicDoesNotFreezeOthers(t *testing.T) {
 	})
 	hide.Store(true)
 	time.Sleep(200 * time.Millisecond) // the leader rereads the counts
-	var goneBefore []state.RangeState
+	var goneBefore []schema.RangeState
 	for _, r := range snapshot(t, cli).Ranges {
 		if r.Record.Topic == "gone" {
 			goneBefore = append(goneBefore, r)
@@ -88,19 +88,19 @@ func TestMissingTopicDoesNotFreezeOthers(t *testing.T) {
 	_ = b.Close() // b crashes (its lease is revoked; it does not leave)
 	waitFor(t, "b's ranges of topic ok to go to a", 30*time.Second, func() bool {
 		for _, r := range snapshot(t, cli).Ranges {
-			if r.Record.Topic == "ok" && (r.Record.Owner != "a" || r.Record.State != state.StateActive) {
+			if r.Record.Topic == "ok" && (r.Record.Owner != "a" || r.Record.State != schema.StateActive) {
 				return false
 			}
 		}
 		return true
 	})
-	var goneAfter []state.RangeState
+	var goneAfter []schema.RangeState
 	for _, r := range snapshot(t, cli).Ranges {
 		if r.Record.Topic == "gone" {
 			goneAfter = append(goneAfter, r)
 		}
 	}
-	if !slices.EqualFunc(goneBefore, goneAfter, func(x, y state.RangeState) bool { return x.Key == y.Key && x.Rev == y.Rev }) {
+	if !slices.EqualFunc(goneBefore, goneAfter, func(x, y schema.RangeState) bool { return x.Key == y.Key && x.Rev == y.Rev }) {
 		t.Fatalf("ranges of the missing topic changed:\n%v\n%v", goneBefore, goneAfter)
 	}
 	if n := strings.Count(logs.String(), "topics=[gone]"); n != 1 {
@@ -117,7 +117,7 @@ func TestOverlappingRangeRepaired(t *testing.T) {
 	counts := map[string]int32{"t": 2}
 	join(t, e.Endpoints, testConfig(t, "a", counts))
 	join(t, e.Endpoints, testConfig(t, "b", counts))
-	var whole state.RangeState
+	var whole schema.RangeState
 	waitFor(t, "a and b own a partition each", 30*time.Second, func() bool {
 		snap := snapshot(t, cli)
 		if !settled(snap) || len(snap.Owned("a")) != 1 || len(snap.Owned("b")) != 1 {
@@ -129,13 +129,13 @@ func TestOverlappingRangeRepaired(t *testing.T) {
 	// b gets [100, 200) of a's whole partition.
 	bad := whole.Record
 	bad.Lo, bad.Hi, bad.Owner = 100, 200, "b"
-	badKey := schema.Range(bad.Topic, bad.Partition, bad.Lo)
+	badKey := testKeys.Range(bad.Topic, bad.Partition, bad.Lo)
 	if _, err := cli.Put(t.Context(), badKey, mustJSON(t, bad)); err != nil {
 		t.Fatal(err)
 	}
-	noOverlap := func(snap *state.Snapshot) {
+	noOverlap := func(snap *schema.Snapshot) {
 		t.Helper()
-		byTP := map[assign.TopicPartition][]state.RangeState{}
+		byTP := map[assign.TopicPartition][]schema.RangeState{}
 		for _, id := range []string{"a", "b"} {
 			for _, r := range snap.AssignmentOf(id).Ranges {
 				for _, o := range byTP[r.TP()] {

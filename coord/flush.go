@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // DefaultMaxTxnOps is etcd's default limit on the operations (and on the
@@ -32,10 +32,10 @@ type LossReport struct {
 
 // RangeFlush is one owned range's ledger entry to write.
 type RangeFlush struct {
-	Range   state.RangeState // the range as assigned (its Rev is the guard)
-	Entry   ledger.Entry     // its completion state
-	Encoded []byte           // ledger.Encode(Entry), if the caller already has it
-	Losses  []LossReport     // loss reports not yet written, written with the entry
+	Range   schema.RangeState // the range as assigned (its Rev is the guard)
+	Entry   ledger.Entry      // its completion state
+	Encoded []byte            // ledger.Encode(Entry), if the caller already has it
+	Losses  []LossReport      // loss reports not yet written, written with the entry
 }
 
 // Flush writes the ledger entries of ranges the member owns, each guarded by
@@ -63,7 +63,7 @@ func (s *Session) Flush(ctx context.Context, flushes []RangeFlush) error {
 
 // LossKey is the etcd key under which range r's report of records lost
 // below logStart is written (for log messages).
-func (s *Session) LossKey(r state.RangeState, logStart int64) string {
+func (s *Session) LossKey(r schema.RangeState, logStart int64) string {
 	return s.schema.LostRange(r.Record.Topic, r.Record.Partition, r.Record.Lo, logStart)
 }
 
@@ -76,15 +76,15 @@ func (s *Session) common() []clientv3.Cmp {
 // guard is the compare that holds only while this member owns r as it was
 // assigned: any reassignment, split or handoff by the leader rewrites the
 // range record and fails it.
-func (s *Session) guard(r state.RangeState) []clientv3.Cmp {
+func (s *Session) guard(r schema.RangeState) []clientv3.Cmp {
 	return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(r.Key), "=", r.Rev)}
 }
 
 // lossOp is the write of the report that range r lost the records in l. It
 // belongs in the transaction of the ledger write that truncates the range,
 // so that the report and the ledger move together or not at all.
-func (s *Session) lossOp(r state.RangeState, l LossReport) clientv3.Op {
-	rec := state.LossRecord{V: recordVersion, Member: s.ID(), Topic: r.Record.Topic, Partition: r.Record.Partition,
+func (s *Session) lossOp(r schema.RangeState, l LossReport) clientv3.Op {
+	rec := schema.LossRecord{V: recordVersion, Member: s.ID(), Topic: r.Record.Topic, Partition: r.Record.Partition,
 		Lo: r.Record.Lo, Hi: r.Record.Hi, At: l.At, Loss: l.Loss}
 	return clientv3.OpPut(s.LossKey(r, l.Loss.LogStart), mustJSON(rec))
 }

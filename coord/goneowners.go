@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // goneOwner is a member whose registration ended while ranges were still
@@ -27,13 +27,13 @@ type goneOwners struct {
 // that a later registration under the same id that ends is reported again.
 // A range of an earlier registration under an id that registered again
 // counts as gone (state.Snapshot.OwnerOf).
-func (g *goneOwners) news(snap *state.Snapshot) []goneOwner {
+func (g *goneOwners) news(snap *schema.Snapshot) []goneOwner {
 	if g.told == nil {
 		g.told = map[string]bool{}
 	}
 	counts := map[string]int{}
 	for _, r := range snap.Ranges {
-		if _, live := snap.OwnerOf(r); !live && r.Record.State != state.StateReleased {
+		if _, live := snap.OwnerOf(r); !live && r.Record.State != schema.StateReleased {
 			counts[r.Record.Owner]++
 		}
 	}

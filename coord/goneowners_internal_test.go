@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/internal/statetest"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // TestAssignRoundGoneOwners: a member whose registration ends is reported
@@ -21,7 +21,7 @@ func TestAssignRoundGoneOwners(t *testing.T) {
 	// fail over); m03 owns one.
 	snap.Ranges[2].Record.Owner = "m01"
 	snap.Ranges[4].Record.Owner = "m01"
-	snap.Ranges[4].Record.State = state.StateReleased
+	snap.Ranges[4].Record.State = schema.StateReleased
 	m03 := snap.Members["m03"]
 	delete(snap.Members, "m01")
 	delete(snap.Members, "m03")

@@ -7,7 +7,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Handoff plans: a leave in one write per range.
@@ -40,7 +40,7 @@ func (s *Session) followHandoff() {
 		h := storedHandoff{}
 		if rev > 0 {
 			var err error
-			if h, err = state.DecodeHandoff(key, data, rev); err != nil {
+			if h, err = schema.DecodeHandoff(key, data, rev); err != nil {
 				s.log.Warn("handoff plan unreadable; releasing ranges to the leader instead", "error", err)
 			}
 		}
@@ -124,7 +124,7 @@ func (s *Session) handOff(ctx context.Context, h storedHandoff, rels []RangeRele
 		// The view shows a leaving member's ranges as revoking; the record
 		// in etcd is active, and only who owns it changes.
 		rec := rl.Range.Record
-		rec.Owner, rec.State, rec.Target, rec.DrainMs, rec.Gen, rec.Since = p.To, state.StateActive, "", 0, h.Plan.Gen, now
+		rec.Owner, rec.State, rec.Target, rec.DrainMs, rec.Gen, rec.Since = p.To, schema.StateActive, "", 0, h.Plan.Gen, now
 		writes = append(writes, s.releaseWrite(rl, rec))
 		direct = append(direct, rl)
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -30,10 +30,10 @@ func TestHandOffOrRelease(t *testing.T) {
 	setup := func(t *testing.T, group string, n int) (*Session, []RangeRelease, int64) {
 		s := bareSession(t, cli, group, DefaultMaxTxnOps)
 		ranges := revokedRanges(t, s, n)
-		plan := state.HandoffPlan{V: recordVersion, Gen: 5, Members: map[string]int64{"m2": 1}}
+		plan := schema.HandoffPlan{V: recordVersion, Gen: 5, Members: map[string]int64{"m2": 1}}
 		var rels []RangeRelease
 		for i, r := range ranges {
-			plan.Ranges = append(plan.Ranges, state.PlannedHandoff{Key: r.Key, Rev: r.Rev, To: "m2"})
+			plan.Ranges = append(plan.Ranges, schema.PlannedHandoff{Key: r.Key, Rev: r.Rev, To: "m2"})
 			rels = append(rels, RangeRelease{Range: r, Final: sampleEntry(i)})
 		}
 		plan.Ranges[0].Rev-- // planned at a revision the record has left
@@ -41,7 +41,7 @@ func TestHandOffOrRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := state.DecodeHandoff(s.schema.Handoff(s.ID()), []byte(mustJSON(plan)), resp.Header.Revision)
+		h, err := schema.DecodeHandoff(s.schema.Handoff(s.ID()), []byte(mustJSON(plan)), resp.Header.Revision)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,9 +56,9 @@ func TestHandOffOrRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := state.RangeRecord{Owner: s.ID(), State: state.StateReleased}
+			want := schema.RangeRecord{Owner: s.ID(), State: schema.StateReleased}
 			if handed(i) {
-				want = state.RangeRecord{Owner: "m2", State: state.StateActive, Gen: 5}
+				want = schema.RangeRecord{Owner: "m2", State: schema.StateActive, Gen: 5}
 			}
 			if rec.Owner != want.Owner || rec.State != want.State || handed(i) && (rec.Target != "" || rec.DrainMs != 0 || rec.Gen != 5) {
 				t.Errorf("%s: %s for %s (generation %d, target %q, drain %d); want %s for %s", rl.Range.Key, rec.State, rec.Owner, rec.Gen, rec.Target, rec.DrainMs, want.State, want.Owner)

@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -65,7 +65,7 @@ func TestLeaselessElectionKeyDeleted(t *testing.T) {
 	if _, err := cli.Put(t.Context(), planted, "nobody"); err != nil {
 		t.Fatal(err)
 	}
-	view, err := coord.ReadGroupView(t.Context(), cli, state.Group{Name: "g"})
+	view, err := coord.ReadGroupView(t.Context(), cli, schema.Group{Name: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Operations on one key (keyops/, state.KeyOpRecord): written by an
@@ -23,7 +23,7 @@ import (
 // KeyOp is one stored operation on a key.
 type KeyOp struct {
 	Name   string // its etcd key
-	Record state.KeyOpRecord
+	Record schema.KeyOpRecord
 	Rev    int64 // its ModRevision: the guard of a change to this version
 	Err    error // the value is damaged (Record is then empty)
 }
@@ -32,14 +32,14 @@ type KeyOp struct {
 // another version than the one it was for (written or deleted meanwhile).
 var ErrKeyOpChanged = errors.New("coord: the key's operation changed meanwhile")
 
-func keyOpOf(g state.Group, kv *mvccpb.KeyValue) KeyOp {
-	r, err := state.DecodeKeyOp(g, string(kv.Key), kv.Value)
+func keyOpOf(g schema.Group, kv *mvccpb.KeyValue) KeyOp {
+	r, err := schema.DecodeKeyOp(g, string(kv.Key), kv.Value)
 	return KeyOp{Name: string(kv.Key), Record: r, Rev: kv.ModRevision, Err: err}
 }
 
 // ReadKeyOps reads every operation on a key of the group, in key order,
 // and the revision they were read at.
-func ReadKeyOps(ctx context.Context, cli *clientv3.Client, g state.Group) ([]KeyOp, int64, error) {
+func ReadKeyOps(ctx context.Context, cli *clientv3.Client, g schema.Group) ([]KeyOp, int64, error) {
 	s := schemaOf(g)
 	resp, err := cli.Get(ctx, s.KeyOps(), clientv3.WithPrefix())
 	if err != nil {
@@ -53,7 +53,7 @@ func ReadKeyOps(ctx context.Context, cli *clientv3.Client, g state.Group) ([]Key
 }
 
 // ReadKeyOp reads the operation on key of topic/partition, if any.
-func ReadKeyOp(ctx context.Context, cli *clientv3.Client, g state.Group, topic string, partition int32, key []byte) (KeyOp, bool, error) {
+func ReadKeyOp(ctx context.Context, cli *clientv3.Client, g schema.Group, topic string, partition int32, key []byte) (KeyOp, bool, error) {
 	name := schemaOf(g).KeyOp(topic, partition, ledger.Hash(key, 0), key)
 	resp, err := cli.Get(ctx, name)
 	if err != nil {
@@ -68,7 +68,7 @@ func ReadKeyOp(ctx context.Context, cli *clientv3.Client, g state.Group, topic s
 // PutKeyOp writes rec (rec.V, rec.Hash and rec.At are filled in) where no
 // operation on its key exists (rev 0), or over the version at rev; it
 // returns ErrKeyOpChanged if the key holds another, and the stored op.
-func PutKeyOp(ctx context.Context, cli *clientv3.Client, g state.Group, rec state.KeyOpRecord, rev int64) (KeyOp, error) {
+func PutKeyOp(ctx context.Context, cli *clientv3.Client, g schema.Group, rec schema.KeyOpRecord, rev int64) (KeyOp, error) {
 	rec.V, rec.Hash = recordVersion, uint64(ledger.Hash(rec.Key, 0))
 	if rec.Key == nil {
 		rec.Key = []byte{}
@@ -253,7 +253,7 @@ func (s *Session) watchKeyOps() {
 // holding the key: a member that lost the range cannot write over its new
 // owner's progress. It returns the op as stored, or ErrKeyOpChanged when
 // a guard fails.
-func (s *Session) AdvanceKeyOp(ctx context.Context, op KeyOp, rec state.KeyOpRecord, r state.RangeState) (KeyOp, error) {
+func (s *Session) AdvanceKeyOp(ctx context.Context, op KeyOp, rec schema.KeyOpRecord, r schema.RangeState) (KeyOp, error) {
 	if err := rec.Check(); err != nil {
 		return KeyOp{}, fmt.Errorf("coord: %s: %w", textsafe.Quote(op.Name), err)
 	}
@@ -270,7 +270,7 @@ func (s *Session) AdvanceKeyOp(ctx context.Context, op KeyOp, rec state.KeyOpRec
 
 // FinishKeyOp deletes op, done, under the guards of AdvanceKeyOp, and
 // returns the revision of the delete.
-func (s *Session) FinishKeyOp(ctx context.Context, op KeyOp, r state.RangeState) (int64, error) {
+func (s *Session) FinishKeyOp(ctx context.Context, op KeyOp, r schema.RangeState) (int64, error) {
 	cmps := append(append(s.common(), s.guard(r)...), clientv3.Compare(clientv3.ModRevision(op.Name), "=", op.Rev))
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpDelete(op.Name)).Commit()
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -39,7 +39,7 @@ func TestLeaveReleasesUnasked(t *testing.T) {
 	before := snapshot(t, cli)
 	held := len(before.Owned("b"))
 
-	ranges := cli.Watch(t.Context(), schema.Ranges(), clientv3.WithPrefix(), clientv3.WithRev(before.Rev+1), clientv3.WithPrevKV())
+	ranges := cli.Watch(t.Context(), testKeys.Ranges(), clientv3.WithPrefix(), clientv3.WithRev(before.Rev+1), clientv3.WithPrevKV())
 	if err := b.Leave(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -60,12 +60,12 @@ func TestLeaveReleasesUnasked(t *testing.T) {
 		}
 		for _, ev := range wr.Events {
 			seen = max(seen, ev.Kv.ModRevision)
-			var rec, prev state.RangeRecord
+			var rec, prev schema.RangeRecord
 			if ev.Type != clientv3.EventTypePut || json.Unmarshal(ev.Kv.Value, &rec) != nil {
 				continue
 			}
-			if ev.PrevKv != nil && json.Unmarshal(ev.PrevKv.Value, &prev) == nil && prev.Owner == "b" && prev.State == state.StateActive && rec.Owner != "b" {
-				if rec.State != state.StateActive {
+			if ev.PrevKv != nil && json.Unmarshal(ev.PrevKv.Value, &prev) == nil && prev.Owner == "b" && prev.State == schema.StateActive && rec.Owner != "b" {
+				if rec.State != schema.StateActive {
 					t.Errorf("revision %d: %s/%d %s handed to %s as %s", ev.Kv.ModRevision, rec.Topic, rec.Partition, rec.Range(), rec.Owner, rec.State)
 				}
 				handed[string(ev.Kv.Key)]++
@@ -74,9 +74,9 @@ func TestLeaveReleasesUnasked(t *testing.T) {
 				continue
 			}
 			switch rec.State {
-			case state.StateRevoking:
+			case schema.StateRevoking:
 				t.Errorf("revision %d: the leader revoked %s/%d %s from the leaving member", ev.Kv.ModRevision, rec.Topic, rec.Partition, rec.Range())
-			case state.StateReleased:
+			case schema.StateReleased:
 				released++
 			}
 		}
@@ -110,7 +110,7 @@ func TestWaitReleasedSeesLateGift(t *testing.T) {
 	waitFor(t, "a leads and owns", 30*time.Second, func() bool { return a.IsLeader() && settled(snapshot(t, cli)) })
 
 	bcli := testutil.NewEtcdClient(t, e.Endpoints)
-	gate := &gatedWatcher{Watcher: bcli.Watcher, prefix: schema.Ranges()}
+	gate := &gatedWatcher{Watcher: bcli.Watcher, prefix: testKeys.Ranges()}
 	bcli.Watcher = gate
 	b, err := coord.Join(t.Context(), bcli, testConfig(t, "b", counts))
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Load reports: what each member measured of the ranges it owns.
@@ -38,7 +38,7 @@ const (
 // its registration (a member that left cannot write one), and with names
 // not nil, in the same transaction, the names of its hot keys
 // (hotkeys/<member-id>, for operators; no leader reads them).
-func (s *Session) ReportLoad(ctx context.Context, r state.LoadReport, names *state.HotKeyNames) error {
+func (s *Session) ReportLoad(ctx context.Context, r schema.LoadReport, names *schema.HotKeyNames) error {
 	r.V, r.Member = recordVersion, s.ID()
 	if err := r.Check(); err != nil {
 		return err
@@ -48,7 +48,7 @@ func (s *Session) ReportLoad(ctx context.Context, r state.LoadReport, names *sta
 		n := *names
 		n.V, n.Member = recordVersion, s.ID()
 		if n.Keys == nil {
-			n.Keys = []state.HotKeyName{}
+			n.Keys = []schema.HotKeyName{}
 		}
 		if err := n.Check(); err != nil {
 			return err

@@ -13,7 +13,7 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -41,7 +41,7 @@ func loadConfig(t *testing.T, id string, counts map[string]int32, logger hclog.L
 	return cfg
 }
 
-func rangeLoadOf(r state.RangeState) assign.RangeLoad {
+func rangeLoadOf(r schema.RangeState) assign.RangeLoad {
 	lo, hi := r.Record.Lo, r.Record.Hi
 	rl := assign.RangeLoad{Topic: r.Record.Topic, Partition: r.Record.Partition, Lo: lo, Hi: hi, BusyPerSec: hotFront(lo, hi)}
 	rl.RecordsPerSec = 100 * rl.BusyPerSec
@@ -93,7 +93,7 @@ func TestLoadMovesSplitPoints(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close(); <-done })
 		sessions = append(sessions, s)
 	}
-	onePerOwnerIn := func(snap *state.Snapshot) bool {
+	onePerOwnerIn := func(snap *schema.Snapshot) bool {
 		if !settled(snap) {
 			return false
 		}
@@ -105,7 +105,7 @@ func TestLoadMovesSplitPoints(t *testing.T) {
 	}
 	onePerOwner := func() bool { return onePerOwnerIn(snapshot(t, cli)) }
 	waitFor(t, "four members share the partition by width", 60*time.Second, onePerOwner)
-	busiest := func(snap *state.Snapshot) float64 {
+	busiest := func(snap *schema.Snapshot) float64 {
 		load := map[string]float64{}
 		for _, r := range snap.Ranges {
 			load[r.Record.Owner] += hotFront(r.Record.Lo, r.Record.Hi)
@@ -135,13 +135,13 @@ func TestLoadMovesSplitPoints(t *testing.T) {
 					return
 				case <-time.After(150 * time.Millisecond):
 				}
-				snap, err := coord.ReadSnapshot(s.Ctx(), cli, state.Group{Name: "g"})
+				snap, err := coord.ReadSnapshot(s.Ctx(), cli, schema.Group{Name: "g"})
 				if err != nil {
 					continue
 				}
-				r := state.LoadReport{At: time.Now(), Window: 0.15}
+				r := schema.LoadReport{At: time.Now(), Window: 0.15}
 				for _, rs := range snap.Owned(s.ID()) {
-					if rs.Record.State == state.StateActive {
+					if rs.Record.State == schema.StateActive {
 						r.Ranges = append(r.Ranges, rangeLoadOf(rs))
 					}
 				}
@@ -162,7 +162,7 @@ func TestLoadMovesSplitPoints(t *testing.T) {
 	}
 	// Judged on one snapshot, taken after the move was counted: a second
 	// read could catch the move's revokes under way.
-	var snap *state.Snapshot
+	var snap *schema.Snapshot
 	waitFor(t, "the leader moves split points by load and the partition settles", 60*time.Second, func() bool {
 		if totalLoadMoves(sessions).Moves == 0 {
 			return false
@@ -245,7 +245,7 @@ func TestBadLoadReportsMoveNothing(t *testing.T) {
 	snap := snapshot(t, cli)
 	a, b := snap.Ranges[0], snap.Ranges[1]
 	// Skewed enough to move if it were believed: all of a's range busy.
-	raw := func(member string, r state.RangeState, busy string) string {
+	raw := func(member string, r schema.RangeState, busy string) string {
 		return `{"v":1,"member":"` + member + `","at":"2026-01-01T00:00:00Z","window":5,"ranges":[{"topic":"t","partition":0,"lo":` +
 			strconv.FormatUint(r.Record.Lo, 10) + `,"hi":` + strconv.FormatUint(r.Record.Hi, 10) + `,"records_per_sec":1000,"busy_per_sec":` + busy + `,"backlog":0}]}`
 	}

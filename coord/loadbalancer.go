@@ -12,10 +12,9 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // The leader's side of load balance: which reports it trusts, when it
@@ -55,15 +54,15 @@ type arrivedKV struct {
 // decodedLoad memoizes a load key's decoding by ModRevision.
 type decodedLoad struct {
 	rev    int64
-	report state.LoadReport
+	report schema.LoadReport
 	err    error
 }
 
 // decodeLoads decodes the load keys the cache holds: the reports of
 // registered members, and the problems of the others by the member id in
 // their key. Keys whose revision did not change are not decoded again.
-func decodeLoads(s keys.Schema, kvs map[string]arrivedKV, members map[string]state.Member, memo map[string]decodedLoad) (map[string]state.ReceivedLoad, map[string]error, map[string]decodedLoad) {
-	loads := make(map[string]state.ReceivedLoad)
+func decodeLoads(s schema.Keys, kvs map[string]arrivedKV, members map[string]schema.Member, memo map[string]decodedLoad) (map[string]schema.ReceivedLoad, map[string]error, map[string]decodedLoad) {
+	loads := make(map[string]schema.ReceivedLoad)
 	bad := make(map[string]error)
 	next := make(map[string]decodedLoad, len(kvs))
 	for key, a := range kvs {
@@ -71,9 +70,9 @@ func decodeLoads(s keys.Schema, kvs map[string]arrivedKV, members map[string]sta
 		d, ok := memo[key]
 		if !ok || d.rev != a.kv.ModRevision {
 			d = decodedLoad{rev: a.kv.ModRevision}
-			d.report, d.err = state.DecodeLoad(key, a.kv.Value)
+			d.report, d.err = schema.DecodeLoad(key, a.kv.Value)
 			if d.err == nil && d.report.Member != id {
-				d.err = &state.BadValueError{Key: key, Problem: fmt.Sprintf("report of member %q under the key of %q", d.report.Member, id)}
+				d.err = &schema.BadValueError{Key: key, Problem: fmt.Sprintf("report of member %q under the key of %q", d.report.Member, id)}
 			}
 		}
 		next[key] = d
@@ -81,9 +80,9 @@ func decodeLoads(s keys.Schema, kvs map[string]arrivedKV, members map[string]sta
 		case d.err != nil:
 			bad[id] = d.err
 		case !registered:
-			bad[id] = &state.BadValueError{Key: key, Problem: fmt.Sprintf("load report of %q, which is not a registered member", id)}
+			bad[id] = &schema.BadValueError{Key: key, Problem: fmt.Sprintf("load report of %q, which is not a registered member", id)}
 		default:
-			loads[id] = state.ReceivedLoad{Report: d.report, Rev: a.kv.ModRevision, Arrived: a.at}
+			loads[id] = schema.ReceivedLoad{Report: d.report, Rev: a.kv.ModRevision, Arrived: a.at}
 		}
 	}
 	return loads, bad, next
@@ -148,7 +147,7 @@ func newLoadBalancer(cfg Config, log hclog.Logger, counts *loadCounter) *loadBal
 // wanted returns the layout the plan must follow instead of Assign's
 // answer, if any: the target, while the group has the shape it was made
 // for.
-func (b *loadBalancer) wanted(snap *state.Snapshot, parts []assign.PartitionWeight, eligible []assign.MemberWeight) []assign.Slice {
+func (b *loadBalancer) wanted(snap *schema.Snapshot, parts []assign.PartitionWeight, eligible []assign.MemberWeight) []assign.Slice {
 	if b.cfg.Balance != BalanceLoad {
 		return nil
 	}
@@ -178,7 +177,7 @@ func (b *loadBalancer) wanted(snap *state.Snapshot, parts []assign.PartitionWeig
 // slicesOf is snap's current ownership (Snapshot.Slices) of parts only: a
 // topic left out of the assignment (its count could not be read, or it is
 // being reset) is neither balanced nor counted.
-func slicesOf(snap *state.Snapshot, parts []assign.PartitionWeight) []assign.Slice {
+func slicesOf(snap *schema.Snapshot, parts []assign.PartitionWeight) []assign.Slice {
 	in := make(map[assign.TopicPartition]bool, len(parts))
 	for _, p := range parts {
 		in[p.TopicPartition] = true
@@ -217,7 +216,7 @@ func fragmented(layout []assign.Slice, parts, members int) bool {
 
 // rested notes the outcome of a round: the group is at rest when the plan
 // had nothing to do and no range is being handed off.
-func (b *loadBalancer) rested(snap *state.Snapshot, planned int, clock time.Time) {
+func (b *loadBalancer) rested(snap *schema.Snapshot, planned int, clock time.Time) {
 	if planned > 0 || !allActive(snap) {
 		b.restSince = time.Time{}
 		return
@@ -227,9 +226,9 @@ func (b *loadBalancer) rested(snap *state.Snapshot, planned int, clock time.Time
 	}
 }
 
-func allActive(snap *state.Snapshot) bool {
+func allActive(snap *schema.Snapshot) bool {
 	for _, r := range snap.Ranges {
-		if r.Record.State != state.StateActive {
+		if r.Record.State != schema.StateActive {
 			return false
 		}
 	}
@@ -238,7 +237,7 @@ func allActive(snap *state.Snapshot) bool {
 
 // judge decides, on the load timer, whether to move by load; if so it sets
 // the target and returns it. still is settle.go's verdict.
-func (b *loadBalancer) judge(snap *state.Snapshot, parts []assign.PartitionWeight, eligible []assign.MemberWeight, still bool, clock time.Time) []assign.Slice {
+func (b *loadBalancer) judge(snap *schema.Snapshot, parts []assign.PartitionWeight, eligible []assign.MemberWeight, still bool, clock time.Time) []assign.Slice {
 	loads, fresh := b.trusted(snap)
 	if b.cfg.Balance != BalanceLoad || !still || b.restSince.IsZero() || !allActive(snap) {
 		return nil
@@ -296,7 +295,7 @@ func (b *loadBalancer) judge(snap *state.Snapshot, parts []assign.PartitionWeigh
 // report arrived; it warns once per member and kind of problem about the
 // others. A report older than a change to one of its ranges is stale, not
 // bad: it is left out without a warning.
-func (b *loadBalancer) trusted(snap *state.Snapshot) (map[string][]assign.RangeLoad, map[string]time.Time) {
+func (b *loadBalancer) trusted(snap *schema.Snapshot) (map[string][]assign.RangeLoad, map[string]time.Time) {
 	seen := make(map[string]bool)
 	for id, err := range snap.BadLoads {
 		seen[id] = true
@@ -349,7 +348,7 @@ func (b *loadBalancer) warn(id, kind, msg string, args ...any) {
 // ownsReported checks each range of member id's report against the ranges
 // (by partition, in hash order): ok if id owns every one of them exactly
 // and active; stale if one of them changed after the report was written.
-func ownsReported(parts map[assign.TopicPartition][]state.RangeState, id string, rl state.ReceivedLoad) (ok, stale bool, what string) {
+func ownsReported(parts map[assign.TopicPartition][]schema.RangeState, id string, rl schema.ReceivedLoad) (ok, stale bool, what string) {
 	ok = true
 	for _, r := range rl.Report.Ranges {
 		tp := assign.TopicPartition{Topic: r.Topic, Partition: r.Partition}
@@ -364,7 +363,7 @@ func ownsReported(parts map[assign.TopicPartition][]state.RangeState, id string,
 				return false, true, ""
 			}
 			if hr == want && have.Record.Owner == id {
-				if have.Record.State != state.StateActive {
+				if have.Record.State != schema.StateActive {
 					return false, true, "" // being handed off: about to change
 				}
 				match = true
@@ -383,7 +382,7 @@ func ownsReported(parts map[assign.TopicPartition][]state.RangeState, id string,
 // and no more ranges (adjacent ones of one owner counting once) than the
 // contiguous layout would have (P + M − 1), so that nothing is left to
 // place or to tidy. Otherwise nil: the width assignor goes on as usual.
-func adoptable(snap *state.Snapshot, parts []assign.PartitionWeight, eligible []assign.MemberWeight) []assign.Slice {
+func adoptable(snap *schema.Snapshot, parts []assign.PartitionWeight, eligible []assign.MemberWeight) []assign.Slice {
 	if len(parts) == 0 || len(eligible) == 0 || !allActive(snap) {
 		return nil
 	}

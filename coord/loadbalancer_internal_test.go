@@ -14,24 +14,23 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // groupOf builds a snapshot of members (weight 1) owning layout, every range
 // active and written at revision rev.
-func groupOf(layout []assign.Slice, rev int64, members ...string) *state.Snapshot {
-	s := keys.New("/keyshare", "g")
-	snap := &state.Snapshot{Members: make(map[string]state.Member)}
+func groupOf(layout []assign.Slice, rev int64, members ...string) *schema.Snapshot {
+	s := schema.Group{Prefix: "/keyshare", Name: "g"}.Keys()
+	snap := &schema.Snapshot{Members: make(map[string]schema.Member)}
 	for _, id := range members {
-		snap.Members[id] = state.Member{MemberInfo: state.MemberInfo{ID: id, Weight: 1}}
+		snap.Members[id] = schema.Member{MemberInfo: schema.MemberInfo{ID: id, Weight: 1}}
 	}
 	for _, sl := range layout {
-		snap.Ranges = append(snap.Ranges, state.RangeState{
+		snap.Ranges = append(snap.Ranges, schema.RangeState{
 			Key:    s.Range(sl.Topic, sl.Partition, sl.Range.Lo),
-			Record: state.RangeRecord{Topic: sl.Topic, Partition: sl.Partition, Lo: sl.Range.Lo, Hi: sl.Range.Hi, Owner: sl.Owner, State: state.StateActive},
+			Record: schema.RangeRecord{Topic: sl.Topic, Partition: sl.Partition, Lo: sl.Range.Lo, Hi: sl.Range.Hi, Owner: sl.Owner, State: schema.StateActive},
 			Rev:    rev,
 		})
 	}
@@ -40,10 +39,10 @@ func groupOf(layout []assign.Slice, rev int64, members ...string) *state.Snapsho
 
 func TestDecodeLoads(t *testing.T) {
 	t.Parallel()
-	s := keys.New("/keyshare", "g")
-	good, _ := json.Marshal(state.LoadReport{V: 1, Member: "a", Window: 5, Ranges: []assign.RangeLoad{{Topic: "t", Lo: 0, Hi: 10, BusyPerSec: 1}}})
-	wrongName, _ := json.Marshal(state.LoadReport{V: 1, Member: "a", Window: 5})
-	ghost, _ := json.Marshal(state.LoadReport{V: 1, Member: "ghost", Window: 5})
+	s := schema.Group{Prefix: "/keyshare", Name: "g"}.Keys()
+	good, _ := json.Marshal(schema.LoadReport{V: 1, Member: "a", Window: 5, Ranges: []assign.RangeLoad{{Topic: "t", Lo: 0, Hi: 10, BusyPerSec: 1}}})
+	wrongName, _ := json.Marshal(schema.LoadReport{V: 1, Member: "a", Window: 5})
+	ghost, _ := json.Marshal(schema.LoadReport{V: 1, Member: "ghost", Window: 5})
 	now := time.Now()
 	kvs := map[string]arrivedKV{
 		s.Load("a"):     {kv: &mvccpb.KeyValue{Key: []byte(s.Load("a")), Value: good, ModRevision: 7}, at: now},
@@ -51,7 +50,7 @@ func TestDecodeLoads(t *testing.T) {
 		s.Load("c"):     {kv: &mvccpb.KeyValue{Key: []byte(s.Load("c")), Value: wrongName, ModRevision: 9}, at: now},
 		s.Load("ghost"): {kv: &mvccpb.KeyValue{Key: []byte(s.Load("ghost")), Value: ghost, ModRevision: 10}, at: now},
 	}
-	members := map[string]state.Member{"a": {}, "b": {}, "c": {}}
+	members := map[string]schema.Member{"a": {}, "b": {}, "c": {}}
 	loads, bad, memo := decodeLoads(s, kvs, members, nil)
 	if len(loads) != 1 || loads["a"].Rev != 7 || !loads["a"].Arrived.Equal(now) || loads["a"].Report.Ranges[0].BusyPerSec != 1 {
 		t.Fatalf("loads %+v: want a's report only, with its revision and arrival", loads)
@@ -79,8 +78,8 @@ func TestOwnsReported(t *testing.T) {
 	t.Parallel()
 	half := ledger.HashSpace / 2
 	snap := groupOf([]assign.Slice{sl("t", 0, 0, half, "a"), sl("t", 0, half, ledger.HashSpace, "b")}, 10, "a", "b")
-	report := func(rev int64, lo, hi uint64) state.ReceivedLoad {
-		return state.ReceivedLoad{Rev: rev, Report: state.LoadReport{Ranges: []assign.RangeLoad{{Topic: "t", Lo: lo, Hi: hi}}}}
+	report := func(rev int64, lo, hi uint64) schema.ReceivedLoad {
+		return schema.ReceivedLoad{Rev: rev, Report: schema.LoadReport{Ranges: []assign.RangeLoad{{Topic: "t", Lo: lo, Hi: hi}}}}
 	}
 	parts := snap.Partitions()
 	if ok, stale, _ := ownsReported(parts, "a", report(11, 0, half)); !ok || stale {
@@ -95,7 +94,7 @@ func TestOwnsReported(t *testing.T) {
 	if ok, stale, _ := ownsReported(parts, "a", report(11, 0, half/2)); ok || stale {
 		t.Fatal("a part of a's range: want bad")
 	}
-	snap.Ranges[0].Record.State, snap.Ranges[0].Record.Target = state.StateRevoking, "b"
+	snap.Ranges[0].Record.State, snap.Ranges[0].Record.Target = schema.StateRevoking, "b"
 	if ok, stale, _ := ownsReported(snap.Partitions(), "a", report(11, 0, half)); ok || !stale {
 		t.Fatal("a range being handed off: want stale (not used, not warned)")
 	}
@@ -115,8 +114,8 @@ func TestLoadBalancerWarnsOnce(t *testing.T) {
 	b, logs := testBalancer(t)
 	half := ledger.HashSpace / 2
 	snap := groupOf([]assign.Slice{sl("t", 0, 0, half, "a"), sl("t", 0, half, ledger.HashSpace, "b")}, 10, "a", "b")
-	snap.BadLoads = map[string]error{"a": &state.BadValueError{Key: "k", Problem: "NaN"}, "ghost": &state.BadValueError{Key: "g", Problem: "not registered"}}
-	snap.Loads = map[string]state.ReceivedLoad{"b": {Rev: 11, Report: state.LoadReport{Ranges: []assign.RangeLoad{{Topic: "t", Lo: 0, Hi: half}}}}}
+	snap.BadLoads = map[string]error{"a": &schema.BadValueError{Key: "k", Problem: "NaN"}, "ghost": &schema.BadValueError{Key: "g", Problem: "not registered"}}
+	snap.Loads = map[string]schema.ReceivedLoad{"b": {Rev: 11, Report: schema.LoadReport{Ranges: []assign.RangeLoad{{Topic: "t", Lo: 0, Hi: half}}}}}
 	for range 5 {
 		loads, _ := b.trusted(snap)
 		if len(loads) != 0 {
@@ -130,7 +129,7 @@ func TestLoadBalancerWarnsOnce(t *testing.T) {
 	}
 	delete(snap.BadLoads, "a")
 	b.trusted(snap)
-	snap.BadLoads["a"] = &state.BadValueError{Key: "k", Problem: "NaN"}
+	snap.BadLoads["a"] = &schema.BadValueError{Key: "k", Problem: "NaN"}
 	b.trusted(snap)
 	if n := strings.Count(logs.String(), "reporter=a "); n != 2 {
 		t.Fatalf("%d warnings about a after its bad report came back: want 2", n)
@@ -156,9 +155,9 @@ func TestLoadBalancerJudges(t *testing.T) {
 	snap := groupOf(layout, 10, "a", "b")
 	t0 := time.Now()
 	arrive := func(at time.Time) {
-		snap.Loads = map[string]state.ReceivedLoad{}
+		snap.Loads = map[string]schema.ReceivedLoad{}
 		for _, s := range layout {
-			snap.Loads[s.Owner] = state.ReceivedLoad{Rev: 20, Arrived: at, Report: state.LoadReport{Member: s.Owner, Ranges: []assign.RangeLoad{reports[assign.RangeKey{TP: tp, Lo: s.Range.Lo, Hi: s.Range.Hi}]}}}
+			snap.Loads[s.Owner] = schema.ReceivedLoad{Rev: 20, Arrived: at, Report: schema.LoadReport{Member: s.Owner, Ranges: []assign.RangeLoad{reports[assign.RangeKey{TP: tp, Lo: s.Range.Lo, Hi: s.Range.Hi}]}}}
 		}
 	}
 	b, logs := testBalancer(t)
@@ -177,7 +176,7 @@ func TestLoadBalancerJudges(t *testing.T) {
 	// One range unreported (b's report lists nothing): wait, whatever the
 	// time, rather than guess its load.
 	full := snap.Loads["b"]
-	snap.Loads["b"] = state.ReceivedLoad{Rev: full.Rev, Arrived: full.Arrived, Report: state.LoadReport{Member: "b"}}
+	snap.Loads["b"] = schema.ReceivedLoad{Rev: full.Rev, Arrived: full.Arrived, Report: schema.LoadReport{Member: "b"}}
 	if b.judge(snap, parts, members, true, t0.Add(time.Hour)) != nil {
 		t.Fatal("moved with a range nobody reported")
 	}
@@ -204,7 +203,7 @@ func TestLoadBalancerJudges(t *testing.T) {
 	// A member joins: the change is placed by load (assign.StickyByLoad), and
 	// that layout is held. The reports are gone (stale in a burst of
 	// handoffs): the load line of the last judgement places it.
-	snap.Members["c"] = state.Member{MemberInfo: state.MemberInfo{ID: "c", Weight: 1}}
+	snap.Members["c"] = schema.Member{MemberInfo: schema.MemberInfo{ID: "c", Weight: 1}}
 	snap.Loads = nil
 	three := append(slices.Clone(members), mw("c", 1))
 	joined := b.wanted(snap, parts, three)
@@ -241,9 +240,9 @@ func TestLoadBalancerLeavesIdleGroup(t *testing.T) {
 	t0 := time.Now()
 	judged := func(minBusy float64) []assign.Slice {
 		snap := groupOf(layout, 10, "a", "b")
-		snap.Loads = map[string]state.ReceivedLoad{}
+		snap.Loads = map[string]schema.ReceivedLoad{}
 		for _, s := range layout {
-			snap.Loads[s.Owner] = state.ReceivedLoad{Rev: 20, Arrived: t0.Add(time.Second), Report: state.LoadReport{Member: s.Owner, Ranges: []assign.RangeLoad{reports[assign.RangeKey{TP: tp, Lo: s.Range.Lo, Hi: s.Range.Hi}]}}}
+			snap.Loads[s.Owner] = schema.ReceivedLoad{Rev: 20, Arrived: t0.Add(time.Second), Report: schema.LoadReport{Member: s.Owner, Ranges: []assign.RangeLoad{reports[assign.RangeKey{TP: tp, Lo: s.Range.Lo, Hi: s.Range.Hi}]}}}
 		}
 		b, _ := testBalancer(t)
 		b.cfg.LoadMinBusy = minBusy
@@ -300,7 +299,7 @@ func TestAdoptable(t *testing.T) {
 		})
 	}
 	snap := groupOf([]assign.Slice{sl("t", 0, 0, 2*q, "a"), sl("t", 0, 2*q, ledger.HashSpace, "b")}, 1, "a", "b")
-	snap.Ranges[1].Record.State = state.StateRevoking
+	snap.Ranges[1].Record.State = schema.StateRevoking
 	if adoptable(snap, parts, members) != nil {
 		t.Fatal("adopted a layout with a handoff under way")
 	}
@@ -342,7 +341,7 @@ func TestPlanHoldsLoadTarget(t *testing.T) {
 	eighth := ledger.HashSpace / 8
 	layout := []assign.Slice{sl("t", 0, 0, eighth, "a"), sl("t", 0, eighth, ledger.HashSpace, "b")}
 	snap := groupOf(layout, 10, "a", "b")
-	in := plan.Input{Schema: keys.New("/keyshare", "g"), Snap: snap, Parts: parts, Now: time.Now(), DrainTimeout: time.Second, Gen: 2, Clock: time.Now(), Defrag: true}
+	in := plan.Input{Schema: schema.Group{Prefix: "/keyshare", Name: "g"}.Keys(), Snap: snap, Parts: parts, Now: time.Now(), DrainTimeout: time.Second, Gen: 2, Clock: time.Now(), Defrag: true}
 	if changes := plan.Plan(in); len(changes) == 0 {
 		t.Fatal("width planning leaves a load layout alone: the target would not be needed")
 	}
@@ -374,7 +373,7 @@ func TestLoadBalancerTidies(t *testing.T) {
 	}
 	snap := groupOf(joined, 10, "a", "b", "c")
 	reports := truth.reportsOf(joined)
-	snap.Loads = map[string]state.ReceivedLoad{}
+	snap.Loads = map[string]schema.ReceivedLoad{}
 	t0 := time.Now()
 	for _, id := range []string{"a", "b", "c"} {
 		var rls []assign.RangeLoad
@@ -383,7 +382,7 @@ func TestLoadBalancerTidies(t *testing.T) {
 				rls = append(rls, reports[assign.RangeKey{TP: tp, Lo: s.Range.Lo, Hi: s.Range.Hi}])
 			}
 		}
-		snap.Loads[id] = state.ReceivedLoad{Rev: 20, Arrived: t0.Add(time.Second), Report: state.LoadReport{Member: id, Ranges: rls}}
+		snap.Loads[id] = schema.ReceivedLoad{Rev: 20, Arrived: t0.Add(time.Second), Report: schema.LoadReport{Member: id, Ranges: rls}}
 	}
 	b, logs := testBalancer(t)
 	b.cfg.LoadMinGain = 100 // no gain is enough: only tidying moves

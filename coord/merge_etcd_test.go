@@ -8,7 +8,7 @@ import (
 
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -23,7 +23,7 @@ type flushingOwner struct {
 func (o *flushingOwner) run(t testing.TB, all *[]event, allMu *sync.Mutex) {
 	seen := make(map[string]bool) // range key@rev/state acted on (a leaving member sees its ranges turn revoking at the same rev)
 	gained := make(map[string]bool)
-	note := func(kind string, r state.RangeState, gen int64) {
+	note := func(kind string, r schema.RangeState, gen int64) {
 		allMu.Lock()
 		*all = append(*all, event{time.Now(), o.s.ID(), kind, r.TP(), r.Record.Range(), gen})
 		allMu.Unlock()
@@ -40,7 +40,7 @@ func (o *flushingOwner) run(t testing.TB, all *[]event, allMu *sync.Mutex) {
 				}
 				seen[id] = true
 				switch r.Record.State {
-				case state.StateActive:
+				case schema.StateActive:
 					if g := r.Key + r.Record.Range().String(); !gained[g] {
 						gained[g] = true
 						note("gain", r, a.Generation)
@@ -51,7 +51,7 @@ func (o *flushingOwner) run(t testing.TB, all *[]event, allMu *sync.Mutex) {
 							t.Logf("flush %s: %v (a later assignment supersedes it)", r.Key, err)
 						}
 					}
-				case state.StateRevoking:
+				case schema.StateRevoking:
 					note("release", r, a.Generation)
 					delete(gained, r.Key+r.Record.Range().String())
 					final := ledger.Entry{Segments: []ledger.Segment{{Lo: r.Record.Lo, Hi: r.Record.Hi, Next: 200}}}
@@ -92,9 +92,9 @@ func TestMergeOnEtcd(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close(); <-done })
 	}
 	mergeDrains := 0
-	stopPolling := pollSnapshots(t, cli, func(snap *state.Snapshot) {
+	stopPolling := pollSnapshots(t, cli, func(snap *schema.Snapshot) {
 		for _, r := range snap.Ranges {
-			if r.Record.State != state.StateActive && r.Record.Target == r.Record.Owner {
+			if r.Record.State != schema.StateActive && r.Record.Target == r.Record.Owner {
 				mergeDrains++
 			}
 		}

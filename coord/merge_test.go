@@ -12,7 +12,7 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // rig is the model store driven step by step by a test: a leader round, the
@@ -36,13 +36,13 @@ func newRig(t *testing.T, partitions int32) *rig {
 
 func (g *rig) join(id string, leaving bool) {
 	g.store.lease++
-	g.store.put(planSchema.Member(id), mustJSON(state.MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: 1, Leaving: leaving}), g.store.lease)
+	g.store.put(planSchema.Member(id), mustJSON(schema.MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: 1, Leaving: leaving}), g.store.lease)
 }
 
 // rangeAt writes an active range of t/p and its ledger entry (next offset
 // next, pending offsets pending; no entry if next < 0).
 func (g *rig) rangeAt(p int32, lo, hi uint64, owner string, next int64, pending ...int64) {
-	rec := state.RangeRecord{V: recordVersion, Topic: "t", Partition: p, Lo: lo, Hi: hi, Owner: owner, State: state.StateActive, Gen: 1}
+	rec := schema.RangeRecord{V: recordVersion, Topic: "t", Partition: p, Lo: lo, Hi: hi, Owner: owner, State: schema.StateActive, Gen: 1}
 	g.store.put(planSchema.Range("t", p, lo), mustJSON(rec), 0)
 	if next >= 0 {
 		e := ledger.Entry{Segments: []ledger.Segment{{Lo: lo, Hi: hi, Next: next, Pending: pending}}}
@@ -80,14 +80,14 @@ func (g *rig) release(next int64) {
 	g.t.Helper()
 	snap := g.store.snapshot()
 	for _, r := range snap.Ranges {
-		if r.Record.State != state.StateRevoking {
+		if r.Record.State != schema.StateRevoking {
 			continue
 		}
 		if _, ok := snap.Members[r.Record.Owner]; !ok {
 			continue
 		}
 		rec := r.Record
-		rec.State = state.StateReleased
+		rec.State = schema.StateReleased
 		e := ledger.Entry{Segments: []ledger.Segment{{Lo: rec.Lo, Hi: rec.Hi, Next: next}}}
 		ok, err := g.store.txn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(r.Key), "=", r.Rev)},
 			[]clientv3.Op{clientv3.OpPut(r.Key, mustJSON(rec)), clientv3.OpPut(r.LedgerKey, string(ledger.Encode(e)))}, modelMaxOps)
@@ -123,7 +123,7 @@ func TestMergeTwoStep(t *testing.T) {
 		t.Fatalf("first round: %q, want two revokes to merge", whats)
 	}
 	for _, r := range g.store.snapshot().Ranges {
-		if r.Record.State != state.StateRevoking || r.Record.Target != "a" || r.Record.DrainMs == 0 {
+		if r.Record.State != schema.StateRevoking || r.Record.Target != "a" || r.Record.DrainMs == 0 {
 			t.Fatalf("after the first round: %+v, want revoking to a with a drain budget", r.Record)
 		}
 	}
@@ -140,7 +140,7 @@ func TestMergeTwoStep(t *testing.T) {
 		t.Fatalf("after the merge: %s", g.layout(0))
 	}
 	r := snap.Ranges[0]
-	if r.Record.Range() != ledger.Full || r.Record.State != state.StateActive || r.Record.Owner != "a" || r.Record.Target != "" || r.Record.DrainMs != 0 {
+	if r.Record.Range() != ledger.Full || r.Record.State != schema.StateActive || r.Record.Owner != "a" || r.Record.Target != "" || r.Record.DrainMs != 0 {
 		t.Fatalf("merged record %+v", r.Record)
 	}
 	// Both parts released at 30 with nothing pending: one segment.
@@ -170,7 +170,7 @@ func TestMergeKeepsDistinctState(t *testing.T) {
 	snap := g.store.snapshot()
 	for i, r := range snap.Ranges {
 		rec := r.Record
-		rec.State = state.StateReleased
+		rec.State = schema.StateReleased
 		e := ledger.Entry{Segments: []ledger.Segment{{Lo: rec.Lo, Hi: rec.Hi, Next: int64(40 + i), Pending: []int64{int64(5 + i)}}}}
 		if ok, err := g.store.txn(nil, []clientv3.Op{clientv3.OpPut(r.Key, mustJSON(rec)), clientv3.OpPut(r.LedgerKey, string(ledger.Encode(e)))}, modelMaxOps); !ok || err != nil {
 			t.Fatal(ok, err)

@@ -28,10 +28,9 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // modelStore is an in-memory etcd key space.
@@ -40,7 +39,7 @@ type modelStore struct {
 	kv    map[string]*mvccpb.KeyValue
 	lease int64 // last lease id handed out
 
-	snap *state.Snapshot // decoded at snap.Rev
+	snap *schema.Snapshot // decoded at snap.Rev
 }
 
 func newModelStore() *modelStore { return &modelStore{rev: 1, kv: make(map[string]*mvccpb.KeyValue)} }
@@ -119,7 +118,7 @@ func (m *modelStore) apply(c plan.Change, maxOps int) (bool, error) {
 }
 
 // snapshot decodes the store the way ReadSnapshot decodes etcd.
-func (m *modelStore) snapshot() *state.Snapshot {
+func (m *modelStore) snapshot() *schema.Snapshot {
 	if m.snap != nil && m.snap.Rev == m.rev {
 		return m.snap
 	}
@@ -180,7 +179,7 @@ func drawModelGroup(t *rapid.T, maxPartitions int32) *modelGroup {
 }
 
 func (g *modelGroup) member(id string, weight int, leaving bool) string {
-	return mustJSON(state.MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: weight, Leaving: leaving})
+	return mustJSON(schema.MemberInfo{V: recordVersion, ID: id, Host: "h", PID: 1, Weight: weight, Leaving: leaving})
 }
 
 func (g *modelGroup) join(weight int) {
@@ -218,7 +217,7 @@ func (g *modelGroup) ids() []string {
 func (g *modelGroup) release(all bool) {
 	snap := g.store.snapshot()
 	for _, r := range snap.Ranges {
-		if r.Record.State != state.StateRevoking {
+		if r.Record.State != schema.StateRevoking {
 			continue
 		}
 		if _, ok := g.live[r.Record.Owner]; !ok {
@@ -228,7 +227,7 @@ func (g *modelGroup) release(all bool) {
 			continue
 		}
 		rec := r.Record
-		rec.State = state.StateReleased
+		rec.State = schema.StateReleased
 		ok, err := g.store.txn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(r.Key), "=", r.Rev)},
 			[]clientv3.Op{clientv3.OpPut(r.Key, mustJSON(rec)), clientv3.OpPut(r.LedgerKey, string(ledger.Encode(r.Entry)))}, modelMaxOps)
 		if err != nil || !ok {
@@ -259,7 +258,7 @@ func (g *modelGroup) round() int {
 		// apply adds the leadership guard and the generation write.
 		cmps, ops := txnOf(c)
 		ok, err := g.store.txn(append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision("/nonexistent"), "=", 0)}, cmps...),
-			append([]clientv3.Op{clientv3.OpPut(planSchema.Generation(), mustJSON(state.GenerationRecord{V: recordVersion, Generation: snap.Generation.Generation + 1}))}, ops...),
+			append([]clientv3.Op{clientv3.OpPut(planSchema.Generation(), mustJSON(schema.GenerationRecord{V: recordVersion, Generation: snap.Generation.Generation + 1}))}, ops...),
 			modelMaxOps)
 		if err != nil {
 			g.t.Fatalf("change refused: %v: %.200s", err, c.What)
@@ -304,7 +303,7 @@ func (g *modelGroup) checkOwners(after string, full bool) {
 		}
 	} else {
 		for _, r := range snap.Ranges {
-			if r.Record.State != state.StateReleased && r.EntryErr == nil {
+			if r.Record.State != schema.StateReleased && r.EntryErr == nil {
 				byTP[r.TP()] = append(byTP[r.TP()], owned{r.Record.Range(), r.Record.Owner})
 			}
 		}
@@ -335,7 +334,7 @@ func (g *modelGroup) settled() string {
 			switch {
 			case r.Record.Lo != at:
 				return fmt.Sprintf("%s/%d: gap at %d", p.Topic, p.Partition, at)
-			case r.Record.State != state.StateActive || !ok || m.Leaving || r.EntryErr != nil:
+			case r.Record.State != schema.StateActive || !ok || m.Leaving || r.EntryErr != nil:
 				return fmt.Sprintf("%s/%d %s: %s of %s (member %v, leaving %v)", p.Topic, p.Partition, r.Record.Range(), r.Record.State, r.Record.Owner, ok, m.Leaving)
 			}
 			at = r.Record.Hi
@@ -365,7 +364,7 @@ func (g *modelGroup) damage() {
 		if ids := g.ids(); len(ids) > 0 {
 			owner = rapid.SampledFrom(ids).Draw(g.t, "overlap owner")
 		}
-		rec := state.RangeRecord{V: recordVersion, Topic: r.Record.Topic, Partition: r.Record.Partition, Lo: lo, Hi: hi, Owner: owner, State: state.StateActive, Gen: 1, Since: g.wall}
+		rec := schema.RangeRecord{V: recordVersion, Topic: r.Record.Topic, Partition: r.Record.Partition, Lo: lo, Hi: hi, Owner: owner, State: schema.StateActive, Gen: 1, Since: g.wall}
 		g.store.put(planSchema.Range(rec.Topic, rec.Partition, lo), mustJSON(rec), 0)
 		if rapid.Bool().Draw(g.t, "overlap ledger") {
 			g.store.put(planSchema.LedgerEntry(rec.Topic, rec.Partition, lo), string(ledger.Encode(ledger.Entry{})), 0)
@@ -391,4 +390,4 @@ func (g *modelGroup) damage() {
 	g.check("damage")
 }
 
-var planSchema = keys.New("/keyshare", "g")
+var planSchema = schema.Group{Prefix: "/keyshare", Name: "g"}.Keys()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Writes an administrator makes (package admin). Each is guarded in the
@@ -24,7 +24,7 @@ import (
 const maxResetOps = 100
 
 // LiveMembers lists the ids of group g's registered members.
-func LiveMembers(ctx context.Context, cli *clientv3.Client, g state.Group) ([]string, error) {
+func LiveMembers(ctx context.Context, cli *clientv3.Client, g schema.Group) ([]string, error) {
 	s := schemaOf(g)
 	resp, err := cli.Get(ctx, s.Members(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
@@ -38,7 +38,7 @@ func LiveMembers(ctx context.Context, cli *clientv3.Client, g state.Group) ([]st
 }
 
 // CountKeys counts the keys stored under group g's root.
-func CountKeys(ctx context.Context, cli *clientv3.Client, g state.Group) (int64, error) {
+func CountKeys(ctx context.Context, cli *clientv3.Client, g schema.Group) (int64, error) {
 	resp, err := cli.Get(ctx, g.Root(), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return 0, fmt.Errorf("coord: read %s: %w", g.Root(), err)
@@ -47,13 +47,13 @@ func CountKeys(ctx context.Context, cli *clientv3.Client, g state.Group) (int64,
 }
 
 // noMembers holds while group s has no registered member.
-func noMembers(g state.Group) clientv3.Cmp {
+func noMembers(g schema.Group) clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(schemaOf(g).Members()), "=", 0).WithPrefix()
 }
 
 // DeleteGroup deletes every key of group g in one transaction, refused
 // (ErrGroupChanged) if a member is registered.
-func DeleteGroup(ctx context.Context, cli *clientv3.Client, g state.Group) error {
+func DeleteGroup(ctx context.Context, cli *clientv3.Client, g schema.Group) error {
 	resp, err := cli.Txn(ctx).If(noMembers(g)).Then(clientv3.OpDelete(g.Root(), clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return fmt.Errorf("coord: delete %s: %w", g.Root(), err)
@@ -81,7 +81,7 @@ type ResetGuard struct {
 	PausedRev int64
 }
 
-func (rg ResetGuard) cmp(g state.Group) clientv3.Cmp {
+func (rg ResetGuard) cmp(g schema.Group) clientv3.Cmp {
 	if rg.PausedRev != 0 {
 		return clientv3.Compare(clientv3.ModRevision(schemaOf(g).Paused()), "=", rg.PausedRev)
 	}
@@ -106,7 +106,7 @@ func (rg ResetGuard) cmp(g state.Group) clientv3.Cmp {
 // range record and ledger entry it rewrites being as snap read them. A
 // failed guard is ErrGroupChanged, and the transactions before it stay
 // applied (read a new snapshot and apply the same resets again).
-func ResetOffsets(ctx context.Context, cli *clientv3.Client, g state.Group, snap *state.Snapshot, resets []OffsetReset, rg ResetGuard, by string, at time.Time) error {
+func ResetOffsets(ctx context.Context, cli *clientv3.Client, g schema.Group, snap *schema.Snapshot, resets []OffsetReset, rg ResetGuard, by string, at time.Time) error {
 	s := schemaOf(g)
 	byTP := snap.Partitions()
 	for _, r := range resets {
@@ -132,7 +132,7 @@ func ResetOffsets(ctx context.Context, cli *clientv3.Client, g state.Group, snap
 		return nil
 	}
 	for _, r := range resets {
-		rec := state.CommitRecord{V: recordVersion, Offset: r.Offset, Leader: by, At: at, Reset: snap.Rev}
+		rec := schema.CommitRecord{V: recordVersion, Offset: r.Offset, Leader: by, At: at, Reset: snap.Rev}
 		add := []clientv3.Op{clientv3.OpPut(s.Commit(r.Topic, r.Partition), mustJSON(rec))}
 		var guard []clientv3.Cmp
 		for _, rs := range byTP[r.TopicPartition] {

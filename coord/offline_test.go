@@ -10,7 +10,7 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -22,9 +22,9 @@ import (
 // read, the reset is refused and nothing is written.
 func TestResetOffsetsBesidePausedOwner(t *testing.T) {
 	cli, e := testutil.StartEtcd(t)
-	g := state.Group{Name: "g"}
+	g := schema.Group{Name: "g"}
 	a, _ := join(t, e.Endpoints, testConfig(t, "a", map[string]int32{"t": 1}))
-	var asg state.Assignment
+	var asg schema.Assignment
 	waitFor(t, "a owns a range", 30*time.Second, func() bool {
 		select {
 		case asg = <-a.Updates():
@@ -54,7 +54,7 @@ func TestResetOffsetsBesidePausedOwner(t *testing.T) {
 		t.Fatalf("the refused reset wrote: revision %d → %d", before.Rev, got.Rev)
 	}
 
-	if err := coord.WritePause(t.Context(), cli, g, state.PauseRecord{By: "test"}); err != nil {
+	if err := coord.WritePause(t.Context(), cli, g, schema.PauseRecord{By: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	pause, _, err := coord.ReadPause(t.Context(), cli, g)
@@ -66,7 +66,7 @@ func TestResetOffsetsBesidePausedOwner(t *testing.T) {
 	if _, err := coord.DeletePause(t.Context(), cli, g); err != nil {
 		t.Fatal(err)
 	}
-	if err := coord.WritePause(t.Context(), cli, g, state.PauseRecord{By: "test"}); err != nil {
+	if err := coord.WritePause(t.Context(), cli, g, schema.PauseRecord{By: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	snap := snapshot(t, cli)
@@ -88,7 +88,7 @@ func TestResetOffsetsBesidePausedOwner(t *testing.T) {
 		t.Fatalf("%d ranges after the reset, want 1", len(after.Ranges))
 	}
 	r := after.Ranges[0]
-	if r.Record.Reset != snap.Rev || r.Record.Owner != "a" || r.Record.State != state.StateActive || r.Record.Gen != held.Record.Gen {
+	if r.Record.Reset != snap.Rev || r.Record.Owner != "a" || r.Record.State != schema.StateActive || r.Record.Gen != held.Record.Gen {
 		t.Fatalf("range record after the reset %+v: want owner a, active, generation %d as before, reset epoch %d", r.Record, held.Record.Gen, snap.Rev)
 	}
 	if wm, ok := r.Entry.Watermark(); !ok || wm != 7 {
@@ -123,20 +123,20 @@ func TestResetOffsetsBesidePausedOwner(t *testing.T) {
 // anything is written, naming the partition and the limit.
 func TestResetOffsetsPartitionTooLarge(t *testing.T) {
 	cli, _ := testutil.StartEtcd(t)
-	snap := &state.Snapshot{Rev: 5}
+	snap := &schema.Snapshot{Rev: 5}
 	step := ledger.HashSpace / 50
 	for i := range uint64(50) {
-		snap.Ranges = append(snap.Ranges, state.RangeState{
+		snap.Ranges = append(snap.Ranges, schema.RangeState{
 			Key:    "ranges/t/0/" + string(rune('a'+i)),
-			Record: state.RangeRecord{V: 1, Topic: "t", Partition: 0, Lo: i * step, Hi: (i + 1) * step, Owner: "a", State: state.StateActive},
+			Record: schema.RangeRecord{V: 1, Topic: "t", Partition: 0, Lo: i * step, Hi: (i + 1) * step, Owner: "a", State: schema.StateActive},
 		})
 	}
-	err := coord.ResetOffsets(t.Context(), cli, state.Group{Name: "g"}, snap,
+	err := coord.ResetOffsets(t.Context(), cli, schema.Group{Name: "g"}, snap,
 		[]coord.OffsetReset{{TopicPartition: assign.TopicPartition{Topic: "t", Partition: 0}, Offset: 3}}, coord.ResetGuard{}, "test", time.Now())
 	if err == nil || !strings.Contains(err.Error(), "t/0 has 50 ranges") || !strings.Contains(err.Error(), "nothing was written") {
 		t.Fatalf("reset of a partition of 50 ranges: %v, want it refused naming t/0 and its 50 ranges", err)
 	}
-	if n, err := coord.CountKeys(t.Context(), cli, state.Group{Name: "g"}); err != nil || n != 0 {
+	if n, err := coord.CountKeys(t.Context(), cli, schema.Group{Name: "g"}); err != nil || n != 0 {
 		t.Fatalf("%d keys written (%v), want none", n, err)
 	}
 }

@@ -8,14 +8,14 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // PauseState is whether the group is paused, as a member sees it.
 type PauseState struct {
 	Paused bool
-	Record state.PauseRecord // when Paused and the value is readable
-	Err    error             // the value is damaged (the group counts as paused)
+	Record schema.PauseRecord // when Paused and the value is readable
+	Err    error              // the value is damaged (the group counts as paused)
 	// Rev is the paused key's ModRevision when Paused: a guard on it
 	// (ResetGuard.PausedRev) holds only while this same pause stands.
 	Rev int64
@@ -24,7 +24,7 @@ type PauseState struct {
 // ReadPause reads the group's pause state, and the etcd revision it was
 // read at. A damaged value counts as paused: stopping is the side on which
 // nothing is lost.
-func ReadPause(ctx context.Context, cli *clientv3.Client, g state.Group) (PauseState, int64, error) {
+func ReadPause(ctx context.Context, cli *clientv3.Client, g schema.Group) (PauseState, int64, error) {
 	s := schemaOf(g)
 	resp, err := cli.Get(ctx, s.Paused())
 	if err != nil {
@@ -37,12 +37,12 @@ func ReadPause(ctx context.Context, cli *clientv3.Client, g state.Group) (PauseS
 }
 
 func pauseState(kv *mvccpb.KeyValue) PauseState {
-	r, err := state.DecodePause(string(kv.Key), kv.Value)
+	r, err := schema.DecodePause(string(kv.Key), kv.Value)
 	return PauseState{Paused: true, Record: r, Err: err, Rev: kv.ModRevision}
 }
 
 // WritePause pauses the group (rec.V and rec.At are filled in).
-func WritePause(ctx context.Context, cli *clientv3.Client, g state.Group, rec state.PauseRecord) error {
+func WritePause(ctx context.Context, cli *clientv3.Client, g schema.Group, rec schema.PauseRecord) error {
 	s := schemaOf(g)
 	rec.V = recordVersion
 	if rec.At.IsZero() {
@@ -55,7 +55,7 @@ func WritePause(ctx context.Context, cli *clientv3.Client, g state.Group, rec st
 }
 
 // DeletePause resumes the group; it reports whether it was paused.
-func DeletePause(ctx context.Context, cli *clientv3.Client, g state.Group) (bool, error) {
+func DeletePause(ctx context.Context, cli *clientv3.Client, g schema.Group) (bool, error) {
 	s := schemaOf(g)
 	resp, err := cli.Delete(ctx, s.Paused())
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 func TestPlanRevokeIgnoresOwnerFlush(t *testing.T) {
@@ -24,14 +24,14 @@ func TestPlanRevokeIgnoresOwnerFlush(t *testing.T) {
 	flushThenApply := func(t *testing.T, bounds []uint64) (applied bool, what string) {
 		t.Helper()
 		s := newModelStore()
-		for _, m := range []state.MemberInfo{{ID: "a"}, {ID: "b"}} {
+		for _, m := range []schema.MemberInfo{{ID: "a"}, {ID: "b"}} {
 			m.V, m.Host, m.PID, m.Weight = recordVersion, "h", 1, 1
 			s.lease++
 			s.put(planSchema.Member(m.ID), mustJSON(m), s.lease)
 		}
 		for i := range len(bounds) - 1 {
 			lo, hi := bounds[i], bounds[i+1]
-			s.put(planSchema.Range("t", 0, lo), mustJSON(state.RangeRecord{V: recordVersion, Topic: "t", Lo: lo, Hi: hi, Owner: "a", State: state.StateActive, Gen: 1}), 0)
+			s.put(planSchema.Range("t", 0, lo), mustJSON(schema.RangeRecord{V: recordVersion, Topic: "t", Lo: lo, Hi: hi, Owner: "a", State: schema.StateActive, Gen: 1}), 0)
 			s.put(planSchema.LedgerEntry("t", 0, lo), entry(lo, hi, 100), 0)
 		}
 		now := time.Now()
@@ -77,22 +77,22 @@ func TestPlanLeavingOwner(t *testing.T) {
 	const grace = 2 * time.Second
 	seenAt := time.Now()
 	// a leaves; drainMs 0 is a member from before LeaveRecord.
-	snapWith := func(st string, aAlive bool, drainMs int64) *state.Snapshot {
-		snap := &state.Snapshot{Members: map[string]state.Member{
-			"b": {MemberInfo: state.MemberInfo{V: 1, ID: "b", Weight: 1}, CreateRev: 2},
+	snapWith := func(st string, aAlive bool, drainMs int64) *schema.Snapshot {
+		snap := &schema.Snapshot{Members: map[string]schema.Member{
+			"b": {MemberInfo: schema.MemberInfo{V: 1, ID: "b", Weight: 1}, CreateRev: 2},
 		}, BadRanges: map[string]int64{}}
 		if aAlive {
-			snap.Members["a"] = state.Member{MemberInfo: state.MemberInfo{V: 1, ID: "a", Weight: 1, Leaving: true}, CreateRev: 1, DrainMs: drainMs}
+			snap.Members["a"] = schema.Member{MemberInfo: schema.MemberInfo{V: 1, ID: "a", Weight: 1, Leaving: true}, CreateRev: 1, DrainMs: drainMs}
 		}
-		r := state.RangeRecord{V: 1, Topic: "t", Hi: ledger.HashSpace, Owner: "a", State: st, Gen: 1}
-		snap.Ranges = []state.RangeState{{
+		r := schema.RangeRecord{V: 1, Topic: "t", Hi: ledger.HashSpace, Owner: "a", State: st, Gen: 1}
+		snap.Ranges = []schema.RangeState{{
 			Key: planSchema.Range("t", 0, 0), Record: r, Rev: 10,
 			LedgerKey: planSchema.LedgerEntry("t", 0, 0), EntryRev: 10,
 			Entry: ledger.Entry{Segments: []ledger.Segment{{Hi: ledger.HashSpace, Next: 5}}},
 		}}
 		return snap
 	}
-	planned := func(snap *state.Snapshot, after time.Duration, held map[plan.RangeObs]bool) string {
+	planned := func(snap *schema.Snapshot, after time.Duration, held map[plan.RangeObs]bool) string {
 		seen := map[plan.RangeObs]time.Time{}
 		plan.Observe(seen, snap, seenAt)
 		changes := plan.Plan(plan.Input{
@@ -114,13 +114,13 @@ func TestPlanLeavingOwner(t *testing.T) {
 		held    bool
 		want    string // prefix of the one change, "" for none
 	}{
-		{"active, just seen leaving", state.StateActive, true, 1000, 0, false, ""},
-		{"active, grace not over", state.StateActive, true, 1000, time.Second + grace - time.Millisecond, false, ""},
-		{"active, the member's budget and grace over", state.StateActive, true, 1000, time.Second + grace, false, "hand off after the leaving owner's drain timeout"},
-		{"released", state.StateReleased, true, 1000, 0, false, "hand off"},
-		{"released, owner gone within FailoverGrace", state.StateReleased, false, 0, 0, true, "hand off"},
-		{"active, owner gone within FailoverGrace", state.StateActive, false, 0, 0, true, ""},
-		{"active, a leaver that wrote no budget (an older member) is revoked", state.StateActive, true, 0, 0, false, "revoke"},
+		{"active, just seen leaving", schema.StateActive, true, 1000, 0, false, ""},
+		{"active, grace not over", schema.StateActive, true, 1000, time.Second + grace - time.Millisecond, false, ""},
+		{"active, the member's budget and grace over", schema.StateActive, true, 1000, time.Second + grace, false, "hand off after the leaving owner's drain timeout"},
+		{"released", schema.StateReleased, true, 1000, 0, false, "hand off"},
+		{"released, owner gone within FailoverGrace", schema.StateReleased, false, 0, 0, true, "hand off"},
+		{"active, owner gone within FailoverGrace", schema.StateActive, false, 0, 0, true, ""},
+		{"active, a leaver that wrote no budget (an older member) is revoked", schema.StateActive, true, 0, 0, false, "revoke"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,16 +10,16 @@ import (
 
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Releasing revoked ranges to the leader: the second half of a handoff.
 
 // RangeRelease is one revoked range to release.
 type RangeRelease struct {
-	Range  state.RangeState // the range as assigned (its Rev is the guard)
-	Final  ledger.Entry     // its final completion state
-	Losses []LossReport     // loss reports not yet written
+	Range  schema.RangeState // the range as assigned (its Rev is the guard)
+	Final  ledger.Entry      // its final completion state
+	Losses []LossReport      // loss reports not yet written
 	// Written says etcd already holds Final: the member's last flush of
 	// the range wrote it, or the member loaded it and has not changed it
 	// since. The release then rewrites only the range record, one
@@ -57,7 +57,7 @@ func (s *Session) releaseRanges(ctx context.Context, rels []RangeRelease) error 
 	now := time.Now().UTC()
 	for _, rl := range rels {
 		rec := rl.Range.Record
-		rec.State, rec.Since = state.StateReleased, now
+		rec.State, rec.Since = schema.StateReleased, now
 		writes = append(writes, s.releaseWrite(rl, rec))
 	}
 	err := s.rec.record(ctx, s.common(), writes)
@@ -84,7 +84,7 @@ func (s *Session) releaseRanges(ctx context.Context, rels []RangeRelease) error 
 // releaseWrite is the write that gives up rl, rewriting its record as rec:
 // its final ledger entry (unless etcd holds it) and its loss reports not
 // yet written, under the member's guard of the range.
-func (s *Session) releaseWrite(rl RangeRelease, rec state.RangeRecord) write {
+func (s *Session) releaseWrite(rl RangeRelease, rec schema.RangeRecord) write {
 	also := []clientv3.Op{clientv3.OpPut(rl.Range.Key, mustJSON(rec))}
 	for _, l := range rl.Losses {
 		also = append(also, s.lossOp(rl.Range, l))
@@ -96,7 +96,7 @@ func (s *Session) releaseWrite(rl RangeRelease, rec state.RangeRecord) write {
 // its watch, and logs them ("range released", "ranges handed off", ...).
 func (s *Session) noteGone(rels []RangeRelease, verb string, to func(RangeRelease) string) {
 	if s.view != nil {
-		done := make([]state.RangeState, len(rels))
+		done := make([]schema.RangeState, len(rels))
 		for i, rl := range rels {
 			done[i] = rl.Range
 		}

@@ -14,9 +14,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -74,7 +73,7 @@ func countingClient(t *testing.T, endpoints []string) (*clientv3.Client, *rpcCou
 // for its guarded writes.
 func bareSession(t *testing.T, cli *clientv3.Client, group string, maxTxnOps int) *Session {
 	t.Helper()
-	s := &Session{cli: cli, cfg: Config{MemberID: "m1", Prefix: "/keyshare", Group: group}, schema: keys.New("/keyshare", group), log: hclog.NewNullLogger(), rec: newRecorder(cli, maxTxnOps)}
+	s := &Session{cli: cli, cfg: Config{MemberID: "m1", Prefix: "/keyshare", Group: group}, schema: schema.Group{Prefix: "/keyshare", Name: group}.Keys(), log: hclog.NewNullLogger(), rec: newRecorder(cli, maxTxnOps)}
 	s.memberKey = s.schema.Member("m1")
 	resp, err := cli.Put(t.Context(), s.memberKey, "{}")
 	if err != nil {
@@ -90,17 +89,17 @@ func bareSession(t *testing.T, cli *clientv3.Client, group string, maxTxnOps int
 
 // revokedRanges writes n range records of s's member, revoking to m2, one
 // per partition of topic t, and returns them as assigned.
-func revokedRanges(t *testing.T, s *Session, n int) []state.RangeState {
+func revokedRanges(t *testing.T, s *Session, n int) []schema.RangeState {
 	t.Helper()
-	var out []state.RangeState
+	var out []schema.RangeState
 	for i := range n {
-		rec := state.RangeRecord{V: recordVersion, Topic: "t", Partition: int32(i), Lo: 0, Hi: ledger.HashSpace, Owner: s.ID(), State: state.StateRevoking, Target: "m2"}
+		rec := schema.RangeRecord{V: recordVersion, Topic: "t", Partition: int32(i), Lo: 0, Hi: ledger.HashSpace, Owner: s.ID(), State: schema.StateRevoking, Target: "m2"}
 		key := s.schema.Range("t", int32(i), 0)
 		resp, err := s.cli.Put(t.Context(), key, mustJSON(rec))
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, state.RangeState{Key: key, Record: rec, Rev: resp.Header.Revision, LedgerKey: s.schema.LedgerEntry("t", int32(i), 0)})
+		out = append(out, schema.RangeState{Key: key, Record: rec, Rev: resp.Header.Revision, LedgerKey: s.schema.LedgerEntry("t", int32(i), 0)})
 	}
 	return out
 }
@@ -164,7 +163,7 @@ func TestReleaseRangesBatches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if rec.State != state.StateReleased {
+			if rec.State != schema.StateReleased {
 				t.Fatalf("%s: state %s, want released", rl.Range.Key, rec.State)
 			}
 			e := entries[rl.Range.LedgerKey]
@@ -188,7 +187,7 @@ func TestReleaseRangesBatches(t *testing.T) {
 		// The leader took back the revoke of partition 7 (it rewrote the
 		// record): that range is no longer this member's to release.
 		taken := ranges[7].Record
-		taken.State, taken.Target = state.StateActive, ""
+		taken.State, taken.Target = schema.StateActive, ""
 		if _, err := cli.Put(t.Context(), ranges[7].Key, mustJSON(taken)); err != nil {
 			t.Fatal(err)
 		}
@@ -242,12 +241,12 @@ func checkReleased(t *testing.T, s *Session, rels []RangeRelease, fenced map[str
 		}
 		e, written := entries[rl.Range.LedgerKey]
 		if fenced[rl.Range.Key] {
-			if written || rec.State == state.StateReleased {
+			if written || rec.State == schema.StateReleased {
 				t.Fatalf("%s: fenced, but written (entry %v, state %s)", rl.Range.Key, written, rec.State)
 			}
 			continue
 		}
-		if rec.State != state.StateReleased || !written || e.rev != recs[rl.Range.Key].rev {
+		if rec.State != schema.StateReleased || !written || e.rev != recs[rl.Range.Key].rev {
 			t.Fatalf("%s: state %s, entry written %v at revision %d, record at %d; want released with its entry in one transaction",
 				rl.Range.Key, rec.State, written, e.rev, recs[rl.Range.Key].rev)
 		}
@@ -262,7 +261,7 @@ func TestReleaseCallsShareTransactions(t *testing.T) {
 	s.goFunc(s.writeReleases)
 	ranges := revokedRanges(t, s, 300)
 	taken := ranges[42].Record
-	taken.State, taken.Target = state.StateActive, ""
+	taken.State, taken.Target = schema.StateActive, ""
 	if _, err := cli.Put(t.Context(), ranges[42].Key, mustJSON(taken)); err != nil {
 		t.Fatal(err)
 	}

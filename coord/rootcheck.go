@@ -6,7 +6,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // CheckRoot refuses, with ErrNotGroupRoot, a group whose root lies inside
@@ -14,7 +14,7 @@ import (
 // each range of the root that no schema key falls in, and the member,
 // election and generation keys of each directory above the root, asking
 // for one key of each.
-func CheckRoot(ctx context.Context, cli *clientv3.Client, g state.Group) error {
+func CheckRoot(ctx context.Context, cli *clientv3.Client, g schema.Group) error {
 	s := schemaOf(g)
 	type probe struct {
 		op      clientv3.Op

@@ -10,7 +10,7 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // The leader's pure work at scale: the assignor, the planner and
@@ -37,17 +37,17 @@ func scaleMembers(m int) []assign.MemberWeight {
 
 // scaleSnapshot is a settled group: the assignor's fresh cut, every range
 // active with ledger state.
-func scaleSnapshot(parts []assign.PartitionWeight, members []assign.MemberWeight) *state.Snapshot {
-	snap := &state.Snapshot{Members: make(map[string]state.Member), BadRanges: map[string]int64{}, BadMembers: map[string]int64{}, Commits: map[assign.TopicPartition]state.CommitRecord{}, CommitRevs: map[assign.TopicPartition]int64{}}
+func scaleSnapshot(parts []assign.PartitionWeight, members []assign.MemberWeight) *schema.Snapshot {
+	snap := &schema.Snapshot{Members: make(map[string]schema.Member), BadRanges: map[string]int64{}, BadMembers: map[string]int64{}, Commits: map[assign.TopicPartition]schema.CommitRecord{}, CommitRevs: map[assign.TopicPartition]int64{}}
 	for _, m := range members {
-		snap.Members[m.ID] = state.Member{MemberInfo: state.MemberInfo{V: 1, ID: m.ID, Weight: 1}, CreateRev: 1}
+		snap.Members[m.ID] = schema.Member{MemberInfo: schema.MemberInfo{V: 1, ID: m.ID, Weight: 1}, CreateRev: 1}
 	}
 	rev := int64(10)
 	for _, s := range assign.Assign(parts, members, nil) {
 		rev++
-		snap.Ranges = append(snap.Ranges, state.RangeState{
+		snap.Ranges = append(snap.Ranges, schema.RangeState{
 			Key:       planSchema.Range(s.Topic, s.Partition, s.Range.Lo),
-			Record:    state.RangeRecord{V: 1, Topic: s.Topic, Partition: s.Partition, Lo: s.Range.Lo, Hi: s.Range.Hi, Owner: s.Owner, State: state.StateActive, Gen: 1},
+			Record:    schema.RangeRecord{V: 1, Topic: s.Topic, Partition: s.Partition, Lo: s.Range.Lo, Hi: s.Range.Hi, Owner: s.Owner, State: schema.StateActive, Gen: 1},
 			Rev:       rev,
 			LedgerKey: planSchema.LedgerEntry(s.Topic, s.Partition, s.Range.Lo),
 			Entry:     ledger.Entry{Segments: []ledger.Segment{{Lo: s.Range.Lo, Hi: s.Range.Hi, Next: 1000, Pending: []int64{990, 995}}}},
@@ -59,7 +59,7 @@ func scaleSnapshot(parts []assign.PartitionWeight, members []assign.MemberWeight
 }
 
 // kvsOf is snap as etcd would return it, for buildSnapshot.
-func kvsOf(snap *state.Snapshot) groupKVs {
+func kvsOf(snap *schema.Snapshot) groupKVs {
 	var kvs groupKVs
 	for _, m := range snap.Members {
 		kvs[0] = append(kvs[0], &mvccpb.KeyValue{Key: []byte(planSchema.Member(m.ID)), Value: []byte(mustJSON(m.MemberInfo)), Lease: 1, CreateRevision: 1, ModRevision: 1})
@@ -123,7 +123,7 @@ func BenchmarkScalePlan(b *testing.B) {
 			b.ReportMetric(float64(n), "changes")
 		})
 		gone := *snap
-		gone.Members = make(map[string]state.Member)
+		gone.Members = make(map[string]schema.Member)
 		for id, m := range snap.Members {
 			if id != members[0].ID {
 				gone.Members[id] = m
@@ -156,7 +156,7 @@ func BenchmarkScaleSnapshot(b *testing.B) {
 		b.Run(c.name+"/cached-one-change", func(b *testing.B) {
 			// The leader's cache: one ledger entry changed since the
 			// last build.
-			memo := state.NewDecodeMemo()
+			memo := schema.NewDecodeMemo()
 			buildSnapshotMemo(planSchema, 100, kvs, memo)
 			for b.Loop() {
 				kvs[2][0].ModRevision++

@@ -12,8 +12,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Session is one member's membership in a group for the life of one etcd
@@ -23,12 +22,12 @@ import (
 type Session struct {
 	cli       *clientv3.Client
 	cfg       Config
-	schema    keys.Schema
+	schema    schema.Keys
 	log       hclog.Logger
 	es        *concurrency.Session
 	memberKey string
 	memberRev int64
-	info      state.MemberInfo
+	info      schema.MemberInfo
 	rec       *recorder
 	view      *assignmentView // the member's assignment, watch-fed (assignview.go)
 	ttl       time.Duration   // granted by etcd
@@ -38,7 +37,7 @@ type Session struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 	leaving chan struct{} // closed by Leave: stop campaigning
-	updates chan state.Assignment
+	updates chan schema.Assignment
 	pauses  chan PauseState
 	keyOps  *keyOpsView // the group's key operations, watch-fed (keyops.go)
 	// releases carries ReleaseRanges calls to writeReleases (release.go).
@@ -74,10 +73,10 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 	s := &Session{
 		cli:      cli,
 		cfg:      cfg,
-		schema:   keys.New(cfg.Prefix, cfg.Group),
+		schema:   schema.Group{Prefix: cfg.Prefix, Name: cfg.Group}.Keys(),
 		log:      cfg.Logger.Named("coord").With("member", cfg.MemberID),
 		leaving:  make(chan struct{}),
-		updates:  make(chan state.Assignment, 1),
+		updates:  make(chan schema.Assignment, 1),
 		pauses:   make(chan PauseState, 1),
 		keyOps:   newKeyOpsView(),
 		releases: make(chan *releaseRequest),
@@ -105,7 +104,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 	}
 	s.es = es
 	host, _ := os.Hostname()
-	s.info = state.MemberInfo{V: recordVersion, ID: cfg.MemberID, Host: host, PID: os.Getpid(), Started: time.Now().UTC(), Weight: cfg.Weight}
+	s.info = schema.MemberInfo{V: recordVersion, ID: cfg.MemberID, Host: host, PID: os.Getpid(), Started: time.Now().UTC(), Weight: cfg.Weight}
 	rev, err := s.register(sctx, lease.ID)
 	if err != nil {
 		s.closeSession()
@@ -146,7 +145,7 @@ func Join(ctx context.Context, cli *clientv3.Client, cfg Config) (*Session, erro
 // compares again.
 func (s *Session) register(ctx context.Context, lease clientv3.LeaseID) (int64, error) {
 	topics := topicSet(s.cfg.Topics)
-	sub := state.SubscriptionRecord{V: recordVersion, Topics: topics}
+	sub := schema.SubscriptionRecord{V: recordVersion, Topics: topics}
 	for {
 		readRev, err := s.checkSubscriptions(ctx, topics)
 		if err != nil {
@@ -212,12 +211,12 @@ func (s *Session) Leaving() bool {
 
 // Updates delivers the member's assignment each time the ranges change. Only
 // the latest is kept: a slow reader skips to the newest.
-func (s *Session) Updates() <-chan state.Assignment { return s.updates }
+func (s *Session) Updates() <-chan schema.Assignment { return s.updates }
 
 // SetStuck reports that range r is held by a stuck record (see
 // StuckRecord). The report lives under the member's lease, so it disappears
 // with the member.
-func (s *Session) SetStuck(ctx context.Context, r state.RangeState, rec state.StuckRecord) error {
+func (s *Session) SetStuck(ctx context.Context, r schema.RangeState, rec schema.StuckRecord) error {
 	rec.V, rec.Member = recordVersion, s.ID()
 	rec.Topic, rec.Partition, rec.Lo = r.Record.Topic, r.Record.Partition, r.Record.Lo
 	key := s.schema.StuckRange(rec.Topic, rec.Partition, rec.Lo)
@@ -226,7 +225,7 @@ func (s *Session) SetStuck(ctx context.Context, r state.RangeState, rec state.St
 }
 
 // ClearStuck removes the stuck report of range r.
-func (s *Session) ClearStuck(ctx context.Context, r state.RangeState) error {
+func (s *Session) ClearStuck(ctx context.Context, r schema.RangeState) error {
 	_, err := s.cli.Delete(ctx, s.schema.StuckRange(r.Record.Topic, r.Record.Partition, r.Record.Lo))
 	return err
 }
@@ -235,7 +234,7 @@ func (s *Session) ClearStuck(ctx context.Context, r state.RangeState) error {
 // delivers it on every change; this is for a member that must read it again
 // (after a fenced write, say). It costs one small read: the current
 // revision, which the watch-fed view then catches up to.
-func (s *Session) ReadAssignment(ctx context.Context) (state.Assignment, error) {
+func (s *Session) ReadAssignment(ctx context.Context) (schema.Assignment, error) {
 	a, err := s.viewNow(ctx)
 	if err == nil || ctx.Err() != nil {
 		return a, err
@@ -243,17 +242,17 @@ func (s *Session) ReadAssignment(ctx context.Context) (state.Assignment, error) 
 	// The view is behind (a watch being restarted): read the group.
 	snap, err := ReadSnapshot(ctx, s.cli, s.group())
 	if err != nil {
-		return state.Assignment{}, err
+		return schema.Assignment{}, err
 	}
 	return snap.AssignmentOf(s.ID()), nil
 }
 
 // viewNow returns the view's assignment once it holds etcd's current
 // revision, waiting at most 2 s for it.
-func (s *Session) viewNow(ctx context.Context) (state.Assignment, error) {
+func (s *Session) viewNow(ctx context.Context) (schema.Assignment, error) {
 	resp, err := s.cli.Get(ctx, s.memberKey, clientv3.WithKeysOnly())
 	if err != nil {
-		return state.Assignment{}, fmt.Errorf("coord: read the current revision: %w", err)
+		return schema.Assignment{}, fmt.Errorf("coord: read the current revision: %w", err)
 	}
 	// Ask etcd to tell the watches that they are current, so that the
 	// view reaches this revision even when no range changed since.
@@ -267,8 +266,8 @@ func (s *Session) viewNow(ctx context.Context) (state.Assignment, error) {
 // (the last ones it committed to Kafka), in one etcd transaction per 64
 // partitions. A partition with no record, or an unreadable one (reported
 // in bad), is left out.
-func (s *Session) RecordedCommits(ctx context.Context, parts []assign.TopicPartition) (recs map[assign.TopicPartition]state.CommitRecord, bad map[assign.TopicPartition]error, err error) {
-	recs, bad = make(map[assign.TopicPartition]state.CommitRecord, len(parts)), make(map[assign.TopicPartition]error)
+func (s *Session) RecordedCommits(ctx context.Context, parts []assign.TopicPartition) (recs map[assign.TopicPartition]schema.CommitRecord, bad map[assign.TopicPartition]error, err error) {
+	recs, bad = make(map[assign.TopicPartition]schema.CommitRecord, len(parts)), make(map[assign.TopicPartition]error)
 	const per = 64
 	for i := 0; i < len(parts); i += per {
 		batch := parts[i:min(i+per, len(parts))]
@@ -285,7 +284,7 @@ func (s *Session) RecordedCommits(ctx context.Context, parts []assign.TopicParti
 			if len(kvs) != 1 {
 				continue
 			}
-			if rec, err := state.DecodeCommit(string(kvs[0].Key), kvs[0].Value, kvs[0].ModRevision); err != nil {
+			if rec, err := schema.DecodeCommit(string(kvs[0].Key), kvs[0].Value, kvs[0].ModRevision); err != nil {
 				bad[p] = err
 			} else {
 				recs[p] = rec
@@ -297,7 +296,7 @@ func (s *Session) RecordedCommits(ctx context.Context, parts []assign.TopicParti
 
 // publish hands the member's assignment to Updates, replacing one not yet
 // read.
-func (s *Session) publish(a state.Assignment) {
+func (s *Session) publish(a schema.Assignment) {
 	select {
 	case <-s.updates:
 	default:
@@ -325,7 +324,7 @@ func (s *Session) Leave(ctx context.Context) error {
 	close(s.leaving)
 	info := s.info
 	info.Leaving = true
-	leave := state.LeaveRecord{V: recordVersion, DrainMs: s.cfg.DrainTimeout.Milliseconds()}
+	leave := schema.LeaveRecord{V: recordVersion, DrainMs: s.cfg.DrainTimeout.Milliseconds()}
 	resp, err := s.cli.Txn(ctx).If(s.common()...).Then(
 		clientv3.OpPut(s.memberKey, mustJSON(info), clientv3.WithLease(s.es.Lease())),
 		clientv3.OpPut(s.schema.Leaving(s.ID()), mustJSON(leave), clientv3.WithLease(s.es.Lease())),

@@ -6,12 +6,11 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // ReadSnapshot reads the group's state in one transaction.
-func ReadSnapshot(ctx context.Context, cli *clientv3.Client, g state.Group) (*state.Snapshot, error) {
+func ReadSnapshot(ctx context.Context, cli *clientv3.Client, g schema.Group) (*schema.Snapshot, error) {
 	s := schemaOf(g)
 	resp, err := cli.Txn(ctx).Then(snapshotOps(s)...).Commit()
 	if err != nil {
@@ -21,7 +20,7 @@ func ReadSnapshot(ctx context.Context, cli *clientv3.Client, g state.Group) (*st
 }
 
 // snapshotOps are ReadSnapshot's reads, in groupKVs order.
-func snapshotOps(s keys.Schema) []clientv3.Op {
+func snapshotOps(s schema.Keys) []clientv3.Op {
 	return []clientv3.Op{
 		clientv3.OpGet(s.Members(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.Ranges(), clientv3.WithPrefix()),
@@ -35,7 +34,7 @@ func snapshotOps(s keys.Schema) []clientv3.Op {
 
 // snapshotOf decodes the first len(groupKVs) responses of a transaction
 // made of snapshotOps.
-func snapshotOf(s keys.Schema, resp *clientv3.TxnResponse) *state.Snapshot {
+func snapshotOf(s schema.Keys, resp *clientv3.TxnResponse) *schema.Snapshot {
 	var kvs groupKVs
 	for i := range kvs {
 		kvs[i] = resp.Responses[i].GetResponseRange().Kvs
@@ -47,7 +46,7 @@ func snapshotOf(s keys.Schema, resp *clientv3.TxnResponse) *state.Snapshot {
 // the snapshot, the current leader, the pause state and the operations set
 // on keys.
 type GroupView struct {
-	*state.Snapshot
+	*schema.Snapshot
 	Leader string // the member that leads, "" if none
 	Pause  PauseState
 	KeyOps []KeyOp // in key order
@@ -55,7 +54,7 @@ type GroupView struct {
 
 // ReadGroupView reads the group's snapshot, leader and pause state in one
 // transaction (keyshare status: one etcd read whatever the group's size).
-func ReadGroupView(ctx context.Context, cli *clientv3.Client, g state.Group) (*GroupView, error) {
+func ReadGroupView(ctx context.Context, cli *clientv3.Client, g schema.Group) (*GroupView, error) {
 	s := schemaOf(g)
 	ops := append(snapshotOps(s),
 		clientv3.OpGet(s.Election()+"/", clientv3.WithFirstCreate()...),
@@ -70,7 +69,7 @@ func ReadGroupView(ctx context.Context, cli *clientv3.Client, g state.Group) (*G
 	n := len(groupKVs{})
 	if kvs := resp.Responses[n].GetResponseRange().Kvs; len(kvs) > 0 {
 		if kvs[0].Lease == 0 {
-			v.Problems = append(v.Problems, &state.BadValueError{Key: string(kvs[0].Key),
+			v.Problems = append(v.Problems, &schema.BadValueError{Key: string(kvs[0].Key),
 				Problem: "election key without a lease: no session keeps it, so no member can lead while it stands; a campaigning member deletes it (or: etcdctl del <key>)"})
 		} else {
 			v.Leader = string(kvs[0].Value)

@@ -8,7 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Every member of a group consumes the same topics. The leader plans the
@@ -40,7 +40,7 @@ func (s *Session) checkSubscriptions(ctx context.Context, topics []string) (int6
 		if id == s.ID() {
 			continue
 		}
-		rec, err := state.DecodeSubscription(string(kv.Key), kv.Value)
+		rec, err := schema.DecodeSubscription(string(kv.Key), kv.Value)
 		if err != nil {
 			s.log.Warn("cannot read a member's topics; not compared with this member's", "error", err)
 			continue

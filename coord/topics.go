@@ -7,7 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // A topic deleted and created again under the same name is a new log: its
@@ -112,10 +112,10 @@ func (s *Session) checkTopics(ctx context.Context, l *leader, tw *topicWatch, id
 		s.log.Warn("read topic records", "error", err)
 		return
 	}
-	stored := make(map[string]state.TopicRecord)
+	stored := make(map[string]schema.TopicRecord)
 	revs := make(map[string]int64)
 	for _, kv := range resp.Kvs {
-		r, err := state.DecodeTopic(string(kv.Key), kv.Value)
+		r, err := schema.DecodeTopic(string(kv.Key), kv.Value)
 		if err != nil || s.schema.Topic(r.Topic) != string(kv.Key) {
 			// Rewritten below with the id Kafka reports now.
 			s.log.Error("damaged topic record; recording the topic's current id", "key", string(kv.Key), "error", err)
@@ -126,7 +126,7 @@ func (s *Session) checkTopics(ctx context.Context, l *leader, tw *topicWatch, id
 	}
 	put := func(topic, id, phase string, ops ...clientv3.Op) bool {
 		key := s.schema.Topic(topic)
-		rec := state.TopicRecord{V: recordVersion, Topic: topic, ID: id, State: phase, At: time.Now().UTC()}
+		rec := schema.TopicRecord{V: recordVersion, Topic: topic, ID: id, State: phase, At: time.Now().UTC()}
 		tr, err := s.cli.Txn(ctx).
 			If(l.guard(), clientv3.Compare(clientv3.ModRevision(key), "=", revs[key])).
 			Then(append(ops, clientv3.OpPut(key, mustJSON(rec)))...).
@@ -151,7 +151,7 @@ func (s *Session) checkTopics(ctx context.Context, l *leader, tw *topicWatch, id
 			// Kafka does not say now (the topic is gone, or not yet
 			// back): leave everything as it is.
 		case !known:
-			put(topic, id, state.TopicActive)
+			put(topic, id, schema.TopicActive)
 		case rec.ID != id:
 			recreated, ok := s.recreated(ctx, tw, topic, rec.ID, id, readAt)
 			if !ok {
@@ -163,20 +163,20 @@ func (s *Session) checkTopics(ctx context.Context, l *leader, tw *topicWatch, id
 					s.log.Error("topic record names another topic id than Kafka, and Kafka shows no sign of the topic being created again (this leader never saw the recorded id, and Kafka holds the group's committed offsets of the topic): a damaged record; recording Kafka's id and keeping the group's state. If the topic was in fact deleted and created again while no member ran, reset the group's offsets of it (keyshare group reset-offsets)",
 						"topic", topic, "recorded_id", rec.ID, "kafka_id", id)
 				}
-				put(topic, id, state.TopicActive)
+				put(topic, id, schema.TopicActive)
 				continue
 			}
 			var dels []clientv3.Op
 			for _, prefix := range s.schema.TopicState(topic) {
 				dels = append(dels, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
 			}
-			if put(topic, id, state.TopicResetting, dels...) {
+			if put(topic, id, schema.TopicResetting, dels...) {
 				s.log.Error("topic was deleted and created again: the group's ledger and committed offsets of the old topic do not apply to the new log; starting the topic afresh where auto.offset.reset says (records of the old topic not yet handled were deleted with it)",
 					"topic", topic, "old_id", rec.ID, "new_id", id)
 				tw.resetAt[topic] = time.Now()
 				tw.held[topic], tw.changed = true, true
 			}
-		case rec.State == state.TopicResetting:
+		case rec.State == schema.TopicResetting:
 			tw.held[topic] = true
 			if err := s.cfg.TopicIDs.ResetOffsets(ctx, topic); err != nil {
 				s.log.Warn("reset the group's Kafka offsets of a recreated topic; trying again next round", "topic", topic, "error", err)
@@ -187,7 +187,7 @@ func (s *Session) checkTopics(ctx context.Context, l *leader, tw *topicWatch, id
 				tw.resetAt[topic] = time.Now()
 				continue
 			}
-			if time.Since(at) >= resetSettle && put(topic, id, state.TopicActive) {
+			if time.Since(at) >= resetSettle && put(topic, id, schema.TopicActive) {
 				s.log.Info("recreated topic starts afresh", "topic", topic, "id", id)
 				delete(tw.held, topic)
 				delete(tw.resetAt, topic)

@@ -17,7 +17,7 @@ import (
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/pgsink"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -179,7 +179,7 @@ func TestEffectsOnceThroughHandoffs(t *testing.T) {
 			// The next records are produced once b owns a range, so that
 			// both members write (a may finish the first ones before).
 			testutil.WaitFor(t, "b owns a range", 30*time.Second, func() bool {
-				snap, err := coord.ReadSnapshot(t.Context(), g.etcd, state.Group{Name: "g"})
+				snap, err := coord.ReadSnapshot(t.Context(), g.etcd, schema.Group{Name: "g"})
 				return err == nil && len(snap.AssignmentOf("b").Ranges) > 0
 			})
 			testutil.Produce(t, g.brokers, "orders", recs[1000:2000])

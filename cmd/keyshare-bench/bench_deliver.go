@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/worksleep"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // deliverTopic is the topic of the pc-http scenario (1 partition).
@@ -196,7 +196,7 @@ func (c *benchCommand) runDeliver(ctx context.Context, n, members, concurrency, 
 		return 0, 0, 0, err
 	}
 	defer cli.Close()
-	g := groupOf(keys.ForGroup("", group))
+	g := groupOf(schema.Group{Prefix: "", Name: group}.Keys())
 	if _, err := waitUntil(ctx, time.Minute, 50*time.Millisecond, func() bool {
 		snap, err := coord.ReadSnapshot(ctx, cli, g)
 		if err != nil || !settledFor(snap, map[string]int32{deliverTopic: 1}, "") {

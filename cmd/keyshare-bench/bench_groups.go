@@ -14,7 +14,7 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/internal/devcluster"
 	"github.com/keyshare/keyshare/internal/worksleep"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // largeGroups measures large groups on a 3-member embedded etcd:
@@ -141,11 +141,11 @@ func topicsFor(prefix string, p int) map[string]int32 {
 
 // settledFor reports whether every partition of topics is covered by active
 // ranges of live, non-leaving members (not in gone).
-func settledFor(snap *state.Snapshot, topics map[string]int32, gone string) bool {
+func settledFor(snap *schema.Snapshot, topics map[string]int32, gone string) bool {
 	cover := make(map[assign.TopicPartition]uint64)
 	for _, r := range snap.Ranges {
 		m, live := snap.Members[r.Record.Owner]
-		if r.Record.State != state.StateActive || !live || m.Leaving || r.Record.Owner == gone {
+		if r.Record.State != schema.StateActive || !live || m.Leaving || r.Record.Owner == gone {
 			return false
 		}
 		cover[r.TP()] += r.Record.Hi - r.Record.Lo

@@ -12,9 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/worksleep"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // coordResult is a row of the coordination-only table (largeGroups): how
@@ -32,14 +31,14 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 	var res coordResult
 	group := fmt.Sprintf("co-%d-%d-%d", p, m, c.groups.Add(1))
 	topics := topicsFor("t", p)
-	schema := keys.ForGroup("", group)
+	keys := schema.Group{Prefix: "", Name: group}.Keys()
 	var names []string
 	for t := range topics {
 		names = append(names, t)
 	}
 	octx, ocancel := context.WithCancel(ctx)
 	defer ocancel()
-	obs, err := observeRanges(octx, cli, schema)
+	obs, err := observeRanges(octx, cli, keys)
 	if err != nil {
 		return res, err
 	}
@@ -117,7 +116,7 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 				case a := <-s.Updates():
 					var rels []coord.RangeRelease
 					for _, r := range a.Ranges {
-						if r.Record.State == state.StateRevoking {
+						if r.Record.State == schema.StateRevoking {
 							rels = append(rels, coord.RangeRelease{Range: r, Final: r.Entry, Written: r.EntryRev > 0})
 						}
 					}
@@ -156,10 +155,10 @@ func (c *benchCommand) coordOnly(ctx context.Context, endpoints []string, cli *c
 		return res, fmt.Errorf("P=%d M=%d: settle: %w (%s)", p, m, err, lostSessions())
 	}
 	res.settle = time.Since(start)
-	r0, _, _ := etcdState(ctx, cli, schema.Root())
+	r0, _, _ := etcdState(ctx, cli, keys.Root())
 	t0 := time.Now()
 	worksleep.Sleep(ctx, 3*time.Second)
-	r1, nkeys, db := etcdState(ctx, cli, schema.Root())
+	r1, nkeys, db := etcdState(ctx, cli, keys.Root())
 	res.idleWrites = float64(r1-r0) / time.Since(t0).Seconds()
 	res.keys, res.db = nkeys, db
 

@@ -14,9 +14,8 @@ import (
 
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/worksleep"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // membersResult is a row of the member processes' table (largeGroups):
@@ -64,7 +63,7 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 	var res membersResult
 	group := fmt.Sprintf("mp-%d-%d-%d", p, m, c.groups.Add(1))
 	topics := topicsFor(group, p)
-	schema := keys.ForGroup("", group)
+	keys := schema.Group{Prefix: "", Name: group}.Keys()
 	bt, err := newBenchTopics(ctx, c.brokers, topics)
 	if err != nil {
 		return res, err
@@ -76,7 +75,7 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 	}
 	octx, ocancel := context.WithCancel(ctx)
 	defer ocancel()
-	obs, err := observeRanges(octx, cli, schema)
+	obs, err := observeRanges(octx, cli, keys)
 	if err != nil {
 		return res, err
 	}
@@ -108,12 +107,12 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 		}
 		ms = append(ms, bm)
 	}
-	snapNow := func() *state.Snapshot {
+	snapNow := func() *schema.Snapshot {
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		snap, err := coord.ReadSnapshot(rctx, cli, groupOf(schema))
+		snap, err := coord.ReadSnapshot(rctx, cli, groupOf(keys))
 		if err != nil {
-			return &state.Snapshot{}
+			return &schema.Snapshot{}
 		}
 		return snap
 	}
@@ -149,7 +148,7 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 
 	// The leader's process, and its CPU.
 	leaderOf := func() int {
-		resp, err := cli.Get(ctx, schema.Election()+"/", clientv3.WithFirstCreate()...)
+		resp, err := cli.Get(ctx, keys.Election()+"/", clientv3.WithFirstCreate()...)
 		if err != nil || len(resp.Kvs) == 0 {
 			return -1
 		}
@@ -171,13 +170,13 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 	var evBytes int64
 	wctx, wcancel := context.WithCancel(ctx)
 	go func() {
-		for wr := range cli.Watch(wctx, schema.Root(), clientv3.WithPrefix()) {
+		for wr := range cli.Watch(wctx, keys.Root(), clientv3.WithPrefix()) {
 			for _, ev := range wr.Events {
 				evBytes += int64(len(ev.Kv.Key) + len(ev.Kv.Value))
 			}
 		}
 	}()
-	r0, _, _ := etcdState(ctx, cli, schema.Root())
+	r0, _, _ := etcdState(ctx, cli, keys.Root())
 	b0, c0, t0 = c.brokerCPUOf(), cpuOf(pid), time.Now()
 	per := max(1, 1000/p)
 	for time.Since(t0) < 3*time.Second {
@@ -187,7 +186,7 @@ func (c *benchCommand) membersRun(ctx context.Context, endpoints []string, cli *
 	d := time.Since(t0)
 	res.cpuLoad = float64(cpuOf(pid)-c0) / float64(d)
 	res.brokerLoad = float64(c.brokerCPUOf()-b0) / float64(d)
-	r1, nkeys, db := etcdState(ctx, cli, schema.Root())
+	r1, nkeys, db := etcdState(ctx, cli, keys.Root())
 	wcancel()
 	res.txns, res.bytes, res.keys, res.db = float64(r1-r0)/d.Seconds(), float64(evBytes)/d.Seconds(), nkeys, db
 	if _, err := waitUntil(ctx, 5*time.Minute, 50*time.Millisecond, committedAtEnd); err != nil {

@@ -8,8 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // rangeObserver follows a group's registrations and range records with one
@@ -19,18 +18,18 @@ import (
 // process that also runs etcd and kfake, on the same two cores as the
 // members) slowed the very leave it timed.
 type rangeObserver struct {
-	g keys.Schema
+	g schema.Keys
 
 	mu      sync.Mutex
-	members map[string]state.Member
-	ranges  map[string]state.RangeState
+	members map[string]schema.Member
+	ranges  map[string]schema.RangeState
 	err     error // the watch failed: the checks see it
 }
 
 // observeRanges starts a rangeObserver that follows the group until ctx
 // ends.
-func observeRanges(ctx context.Context, cli *clientv3.Client, s keys.Schema) (*rangeObserver, error) {
-	o := &rangeObserver{g: s, members: make(map[string]state.Member), ranges: make(map[string]state.RangeState)}
+func observeRanges(ctx context.Context, cli *clientv3.Client, s schema.Keys) (*rangeObserver, error) {
+	o := &rangeObserver{g: s, members: make(map[string]schema.Member), ranges: make(map[string]schema.RangeState)}
 	resp, err := cli.Txn(ctx).Then(
 		clientv3.OpGet(s.Members(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.Ranges(), clientv3.WithPrefix()),
@@ -76,24 +75,24 @@ func (o *rangeObserver) put(key string, value []byte, lease, created, modified i
 	defer o.mu.Unlock()
 	if strings.HasPrefix(key, o.g.Members()) {
 		delete(o.members, strings.TrimPrefix(key, o.g.Members()))
-		if m, err := state.DecodeMember(g, key, value); err == nil && lease != 0 {
-			o.members[m.ID] = state.Member{MemberInfo: m, CreateRev: created}
+		if m, err := schema.DecodeMember(g, key, value); err == nil && lease != 0 {
+			o.members[m.ID] = schema.Member{MemberInfo: m, CreateRev: created}
 		}
 		return
 	}
 	delete(o.ranges, key)
-	if rec, err := state.DecodeRange(g, key, value, modified); err == nil {
-		o.ranges[key] = state.RangeState{Key: key, Record: rec, Rev: modified}
+	if rec, err := schema.DecodeRange(g, key, value, modified); err == nil {
+		o.ranges[key] = schema.RangeState{Key: key, Record: rec, Rev: modified}
 	}
 }
 
 // snapshot is the registrations and range records as last seen (a
 // Snapshot with those only, in no particular order), or an empty one once
 // the watch has failed, so that no check passes on stale state.
-func (o *rangeObserver) snapshot() *state.Snapshot {
+func (o *rangeObserver) snapshot() *schema.Snapshot {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	snap := &state.Snapshot{Members: make(map[string]state.Member, len(o.members))}
+	snap := &schema.Snapshot{Members: make(map[string]schema.Member, len(o.members))}
 	if o.err != nil {
 		return snap
 	}

@@ -18,8 +18,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/loadgen"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // benchMember is a `keyshare-bench member` child process (member.go: the
@@ -212,7 +212,7 @@ func (c *benchCommand) pausesRun(ctx context.Context, run int) ([4]time.Duration
 		return out, err
 	}
 	defer cli.Close()
-	schema := keys.ForGroup("", group)
+	keys := schema.Group{Prefix: "", Name: group}.Keys()
 	var ms []*benchMember
 	defer func() {
 		for _, m := range ms {
@@ -249,7 +249,7 @@ func (c *benchCommand) pausesRun(ctx context.Context, run int) ([4]time.Duration
 				act()
 				acted = true
 			}
-			snap, err := coord.ReadSnapshot(ctx, cli, groupOf(schema))
+			snap, err := coord.ReadSnapshot(ctx, cli, groupOf(keys))
 			if err != nil {
 				return nil, err
 			}

@@ -22,10 +22,9 @@ import (
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/cli"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/worksleep"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // The skew benchmark: throughput of 4 members × 16 workers on
@@ -346,17 +345,17 @@ func (c *benchCommand) sampleSkew(ctx context.Context, group string) (*skewSampl
 	if err != nil {
 		return nil, err
 	}
-	schema := keys.ForGroup("", group)
+	keys := schema.Group{Prefix: "", Name: group}.Keys()
 	sctx, cancel := context.WithCancel(ctx)
 	smp := &skewSampler{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(smp.done)
 		defer cli.Close()
-		var prev []state.RangeState
+		var prev []schema.RangeState
 		var prevGen int64
 		seen := map[string]int64{} // load key → ModRevision last counted
 		for first := true; sctx.Err() == nil; first = false {
-			if snap, err := coord.ReadSnapshot(sctx, cli, groupOf(schema)); err == nil {
+			if snap, err := coord.ReadSnapshot(sctx, cli, groupOf(keys)); err == nil {
 				moved := ownerChange(prev, snap.Ranges)
 				smp.mu.Lock()
 				if prev != nil {
@@ -371,14 +370,14 @@ func (c *benchCommand) sampleSkew(ctx context.Context, group string) (*skewSampl
 				smp.mu.Unlock()
 				prev, prevGen = snap.Ranges, snap.Generation.Generation
 			}
-			if resp, err := cli.Txn(sctx).Then(clientv3.OpGet(schema.Loads(), clientv3.WithPrefix()), clientv3.OpGet(schema.HotKeysPrefix(), clientv3.WithPrefix())).Commit(); err == nil {
+			if resp, err := cli.Txn(sctx).Then(clientv3.OpGet(keys.Loads(), clientv3.WithPrefix()), clientv3.OpGet(keys.HotKeysPrefix(), clientv3.WithPrefix())).Commit(); err == nil {
 				smp.mu.Lock()
 				for _, kv := range append(resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs...) {
 					// The reports already there at the start were
 					// written before the run.
 					if seen[string(kv.Key)] != kv.ModRevision && !first {
 						// Keys and values: what each put sends etcd.
-						if strings.HasPrefix(string(kv.Key), schema.HotKeysPrefix()) {
+						if strings.HasPrefix(string(kv.Key), keys.HotKeysPrefix()) {
 							smp.r.namePuts++
 							smp.r.nameBytes += len(kv.Key) + len(kv.Value)
 						} else {
@@ -407,12 +406,12 @@ func (smp *skewSampler) stop() skewRun {
 // ownerChange is the hash space, in partitions' worth, whose owner differs
 // between two samples of a group's ranges (space owned in only one of them
 // counts as well: it changed hands through the leader).
-func ownerChange(before, after []state.RangeState) float64 {
+func ownerChange(before, after []schema.RangeState) float64 {
 	type seg struct {
 		lo, hi uint64
 		owner  string
 	}
-	byTP := func(rs []state.RangeState) map[assign.TopicPartition][]seg {
+	byTP := func(rs []schema.RangeState) map[assign.TopicPartition][]seg {
 		out := map[assign.TopicPartition][]seg{}
 		for _, r := range rs {
 			out[r.TP()] = append(out[r.TP()], seg{r.Record.Lo, r.Record.Hi, r.Record.Owner})

@@ -5,14 +5,14 @@ import (
 	"testing"
 
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
-func layout(parts ...state.RangeRecord) []state.RangeState {
-	var out []state.RangeState
+func layout(parts ...schema.RangeRecord) []schema.RangeState {
+	var out []schema.RangeState
 	for _, r := range parts {
 		r.Topic = "t"
-		out = append(out, state.RangeState{Record: r})
+		out = append(out, schema.RangeState{Record: r})
 	}
 	return out
 }
@@ -22,18 +22,18 @@ func layout(parts ...state.RangeRecord) []state.RangeState {
 func TestOwnerChange(t *testing.T) {
 	q := ledger.HashSpace / 4
 	before := layout(
-		state.RangeRecord{Partition: 0, Lo: 0, Hi: 2 * q, Owner: "a"},
-		state.RangeRecord{Partition: 0, Lo: 2 * q, Hi: ledger.HashSpace, Owner: "b"},
-		state.RangeRecord{Partition: 1, Lo: 0, Hi: ledger.HashSpace, Owner: "c"},
+		schema.RangeRecord{Partition: 0, Lo: 0, Hi: 2 * q, Owner: "a"},
+		schema.RangeRecord{Partition: 0, Lo: 2 * q, Hi: ledger.HashSpace, Owner: "b"},
+		schema.RangeRecord{Partition: 1, Lo: 0, Hi: ledger.HashSpace, Owner: "c"},
 	)
 	// Partition 0 cut at q and 3q: [q, 2q) goes from a to c, [2q, 3q)
 	// stays b's, [3q, 4q) goes from b to a. Partition 1 unchanged.
 	after := layout(
-		state.RangeRecord{Partition: 0, Lo: 0, Hi: q, Owner: "a"},
-		state.RangeRecord{Partition: 0, Lo: q, Hi: 2 * q, Owner: "c"},
-		state.RangeRecord{Partition: 0, Lo: 2 * q, Hi: 3 * q, Owner: "b"},
-		state.RangeRecord{Partition: 0, Lo: 3 * q, Hi: ledger.HashSpace, Owner: "a"},
-		state.RangeRecord{Partition: 1, Lo: 0, Hi: ledger.HashSpace, Owner: "c"},
+		schema.RangeRecord{Partition: 0, Lo: 0, Hi: q, Owner: "a"},
+		schema.RangeRecord{Partition: 0, Lo: q, Hi: 2 * q, Owner: "c"},
+		schema.RangeRecord{Partition: 0, Lo: 2 * q, Hi: 3 * q, Owner: "b"},
+		schema.RangeRecord{Partition: 0, Lo: 3 * q, Hi: ledger.HashSpace, Owner: "a"},
+		schema.RangeRecord{Partition: 1, Lo: 0, Hi: ledger.HashSpace, Owner: "c"},
 	)
 	if got := ownerChange(before, after); math.Abs(got-0.5) > 1e-12 {
 		t.Errorf("moved %v, want 0.5 (two quarters of partition 0)", got)

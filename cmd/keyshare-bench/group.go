@@ -1,9 +1,8 @@
 package main
 
 import (
-	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // groupOf names the group of schema s for coord's functions.
-func groupOf(s keys.Schema) state.Group { return state.Group{Prefix: s.Prefix(), Name: s.Group()} }
+func groupOf(s schema.Keys) schema.Group { return schema.Group{Prefix: s.Prefix(), Name: s.Group()} }

@@ -25,7 +25,7 @@ import (
 	"github.com/keyshare/keyshare/internal/devcluster"
 	"github.com/keyshare/keyshare/internal/loadgen"
 	"github.com/keyshare/keyshare/internal/recordlog"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 type demoCommand struct {
@@ -181,7 +181,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 				return err
 			}
 		}
-		st, err := readStatus(ctx, cli, kc, state.Group{Prefix: state.DefaultPrefix, Name: demoGroup})
+		st, err := readStatus(ctx, cli, kc, schema.Group{Prefix: schema.DefaultPrefix, Name: demoGroup})
 		if err != nil {
 			view.event("status: %v", err)
 			continue
@@ -211,7 +211,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 
 	// The table is read while the members still hold their ranges; then
 	// they leave gracefully and the record logs are checked.
-	final, err := readStatus(ctx, cli, kc, state.Group{Prefix: state.DefaultPrefix, Name: demoGroup})
+	final, err := readStatus(ctx, cli, kc, schema.Group{Prefix: schema.DefaultPrefix, Name: demoGroup})
 	if err != nil {
 		return err
 	}
@@ -220,7 +220,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 		_ = p.Wait()
 		delete(procs, id)
 	}
-	st, err := readStatus(ctx, cli, kc, state.Group{Prefix: state.DefaultPrefix, Name: demoGroup})
+	st, err := readStatus(ctx, cli, kc, schema.Group{Prefix: schema.DefaultPrefix, Name: demoGroup})
 	if err != nil {
 		return err
 	}

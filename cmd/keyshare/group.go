@@ -15,8 +15,7 @@ import (
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/clientflags"
-	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // groupCommand administers groups: list, describe, reset-offsets, pause,
@@ -65,7 +64,7 @@ func (c *groupCommand) Run(ctx context.Context, args []string) error {
 	}
 	c.kafkaConn.Register(fs, brokers, "Kafka bootstrap servers")
 	fs.StringVar(&c.group, "group", "", "group name (required but for list)")
-	fs.StringVar(&c.prefix, "prefix", state.DefaultPrefix, "etcd prefix of all groups")
+	fs.StringVar(&c.prefix, "prefix", schema.DefaultPrefix, "etcd prefix of all groups")
 	switch sub {
 	case "list":
 		return c.list(ctx, fs, args)
@@ -98,7 +97,7 @@ func (c *groupCommand) open(ctx context.Context, needKafka bool) (*clientv3.Clie
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cli, err := c.etcdConn.Connect(ctx, cfg, keys.New(c.prefix, c.group).Root())
+	cli, err := c.etcdConn.Connect(ctx, cfg, schema.Group{Prefix: c.prefix, Name: c.group}.Keys().Root())
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -13,9 +13,8 @@ import (
 	"github.com/keyshare/keyshare/admin"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/cli"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/textsafe"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // describe prints the group's state line, then status's view of it (or,
@@ -41,8 +40,8 @@ func (c *groupCommand) describe(ctx context.Context, fs *flag.FlagSet, args []st
 	if err != nil {
 		return err
 	}
-	g := state.Group{Prefix: c.prefix, Name: c.group}
-	cli, err := c.etcdConn.Connect(ctx, cfg, keys.New(c.prefix, c.group).Root())
+	g := schema.Group{Prefix: c.prefix, Name: c.group}
+	cli, err := c.etcdConn.Connect(ctx, cfg, schema.Group{Prefix: c.prefix, Name: c.group}.Keys().Root())
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/clientflags"
 	"github.com/keyshare/keyshare/internal/textsafe"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // keyCommand inspects one key across a group: keyshare key describe.
@@ -68,7 +68,7 @@ func (c *keyCommand) Run(ctx context.Context, args []string) error {
 	c.etcdConn.Register(fs)
 	c.kafkaConn.Register(fs, clientflags.DefaultBrokers, "Kafka bootstrap servers")
 	fs.StringVar(&c.group, "group", "", "group name (required)")
-	fs.StringVar(&c.prefix, "prefix", state.DefaultPrefix, "etcd prefix of all groups")
+	fs.StringVar(&c.prefix, "prefix", schema.DefaultPrefix, "etcd prefix of all groups")
 	switch sub {
 	case "skip":
 		return c.skip(ctx, fs, args)

@@ -21,7 +21,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -224,7 +224,7 @@ func TestMemberDeliversInKeyOrder(t *testing.T) {
 	testutil.WaitFor(t, "a delivers", 30*time.Second, func() bool { return len(ep.applied(t)) > 0 })
 	startDeliveringMember(t, member("b", "--batch-size", "16")...)
 	testutil.WaitFor(t, "b owns a partition", 30*time.Second, func() bool {
-		snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
+		snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"})
 		return err == nil && len(snap.Owned("b")) > 0
 	})
 	testutil.Produce(t, k.Brokers, "orders", records[n/2:])
@@ -495,7 +495,7 @@ func TestMemberCrashRedeliversOnlyItsUnflushedRecords(t *testing.T) {
 	a, _ := startDeliveringMember(t, member("a")...)
 	startDeliveringMember(t, member("b")...)
 	testutil.WaitFor(t, "a and b own ranges", 30*time.Second, func() bool {
-		snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
+		snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"})
 		return err == nil && len(snap.Owned("a")) > 0 && len(snap.Owned("b")) > 0
 	})
 	testutil.WaitFor(t, "a delivers", 30*time.Second, func() bool {

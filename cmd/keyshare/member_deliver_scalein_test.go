@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -37,7 +37,7 @@ func TestMemberDeliversOnceOnScaleIn(t *testing.T) {
 	startDeliveringMember(t, member("a")...)
 	b, bLog := startDeliveringMember(t, member("b")...)
 	owns := func(id string) bool {
-		snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
+		snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"})
 		return err == nil && len(snap.Owned(id)) > 0
 	}
 	testutil.WaitFor(t, "a and b share the partition", 30*time.Second, func() bool { return owns("a") && owns("b") })

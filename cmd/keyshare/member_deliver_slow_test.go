@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -45,7 +45,7 @@ func TestMemberCancelsSlowEndpointOnRevoke(t *testing.T) {
 	startDeliveringMember(t, member("b")...)
 	var joined time.Time
 	testutil.WaitFor(t, "b registered", 30*time.Second, func() bool {
-		snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
+		snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"})
 		if _, ok := snap.Members["b"]; err == nil && ok {
 			joined = time.Now()
 			return true
@@ -56,7 +56,7 @@ func TestMemberCancelsSlowEndpointOnRevoke(t *testing.T) {
 		return len(ep.cancelled(t)) > 0 && strings.Contains(aLog.String(), "drain budget spent with records in flight")
 	})
 	testutil.WaitFor(t, "b owns half of the partition", 10*time.Second, func() bool {
-		snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
+		snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"})
 		return err == nil && len(snap.Owned("b")) > 0 && len(snap.Owned("a")) > 0
 	})
 	setDelay("0")

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -73,7 +73,7 @@ func TestMemberLeavesWithClosedLogPipe(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = b.Process.Signal(os.Interrupt); _ = b.Wait() })
 	testutil.WaitFor(t, "a and b own a partition each", 60*time.Second, func() bool {
-		snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
+		snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"})
 		return err == nil && len(snap.Owned("a")) == 1 && len(snap.Owned("b")) == 1
 	})
 
@@ -95,12 +95,12 @@ func TestMemberLeavesWithClosedLogPipe(t *testing.T) {
 		t.Fatalf("a's registration is still there after it exited (%v): it did not close its session", err)
 	}
 	testutil.WaitFor(t, "b owns every range", 30*time.Second, func() bool {
-		snap, err := coord.ReadSnapshot(t.Context(), cli, state.Group{Name: "g"})
+		snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"})
 		if err != nil || len(snap.Ranges) == 0 {
 			return false
 		}
 		for _, rs := range snap.Ranges {
-			if rs.Record.Owner != "b" || rs.Record.State != state.StateActive {
+			if rs.Record.Owner != "b" || rs.Record.State != schema.StateActive {
 				return false
 			}
 		}

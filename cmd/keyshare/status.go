@@ -17,8 +17,7 @@ import (
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/clientflags"
 	"github.com/keyshare/keyshare/internal/kafkaoffsets"
-	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 type statusCommand struct {
@@ -47,12 +46,12 @@ type groupStatus struct {
 	Partitions  []partitionStatus `json:"partitions"`
 	// Stuck and Losses are what members report; their JSON form is
 	// StuckJSON and LossesJSON, filled by clipped.
-	Stuck      []state.StuckRecord `json:"-"`
-	Losses     []state.LossRecord  `json:"-"`
-	StuckJSON  []stuckStatus       `json:"stuck,omitempty"`
-	KeyOps     []keyOpJSON         `json:"key_ops,omitempty"` // operations set on keys (keyshare key skip)
-	LossesJSON []lossStatus        `json:"lost_to_retention,omitempty"`
-	Problems   []string            `json:"problems,omitempty"`
+	Stuck      []schema.StuckRecord `json:"-"`
+	Losses     []schema.LossRecord  `json:"-"`
+	StuckJSON  []stuckStatus        `json:"stuck,omitempty"`
+	KeyOps     []keyOpJSON          `json:"key_ops,omitempty"` // operations set on keys (keyshare key skip)
+	LossesJSON []lossStatus         `json:"lost_to_retention,omitempty"`
+	Problems   []string             `json:"problems,omitempty"`
 	// EtcdDown is set under --watch while etcd cannot be read: the rest
 	// is the last status read.
 	EtcdDown *etcdOutage `json:"etcd_unreachable,omitempty"`
@@ -137,7 +136,7 @@ func (c *statusCommand) Run(ctx context.Context, args []string) error {
 	c.etcdConn.Register(fs)
 	c.kafkaConn.Register(fs, "", "Kafka bootstrap servers, to show committed and end offsets and lag")
 	fs.StringVar(&c.group, "group", "", "group name (required)")
-	fs.StringVar(&c.prefix, "prefix", state.DefaultPrefix, "etcd prefix of all groups")
+	fs.StringVar(&c.prefix, "prefix", schema.DefaultPrefix, "etcd prefix of all groups")
 	fs.BoolVar(&c.asJSON, "json", false, "print JSON")
 	fs.BoolVar(&c.watch, "watch", false, "refresh every second until interrupted")
 	if err := cli.Parse(fs, args); err != nil {
@@ -162,7 +161,7 @@ func (c *statusCommand) show(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cli, err := c.etcdConn.Connect(ctx, etcdCfg, keys.New(c.prefix, c.group).Root())
+	cli, err := c.etcdConn.Connect(ctx, etcdCfg, schema.Group{Prefix: c.prefix, Name: c.group}.Keys().Root())
 	if err != nil {
 		return err
 	}
@@ -188,7 +187,7 @@ func (c *statusCommand) show(ctx context.Context) error {
 	if kc != nil {
 		defer kc.Close()
 	}
-	g := state.Group{Prefix: c.prefix, Name: c.group}
+	g := schema.Group{Prefix: c.prefix, Name: c.group}
 	c.screen = stdoutIsTerminal()
 	if !c.watch {
 		st, err := readStatus(ctx, cli, kc, g)
@@ -230,21 +229,21 @@ func statusConsumer(ks *clientflags.KafkaSettings, group string, klog *kafkaLog)
 // offsets (kafkaOffsetsOf): the cost grows in round trips with the number
 // of members (one lease question each, eight at a time), not partitions.
 // A group with no key at all in etcd is errUnknownGroup.
-func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g state.Group) (*groupStatus, error) {
+func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g schema.Group) (*groupStatus, error) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	schema := keys.New(g.Prefix, g.Name)
+	keys := schema.Group{Prefix: g.Prefix, Name: g.Name}.Keys()
 	view, err := coord.ReadGroupView(rctx, cli, g)
 	if err != nil {
 		return nil, fmt.Errorf("%w; check --etcd", err)
 	}
 	snap := view.Snapshot
 	if len(snap.Members) == 0 && len(snap.Ranges) == 0 && snap.Generation.Generation == 0 && view.Leader == "" && !view.Pause.Paused {
-		if err := checkGroupExists(rctx, cli, schema); err != nil {
+		if err := checkGroupExists(rctx, cli, keys); err != nil {
 			return nil, err
 		}
 	}
-	reports, hotNames, loadProblems, err := loadReports(rctx, cli, schema)
+	reports, hotNames, loadProblems, err := loadReports(rctx, cli, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +259,7 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g
 		lastSeen[r.Member] = r.At
 	}
 
-	st := &groupStatus{Group: g.Name, Prefix: schema.Prefix(), At: time.Now(), Generation: snap.Generation.Generation, Leader: view.Leader}
+	st := &groupStatus{Group: g.Name, Prefix: keys.Prefix(), At: time.Now(), Generation: snap.Generation.Generation, Leader: view.Leader}
 	for _, m := range snap.Members {
 		ms := memberStatus{ID: m.ID, Host: m.Host, PID: m.PID, Weight: m.Weight, Started: m.Started, Leaving: m.Leaving}
 		if t, ok := ttls[m.Lease]; ok {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // status --json: the JSON forms of what members report in etcd (the
@@ -28,7 +28,7 @@ type stuckStatus struct {
 	Error     string    `json:"error,omitempty"`
 }
 
-func stuckStatusOf(s state.StuckRecord) stuckStatus {
+func stuckStatusOf(s schema.StuckRecord) stuckStatus {
 	return stuckStatus{Member: s.Member, Topic: s.Topic, Partition: s.Partition, Lo: s.Lo, Offset: s.Offset, Key: s.Key, Since: s.Since, Attempts: s.Attempts, Error: s.Error}
 }
 
@@ -49,7 +49,7 @@ type lossStatus struct {
 	Segments     []ledger.LostSegment `json:"segments"`
 }
 
-func lossStatusOf(l state.LossRecord) lossStatus {
+func lossStatusOf(l schema.LossRecord) lossStatus {
 	return lossStatus{Member: l.Member, Topic: l.Topic, Partition: l.Partition, Lo: l.Lo, Hi: l.Hi, At: l.At,
 		FromOffset: l.Window(), LogStart: l.LogStart, KnownPending: l.Known(), Segments: l.Segments}
 }

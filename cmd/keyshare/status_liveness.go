@@ -9,8 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/internal/keys"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // What status reads beside the group view: whether the group exists, how
@@ -21,14 +20,14 @@ import (
 var errUnknownGroup = errors.New("unknown group")
 
 // unknownGroupError names the group, the prefix and what to check.
-func unknownGroupError(s keys.Schema) error {
+func unknownGroupError(s schema.Keys) error {
 	return fmt.Errorf("%w %q: no key under %s in etcd (prefix %q); check --group, --prefix and --etcd (keyshare member creates the group when it first joins)",
 		errUnknownGroup, s.Group(), s.Root(), s.Prefix())
 }
 
 // checkGroupExists fails with errUnknownGroup when nothing is stored under
 // the group's root: a count, not a read of the keys.
-func checkGroupExists(ctx context.Context, cli *clientv3.Client, s keys.Schema) error {
+func checkGroupExists(ctx context.Context, cli *clientv3.Client, s schema.Keys) error {
 	resp, err := cli.Get(ctx, s.Root(), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return fmt.Errorf("read group %s: %w; check --etcd", s.Root(), err)
@@ -42,18 +41,18 @@ func checkGroupExists(ctx context.Context, cli *clientv3.Client, s keys.Schema) 
 // loadReports reads the members' load reports and the names of their hot
 // keys, by member id. A value that does not decode, or names another
 // member than its key, is left out and named in problems.
-func loadReports(ctx context.Context, cli *clientv3.Client, s keys.Schema) (reports []state.LoadReport, names map[string]state.HotKeyNames, problems []string, err error) {
+func loadReports(ctx context.Context, cli *clientv3.Client, s schema.Keys) (reports []schema.LoadReport, names map[string]schema.HotKeyNames, problems []string, err error) {
 	resp, err := cli.Txn(ctx).Then(clientv3.OpGet(s.Loads(), clientv3.WithPrefix()), clientv3.OpGet(s.HotKeysPrefix(), clientv3.WithPrefix())).Commit()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("read load reports: %w; check --etcd", err)
 	}
-	names = map[string]state.HotKeyNames{}
+	names = map[string]schema.HotKeyNames{}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		key := string(kv.Key)
 		id := strings.TrimPrefix(key, s.HotKeysPrefix())
-		n, err := state.DecodeHotKeys(key, kv.Value)
+		n, err := schema.DecodeHotKeys(key, kv.Value)
 		if err == nil && n.Member != id {
-			err = &state.BadValueError{Key: key, Problem: fmt.Sprintf("hot keys of member %q under the key of %q", n.Member, id)}
+			err = &schema.BadValueError{Key: key, Problem: fmt.Sprintf("hot keys of member %q under the key of %q", n.Member, id)}
 		}
 		if err != nil {
 			problems = append(problems, err.Error())
@@ -63,7 +62,7 @@ func loadReports(ctx context.Context, cli *clientv3.Client, s keys.Schema) (repo
 	}
 	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 		key := string(kv.Key)
-		r, err := state.DecodeLoad(key, kv.Value)
+		r, err := schema.DecodeLoad(key, kv.Value)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue

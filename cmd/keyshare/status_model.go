@@ -7,7 +7,7 @@ import (
 
 	"github.com/keyshare/keyshare/admin"
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // The arithmetic of keyshare status: pure functions of what was read from
@@ -78,7 +78,7 @@ func groupState(paused bool, members []memberStatus, parts []partitionStatus) (s
 	if n := countRanges(parts, func(r rangeStatus) bool { return r.OwnerGone }); n > 0 {
 		why = append(why, plural(n, "range")+" under an owner that is gone")
 	}
-	if n := countRanges(parts, func(r rangeStatus) bool { return !r.OwnerGone && r.State != state.StateActive }); n > 0 {
+	if n := countRanges(parts, func(r rangeStatus) bool { return !r.OwnerGone && r.State != schema.StateActive }); n > 0 {
 		why = append(why, plural(n, "range")+" being handed over")
 	}
 	leaving := 0
@@ -117,7 +117,7 @@ func plural(n int, what string) string {
 
 // loadRates sums the members' load reports: records handled per second by
 // member and by partition, over each report's interval.
-func loadRates(reports []state.LoadReport) (byMember map[string]float64, byTP map[assign.TopicPartition]float64) {
+func loadRates(reports []schema.LoadReport) (byMember map[string]float64, byTP map[assign.TopicPartition]float64) {
 	byMember = map[string]float64{}
 	byTP = map[assign.TopicPartition]float64{}
 	for _, r := range reports {
@@ -156,7 +156,7 @@ type reportedRange struct {
 // keys: each reported range's notable hot keys (state.NotableHotKey, the
 // rule members name them by), busiest first, by owner and range.
 // A hash without a name keeps a nil Key.
-func hotKeysOf(reports []state.LoadReport, names map[string]state.HotKeyNames) map[reportedRange][]hotKeyStatus {
+func hotKeysOf(reports []schema.LoadReport, names map[string]schema.HotKeyNames) map[reportedRange][]hotKeyStatus {
 	type hashOf struct {
 		topic     string
 		partition int32
@@ -170,7 +170,7 @@ func hotKeysOf(reports []state.LoadReport, names map[string]state.HotKeyNames) m
 		}
 		for _, rl := range r.Ranges {
 			for _, h := range rl.Hot {
-				if !state.NotableHotKey(h.BusyPerSec, rl.BusyPerSec) {
+				if !schema.NotableHotKey(h.BusyPerSec, rl.BusyPerSec) {
 					continue
 				}
 				hk := hotKeyStatus{Hash: h.Hash, BusyPerSec: h.BusyPerSec}

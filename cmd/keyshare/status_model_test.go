@@ -8,7 +8,7 @@ import (
 
 	"github.com/keyshare/keyshare/admin"
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -62,9 +62,9 @@ func TestLagLine(t *testing.T) {
 
 // TestGroupState: the state line from members, ranges and the pause.
 func TestGroupState(t *testing.T) {
-	active := rangeStatus{Owner: "a", State: state.StateActive}
-	gone := rangeStatus{Owner: "x", State: state.StateActive, OwnerGone: true}
-	revoking := rangeStatus{Owner: "a", State: state.StateRevoking, Target: "b"}
+	active := rangeStatus{Owner: "a", State: schema.StateActive}
+	gone := rangeStatus{Owner: "x", State: schema.StateActive, OwnerGone: true}
+	revoking := rangeStatus{Owner: "a", State: schema.StateRevoking, Target: "b"}
 	parts := func(rs ...rangeStatus) []partitionStatus { return []partitionStatus{{Topic: "t", Ranges: rs}} }
 	a, b := memberStatus{ID: "a"}, memberStatus{ID: "b"}
 	for _, tc := range []struct {
@@ -87,14 +87,14 @@ func TestGroupState(t *testing.T) {
 				t.Fatalf("groupState = %q (%s); want %q (%s)", s, why, tc.state, tc.why)
 			}
 			// The one rule: group list and describe (admin.StateOf) say the same.
-			members := make(map[string]state.Member)
+			members := make(map[string]schema.Member)
 			for _, m := range tc.members {
-				members[m.ID] = state.Member{MemberInfo: state.MemberInfo{ID: m.ID, Leaving: m.Leaving}}
+				members[m.ID] = schema.Member{MemberInfo: schema.MemberInfo{ID: m.ID, Leaving: m.Leaving}}
 			}
-			var ranges []state.RangeState
+			var ranges []schema.RangeState
 			for _, p := range tc.parts {
 				for _, r := range p.Ranges {
-					ranges = append(ranges, state.RangeState{Record: state.RangeRecord{Topic: p.Topic, Owner: r.Owner, State: r.State}})
+					ranges = append(ranges, schema.RangeState{Record: schema.RangeRecord{Topic: p.Topic, Owner: r.Owner, State: r.State}})
 				}
 			}
 			if a := admin.StateOf(tc.paused, members, ranges); string(a) != s {
@@ -109,7 +109,7 @@ func TestLoadRates(t *testing.T) {
 	rl := func(topic string, p int32, rps float64) assign.RangeLoad {
 		return assign.RangeLoad{Topic: topic, Partition: p, Lo: 0, Hi: 1, RecordsPerSec: rps}
 	}
-	byMember, byTP := loadRates([]state.LoadReport{
+	byMember, byTP := loadRates([]schema.LoadReport{
 		{Member: "a", Ranges: []assign.RangeLoad{rl("t", 0, 10), rl("t", 1, 5)}},
 		{Member: "b", Ranges: []assign.RangeLoad{rl("t", 0, 2.5)}},
 		{Member: "idle"},
@@ -203,7 +203,7 @@ func TestLagTrend(t *testing.T) {
 // taken; a hash without a name keeps a nil key; the share is of the
 // range's busy time; a key with too little of it (hash 11) is left out.
 func TestHotKeysOf(t *testing.T) {
-	reports := []state.LoadReport{
+	reports := []schema.LoadReport{
 		{Member: "m1", Ranges: []assign.RangeLoad{
 			{Topic: "t", Partition: 0, Lo: 0, Hi: 100, BusyPerSec: 0.8, Hot: []assign.HotKey{{Hash: 7, BusyPerSec: 0.6}, {Hash: 9, BusyPerSec: 0.1}, {Hash: 11, BusyPerSec: 0.001}}},
 			{Topic: "t", Partition: 1, Lo: 0, Hi: 100, BusyPerSec: 0, Hot: nil},
@@ -212,9 +212,9 @@ func TestHotKeysOf(t *testing.T) {
 			{Topic: "t", Partition: 0, Lo: 100, Hi: 200, BusyPerSec: 0.5, Hot: []assign.HotKey{{Hash: 150, BusyPerSec: 0.5}}},
 		}},
 	}
-	names := map[string]state.HotKeyNames{
-		"m1": {Member: "m1", Keys: []state.HotKeyName{{Topic: "t", Partition: 0, Hash: 7, Key: "acct-42"}, {Topic: "t", Partition: 1, Hash: 9, Key: "elsewhere"}}},
-		"m3": {Member: "m3", Keys: []state.HotKeyName{{Topic: "t", Partition: 0, Hash: 150, Key: "not m2's"}}},
+	names := map[string]schema.HotKeyNames{
+		"m1": {Member: "m1", Keys: []schema.HotKeyName{{Topic: "t", Partition: 0, Hash: 7, Key: "acct-42"}, {Topic: "t", Partition: 1, Hash: 9, Key: "elsewhere"}}},
+		"m3": {Member: "m3", Keys: []schema.HotKeyName{{Topic: "t", Partition: 0, Hash: 150, Key: "not m2's"}}},
 	}
 	got := hotKeysOf(reports, names)
 	m1 := got[reportedRange{"m1", "t", 0, 0, 100}]

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keyshare/keyshare/internal/keys"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // TestWatchSurvivesEtcdErrors: under --watch --json, an etcd error keeps
@@ -24,7 +24,9 @@ func TestWatchSurvivesEtcdErrors(t *testing.T) {
 		}
 	}
 	bad := func() (*groupStatus, error) { return nil, etcdErr }
-	reads := []func() (*groupStatus, error){good(1), bad, bad, good(2), func() (*groupStatus, error) { return nil, unknownGroupError(keys.New("/keyshare", "g")) }}
+	reads := []func() (*groupStatus, error){good(1), bad, bad, good(2), func() (*groupStatus, error) {
+		return nil, unknownGroupError(schema.Group{Prefix: "/keyshare", Name: "g"}.Keys())
+	}}
 	i := 0
 	read := func() (*groupStatus, error) {
 		r := reads[i]
@@ -79,7 +81,9 @@ func TestWatchToPipeIsPlain(t *testing.T) {
 	reads := []func() (*groupStatus, error){
 		func() (*groupStatus, error) { return &groupStatus{Group: "g", Generation: 1, State: groupStable}, nil },
 		func() (*groupStatus, error) { return &groupStatus{Group: "g", Generation: 2, State: groupStable}, nil },
-		func() (*groupStatus, error) { return nil, unknownGroupError(keys.New("/keyshare", "g")) },
+		func() (*groupStatus, error) {
+			return nil, unknownGroupError(schema.Group{Prefix: "/keyshare", Name: "g"}.Keys())
+		},
 	}
 	i := 0
 	read := func() (*groupStatus, error) { i++; return reads[i-1]() }

@@ -14,8 +14,8 @@ import (
 	"github.com/keyshare/keyshare/deliver"
 	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/clientflags"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/textsafe"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Command is the member command: its flags, their checks and its run.
@@ -98,7 +98,7 @@ func (c *Command) Run(ctx context.Context, args []string) error {
 		// trying (its consumer retries, logging what fails once a minute).
 		log.Warn("Kafka brokers not reachable yet; the member keeps trying", "error", err)
 	}
-	etcd, err := c.etcdConn.Connect(ctx, etcdCfg, keys.New(cfg.Prefix, cfg.Group).Root())
+	etcd, err := c.etcdConn.Connect(ctx, etcdCfg, schema.Group{Prefix: cfg.Prefix, Name: cfg.Group}.Keys().Root())
 	if err != nil {
 		return err
 	}

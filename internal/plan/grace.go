@@ -3,7 +3,7 @@ package plan
 import (
 	"time"
 
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // GoneTracker is the leader's side of the failover grace: it remembers, on
@@ -27,13 +27,13 @@ type GoneTracker struct {
 
 // Held returns the ranges that must wait (their registration gone for less
 // than grace), and how long until the first of them may move (0 if none).
-func (g *GoneTracker) Held(snap *state.Snapshot, now time.Time, grace time.Duration) (map[RangeObs]bool, time.Duration) {
+func (g *GoneTracker) Held(snap *schema.Snapshot, now time.Time, grace time.Duration) (map[RangeObs]bool, time.Duration) {
 	if g.first == nil {
 		g.first = map[RangeObs]time.Time{}
 	}
 	gone := map[RangeObs]bool{}
 	for _, r := range snap.Ranges {
-		if _, live := snap.OwnerOf(r); !live && r.Record.State != state.StateReleased {
+		if _, live := snap.OwnerOf(r); !live && r.Record.State != schema.StateReleased {
 			gone[RangeObs{r.Key, r.Rev}] = true
 		}
 	}

@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // TestFailoverGrace: a range whose owner is gone stays put until
@@ -18,12 +17,12 @@ import (
 // from when the leader first saw its owner gone, not from the new
 // registration.
 func TestFailoverGrace(t *testing.T) {
-	schema := keys.New("/keyshare", "g")
+	keys := schema.Group{Prefix: "/keyshare", Name: "g"}.Keys()
 	tp := assign.TopicPartition{Topic: "t", Partition: 0}
-	r := state.RangeState{Key: schema.Range("t", 0, 0), Rev: 5, LedgerKey: schema.LedgerEntry("t", 0, 0), EntryRev: 6,
-		Record: state.RangeRecord{Topic: "t", Partition: 0, Lo: 0, Hi: ledger.HashSpace, Owner: "a", State: state.StateActive}}
+	r := schema.RangeState{Key: keys.Range("t", 0, 0), Rev: 5, LedgerKey: keys.LedgerEntry("t", 0, 0), EntryRev: 6,
+		Record: schema.RangeRecord{Topic: "t", Partition: 0, Lo: 0, Hi: ledger.HashSpace, Owner: "a", State: schema.StateActive}}
 	obs := RangeObs{r.Key, r.Rev}
-	snap := &state.Snapshot{Members: map[string]state.Member{"b": {}}, Ranges: []state.RangeState{r}}
+	snap := &schema.Snapshot{Members: map[string]schema.Member{"b": {}}, Ranges: []schema.RangeState{r}}
 	want := []assign.Slice{{TopicPartition: tp, Range: ledger.HashRange{Lo: 0, Hi: ledger.HashSpace}, Owner: "b"}}
 	grace := time.Second
 	t0 := time.Now()
@@ -42,7 +41,7 @@ func TestFailoverGrace(t *testing.T) {
 		if held[obs] != c.held || wait != c.wait {
 			t.Errorf("after %s: held %v wait %s, want %v %s", c.after, held, wait, c.held, c.wait)
 		}
-		in := Input{Schema: schema, Snap: snap, Now: t0, DrainTimeout: time.Minute, Gen: 2, Held: held}
+		in := Input{Schema: keys, Snap: snap, Now: t0, DrainTimeout: time.Minute, Gen: 2, Held: held}
 		ch, ok := in.rangeChange(r, want)
 		if ok != c.failOver {
 			t.Errorf("after %s: change %v (%q), want %v", c.after, ok, ch.What, c.failOver)
@@ -53,7 +52,7 @@ func TestFailoverGrace(t *testing.T) {
 		t.Error("held with FailoverGrace 0")
 	}
 	// The owner comes back: forgotten, and a later loss waits a full grace.
-	snap.Members["a"] = state.Member{CreateRev: 1}
+	snap.Members["a"] = schema.Member{CreateRev: 1}
 	g.Held(snap, t0.Add(2*grace), grace)
 	delete(snap.Members, "a")
 	if held, wait := g.Held(snap, t0.Add(3*grace), grace); !held[obs] || wait != grace {
@@ -63,7 +62,7 @@ func TestFailoverGrace(t *testing.T) {
 	// grace is over: the range still belongs to the registration that
 	// went. It waits out the grace counted from the loss, then fails
 	// over, to a again if the assignor keeps it there.
-	snap.Members["a"] = state.Member{CreateRev: 9}
+	snap.Members["a"] = schema.Member{CreateRev: 9}
 	if held, wait := g.Held(snap, t0.Add(3*grace+300*time.Millisecond), grace); !held[obs] || wait != 700*time.Millisecond {
 		t.Errorf("after a registered again: held %v wait %s, want the range held 700ms more", held, wait)
 	}
@@ -72,7 +71,7 @@ func TestFailoverGrace(t *testing.T) {
 	}
 	keep := []assign.Slice{{TopicPartition: tp, Range: ledger.HashRange{Lo: 0, Hi: ledger.HashSpace}, Owner: "a"}}
 	held, _ := g.Held(snap, t0.Add(4*grace), grace)
-	in := Input{Schema: schema, Snap: snap, Now: t0, DrainTimeout: time.Minute, Gen: 2, Held: held}
+	in := Input{Schema: keys, Snap: snap, Now: t0, DrainTimeout: time.Minute, Gen: 2, Held: held}
 	if ch, ok := in.rangeChange(r, keep); !ok || !strings.HasPrefix(ch.What, "fail over") {
 		t.Errorf("the old registration's range after the grace: change %v (%q), want a fail over to a's new registration", ok, ch.What)
 	}

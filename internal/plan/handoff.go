@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // maxPlannedHandoffs bounds a plan's value (about 100 bytes a range, so
@@ -22,7 +22,7 @@ const maxPlannedHandoffs = 4096
 // entry for a range already handed off, or otherwise moved on, does not
 // count: the leaver's write of it fails its revision guard anyway, and
 // rewriting the plan would fence the leaver's other handoffs under way.
-func handoffMatches(h state.StoredHandoff, want []state.PlannedHandoff, pending map[string]int64, members map[string]state.Member) bool {
+func handoffMatches(h schema.StoredHandoff, want []schema.PlannedHandoff, pending map[string]int64, members map[string]schema.Member) bool {
 	wanted := make(map[string]bool, len(want))
 	for _, w := range want {
 		if h.ByKey[w.Key] != w || h.Plan.Members[w.To] != members[w.To].CreateRev {
@@ -45,14 +45,14 @@ func handoffMatches(h state.StoredHandoff, want []state.PlannedHandoff, pending 
 // assignment changed, a range it names is now cut between members): the
 // leaver's writes compare its revision. A plan left with no range is
 // written empty, so the leaver releases every range to the leader.
-func (in Input) handoffPlans(have map[assign.TopicPartition][]state.RangeState, want map[assign.TopicPartition][]assign.Slice) []Change {
-	planned := make(map[string][]state.PlannedHandoff)
+func (in Input) handoffPlans(have map[assign.TopicPartition][]schema.RangeState, want map[assign.TopicPartition][]assign.Slice) []Change {
+	planned := make(map[string][]schema.PlannedHandoff)
 	pending := make(map[string]map[string]int64) // leaver → its ranges a plan could send → revision
 	for _, p := range in.Parts {
 		tp := p.TopicPartition
 		for _, r := range have[tp] {
 			from, alive := in.Snap.OwnerOf(r)
-			if !alive || r.Record.State != state.StateActive || !from.ReleasesUnasked() || r.EntryErr != nil || in.drainOver(r) {
+			if !alive || r.Record.State != schema.StateActive || !from.ReleasesUnasked() || r.EntryErr != nil || in.drainOver(r) {
 				continue
 			}
 			if pending[from.ID] == nil {
@@ -67,7 +67,7 @@ func (in Input) handoffPlans(have map[assign.TopicPartition][]state.RangeState, 
 			if !ok || to.Leaving || to.ID == from.ID || len(planned[from.ID]) == maxPlannedHandoffs {
 				continue
 			}
-			planned[from.ID] = append(planned[from.ID], state.PlannedHandoff{Key: r.Key, Rev: r.Rev, To: to.ID})
+			planned[from.ID] = append(planned[from.ID], schema.PlannedHandoff{Key: r.Key, Rev: r.Rev, To: to.ID})
 		}
 	}
 	var out []Change
@@ -76,7 +76,7 @@ func (in Input) handoffPlans(have map[assign.TopicPartition][]state.RangeState, 
 		if !from.ReleasesUnasked() || from.Lease == 0 || handoffMatches(from.Handoff, ranges, pending[id], in.Snap.Members) {
 			continue
 		}
-		plan := state.HandoffPlan{V: state.RecordVersion, Gen: in.Gen, Members: make(map[string]int64), Ranges: append([]state.PlannedHandoff{}, ranges...)}
+		plan := schema.HandoffPlan{V: schema.RecordVersion, Gen: in.Gen, Members: make(map[string]int64), Ranges: append([]schema.PlannedHandoff{}, ranges...)}
 		for _, r := range ranges {
 			plan.Members[r.To] = in.Snap.Members[r.To].CreateRev
 		}
@@ -87,7 +87,7 @@ func (in Input) handoffPlans(have map[assign.TopicPartition][]state.RangeState, 
 				{Key: in.Schema.Member(id), Rev: from.CreateRev, Created: true},
 				guardRev(key, from.Handoff.Rev),
 			},
-			Writes: []Write{{Key: key, Value: state.Encode(plan), Lease: from.Lease}},
+			Writes: []Write{{Key: key, Value: schema.Encode(plan), Lease: from.Lease}},
 		})
 	}
 	return out

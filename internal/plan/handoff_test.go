@@ -9,17 +9,17 @@ import (
 
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // handoffChanges plans snap with the leaving member's drain budget set and
 // returns the plans written, by leaving member, with the changes that are
 // not plans.
-func handoffChanges(t *testing.T, snap *state.Snapshot, parts []assign.PartitionWeight) (plans map[string]state.HandoffPlan, others []Change) {
+func handoffChanges(t *testing.T, snap *schema.Snapshot, parts []assign.PartitionWeight) (plans map[string]schema.HandoffPlan, others []Change) {
 	t.Helper()
 	in := Input{Schema: planSchema, Snap: snap, Parts: parts, Now: time.Now(), Clock: time.Now(), Seen: map[RangeObs]time.Time{},
 		DrainTimeout: 10 * time.Second, Grace: time.Second, Gen: 7, MaxTxnOps: 128}
-	plans = make(map[string]state.HandoffPlan)
+	plans = make(map[string]schema.HandoffPlan)
 	for _, c := range Plan(in) {
 		if !strings.HasPrefix(c.What, "plan the handoff") {
 			others = append(others, c)
@@ -35,7 +35,7 @@ func handoffChanges(t *testing.T, snap *state.Snapshot, parts []assign.Partition
 			t.Fatalf("a plan change of writes %+v guarded by %+v, want one put under %s's lease %d guarded by %+v (its registration and the plan's revision)", c.Writes, c.Guards, id, from.Lease, wantGuards)
 		}
 		key := c.Writes[0].Key
-		h, err := state.DecodeHandoff(key, []byte(c.Writes[0].Value), math.MaxInt64) // not written yet: any revision the plan names was read before
+		h, err := schema.DecodeHandoff(key, []byte(c.Writes[0].Value), math.MaxInt64) // not written yet: any revision the plan names was read before
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +44,7 @@ func handoffChanges(t *testing.T, snap *state.Snapshot, parts []assign.Partition
 	return plans, others
 }
 
-func leaving(snap *state.Snapshot, id string) {
+func leaving(snap *schema.Snapshot, id string) {
 	m := snap.Members[id]
 	m.Leaving, m.DrainMs, m.Lease = true, 10_000, 42
 	snap.Members[id] = m
@@ -57,16 +57,16 @@ func TestHandoffPlans(t *testing.T) {
 		parts = append(parts, assign.PartitionWeight{TopicPartition: assign.TopicPartition{Topic: "t", Partition: p}})
 	}
 	// Four partitions, one range each: a and b own two each.
-	snap := func() *state.Snapshot {
-		s := &state.Snapshot{Members: make(map[string]state.Member), BadRanges: map[string]int64{}, Rev: 20}
+	snap := func() *schema.Snapshot {
+		s := &schema.Snapshot{Members: make(map[string]schema.Member), BadRanges: map[string]int64{}, Rev: 20}
 		for i, id := range []string{"a", "b", "c"} {
-			s.Members[id] = state.Member{MemberInfo: state.MemberInfo{V: 1, ID: id, Weight: 1}, CreateRev: int64(i + 1), Lease: int64(i + 1)}
+			s.Members[id] = schema.Member{MemberInfo: schema.MemberInfo{V: 1, ID: id, Weight: 1}, CreateRev: int64(i + 1), Lease: int64(i + 1)}
 		}
 		for p := range int32(4) {
 			owner := []string{"a", "a", "b", "b"}[p]
-			s.Ranges = append(s.Ranges, state.RangeState{
+			s.Ranges = append(s.Ranges, schema.RangeState{
 				Key:       planSchema.Range("t", p, 0),
-				Record:    state.RangeRecord{V: 1, Topic: "t", Partition: p, Lo: 0, Hi: ledger.HashSpace, Owner: owner, State: state.StateActive, Gen: 1},
+				Record:    schema.RangeRecord{V: 1, Topic: "t", Partition: p, Lo: 0, Hi: ledger.HashSpace, Owner: owner, State: schema.StateActive, Gen: 1},
 				Rev:       int64(10 + p),
 				LedgerKey: planSchema.LedgerEntry("t", p, 0),
 				Entry:     ledger.Entry{Segments: []ledger.Segment{{Lo: 0, Hi: ledger.HashSpace, Next: 5}}},
@@ -103,7 +103,7 @@ func TestHandoffPlans(t *testing.T) {
 
 		// Stored, it is not written again, also once a range has moved.
 		m := s.Members["a"]
-		m.Handoff = state.StoredHandoff{Rev: 30, Plan: p, ByKey: map[string]state.PlannedHandoff{p.Ranges[0].Key: p.Ranges[0], p.Ranges[1].Key: p.Ranges[1]}}
+		m.Handoff = schema.StoredHandoff{Rev: 30, Plan: p, ByKey: map[string]schema.PlannedHandoff{p.Ranges[0].Key: p.Ranges[0], p.Ranges[1].Key: p.Ranges[1]}}
 		s.Members["a"] = m
 		if plans, _ := handoffChanges(t, s, parts); len(plans) != 0 {
 			t.Fatalf("the stored plan was written again: %v", plans)
@@ -115,7 +115,7 @@ func TestHandoffPlans(t *testing.T) {
 
 		// b went, c came: a's range goes to c, in a new plan.
 		delete(s.Members, "b")
-		s.Members["c"] = state.Member{MemberInfo: state.MemberInfo{V: 1, ID: "c", Weight: 1}, CreateRev: 9, Lease: 9}
+		s.Members["c"] = schema.Member{MemberInfo: schema.MemberInfo{V: 1, ID: "c", Weight: 1}, CreateRev: 9, Lease: 9}
 		plans, _ = handoffChanges(t, s, parts)
 		if p := plans["a"]; len(p.Ranges) != 1 || p.Ranges[0].To != "c" || p.Members["c"] != 9 {
 			t.Fatalf("after b went: plans %+v, want a's remaining range to c", plans)
@@ -139,10 +139,10 @@ func TestHandoffPlans(t *testing.T) {
 		s.Ranges = s.Ranges[:1]
 		// The plan sent a's range whole to d, which crashed; b and c now
 		// share the partition.
-		stale := state.PlannedHandoff{Key: s.Ranges[0].Key, Rev: s.Ranges[0].Rev, To: "d"}
+		stale := schema.PlannedHandoff{Key: s.Ranges[0].Key, Rev: s.Ranges[0].Rev, To: "d"}
 		m := s.Members["a"]
-		m.Handoff = state.StoredHandoff{Rev: 30, Plan: state.HandoffPlan{V: 1, Gen: 6, Members: map[string]int64{"d": 8}, Ranges: []state.PlannedHandoff{stale}},
-			ByKey: map[string]state.PlannedHandoff{stale.Key: stale}}
+		m.Handoff = schema.StoredHandoff{Rev: 30, Plan: schema.HandoffPlan{V: 1, Gen: 6, Members: map[string]int64{"d": 8}, Ranges: []schema.PlannedHandoff{stale}},
+			ByKey: map[string]schema.PlannedHandoff{stale.Key: stale}}
 		s.Members["a"] = m
 		plans, _ := handoffChanges(t, s, parts[:1])
 		p, ok := plans["a"]

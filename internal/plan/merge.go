@@ -5,7 +5,7 @@ import (
 
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Merging fragments: adjacent ranges of one owner become one range.
@@ -41,20 +41,20 @@ import (
 
 // mergeDrain reports whether r was revoked (or released) to its own owner:
 // the first step of a merge.
-func mergeDrain(r state.RangeState) bool {
-	return r.Record.State != state.StateActive && r.Record.Target == r.Record.Owner
+func mergeDrain(r schema.RangeState) bool {
+	return r.Record.State != schema.StateActive && r.Record.Target == r.Record.Owner
 }
 
 // mergeable reports whether r can be part of a merge run: a readable ledger
 // entry, an owner that is alive and staying, which the desired assignment
 // keeps all of r with, and no handoff to another member.
-func (in Input) mergeable(r state.RangeState, want []assign.Slice) bool {
+func (in Input) mergeable(r schema.RangeState, want []assign.Slice) bool {
 	rec := r.Record
 	m, alive := in.Snap.OwnerOf(r)
 	if !alive || m.Leaving || r.EntryErr != nil {
 		return false
 	}
-	if rec.State != state.StateActive && !mergeDrain(r) {
+	if rec.State != schema.StateActive && !mergeDrain(r) {
 		return false
 	}
 	pieces := split(rec.Range(), want)
@@ -68,12 +68,12 @@ func (in Input) maxMergeRun() int { return max(2, in.budget()/2) }
 // merges plans the merges of partition tp's ranges (have, in hash order):
 // the changes, and the keys of the ranges they deal with, which the rest of
 // the plan leaves alone this round.
-func (in Input) merges(tp assign.TopicPartition, have []state.RangeState, want []assign.Slice) ([]Change, map[string]bool) {
+func (in Input) merges(tp assign.TopicPartition, have []schema.RangeState, want []assign.Slice) ([]Change, map[string]bool) {
 	// New merge drains start only when nothing else moves in the
 	// partition: first the assignment settles, then its fragments merge.
 	quiet := true
 	for _, r := range have {
-		if !in.mergeable(r, want) && !(r.Record.State == state.StateActive && stays(r, want)) {
+		if !in.mergeable(r, want) && !(r.Record.State == schema.StateActive && stays(r, want)) {
 			quiet = false
 			break
 		}
@@ -115,8 +115,8 @@ func (in Input) merges(tp assign.TopicPartition, have []state.RangeState, want [
 			changes = append(changes, in.merge(tp, run))
 		case (quiet && in.Defrag) || started:
 			for _, r := range run {
-				if r.Record.State == state.StateActive {
-					c := in.replace(r, []next{{piece{r.Record.Range(), r.Record.Owner}, state.StateRevoking, r.Record.Owner}}, false, "revoke to merge")
+				if r.Record.State == schema.StateActive {
+					c := in.replace(r, []next{{piece{r.Record.Range(), r.Record.Owner}, schema.StateRevoking, r.Record.Owner}}, false, "revoke to merge")
 					c.Defrag = true
 					changes = append(changes, c)
 				}
@@ -132,7 +132,7 @@ func (in Input) merges(tp assign.TopicPartition, have []state.RangeState, want [
 }
 
 // stays reports whether the desired assignment keeps all of r with its owner.
-func stays(r state.RangeState, want []assign.Slice) bool {
+func stays(r schema.RangeState, want []assign.Slice) bool {
 	pieces := split(r.Record.Range(), want)
 	return len(pieces) == 1 && pieces[0].owner == r.Record.Owner
 }
@@ -140,19 +140,19 @@ func stays(r state.RangeState, want []assign.Slice) bool {
 // drained reports whether merge-drained range r may be merged: its owner
 // released it, or its drain budget has passed (then, as in any handoff after
 // a drain timeout, records still in flight run again).
-func (in Input) drained(r state.RangeState) bool {
+func (in Input) drained(r schema.RangeState) bool {
 	if !mergeDrain(r) {
 		return false
 	}
-	return r.Record.State == state.StateReleased || in.drainOver(r)
+	return r.Record.State == schema.StateReleased || in.drainOver(r)
 }
 
 // merge replaces run (adjacent ranges of one owner, all drained, all with
 // state or all without) by one active range at the first range's key.
-func (in Input) merge(tp assign.TopicPartition, run []state.RangeState) Change {
+func (in Input) merge(tp assign.TopicPartition, run []schema.RangeState) Change {
 	first, last := run[0], run[len(run)-1]
 	rec := first.Record
-	rec.Hi, rec.State, rec.Target, rec.DrainMs, rec.Gen, rec.Since = last.Record.Hi, state.StateActive, "", 0, in.Gen, in.Now
+	rec.Hi, rec.State, rec.Target, rec.DrainMs, rec.Gen, rec.Since = last.Record.Hi, schema.StateActive, "", 0, in.Gen, in.Now
 	entry := first.Entry
 	c := Change{What: fmt.Sprintf("merge %d ranges of %s into %s/%d %s", len(run), rec.Owner, tp.Topic, tp.Partition, rec.Range()), Defrag: true}
 	for i, r := range run {
@@ -165,6 +165,6 @@ func (in Input) merge(tp assign.TopicPartition, run []state.RangeState) Change {
 			c.Writes = append(c.Writes, del(r.Key), del(r.LedgerKey))
 		}
 	}
-	c.Writes = append(c.Writes, put(first.Key, state.Encode(rec)), put(first.LedgerKey, string(ledger.Encode(entry))))
+	c.Writes = append(c.Writes, put(first.Key, schema.Encode(rec)), put(first.LedgerKey, string(ledger.Encode(entry))))
 	return c
 }

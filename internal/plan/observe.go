@@ -3,7 +3,7 @@ package plan
 import (
 	"time"
 
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Observe notes, on the leader's own clock, the first time each draining
@@ -11,10 +11,10 @@ import (
 // drains it unasked) — and forgets records that changed or are gone. seen
 // is the map the leader keeps across rounds and gives the plan as
 // Input.Seen.
-func Observe(seen map[RangeObs]time.Time, snap *state.Snapshot, now time.Time) {
+func Observe(seen map[RangeObs]time.Time, snap *schema.Snapshot, now time.Time) {
 	current := make(map[RangeObs]bool)
 	for _, r := range snap.Ranges {
-		if m, _ := snap.OwnerOf(r); r.Record.State == state.StateRevoking || r.Record.State == state.StateActive && m.ReleasesUnasked() {
+		if m, _ := snap.OwnerOf(r); r.Record.State == schema.StateRevoking || r.Record.State == schema.StateActive && m.ReleasesUnasked() {
 			o := RangeObs{Key: r.Key, Rev: r.Rev}
 			current[o] = true
 			if _, ok := seen[o]; !ok {

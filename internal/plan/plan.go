@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // Change is one atomic step of a new assignment: the writes that replace
@@ -53,8 +52,8 @@ func del(key string) Write { return Write{Key: key, Delete: true} }
 
 // Input is everything the planner needs; planning itself does no I/O.
 type Input struct {
-	Schema       keys.Schema
-	Snap         *state.Snapshot
+	Schema       schema.Keys
+	Snap         *schema.Snapshot
 	Parts        []assign.PartitionWeight
 	Now          time.Time // the wall-clock time records are written with
 	DrainTimeout time.Duration
@@ -102,12 +101,12 @@ type RangeObs struct {
 // same count applies, from when this leader first saw the owner leaving
 // (after that write), with the grace covering the member's delay in
 // starting, as it covers a revoke's delivery.
-func (in Input) drainOver(r state.RangeState) bool {
+func (in Input) drainOver(r schema.RangeState) bool {
 	budget := in.DrainTimeout
 	if r.Record.DrainMs > 0 {
 		budget = time.Duration(r.Record.DrainMs) * time.Millisecond
 	}
-	if m, _ := in.Snap.OwnerOf(r); r.Record.State == state.StateActive && m.ReleasesUnasked() {
+	if m, _ := in.Snap.OwnerOf(r); r.Record.State == schema.StateActive && m.ReleasesUnasked() {
 		budget = time.Duration(m.DrainMs) * time.Millisecond
 	}
 	at, ok := in.Seen[RangeObs{r.Key, r.Rev}]
@@ -249,14 +248,14 @@ func (in Input) fill(tp assign.TopicPartition, gap ledger.HashRange, want []assi
 	}
 	var dels []doomed
 	for k, rev := range in.Snap.BadRanges {
-		topic, part, lo, err := keys.ParseRangeKey(in.Schema.Ranges(), k)
+		topic, part, lo, err := schema.ParseRangeKey(in.Schema.Ranges(), k)
 		if err == nil && topic == tp.Topic && part == tp.Partition && gap.Contains(uint32(lo)) && !startsPiece(pieces, lo) {
 			g := guardRev(k, rev)
 			dels = append(dels, doomed{lo, &g, k})
 		}
 	}
 	for _, k := range in.Snap.Orphans {
-		topic, part, lo, err := keys.ParseRangeKey(in.Schema.Ledger(), k)
+		topic, part, lo, err := schema.ParseRangeKey(in.Schema.Ledger(), k)
 		if err == nil && topic == tp.Topic && part == tp.Partition && gap.Contains(uint32(lo)) && !startsPiece(pieces, lo) {
 			dels = append(dels, doomed{lo, nil, k})
 		}
@@ -287,7 +286,7 @@ func (in Input) fill(tp assign.TopicPartition, gap ledger.HashRange, want []assi
 		// The key is free, or holds a damaged record being replaced.
 		c.Guards = append(c.Guards, guardRev(key, in.Snap.BadRanges[key]))
 		c.Writes = append(c.Writes,
-			put(key, state.Encode(in.record(tp, p, state.StateActive, ""))),
+			put(key, schema.Encode(in.record(tp, p, schema.StateActive, ""))),
 			put(in.Schema.LedgerEntry(tp.Topic, tp.Partition, p.r.Lo), string(ledger.Encode(ledger.Entry{}))))
 		filled.Hi = p.r.Hi
 		for len(dels) > 0 && p.r.Contains(uint32(dels[0].lo)) {
@@ -306,15 +305,15 @@ func (in Input) fill(tp assign.TopicPartition, gap ledger.HashRange, want []assi
 // ledger keys that lie inside a range of tp, each only if unchanged since the
 // snapshot. (fill deletes those in gaps.) A key where a range of this round's
 // plan starts is left alone: that range's write replaces it.
-func (in Input) clean(tp assign.TopicPartition, have []state.RangeState, want []assign.Slice) []Change {
+func (in Input) clean(tp assign.TopicPartition, have []schema.RangeState, want []assign.Slice) []Change {
 	type doomed struct{ key, what string }
 	var dels []doomed
 	find := func(prefix string, k string) {
-		topic, part, lo, err := keys.ParseRangeKey(prefix, k)
+		topic, part, lo, err := schema.ParseRangeKey(prefix, k)
 		if err != nil || topic != tp.Topic || part != tp.Partition {
 			return
 		}
-		i, _ := slices.BinarySearchFunc(have, lo, func(r state.RangeState, lo uint64) int { return cmp.Compare(r.Record.Hi, lo+1) })
+		i, _ := slices.BinarySearchFunc(have, lo, func(r schema.RangeState, lo uint64) int { return cmp.Compare(r.Record.Hi, lo+1) })
 		if i == len(have) || !have[i].Record.Range().Contains(uint32(lo)) || startsPiece(split(have[i].Record.Range(), want), lo) {
 			return
 		}
@@ -353,12 +352,12 @@ func startsPiece(pieces []piece, lo uint64) bool {
 	return false
 }
 
-func (in Input) record(tp assign.TopicPartition, p piece, st, target string) state.RangeRecord {
-	rec := state.RangeRecord{
-		V: state.RecordVersion, Topic: tp.Topic, Partition: tp.Partition, Lo: p.r.Lo, Hi: p.r.Hi,
+func (in Input) record(tp assign.TopicPartition, p piece, st, target string) schema.RangeRecord {
+	rec := schema.RangeRecord{
+		V: schema.RecordVersion, Topic: tp.Topic, Partition: tp.Partition, Lo: p.r.Lo, Hi: p.r.Hi,
 		Owner: p.owner, State: st, Target: target, Gen: in.Gen, Since: in.Now,
 	}
-	if st == state.StateRevoking {
+	if st == schema.StateRevoking {
 		rec.DrainMs = in.DrainTimeout.Milliseconds()
 	}
 	return rec
@@ -369,12 +368,12 @@ func (in Input) record(tp assign.TopicPartition, p piece, st, target string) sta
 // when no range is being handed to another member (a burst of joins moves
 // little while it lasts, and the layout moves once after it), and only when
 // want has more slices than any contiguous layout can (P + M − 1).
-func useContiguous(snap *state.Snapshot, parts, members int, want []assign.Slice) bool {
+func useContiguous(snap *schema.Snapshot, parts, members int, want []assign.Slice) bool {
 	if members <= parts || len(want) <= parts+members-1 {
 		return false
 	}
 	for _, r := range snap.Ranges {
-		if r.Record.State != state.StateActive && r.Record.Target != r.Record.Owner {
+		if r.Record.State != schema.StateActive && r.Record.Target != r.Record.Owner {
 			return false
 		}
 	}

@@ -7,9 +7,8 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // The safety argument of the leader's plan, stated on its changes as data:
@@ -25,9 +24,9 @@ import (
 //   - a new range record is written where no key was (guarded absent) or
 //     inside a range record the change guards as read (a cut of it);
 //   - a member key written without a lease is deleted only as read.
-func checkGuardsAsRead(t *testing.T, snap *state.Snapshot, changes []Change) {
+func checkGuardsAsRead(t *testing.T, snap *schema.Snapshot, changes []Change) {
 	t.Helper()
-	records, entries := make(map[string]state.RangeState), make(map[string]int64)
+	records, entries := make(map[string]schema.RangeState), make(map[string]int64)
 	for _, r := range snap.Ranges {
 		records[r.Key], entries[r.LedgerKey] = r, r.EntryRev
 	}
@@ -48,11 +47,11 @@ func checkGuardsAsRead(t *testing.T, snap *state.Snapshot, changes []Change) {
 			case isBadMember && (!w.Delete || !guarded(w.Key, memberRev)):
 				t.Errorf("%s: writes leaseless member key %s (delete %v) without guarding it at revision %d", c.What, w.Key, w.Delete, memberRev)
 			case !isRecord && !isBad && !w.Delete && strings.HasPrefix(w.Key, planSchema.Ranges()):
-				topic, part, lo, err := keys.ParseRangeKey(planSchema.Ranges(), w.Key)
+				topic, part, lo, err := schema.ParseRangeKey(planSchema.Ranges(), w.Key)
 				if err != nil {
 					t.Fatalf("%s: writes %s: %v", c.What, w.Key, err)
 				}
-				cut := slices.ContainsFunc(snap.Ranges, func(r state.RangeState) bool {
+				cut := slices.ContainsFunc(snap.Ranges, func(r schema.RangeState) bool {
 					return r.Record.Topic == topic && r.Record.Partition == part && r.Record.Range().Contains(uint32(lo)) && guarded(r.Key, r.Rev)
 				})
 				if !guarded(w.Key, 0) && !cut {
@@ -65,14 +64,14 @@ func checkGuardsAsRead(t *testing.T, snap *state.Snapshot, changes []Change) {
 
 // guardSnapshot is one partition t/0 in two halves, owned by a and b as
 // recs say (owner, state, target), with members a, b and c registered.
-func guardSnapshot(recs ...state.RangeRecord) *state.Snapshot {
-	snap := &state.Snapshot{Members: make(map[string]state.Member), BadRanges: map[string]int64{}, BadMembers: map[string]int64{}, Rev: 50}
+func guardSnapshot(recs ...schema.RangeRecord) *schema.Snapshot {
+	snap := &schema.Snapshot{Members: make(map[string]schema.Member), BadRanges: map[string]int64{}, BadMembers: map[string]int64{}, Rev: 50}
 	for i, id := range []string{"a", "b", "c"} {
-		snap.Members[id] = state.Member{MemberInfo: state.MemberInfo{V: 1, ID: id, Weight: 1}, CreateRev: int64(i + 1)}
+		snap.Members[id] = schema.Member{MemberInfo: schema.MemberInfo{V: 1, ID: id, Weight: 1}, CreateRev: int64(i + 1)}
 	}
 	for i, rec := range recs {
 		rec.V, rec.Topic, rec.Gen = 1, "t", 1
-		snap.Ranges = append(snap.Ranges, state.RangeState{
+		snap.Ranges = append(snap.Ranges, schema.RangeState{
 			Key: planSchema.Range("t", 0, rec.Lo), Record: rec, Rev: int64(20 + i),
 			LedgerKey: planSchema.LedgerEntry("t", 0, rec.Lo), EntryRev: int64(30 + i),
 			Entry: ledger.Entry{Segments: []ledger.Segment{{Lo: rec.Lo, Hi: rec.Hi, Next: 5}}},
@@ -87,11 +86,11 @@ func guardSnapshot(recs ...state.RangeRecord) *state.Snapshot {
 func TestPlanGuards(t *testing.T) {
 	t.Parallel()
 	const half = ledger.HashSpace / 2
-	lower := func(owner, st, target string) state.RangeRecord {
-		return state.RangeRecord{Lo: 0, Hi: half, Owner: owner, State: st, Target: target}
+	lower := func(owner, st, target string) schema.RangeRecord {
+		return schema.RangeRecord{Lo: 0, Hi: half, Owner: owner, State: st, Target: target}
 	}
-	upper := func(owner, st, target string) state.RangeRecord {
-		return state.RangeRecord{Lo: half, Hi: ledger.HashSpace, Owner: owner, State: st, Target: target}
+	upper := func(owner, st, target string) schema.RangeRecord {
+		return schema.RangeRecord{Lo: half, Hi: ledger.HashSpace, Owner: owner, State: st, Target: target}
 	}
 	lowKey, highKey := planSchema.Range("t", 0, 0), planSchema.Range("t", 0, half)
 	lowEntry, highEntry := planSchema.LedgerEntry("t", 0, 0), planSchema.LedgerEntry("t", 0, half)
@@ -100,7 +99,7 @@ func TestPlanGuards(t *testing.T) {
 
 	tests := []struct {
 		name string
-		snap func() *state.Snapshot
+		snap func() *schema.Snapshot
 		// after is how long after the leader first observed each
 		// revoking record it plans.
 		after time.Duration
@@ -111,8 +110,8 @@ func TestPlanGuards(t *testing.T) {
 	}{
 		{
 			name: "a whole range revoked guards its record as read, not its entry (the owner flushes under the record's guard)",
-			snap: func() *state.Snapshot {
-				s := guardSnapshot(lower("a", state.StateActive, ""), upper("a", state.StateActive, ""))
+			snap: func() *schema.Snapshot {
+				s := guardSnapshot(lower("a", schema.StateActive, ""), upper("a", schema.StateActive, ""))
 				delete(s.Members, "c")
 				return s
 			},
@@ -121,8 +120,8 @@ func TestPlanGuards(t *testing.T) {
 		},
 		{
 			name: "a cut range guards its record and the entry it cuts",
-			snap: func() *state.Snapshot {
-				s := guardSnapshot(state.RangeRecord{Lo: 0, Hi: ledger.HashSpace, Owner: "a", State: state.StateActive})
+			snap: func() *schema.Snapshot {
+				s := guardSnapshot(schema.RangeRecord{Lo: 0, Hi: ledger.HashSpace, Owner: "a", State: schema.StateActive})
 				delete(s.Members, "c")
 				return s
 			},
@@ -131,8 +130,8 @@ func TestPlanGuards(t *testing.T) {
 		},
 		{
 			name: "a revoking range is not handed off while its live owner drains",
-			snap: func() *state.Snapshot {
-				s := guardSnapshot(lower("a", state.StateActive, ""), upper("a", state.StateRevoking, "b"))
+			snap: func() *schema.Snapshot {
+				s := guardSnapshot(lower("a", schema.StateActive, ""), upper("a", schema.StateRevoking, "b"))
 				delete(s.Members, "c")
 				return s
 			},
@@ -140,8 +139,8 @@ func TestPlanGuards(t *testing.T) {
 		},
 		{
 			name: "a revoking range is handed off once its drain budget and the grace are over, guarded as read",
-			snap: func() *state.Snapshot {
-				s := guardSnapshot(lower("a", state.StateActive, ""), upper("a", state.StateRevoking, "b"))
+			snap: func() *schema.Snapshot {
+				s := guardSnapshot(lower("a", schema.StateActive, ""), upper("a", schema.StateRevoking, "b"))
 				delete(s.Members, "c")
 				return s
 			},
@@ -151,8 +150,8 @@ func TestPlanGuards(t *testing.T) {
 		},
 		{
 			name: "a released range is handed off at once, guarded as read",
-			snap: func() *state.Snapshot {
-				s := guardSnapshot(lower("a", state.StateActive, ""), upper("a", state.StateReleased, "b"))
+			snap: func() *schema.Snapshot {
+				s := guardSnapshot(lower("a", schema.StateActive, ""), upper("a", schema.StateReleased, "b"))
 				delete(s.Members, "c")
 				return s
 			},
@@ -161,8 +160,8 @@ func TestPlanGuards(t *testing.T) {
 		},
 		{
 			name: "a released range with no ledger entry is handed off guarding the entry absent",
-			snap: func() *state.Snapshot {
-				s := guardSnapshot(lower("a", state.StateActive, ""), upper("a", state.StateReleased, "b"))
+			snap: func() *schema.Snapshot {
+				s := guardSnapshot(lower("a", schema.StateActive, ""), upper("a", schema.StateReleased, "b"))
 				delete(s.Members, "c")
 				s.Ranges[1].EntryRev, s.Ranges[1].Entry = 0, ledger.Entry{}
 				return s
@@ -172,8 +171,8 @@ func TestPlanGuards(t *testing.T) {
 		},
 		{
 			name: "a crashed owner's range fails over guarded as read",
-			snap: func() *state.Snapshot {
-				s := guardSnapshot(lower("a", state.StateActive, ""), upper("c", state.StateActive, ""))
+			snap: func() *schema.Snapshot {
+				s := guardSnapshot(lower("a", schema.StateActive, ""), upper("c", schema.StateActive, ""))
 				delete(s.Members, "c")
 				return s
 			},
@@ -182,10 +181,10 @@ func TestPlanGuards(t *testing.T) {
 		},
 		{
 			name: "a damaged ledger entry is reset guarding its record and the entry as read",
-			snap: func() *state.Snapshot {
-				s := guardSnapshot(lower("a", state.StateActive, ""), upper("b", state.StateActive, ""))
+			snap: func() *schema.Snapshot {
+				s := guardSnapshot(lower("a", schema.StateActive, ""), upper("b", schema.StateActive, ""))
 				delete(s.Members, "c")
-				s.Ranges[1].EntryErr = &state.BadValueError{Key: highEntry, Problem: "damaged"}
+				s.Ranges[1].EntryErr = &schema.BadValueError{Key: highEntry, Problem: "damaged"}
 				return s
 			},
 			key:    highKey,
@@ -193,8 +192,8 @@ func TestPlanGuards(t *testing.T) {
 		},
 		{
 			name: "a fill guards the key absent",
-			snap: func() *state.Snapshot {
-				s := guardSnapshot(upper("b", state.StateActive, ""))
+			snap: func() *schema.Snapshot {
+				s := guardSnapshot(upper("b", schema.StateActive, ""))
 				delete(s.Members, "c")
 				return s
 			},
@@ -203,8 +202,8 @@ func TestPlanGuards(t *testing.T) {
 		},
 		{
 			name: "a fill over a damaged record guards the damaged record's revision",
-			snap: func() *state.Snapshot {
-				s := guardSnapshot(upper("b", state.StateActive, ""))
+			snap: func() *schema.Snapshot {
+				s := guardSnapshot(upper("b", schema.StateActive, ""))
 				delete(s.Members, "c")
 				s.BadRanges[lowKey] = 7
 				return s
@@ -214,8 +213,8 @@ func TestPlanGuards(t *testing.T) {
 		},
 		{
 			name: "a merge guards every record and every entry of its run",
-			snap: func() *state.Snapshot {
-				s := guardSnapshot(lower("a", state.StateReleased, "a"), upper("a", state.StateReleased, "a"))
+			snap: func() *schema.Snapshot {
+				s := guardSnapshot(lower("a", schema.StateReleased, "a"), upper("a", schema.StateReleased, "a"))
 				delete(s.Members, "b")
 				delete(s.Members, "c")
 				return s
@@ -225,8 +224,8 @@ func TestPlanGuards(t *testing.T) {
 		},
 		{
 			name: "a member key without a lease is deleted only as read",
-			snap: func() *state.Snapshot {
-				s := guardSnapshot(lower("a", state.StateActive, ""), upper("b", state.StateActive, ""))
+			snap: func() *schema.Snapshot {
+				s := guardSnapshot(lower("a", schema.StateActive, ""), upper("b", schema.StateActive, ""))
 				delete(s.Members, "c")
 				s.BadMembers[planSchema.Member("x")] = 9
 				return s

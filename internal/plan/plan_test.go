@@ -6,20 +6,19 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/statetest"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 var (
-	planGroup  = state.Group{Prefix: "/keyshare", Name: "g"}
-	planSchema = keys.New(planGroup.Prefix, planGroup.Name)
+	planGroup  = schema.Group{Prefix: "/keyshare", Name: "g"}
+	planSchema = schema.Group{Prefix: planGroup.Prefix, Name: planGroup.Name}.Keys()
 )
 
 // evenSnapshot is one partition t/0 cut into n equal active ranges owned by
 // m00..m(n-1), all registered, with ledger state.
-func evenSnapshot(n int) *state.Snapshot { return statetest.Even(planSchema, n) }
+func evenSnapshot(n int) *schema.Snapshot { return statetest.Even(planSchema, n) }
 
 // TestPlanChangesFitOneTransaction: every change the planner makes fits in
 // one etcd transaction (with the guard and the generation write apply adds),
@@ -28,7 +27,7 @@ func evenSnapshot(n int) *state.Snapshot { return statetest.Even(planSchema, n) 
 func TestPlanChangesFitOneTransaction(t *testing.T) {
 	t.Parallel()
 	parts := []assign.PartitionWeight{{TopicPartition: assign.TopicPartition{Topic: "t"}}}
-	check := func(t *testing.T, snap *state.Snapshot) {
+	check := func(t *testing.T, snap *schema.Snapshot) {
 		t.Helper()
 		in := Input{Schema: planSchema, Snap: snap, Parts: parts, Now: time.Now(), DrainTimeout: time.Second, Gen: 2, MaxTxnOps: 128}
 		changes := Plan(in)
@@ -61,16 +60,16 @@ func TestPlanDrainClock(t *testing.T) {
 	t.Parallel()
 	const half = ledger.HashSpace / 2
 	parts := []assign.PartitionWeight{{TopicPartition: assign.TopicPartition{Topic: "t"}}}
-	snapWith := func(since time.Time, drainMs int64) *state.Snapshot {
-		snap := &state.Snapshot{Members: map[string]state.Member{
-			"a": {MemberInfo: state.MemberInfo{V: 1, ID: "a", Weight: 1}, CreateRev: 1},
-			"b": {MemberInfo: state.MemberInfo{V: 1, ID: "b", Weight: 1}, CreateRev: 2},
+	snapWith := func(since time.Time, drainMs int64) *schema.Snapshot {
+		snap := &schema.Snapshot{Members: map[string]schema.Member{
+			"a": {MemberInfo: schema.MemberInfo{V: 1, ID: "a", Weight: 1}, CreateRev: 1},
+			"b": {MemberInfo: schema.MemberInfo{V: 1, ID: "b", Weight: 1}, CreateRev: 2},
 		}, BadRanges: map[string]int64{}}
-		for i, r := range []state.RangeRecord{
-			{V: 1, Topic: "t", Lo: 0, Hi: half, Owner: "a", State: state.StateActive, Gen: 1, Since: since},
-			{V: 1, Topic: "t", Lo: half, Hi: ledger.HashSpace, Owner: "a", State: state.StateRevoking, Target: "b", Gen: 1, Since: since, DrainMs: drainMs},
+		for i, r := range []schema.RangeRecord{
+			{V: 1, Topic: "t", Lo: 0, Hi: half, Owner: "a", State: schema.StateActive, Gen: 1, Since: since},
+			{V: 1, Topic: "t", Lo: half, Hi: ledger.HashSpace, Owner: "a", State: schema.StateRevoking, Target: "b", Gen: 1, Since: since, DrainMs: drainMs},
 		} {
-			snap.Ranges = append(snap.Ranges, state.RangeState{
+			snap.Ranges = append(snap.Ranges, schema.RangeState{
 				Key: planSchema.Range("t", 0, r.Lo), Record: r, Rev: int64(10 + i),
 				LedgerKey: planSchema.LedgerEntry("t", 0, r.Lo), EntryRev: int64(10 + i),
 				Entry: ledger.Entry{Segments: []ledger.Segment{{Lo: r.Lo, Hi: r.Hi, Next: 5}}},
@@ -81,7 +80,7 @@ func TestPlanDrainClock(t *testing.T) {
 	wall := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 	seenAt := time.Now() // the leader's monotonic clock
 	const grace = 2 * time.Second
-	handsOff := func(snap *state.Snapshot, after time.Duration) bool {
+	handsOff := func(snap *schema.Snapshot, after time.Duration) bool {
 		in := Input{
 			Schema: planSchema, Snap: snap, Parts: parts, Now: wall, DrainTimeout: 30 * time.Second, Gen: 2, MaxTxnOps: 128,
 			Clock: seenAt.Add(after), Grace: grace,
@@ -138,7 +137,7 @@ func TestPlanDrainClock(t *testing.T) {
 func TestPlanCarriesResetEpoch(t *testing.T) {
 	t.Parallel()
 	parts := []assign.PartitionWeight{{TopicPartition: assign.TopicPartition{Topic: "t"}}}
-	check := func(t *testing.T, snap *state.Snapshot) {
+	check := func(t *testing.T, snap *schema.Snapshot) {
 		t.Helper()
 		for i := range snap.Ranges {
 			snap.Ranges[i].Record.Reset = 42
@@ -153,7 +152,7 @@ func TestPlanCarriesResetEpoch(t *testing.T) {
 				if w.Delete || !strings.HasPrefix(w.Key, planSchema.Ranges()) {
 					continue
 				}
-				rec, err := state.DecodeRange(planGroup, w.Key, []byte(w.Value), 0)
+				rec, err := schema.DecodeRange(planGroup, w.Key, []byte(w.Value), 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -169,7 +168,7 @@ func TestPlanCarriesResetEpoch(t *testing.T) {
 	}
 	t.Run("a member joins", func(t *testing.T) {
 		snap := evenSnapshot(2)
-		snap.Members["m02"] = state.Member{MemberInfo: state.MemberInfo{V: 1, ID: "m02", Weight: 1}, CreateRev: 2}
+		snap.Members["m02"] = schema.Member{MemberInfo: schema.MemberInfo{V: 1, ID: "m02", Weight: 1}, CreateRev: 2}
 		check(t, snap)
 	})
 	t.Run("an owner crashed", func(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/ledger"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // What becomes of one existing range: left as it is, its moving parts
@@ -14,7 +14,7 @@ import (
 // a valid assignment.
 
 // rangeChange decides what happens to one existing range.
-func (in Input) rangeChange(r state.RangeState, want []assign.Slice) (Change, bool) {
+func (in Input) rangeChange(r schema.RangeState, want []assign.Slice) (Change, bool) {
 	rec := r.Record
 	pieces := split(rec.Range(), want)
 	// alive: the registration the record was written for is live. A
@@ -22,7 +22,7 @@ func (in Input) rangeChange(r state.RangeState, want []assign.Slice) (Change, bo
 	// over, even to the same id: rewritten, it is the new registration's.
 	owner, alive := in.Snap.OwnerOf(r)
 	stays := len(pieces) == 1 && pieces[0].owner == rec.Owner && alive
-	if !alive && in.Held[RangeObs{r.Key, r.Rev}] && rec.State != state.StateReleased {
+	if !alive && in.Held[RangeObs{r.Key, r.Rev}] && rec.State != schema.StateReleased {
 		return Change{}, false // the old owner may still be finishing (grace.go)
 	}
 	var out []next
@@ -31,42 +31,42 @@ func (in Input) rangeChange(r state.RangeState, want []assign.Slice) (Change, bo
 		// A damaged ledger entry: restart the range from the committed
 		// offset (which is at or below anything the entry could have
 		// said), keeping the owner until the next round.
-		return in.replace(r, []next{{piece{rec.Range(), rec.Owner}, state.StateActive, ""}}, true, "reset damaged ledger entry of"), true
-	case rec.State == state.StateActive && stays:
+		return in.replace(r, []next{{piece{rec.Range(), rec.Owner}, schema.StateActive, ""}}, true, "reset damaged ledger entry of"), true
+	case rec.State == schema.StateActive && stays:
 		return Change{}, false
-	case rec.State == state.StateActive && alive && owner.ReleasesUnasked() && !in.drainOver(r):
+	case rec.State == schema.StateActive && alive && owner.ReleasesUnasked() && !in.drainOver(r):
 		// A leaving owner drains and releases the range unasked
 		// (Session.Leave): no revoke to write, one round saved.
 		return Change{}, false
-	case rec.State == state.StateActive && alive && !owner.ReleasesUnasked():
+	case rec.State == schema.StateActive && alive && !owner.ReleasesUnasked():
 		// Phase one: the parts that move are revoked from the owner.
 		for _, p := range pieces {
 			if p.owner == rec.Owner {
-				out = append(out, next{p, state.StateActive, ""})
+				out = append(out, next{p, schema.StateActive, ""})
 			} else {
-				out = append(out, next{piece{p.r, rec.Owner}, state.StateRevoking, p.owner})
+				out = append(out, next{piece{p.r, rec.Owner}, schema.StateRevoking, p.owner})
 			}
 		}
 		return in.replace(r, out, false, "revoke"), true
-	case rec.State == state.StateRevoking && alive && stays:
+	case rec.State == schema.StateRevoking && alive && stays:
 		// The assignment changed back while draining: keep it.
-		out = append(out, next{pieces[0], state.StateActive, ""})
+		out = append(out, next{pieces[0], schema.StateActive, ""})
 		return in.replace(r, out, false, "keep"), true
-	case rec.State == state.StateRevoking && alive && !in.drainOver(r):
+	case rec.State == schema.StateRevoking && alive && !in.drainOver(r):
 		return Change{}, false // still draining
 	}
 	// Phase two (released, drain timed out, or owner gone), or an active
 	// range whose owner is gone: hand each part to its next owner.
 	for _, p := range pieces {
-		out = append(out, next{p, state.StateActive, ""})
+		out = append(out, next{p, schema.StateActive, ""})
 	}
 	what := "hand off"
 	switch {
-	case !alive && rec.State != state.StateReleased:
+	case !alive && rec.State != schema.StateReleased:
 		what = "fail over"
-	case rec.State == state.StateRevoking:
+	case rec.State == schema.StateRevoking:
 		what = "hand off after drain timeout"
-	case rec.State == state.StateActive:
+	case rec.State == schema.StateActive:
 		what = "hand off after the leaving owner's drain timeout"
 	}
 	return in.replace(r, out, false, what), true
@@ -87,7 +87,7 @@ func (in Input) rangeChange(r state.RangeState, want []assign.Slice) (Change, bo
 // entry clipped to it, for the next round to continue. Every state between
 // is a valid assignment: no hash gains a second owner and none is left
 // without a range.
-func (in Input) replace(r state.RangeState, parts []next, reset bool, what string) Change {
+func (in Input) replace(r schema.RangeState, parts []next, reset bool, what string) Change {
 	tp := r.TP()
 	c := Change{
 		What:   fmt.Sprintf("%s %s/%d %s (owner %s, %s)", what, tp.Topic, tp.Partition, r.Record.Range(), r.Record.Owner, r.Record.State),
@@ -108,13 +108,13 @@ func (in Input) replace(r state.RangeState, parts []next, reset bool, what strin
 		c.What += fmt.Sprintf(" (first %d of %d parts; %s stays as it is until the next round)", k, len(parts), rest.Range())
 		parts = parts[:k]
 		c.Writes = append(c.Writes,
-			put(in.Schema.Range(tp.Topic, tp.Partition, rest.Lo), state.Encode(rest)),
+			put(in.Schema.Range(tp.Topic, tp.Partition, rest.Lo), schema.Encode(rest)),
 			put(in.Schema.LedgerEntry(tp.Topic, tp.Partition, rest.Lo), string(ledger.Encode(entry))))
 		// The parts written now are cut from r: each needs its own entry.
 		for _, p := range parts {
 			rec := in.record(tp, p.piece, p.state, p.target)
 			rec.Reset = r.Record.Reset // an owner that has not read a reset yet must see it in the parts
-			c.Writes = append(c.Writes, put(in.Schema.Range(tp.Topic, tp.Partition, p.r.Lo), state.Encode(rec)))
+			c.Writes = append(c.Writes, put(in.Schema.Range(tp.Topic, tp.Partition, p.r.Lo), schema.Encode(rec)))
 			e := ledger.Entry{}
 			if !reset {
 				e = r.Entry.Clip(p.r)
@@ -132,7 +132,7 @@ func (in Input) replace(r state.RangeState, parts []next, reset bool, what strin
 		if p.state == r.Record.State && p.owner == r.Record.Owner && p.r == r.Record.Range() {
 			rec.Since = r.Record.Since
 		}
-		c.Writes = append(c.Writes, put(in.Schema.Range(tp.Topic, tp.Partition, p.r.Lo), state.Encode(rec)))
+		c.Writes = append(c.Writes, put(in.Schema.Range(tp.Topic, tp.Partition, p.r.Lo), schema.Encode(rec)))
 		// The ledger entry only needs writing when the range is cut or
 		// reset; otherwise it stays as its owner left it.
 		if reset || len(parts) > 1 || r.EntryRev == 0 {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // SettleTracker is the leader's side of defragmentation (merging a member's
@@ -31,7 +31,7 @@ func SettleDelay(ttl time.Duration) time.Duration { return max(time.Second, ttl)
 
 // Ready reports whether defragmentation may start now, and otherwise how long
 // until it may (if nothing changes meanwhile).
-func (s *SettleTracker) Ready(snap *state.Snapshot, parts []assign.PartitionWeight, now time.Time, delay time.Duration) (bool, time.Duration) {
+func (s *SettleTracker) Ready(snap *schema.Snapshot, parts []assign.PartitionWeight, now time.Time, delay time.Duration) (bool, time.Duration) {
 	shape := GroupShape(snap, parts)
 	if shape != s.shape || s.since.IsZero() {
 		s.shape, s.since = shape, now
@@ -55,7 +55,7 @@ func (s *SettleTracker) Moved(changes []Change, now time.Time) {
 
 // GroupShape names the members (with their weights and leaving flags) and
 // the partition count of snap: while it stays the same, the group is still.
-func GroupShape(snap *state.Snapshot, parts []assign.PartitionWeight) string {
+func GroupShape(snap *schema.Snapshot, parts []assign.PartitionWeight) string {
 	ids := make([]string, 0, len(snap.Members))
 	for id, m := range snap.Members {
 		ids = append(ids, fmt.Sprintf("%s/%d/%v", id, m.Weight, m.Leaving))

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 // TestSettleTracker: defragmentation waits until the members and partitions
@@ -28,7 +28,7 @@ func TestSettleTracker(t *testing.T) {
 	step(time.Second, false, time.Second)
 	step(delay, true, 0)
 	// A member joins: wait again.
-	snap.Members["new"] = state.Member{MemberInfo: state.MemberInfo{V: 1, ID: "new", Weight: 1}}
+	snap.Members["new"] = schema.Member{MemberInfo: schema.MemberInfo{V: 1, ID: "new", Weight: 1}}
 	step(3*time.Second, false, delay)
 	step(5*time.Second, true, 0)
 	// A leaving flag is a change too.

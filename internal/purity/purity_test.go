@@ -19,10 +19,9 @@ const module = "github.com/keyshare/keyshare/"
 var pure = map[string][]string{
 	"ledger":                     {"internal/strictjson", "github.com/cespare/xxhash/v2"},
 	"assign":                     {"ledger", "internal/strictjson", "github.com/cespare/xxhash/v2"},
-	"state":                      {"assign", "ledger", "internal/keys", "internal/strictjson", "internal/textsafe", "github.com/cespare/xxhash/v2"},
-	"internal/plan":              {"state", "assign", "ledger", "internal/keys", "internal/strictjson", "internal/textsafe", "github.com/cespare/xxhash/v2"},
+	"schema":                     {"assign", "ledger", "internal/strictjson", "internal/textsafe", "github.com/cespare/xxhash/v2"},
+	"internal/plan":              {"schema", "assign", "ledger", "internal/strictjson", "internal/textsafe", "github.com/cespare/xxhash/v2"},
 	"consumer/internal/schedule": {},
-	"internal/keys":              {"internal/textsafe"},
 	"internal/strictjson":        {},
 	"internal/textsafe":          {},
 	"internal/version":           {},

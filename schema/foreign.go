@@ -1,4 +1,4 @@
-package keys
+package schema
 
 import "sort"
 
@@ -20,7 +20,7 @@ type KeyRange struct{ From, To string }
 // Foreign returns the key ranges under the root that hold no key of the
 // schema, in key order. A group whose keys all belong to the schema has no
 // key in any of them, so one count-only read per range proves it.
-func (s Schema) Foreign() []KeyRange {
+func (s Keys) Foreign() []KeyRange {
 	var own []KeyRange
 	for _, d := range dirs {
 		// Every key with prefix <root><d>/ lies in [<root><d>/, <root><d>0):
@@ -51,11 +51,11 @@ func (s Schema) Foreign() []KeyRange {
 // Enclosing returns the schemas rooted at each directory above the root
 // ("/", "/keyshare/", ...), outermost first. If one of them holds a group,
 // the root lies inside that group's tree.
-func (s Schema) Enclosing() []Schema {
-	var out []Schema
+func (s Keys) Enclosing() []Keys {
+	var out []Keys
 	for i := 0; i < len(s.root)-1; i++ {
 		if s.root[i] == '/' {
-			out = append(out, Schema{root: s.root[:i+1]})
+			out = append(out, Keys{root: s.root[:i+1]})
 		}
 	}
 	return out

@@ -1,4 +1,4 @@
-package keys
+package schema
 
 import (
 	"slices"
@@ -8,7 +8,7 @@ import (
 
 func TestSchemaKeys(t *testing.T) {
 	t.Parallel()
-	s := New("/keyshare/", "g")
+	s := Group{Prefix: "/keyshare/", Name: "g"}.Keys()
 	tests := []struct{ name, got, want string }{
 		{"root", s.Root(), "/keyshare/g/"},
 		{"members", s.Members(), "/keyshare/g/members/"},
@@ -22,7 +22,7 @@ func TestSchemaKeys(t *testing.T) {
 		{"ledger entry", s.LedgerEntry("orders", 3, 100), "/keyshare/g/ledger/orders/00003/0000000100"},
 		{"commits", s.Commits(), "/keyshare/g/commits/"},
 		{"commit", s.Commit("orders", 12), "/keyshare/g/commits/orders/00012"},
-		{"prefix without slash", New("/ks", "g").Root(), "/ks/g/"},
+		{"prefix without slash", Group{Prefix: "/ks", Name: "g"}.Keys().Root(), "/ks/g/"},
 		{"load", s.Load("m1"), "/keyshare/g/load/m1"},
 		{"hot keys", s.HotKeys("m1"), "/keyshare/g/hotkeys/m1"},
 		{"key op", s.KeyOp("orders", 3, 7, []byte("k/1?")), "/keyshare/g/keyops/orders/00003/0000000007/ay8xPw"},
@@ -41,7 +41,7 @@ func TestSchemaKeys(t *testing.T) {
 // order the numeric order: by partition, then by first hash.
 func TestKeysSortAsNumbers(t *testing.T) {
 	t.Parallel()
-	s := New("/keyshare", "g")
+	s := Group{Prefix: "/keyshare", Name: "g"}.Keys()
 	type pl struct {
 		p  int32
 		lo uint64
@@ -75,7 +75,7 @@ func TestKeysSortAsNumbers(t *testing.T) {
 
 func TestParseRangeKey(t *testing.T) {
 	t.Parallel()
-	s := New("/keyshare", "g")
+	s := Group{Prefix: "/keyshare", Name: "g"}.Keys()
 	for _, c := range []struct {
 		topic string
 		p     int32
@@ -97,7 +97,7 @@ func TestParseRangeKey(t *testing.T) {
 
 	bad := []struct{ name, key, want string }{
 		{"other prefix", s.LedgerEntry("t", 1, 2), "is not under"},
-		{"other group", New("/keyshare", "h").Range("t", 1, 2), "is not under"},
+		{"other group", Group{Prefix: "/keyshare", Name: "h"}.Keys().Range("t", 1, 2), "is not under"},
 		{"prefix only", s.Ranges(), "want"},
 		{"no lo", s.Ranges() + "t/00001", "want"},
 		{"extra element", s.Ranges() + "t/00001/0000000002/x", "want"},
@@ -126,7 +126,7 @@ func TestParseRangeKey(t *testing.T) {
 
 func TestParseCommitKey(t *testing.T) {
 	t.Parallel()
-	s := New("/keyshare", "g")
+	s := Group{Prefix: "/keyshare", Name: "g"}.Keys()
 	for _, c := range []struct {
 		topic string
 		p     int32
@@ -194,7 +194,7 @@ func TestCheckName(t *testing.T) {
 // so that one range cannot have two keys.
 func TestParseKeysCanonical(t *testing.T) {
 	t.Parallel()
-	s := New("/keyshare", "g")
+	s := Group{Prefix: "/keyshare", Name: "g"}.Keys()
 	for _, key := range []string{s.Ranges() + "t/1/5", s.Ranges() + "t/+0001/0000000005", s.Ranges() + "t/00001/5"} {
 		if _, _, _, err := ParseRangeKey(s.Ranges(), key); err == nil {
 			t.Errorf("ParseRangeKey(%q) = nil error, want one: the key is not in the schema's form", key)
@@ -209,7 +209,7 @@ func TestParseKeysCanonical(t *testing.T) {
 
 func TestLostKey(t *testing.T) {
 	t.Parallel()
-	s := New("/keyshare", "g")
+	s := Group{Prefix: "/keyshare", Name: "g"}.Keys()
 	key := s.LostRange("orders", 3, 2147483648, 1200)
 	if want := "/keyshare/g/lost/orders/00003/2147483648/00000000000000001200"; key != want {
 		t.Fatalf("LostRange = %q, want %q", key, want)

@@ -1,9 +1,7 @@
-package state
+package schema
 
 import (
 	"fmt"
-
-	"github.com/keyshare/keyshare/internal/keys"
 )
 
 // HandoffPlan is the value of handoffs/<id>.
@@ -45,7 +43,7 @@ func DecodeHandoff(key string, data []byte, rev int64) (StoredHandoff, error) {
 	}
 	// Every revision a plan names was read before the plan was written.
 	for id, created := range p.Members {
-		if err := keys.CheckName("member id", id); err != nil || created <= 0 || created > rev {
+		if err := CheckName("member id", id); err != nil || created <= 0 || created > rev {
 			return h, &BadValueError{Key: key, Problem: fmt.Sprintf("member %q registered at revision %d: want a member id and a revision from 1 to the plan's %d", id, created, rev)}
 		}
 	}

@@ -1,31 +1,4 @@
-// Package keys is the only code that builds keyshare's etcd keys. The schema,
-// under a group's root (default /keyshare/<group>/):
-//
-//	members/<member-id>                 member registration, under the member's lease
-//	subscriptions/<member-id>           the topics the member consumes, under its lease
-//	election/<lease-id-hex>             leader election, under the candidate's lease (coord/election.go)
-//	generation                          assignment generation, written by the leader
-//	ranges/<topic>/<ppppp>/<llllllllll> owner and handoff state of one hash range
-//	ledger/<topic>/<ppppp>/<llllllllll> completion state of the same range
-//	commits/<topic>/<ppppp>             safe offset the leader committed to Kafka
-//	stuck/<topic>/<ppppp>/<llllllllll>  a range held by a stuck record, under its owner's lease
-//	lost/<topic>/<ppppp>/<llllllllll>/<ssssssssssssssssssss>
-//	                                    records the range lost to retention; <s> is the log start
-//	paused                              the group is paused by an operator (keyshare group pause)
-//	topics/<topic>                      the Kafka topic id the group's state of the topic belongs to
-//	load/<member-id>                    the member's load report, under its lease
-//	leaving/<member-id>                 a leaving member's drain budget, under its lease
-//	handoffs/<member-id>                the leader's handoff plan for a leaving member
-//	hotkeys/<member-id>                 the keys behind the load report's hot hashes, under its lease
-//	keyops/<topic>/<ppppp>/<hhhhhhhhhh>/<key-b64url>
-//	                                    an operator's operation on one key (keyshare key skip)
-//
-// No other name lives directly under the root (foreign.go relies on it).
-// <ppppp> is the partition, 5 digits; <llllllllll> is the range's first hash,
-// 10 digits, so keys sort by partition and then by hash as a human expects.
-// Every value is JSON with a version field "v". docs/etcd-keys.md shows real
-// output of `etcdctl get --prefix`.
-package keys
+package schema
 
 import (
 	"encoding/base64"
@@ -36,8 +9,8 @@ import (
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
-// Schema builds the keys of one group.
-type Schema struct {
+// Keys builds the etcd keys of one group; Group.Keys makes it.
+type Keys struct {
 	root   string
 	prefix string
 	group  string
@@ -46,86 +19,72 @@ type Schema struct {
 // DefaultPrefix is the etcd prefix of all groups when none is configured.
 const DefaultPrefix = "/keyshare"
 
-// ForGroup is the schema of group under prefix, or under DefaultPrefix when
-// prefix is "": the one place the default applies.
-func ForGroup(prefix, group string) Schema {
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	return New(prefix, group)
-}
-
-// New returns the schema of group under prefix (e.g. "/keyshare").
-func New(prefix, group string) Schema {
-	return Schema{root: strings.TrimRight(prefix, "/") + "/" + group + "/", prefix: prefix, group: group}
-}
-
 // Prefix is the prefix the schema was made with.
-func (s Schema) Prefix() string { return s.prefix }
+func (s Keys) Prefix() string { return s.prefix }
 
 // Group is the group's name.
-func (s Schema) Group() string { return s.group }
+func (s Keys) Group() string { return s.group }
 
 // Root is the group's prefix, ending in "/".
-func (s Schema) Root() string { return s.root }
+func (s Keys) Root() string { return s.root }
 
 // Members is the prefix of member registrations.
-func (s Schema) Members() string { return s.root + "members/" }
+func (s Keys) Members() string { return s.root + "members/" }
 
 // Member is the registration key of member id.
-func (s Schema) Member(id string) string { return s.Members() + id }
+func (s Keys) Member(id string) string { return s.Members() + id }
 
 // Subscriptions is the prefix of the members' topic lists.
-func (s Schema) Subscriptions() string { return s.root + "subscriptions/" }
+func (s Keys) Subscriptions() string { return s.root + "subscriptions/" }
 
 // Subscription is the key of the topics member id consumes.
-func (s Schema) Subscription(id string) string { return s.Subscriptions() + id }
+func (s Keys) Subscription(id string) string { return s.Subscriptions() + id }
 
 // Election is the prefix of the leader election's keys.
-func (s Schema) Election() string { return s.root + "election" }
+func (s Keys) Election() string { return s.root + "election" }
 
 // Generation is the key of the assignment generation.
-func (s Schema) Generation() string { return s.root + "generation" }
+func (s Keys) Generation() string { return s.root + "generation" }
 
 // Paused is the key that exists while an operator has paused the group.
-func (s Schema) Paused() string { return s.root + "paused" }
+func (s Keys) Paused() string { return s.root + "paused" }
 
 // Ranges is the prefix of all range records.
-func (s Schema) Ranges() string { return s.root + "ranges/" }
+func (s Keys) Ranges() string { return s.root + "ranges/" }
 
 // Range is the key of the range of topic/partition starting at hash lo.
-func (s Schema) Range(topic string, partition int32, lo uint64) string {
+func (s Keys) Range(topic string, partition int32, lo uint64) string {
 	return fmt.Sprintf("%s%s/%05d/%010d", s.Ranges(), topic, partition, lo)
 }
 
 // Ledger is the prefix of all ledger entries.
-func (s Schema) Ledger() string { return s.root + "ledger/" }
+func (s Keys) Ledger() string { return s.root + "ledger/" }
 
 // LedgerEntry is the ledger key of the range of topic/partition starting at lo.
-func (s Schema) LedgerEntry(topic string, partition int32, lo uint64) string {
+func (s Keys) LedgerEntry(topic string, partition int32, lo uint64) string {
 	return fmt.Sprintf("%s%s/%05d/%010d", s.Ledger(), topic, partition, lo)
 }
 
 // Commits is the prefix of the leader's committed offsets.
-func (s Schema) Commits() string { return s.root + "commits/" }
+func (s Keys) Commits() string { return s.root + "commits/" }
 
 // Stuck is the prefix of stuck-range reports.
-func (s Schema) Stuck() string { return s.root + "stuck/" }
+func (s Keys) Stuck() string { return s.root + "stuck/" }
 
 // StuckRange is the key reporting that the range of topic/partition starting
 // at lo is held by a stuck record.
-func (s Schema) StuckRange(topic string, partition int32, lo uint64) string {
+func (s Keys) StuckRange(topic string, partition int32, lo uint64) string {
 	return fmt.Sprintf("%s%s/%05d/%010d", s.Stuck(), topic, partition, lo)
 }
 
 // Lost is the prefix of retention loss reports.
-func (s Schema) Lost() string { return s.root + "lost/" }
+func (s Keys) Lost() string { return s.root + "lost/" }
 
 // LostRange is the key reporting the records the range of topic/partition
 // starting at lo lost when the log started at logStart. A range loses
 // records at most once per log start (its ledger then moves past it), so
 // the key is unique.
-func (s Schema) LostRange(topic string, partition int32, lo uint64, logStart int64) string {
+func (s Keys) LostRange(topic string, partition int32, lo uint64, logStart int64) string {
 	return fmt.Sprintf("%s%s/%05d/%010d/%020d", s.Lost(), topic, partition, lo, logStart)
 }
 
@@ -147,58 +106,58 @@ func ParseLostKey(prefix, key string) (topic string, partition int32, lo uint64,
 }
 
 // Loads is the prefix of the members' load reports.
-func (s Schema) Loads() string { return s.root + "load/" }
+func (s Keys) Loads() string { return s.root + "load/" }
 
 // Load is the load report key of member id.
-func (s Schema) Load(id string) string { return s.Loads() + id }
+func (s Keys) Load(id string) string { return s.Loads() + id }
 
 // HotKeysPrefix is the prefix of the members' hot key names.
-func (s Schema) HotKeysPrefix() string { return s.root + "hotkeys/" }
+func (s Keys) HotKeysPrefix() string { return s.root + "hotkeys/" }
 
 // HotKeys is the key of member id's hot key names: a directory of its own,
 // not under load/, which the leaders of earlier releases read whole and
 // would warn about (docs/upgrades.md).
-func (s Schema) HotKeys(id string) string { return s.HotKeysPrefix() + id }
+func (s Keys) HotKeys(id string) string { return s.HotKeysPrefix() + id }
 
 // KeyOps is the prefix of the operators' operations on single keys.
-func (s Schema) KeyOps() string { return s.root + "keyops/" }
+func (s Keys) KeyOps() string { return s.root + "keyops/" }
 
 // KeyOp is the key of the operation on record key key of topic/partition,
 // whose hash is hash: the hash in 10 digits, so that a partition's
 // operations sort by hash as its ranges do, then the key in unpadded
 // base64url (any bytes, and "/" never among them). An empty key ends the
 // name with "/".
-func (s Schema) KeyOp(topic string, partition int32, hash uint32, key []byte) string {
+func (s Keys) KeyOp(topic string, partition int32, hash uint32, key []byte) string {
 	return fmt.Sprintf("%s%s/%05d/%010d/%s", s.KeyOps(), topic, partition, hash, base64.RawURLEncoding.EncodeToString(key))
 }
 
 // Leavings is the prefix of the leaving members' drain budgets.
-func (s Schema) Leavings() string { return s.root + "leaving/" }
+func (s Keys) Leavings() string { return s.root + "leaving/" }
 
 // Leaving is the drain budget key of leaving member id.
-func (s Schema) Leaving(id string) string { return s.Leavings() + id }
+func (s Keys) Leaving(id string) string { return s.Leavings() + id }
 
 // Handoffs is the prefix of the leader's handoff plans for leaving members.
-func (s Schema) Handoffs() string { return s.root + "handoffs/" }
+func (s Keys) Handoffs() string { return s.root + "handoffs/" }
 
 // Handoff is the handoff plan key of leaving member id.
-func (s Schema) Handoff(id string) string { return s.Handoffs() + id }
+func (s Keys) Handoff(id string) string { return s.Handoffs() + id }
 
 // Topics is the prefix of the topic records.
-func (s Schema) Topics() string { return s.root + "topics/" }
+func (s Keys) Topics() string { return s.root + "topics/" }
 
 // Topic is the key of topic's record.
-func (s Schema) Topic(topic string) string { return s.Topics() + topic }
+func (s Keys) Topic(topic string) string { return s.Topics() + topic }
 
 // TopicState is the prefix of every key that holds state of topic: its
 // range records, ledger entries and commit records (not its loss reports,
 // which are history an operator deletes).
-func (s Schema) TopicState(topic string) []string {
+func (s Keys) TopicState(topic string) []string {
 	return []string{s.Ranges() + topic + "/", s.Ledger() + topic + "/", s.Commits() + topic + "/"}
 }
 
 // Commit is the key of topic/partition's committed offset.
-func (s Schema) Commit(topic string, partition int32) string {
+func (s Keys) Commit(topic string, partition int32) string {
 	return fmt.Sprintf("%s%s/%05d", s.Commits(), topic, partition)
 }
 

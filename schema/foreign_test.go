@@ -1,4 +1,4 @@
-package keys
+package schema
 
 import "testing"
 
@@ -6,7 +6,7 @@ import "testing"
 // foreign ranges and that keys of anything else lie inside one.
 func TestForeign(t *testing.T) {
 	t.Parallel()
-	s := New("/keyshare", "g")
+	s := Group{Prefix: "/keyshare", Name: "g"}.Keys()
 	inForeign := func(k string) bool {
 		for _, r := range s.Foreign() {
 			if r.From <= k && k < r.To {
@@ -58,7 +58,7 @@ func TestForeign(t *testing.T) {
 func TestEnclosing(t *testing.T) {
 	t.Parallel()
 	var roots []string
-	for _, e := range New("/keyshare/g", "ledger").Enclosing() {
+	for _, e := range (Group{Prefix: "/keyshare/g", Name: "ledger"}).Keys().Enclosing() {
 		roots = append(roots, e.Root())
 	}
 	want := []string{"/", "/keyshare/", "/keyshare/g/"}

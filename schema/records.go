@@ -1,4 +1,4 @@
-package state
+package schema
 
 import (
 	"encoding/json"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/strictjson"
 	"github.com/keyshare/keyshare/ledger"
 )
@@ -212,15 +211,15 @@ type LossRecord struct {
 
 // DecodeLoss reads a loss report of group g and checks it against its key.
 func DecodeLoss(g Group, key string, data []byte) (LossRecord, error) {
-	return decodeLoss(g.schema(), key, data)
+	return decodeLoss(g.Keys(), key, data)
 }
 
-func decodeLoss(s keys.Schema, key string, data []byte) (LossRecord, error) {
+func decodeLoss(s Keys, key string, data []byte) (LossRecord, error) {
 	var r LossRecord
 	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
 		return LossRecord{}, err
 	}
-	topic, part, lo, start, err := keys.ParseLostKey(s.Lost(), key)
+	topic, part, lo, start, err := ParseLostKey(s.Lost(), key)
 	if err != nil {
 		return LossRecord{}, &BadValueError{Key: key, Problem: err.Error()}
 	}
@@ -259,15 +258,15 @@ func decodeStrict(key string, data []byte, v any, version func() int) error {
 // key. rev is the revision the value was written at (its ModRevision), or 0
 // if not known.
 func DecodeRange(g Group, key string, data []byte, rev int64) (RangeRecord, error) {
-	return decodeRange(g.schema(), key, data, rev)
+	return decodeRange(g.Keys(), key, data, rev)
 }
 
-func decodeRange(s keys.Schema, key string, data []byte, rev int64) (RangeRecord, error) {
+func decodeRange(s Keys, key string, data []byte, rev int64) (RangeRecord, error) {
 	var r RangeRecord
 	if err := decodeStrict(key, data, &r, func() int { return r.V }); err != nil {
 		return RangeRecord{}, err
 	}
-	topic, part, lo, err := keys.ParseRangeKey(s.Ranges(), key)
+	topic, part, lo, err := ParseRangeKey(s.Ranges(), key)
 	if err != nil {
 		return RangeRecord{}, &BadValueError{Key: key, Problem: err.Error()}
 	}
@@ -279,8 +278,8 @@ func decodeRange(s keys.Schema, key string, data []byte, rev int64) (RangeRecord
 		return bad("value names %s/%d from hash %d, the key says %s/%d from %d", r.Topic, r.Partition, r.Lo, topic, part, lo)
 	case r.Range().Valid() != nil:
 		return bad("%v", r.Range().Valid())
-	case keys.CheckName("owner", r.Owner) != nil:
-		return bad("%v", keys.CheckName("owner", r.Owner))
+	case CheckName("owner", r.Owner) != nil:
+		return bad("%v", CheckName("owner", r.Owner))
 	case r.State != StateActive && r.State != StateRevoking && r.State != StateReleased:
 		return bad("unknown state %q (want %s, %s or %s)", r.State, StateActive, StateRevoking, StateReleased)
 	case r.Gen < 0 || r.Gen > maxGeneration:
@@ -298,10 +297,10 @@ func decodeRange(s keys.Schema, key string, data []byte, rev int64) (RangeRecord
 
 // DecodeMember reads a member registration of group g.
 func DecodeMember(g Group, key string, data []byte) (MemberInfo, error) {
-	return decodeMember(g.schema(), key, data)
+	return decodeMember(g.Keys(), key, data)
 }
 
-func decodeMember(s keys.Schema, key string, data []byte) (MemberInfo, error) {
+func decodeMember(s Keys, key string, data []byte) (MemberInfo, error) {
 	var m MemberInfo
 	if err := decodeStrict(key, data, &m, func() int { return m.V }); err != nil {
 		return MemberInfo{}, err
@@ -312,7 +311,7 @@ func decodeMember(s keys.Schema, key string, data []byte) (MemberInfo, error) {
 	// The one rule for names, as a range record checks its owner: a member
 	// that could own no range is no member, or the leader would assign to
 	// it, refuse the result as damaged and assign again, forever.
-	if err := keys.CheckName("member id", m.ID); err != nil {
+	if err := CheckName("member id", m.ID); err != nil {
 		return MemberInfo{}, &BadValueError{Key: key, Problem: err.Error() + "; not counted as a member"}
 	}
 	if m.Weight <= 0 {

@@ -1,10 +1,6 @@
-package state
+package schema
 
-import "github.com/keyshare/keyshare/internal/keys"
-
-// DefaultPrefix is the etcd prefix under which groups live unless
-// configured otherwise (Config.Prefix).
-const DefaultPrefix = keys.DefaultPrefix
+import "strings"
 
 // Group names one group's state in etcd: every key of the group lives under
 // Root() (docs/etcd-keys.md lists them). Functions that read or write a
@@ -16,6 +12,14 @@ type Group struct {
 }
 
 // Root is the etcd prefix of the group's keys, ending in "/".
-func (g Group) Root() string { return g.schema().Root() }
+func (g Group) Root() string { return g.Keys().Root() }
 
-func (g Group) schema() keys.Schema { return keys.ForGroup(g.Prefix, g.Name) }
+// Keys builds the group's etcd keys, under DefaultPrefix when Prefix is "":
+// the one place the default applies.
+func (g Group) Keys() Keys {
+	prefix := g.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return Keys{root: strings.TrimRight(prefix, "/") + "/" + g.Name + "/", prefix: prefix, group: g.Name}
+}

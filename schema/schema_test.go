@@ -1,4 +1,4 @@
-package state_test
+package schema_test
 
 import (
 	"flag"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keyshare/keyshare/state"
+	"github.com/keyshare/keyshare/schema"
 )
 
 var updateSchema = flag.Bool("update-schema", false, "rewrite testdata/schema-v1.txt from the record types")
@@ -19,10 +19,10 @@ var updateSchema = flag.Bool("update-schema", false, "rewrite testdata/schema-v1
 // strictly by every member and the leader (the ledger's entry is held by
 // ledger's own test).
 var storedTypes = []any{
-	state.RangeRecord{}, state.MemberInfo{}, state.SubscriptionRecord{},
-	state.LeaveRecord{}, state.GenerationRecord{}, state.CommitRecord{},
-	state.StuckRecord{}, state.LossRecord{}, state.PauseRecord{},
-	state.HandoffPlan{}, state.TopicRecord{}, state.LoadReport{}, state.HotKeyNames{}, state.KeyOpRecord{},
+	schema.RangeRecord{}, schema.MemberInfo{}, schema.SubscriptionRecord{},
+	schema.LeaveRecord{}, schema.GenerationRecord{}, schema.CommitRecord{},
+	schema.StuckRecord{}, schema.LossRecord{}, schema.PauseRecord{},
+	schema.HandoffPlan{}, schema.TopicRecord{}, schema.LoadReport{}, schema.HotKeyNames{}, schema.KeyOpRecord{},
 }
 
 // TestStoredSchemaIsFrozen: the JSON fields of the stored values at
@@ -32,8 +32,8 @@ var storedTypes = []any{
 // while they share a group (docs/upgrades.md). New data goes into a key
 // of its own; a changed value needs a new RecordVersion and a migration.
 func TestStoredSchemaIsFrozen(t *testing.T) {
-	if state.RecordVersion != 1 {
-		t.Fatalf("RecordVersion %d: record its schema in testdata/schema-v%d.txt and point this test at it", state.RecordVersion, state.RecordVersion)
+	if schema.RecordVersion != 1 {
+		t.Fatalf("RecordVersion %d: record its schema in testdata/schema-v%d.txt and point this test at it", schema.RecordVersion, schema.RecordVersion)
 	}
 	var lines []string
 	for _, v := range storedTypes {
@@ -67,7 +67,7 @@ func TestStoredSchemaIsFrozen(t *testing.T) {
 		t.Fatalf("the stored values' fields differ from %s at version %d (added %q, gone %q): "+
 			"members of the previous release refuse such values while they share a group; "+
 			"put new data under a key of its own, or read docs/upgrades.md before changing the version",
-			file, state.RecordVersion, added, gone)
+			file, schema.RecordVersion, added, gone)
 	}
 }
 

@@ -1,10 +1,9 @@
-package state
+package schema
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
 )
@@ -97,7 +96,7 @@ func DecodeKeyOp(g Group, key string, data []byte) (KeyOpRecord, error) {
 	if err := r.Check(); err != nil {
 		return KeyOpRecord{}, &BadValueError{Key: key, Problem: err.Error()}
 	}
-	if want := g.schema().KeyOp(r.Topic, r.Partition, uint32(r.Hash), r.Key); key != want {
+	if want := g.Keys().KeyOp(r.Topic, r.Partition, uint32(r.Hash), r.Key); key != want {
 		return KeyOpRecord{}, &BadValueError{Key: key, Problem: fmt.Sprintf("the operation's topic, partition and key belong at %s", textsafe.Quote(want))}
 	}
 	return r, nil
@@ -109,8 +108,8 @@ func (r KeyOpRecord) Check() error {
 	switch {
 	case r.Op != KeyOpSkip && r.Op != KeyOpPark && r.Op != KeyOpUnpark && r.Op != KeyOpReplay:
 		return fmt.Errorf("operation %s: this build knows %q, %q, %q and %q", textsafe.Quote(r.Op), KeyOpSkip, KeyOpPark, KeyOpUnpark, KeyOpReplay)
-	case keys.CheckName("topic", r.Topic) != nil:
-		return keys.CheckName("topic", r.Topic)
+	case CheckName("topic", r.Topic) != nil:
+		return CheckName("topic", r.Topic)
 	case r.Partition < 0:
 		return fmt.Errorf("partition %d", r.Partition)
 	case len(r.Key) > MaxKeyOpKeyBytes:
@@ -121,7 +120,7 @@ func (r KeyOpRecord) Check() error {
 		return fmt.Errorf("offset %d", r.Offset)
 	case r.Op != KeyOpSkip && r.Drop:
 		return fmt.Errorf("drop on a %s", r.Op)
-	case (r.Op == KeyOpPark || r.Op == KeyOpUnpark) && (keys.CheckName("parking topic", r.ParkTopic) != nil || r.ParkTopic == r.Topic || r.ParkFrom < 0 || r.Offset != 0):
+	case (r.Op == KeyOpPark || r.Op == KeyOpUnpark) && (CheckName("parking topic", r.ParkTopic) != nil || r.ParkTopic == r.Topic || r.ParkFrom < 0 || r.Offset != 0):
 		return fmt.Errorf("%s of %s from offset %d (offset %d): want a topic other than the key's, offsets 0 or more, no offset", r.Op, textsafe.Quote(r.ParkTopic), r.ParkFrom, r.Offset)
 	case (r.Op == KeyOpSkip || r.Op == KeyOpReplay) && (r.ParkTopic != "" || r.ParkFrom != 0):
 		return fmt.Errorf("a parking topic on a %s", r.Op)

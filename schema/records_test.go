@@ -1,4 +1,4 @@
-package state
+package schema
 
 import (
 	"errors"
@@ -8,10 +8,9 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
 )
 
-var recSchema = keys.New("/keyshare", "g")
+var recSchema = Group{Prefix: "/keyshare", Name: "g"}.Keys()
 var recGroup = Group{Prefix: "/keyshare", Name: "g"}
 
 // checkBadValue checks that err is a *BadValueError for key whose problem
@@ -143,7 +142,7 @@ func TestRecordDecodeMember(t *testing.T) {
 		{"newer version", key, with(func(m *MemberInfo) { m.V = 2 }), "format version 2"},
 		{"other id", key, with(func(m *MemberInfo) { m.ID = "m2" }), `value names member "m2"`},
 		{"no id", key, with(func(m *MemberInfo) { m.ID = "" }), `value names member ""`},
-		{"key of another group", keys.New("/keyshare", "h").Member("m1"), base, `value names member "m1"`},
+		{"key of another group", Group{Prefix: "/keyshare", Name: "h"}.Keys().Member("m1"), base, `value names member "m1"`},
 		{"zero weight", key, with(func(m *MemberInfo) { m.Weight = 0 }), "weight 0 must be positive"},
 		{"negative weight", key, with(func(m *MemberInfo) { m.Weight = -2 }), "weight -2 must be positive"},
 		{"weight above the limit", key, with(func(m *MemberInfo) { m.Weight = assign.MaxWeight + 1 }), "weight 1000001 is above the limit 1000000"},

@@ -1,4 +1,4 @@
-package state
+package schema
 
 import (
 	"cmp"
@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/keys"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -111,7 +110,7 @@ type GroupKVs [7][]KeyValue
 // those whose key and revision have not changed are not decoded again, and
 // memo is updated to this build's values.
 func BuildSnapshot(g Group, rev int64, r GroupKVs, memo *DecodeMemo) *Snapshot {
-	return buildSnapshotMemo(g.schema(), rev, r, memo)
+	return buildSnapshotMemo(g.Keys(), rev, r, memo)
 }
 
 // DecodeMemo keeps the decoded values of the last build, by key and
@@ -155,7 +154,7 @@ func memoDecode[T any](old, next map[string]memoized[T], key string, rev int64, 
 // buildSnapshotMemo decodes the keys read at rev, reusing the values memo
 // decoded last time (nil: decode everything); it updates memo to this
 // build's values.
-func buildSnapshotMemo(s keys.Schema, rev int64, r GroupKVs, memo *DecodeMemo) *Snapshot {
+func buildSnapshotMemo(s Keys, rev int64, r GroupKVs, memo *DecodeMemo) *Snapshot {
 	var next DecodeMemo
 	if memo != nil {
 		next = DecodeMemo{
@@ -255,7 +254,7 @@ func buildSnapshotMemo(s keys.Schema, rev int64, r GroupKVs, memo *DecodeMemo) *
 	}
 	slices.Sort(snap.Orphans)
 	for _, kv := range r[3] {
-		topic, part, err := keys.ParseCommitKey(s.Commits(), string(kv.Key))
+		topic, part, err := ParseCommitKey(s.Commits(), string(kv.Key))
 		if err != nil {
 			snap.Problems = append(snap.Problems, &BadValueError{Key: string(kv.Key), Problem: err.Error()})
 			continue
