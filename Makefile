@@ -26,12 +26,27 @@ KAFKA_TESTFLAGS ?= -race -count=1 -p 2 -timeout 15m
 # without the race detector (coord/model_run_test.go), six times faster.
 MODEL_TESTFLAGS ?= -count=1 -timeout 9m
 
-.PHONY: all build test test-kafka demo bench fuzz lint tidy clean chaos soak bench-peers proto
+.PHONY: all build test test-kafka demo bench fuzz lint tidy clean chaos soak bench-peers proto image
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/keyshare
+
+# The member image (deploy/Dockerfile: keyshare built as above, on a
+# distroless glibc base; docs/deploy.md). Needs a container engine: docker,
+# or podman where docker is missing or has no daemon. IMAGE names the tag.
+IMAGE ?= keyshare:dev
+image:
+	@engine=""; \
+	if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then engine=docker; \
+	elif command -v podman >/dev/null 2>&1; then engine=podman; fi; \
+	if [ -z "$$engine" ]; then \
+		echo "make image needs a container engine: docker with a running daemon, or podman; none here"; \
+		echo "(go test ./deploy/ checks the image's file set without one: docs/deploy.md)"; exit 1; \
+	fi; \
+	echo "$$engine build -f deploy/Dockerfile -t $(IMAGE) ."; \
+	$$engine build -f deploy/Dockerfile -t $(IMAGE) .
 
 test:
 	$(GO) test $(TESTFLAGS) $(PKGS)
