@@ -4,9 +4,9 @@
 // layouts balanced by measured load (BalanceByLoad, StickyByLoad). They are
 // pure functions of their inputs, with no I/O: coord's leader reads the
 // group from etcd, calls them, and writes the answer as range records.
-// The package imports no etcd and no Kafka client (internal/purity's
-// TestImportsArePure holds it to that); docs/assignor.md and docs/load.md explain the
-// algorithms.
+// The package imports no etcd and no Kafka client (the package map's test,
+// docs/packagemap_test.go, holds it to that); docs/assignor.md and
+// docs/load.md explain the algorithms.
 //
 // Two members sharing three partitions, then a third joining:
 //

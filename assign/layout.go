@@ -22,7 +22,7 @@ import (
 // more than Assign (about a quarter of the line on a join, against
 // 1/(M+1)), so the leader uses it only to settle: when the group has no
 // handoff under way and Assign's answer is more fragmented than a
-// contiguous one (internal/plan's useContiguous).
+// contiguous one (coord/internal/plan's useContiguous).
 
 // AssignContiguous computes an assignment in which every member owns one
 // contiguous span of the line of partitions (see Assign), each share within

@@ -17,7 +17,7 @@
 // new owner's record starts of one key (negative: both ran it at once).
 //
 // Rows 16a–16e cut the network: each member runs on a host of its own (a
-// network namespace, internal/netns) and is cut from etcd or from Kafka
+// network namespace, testutil/netns) and is cut from etcd or from Kafka
 // alone. They need root and `ip netns`, and are skipped otherwise.
 //
 // Rows named "EO …" rerun rows 2, 3, 4, 5, 16a and 17 exactly-once: the

@@ -27,10 +27,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/keyshare/keyshare/internal/devcluster"
-	"github.com/keyshare/keyshare/internal/netns"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
+	"github.com/keyshare/keyshare/testutil/netns"
 )
 
 const (

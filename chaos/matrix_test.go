@@ -19,8 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/internal/netns"
 	"github.com/keyshare/keyshare/testutil"
+	"github.com/keyshare/keyshare/testutil/netns"
 )
 
 // row is one line of the fault matrix.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/keyshare/keyshare/internal/netns"
+	"github.com/keyshare/keyshare/testutil/netns"
 )
 
 // Network partitions. Each member runs on a host of its own: a

@@ -101,7 +101,7 @@ func (p *pipeline) freshProgress() bool {
 // with its comma, and 4 KiB covers the envelope and a few dozen segments
 // (64 segments with 13-digit offsets and nothing pending: 3,501 bytes). A
 // range holds one segment per owner whose state it inherited, and a merged
-// range one per range it joined (internal/plan/merge.go: at most MaxTxnOps/2 of
+// range one per range it joined (coord/internal/plan/merge.go: at most MaxTxnOps/2 of
 // them, 64 by default) until records fetched past those states let
 // neighbouring segments join again. Only an entry this bound puts near
 // FlushEntryBytes is encoded to be measured.

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/plan"
+	"github.com/keyshare/keyshare/coord/internal/plan"
 	"github.com/keyshare/keyshare/schema"
 )
 

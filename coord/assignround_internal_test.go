@@ -10,9 +10,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/plan"
-	"github.com/keyshare/keyshare/internal/statetest"
+	"github.com/keyshare/keyshare/coord/internal/plan"
 	"github.com/keyshare/keyshare/schema"
+	"github.com/keyshare/keyshare/schema/schematest"
 )
 
 // testAssignRound is a round with a session TTL of 1 s (so the group must
@@ -83,7 +83,7 @@ func TestAssignRoundQuiet(t *testing.T) {
 	r := testAssignRound()
 	c0 := time.Now()
 	r.takeRead(readOf(c0))
-	snap := statetest.Even(planSchema, 2)
+	snap := schematest.Even(planSchema, 2)
 
 	st := r.step(snap, c0, 7, false, r.quiet(7))
 	if len(st.changes) != 0 || !slices.Equal(st.wake, []time.Duration{time.Second}) {
@@ -124,11 +124,11 @@ func TestAssignRoundFailoverGrace(t *testing.T) {
 	r := testAssignRound()
 	c0 := time.Now()
 	r.takeRead(readOf(c0))
-	snap := statetest.Even(planSchema, 2)
+	snap := schematest.Even(planSchema, 2)
 	r.step(snap, c0, 7, false, false)
 	r.step(snap, c0.Add(time.Second), 7, false, false) // still: quiet
 
-	gone := statetest.Even(planSchema, 2)
+	gone := schematest.Even(planSchema, 2)
 	delete(gone.Members, "m01")
 	st := r.step(gone, c0.Add(2*time.Second), 8, false, false)
 	if len(st.changes) != 0 || !slices.Contains(st.wake, 3*time.Second) {
@@ -155,7 +155,7 @@ func TestAssignRoundRevokingNotQuiet(t *testing.T) {
 	r := testAssignRound()
 	c0 := time.Now()
 	r.takeRead(readOf(c0))
-	snap := statetest.Even(planSchema, 2)
+	snap := schematest.Even(planSchema, 2)
 	m := snap.Members["m01"]
 	m.Leaving = true // so m00 is the range's wanted owner
 	snap.Members["m01"] = m
@@ -187,7 +187,7 @@ func TestAssignRoundSettle(t *testing.T) {
 	c0 := time.Now()
 	r.takeRead(readOf(c0))
 	// m00 owns two adjacent ranges: merging them is defragmentation.
-	snap := statetest.Even(planSchema, 3)
+	snap := schematest.Even(planSchema, 3)
 	snap.Ranges[1].Record.Owner = "m00"
 	delete(snap.Members, "m01")
 	delete(snap.Members, "m02")
@@ -210,7 +210,7 @@ func TestAssignRoundSettle(t *testing.T) {
 func TestAssignRoundJudgeQuiet(t *testing.T) {
 	r := testAssignRound()
 	r.takeRead(readOf(time.Now()))
-	snap := statetest.Even(planSchema, 2)
+	snap := schematest.Even(planSchema, 2)
 	snap.Ranges = nil // a plan would assign the partition
 	if st := r.step(snap, time.Now(), 7, true, true); len(st.changes) != 0 {
 		t.Fatalf("quiet round judging load: %d changes, want none", len(st.changes))
@@ -230,7 +230,7 @@ func TestAssignRoundLargePlan(t *testing.T) {
 		parts[i] = assign.PartitionWeight{TopicPartition: assign.TopicPartition{Topic: "t", Partition: int32(i)}}
 	}
 	r.takeRead(topicRead{at: time.Now(), parts: parts})
-	snap := statetest.Even(planSchema, 2)
+	snap := schematest.Even(planSchema, 2)
 	snap.Ranges = nil
 	st := r.step(snap, time.Now(), 7, false, false)
 	if !st.more || len(st.changes) != maxChangesPerRound || st.planned <= maxChangesPerRound {
@@ -247,7 +247,7 @@ func TestAssignRoundLargePlan(t *testing.T) {
 func TestAssignRoundProblems(t *testing.T) {
 	r := testAssignRound()
 	r.takeRead(readOf(time.Now()))
-	snap := statetest.Even(planSchema, 2)
+	snap := schematest.Even(planSchema, 2)
 	snap.Problems = []error{errors.New("a"), errors.New("b")}
 	for i, want := range []string{"a; b", ""} {
 		if st := r.step(snap, time.Now(), 7, false, false); st.problems != want {

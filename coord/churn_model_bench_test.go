@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/plan"
+	"github.com/keyshare/keyshare/coord/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/schema"
 )

@@ -1,6 +1,6 @@
 // Package coord is keyshare's coordination in etcd: member sessions and
 // registration, leader election, the leader's rounds (the planner is
-// internal/plan's, a pure function of a Snapshot returning guards and
+// coord/internal/plan's, a pure function of a Snapshot returning guards and
 // writes as data, which coord alone turns into etcd transactions), a
 // member's view of its assignment, the two-phase handoff of
 // revoked ranges, and every fenced write a member or the leader makes. It is

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keyshare/keyshare/internal/statetest"
 	"github.com/keyshare/keyshare/schema"
+	"github.com/keyshare/keyshare/schema/schematest"
 )
 
 // TestAssignRoundGoneOwners: a member whose registration ends is reported
@@ -16,7 +16,7 @@ import (
 func TestAssignRoundGoneOwners(t *testing.T) {
 	r := testAssignRound()
 	r.parts = t0Parts
-	snap := statetest.Even(planSchema, 5)
+	snap := schematest.Even(planSchema, 5)
 	// m01 owns three ranges, one of them already released (nothing to
 	// fail over); m03 owns one.
 	snap.Ranges[2].Record.Owner = "m01"

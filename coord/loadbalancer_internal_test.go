@@ -14,7 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/plan"
+	"github.com/keyshare/keyshare/coord/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/schema"
 )

@@ -28,7 +28,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/plan"
+	"github.com/keyshare/keyshare/coord/internal/plan"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/schema"
 )

@@ -7,7 +7,7 @@
 // all of a group's state decoded at one revision. It does no I/O: coord
 // reads etcd and hands the keys to BuildSnapshot, and the leader's planner
 // decides on the Snapshot. The package imports no etcd and no Kafka client
-// (the package map test in docs/ holds it to that).
+// (docs/packagemap_test.go holds it to that).
 //
 // Decoding a group's keys read at one revision:
 //

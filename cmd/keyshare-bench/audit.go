@@ -10,7 +10,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 
-	"github.com/keyshare/keyshare/internal/clientflags"
+	"github.com/keyshare/keyshare/cmd/internal/clientflags"
 )
 
 // auditLog records every etcd write of this process that etcd accepted,

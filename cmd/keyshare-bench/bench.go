@@ -19,10 +19,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/keyshare/keyshare/bench/worksleep"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
 	"github.com/keyshare/keyshare/consumer"
-	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/devcluster"
-	"github.com/keyshare/keyshare/internal/worksleep"
 )
 
 // benchCommand measures keyshare against a vanilla confluent-kafka-go

@@ -9,9 +9,9 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/bench/worksleep"
+	"github.com/keyshare/keyshare/cmd/internal/loadgen"
 	"github.com/keyshare/keyshare/consumer"
-	"github.com/keyshare/keyshare/internal/loadgen"
-	"github.com/keyshare/keyshare/internal/worksleep"
 )
 
 // batchSink compares the single-record Handler with the BatchHandler at

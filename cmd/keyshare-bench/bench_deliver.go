@@ -17,8 +17,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/keyshare/keyshare/bench/worksleep"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/worksleep"
 	"github.com/keyshare/keyshare/schema"
 )
 

@@ -12,8 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/keyshare/keyshare/assign"
+	"github.com/keyshare/keyshare/bench/worksleep"
 	"github.com/keyshare/keyshare/internal/devcluster"
-	"github.com/keyshare/keyshare/internal/worksleep"
 	"github.com/keyshare/keyshare/schema"
 )
 

@@ -13,8 +13,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/assign"
+	"github.com/keyshare/keyshare/bench/worksleep"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/worksleep"
 	"github.com/keyshare/keyshare/schema"
 )
 

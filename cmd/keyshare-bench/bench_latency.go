@@ -10,7 +10,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/keyshare/keyshare/internal/loadgen"
+	"github.com/keyshare/keyshare/cmd/internal/loadgen"
 )
 
 // latencyTopic is the latency table's topic: one partition, read from its

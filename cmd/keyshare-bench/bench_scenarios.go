@@ -10,9 +10,9 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/bench/worksleep"
+	"github.com/keyshare/keyshare/cmd/internal/loadgen"
 	"github.com/keyshare/keyshare/consumer"
-	"github.com/keyshare/keyshare/internal/loadgen"
-	"github.com/keyshare/keyshare/internal/worksleep"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -78,7 +78,7 @@ func (c *benchCommand) parallelConsumerWorkload(ctx context.Context) error {
 			kd.name, records, busiest.Seconds(), sum.Seconds()/4, busiest.Seconds()/25, busiest.Seconds()/25/ideal.Seconds()))
 	}
 	c.printf("\n%s\n", strings.Join(notes, " "))
-	c.printf("\nGoal: within 2× of ideal. In the first keyshare rows the members join while the records wait in the partition, so their times include the group forming (the first member takes the whole partition, the others split it as they join, and the ranges handed over drain). In the last row the four members settle at the log's end first, and the time runs from the first record's Produce call (the producer connected beforehand; the same keys and the same work per record as the other rows) to the last record handled: the measure of Parallel Consumer's own benchmark, whose goal here is 1.5× ideal. The work is slept with a timerfd (internal/worksleep), which wakes within tens of µs of the work's end, where a Go timer wakes up to a millisecond late.\n\n")
+	c.printf("\nGoal: within 2× of ideal. In the first keyshare rows the members join while the records wait in the partition, so their times include the group forming (the first member takes the whole partition, the others split it as they join, and the ranges handed over drain). In the last row the four members settle at the log's end first, and the time runs from the first record's Produce call (the producer connected beforehand; the same keys and the same work per record as the other rows) to the last record handled: the measure of Parallel Consumer's own benchmark, whose goal here is 1.5× ideal. The work is slept with a timerfd (bench/worksleep), which wakes within tens of µs of the work's end, where a Go timer wakes up to a millisecond late.\n\n")
 	return nil
 }
 

@@ -19,10 +19,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/keyshare/keyshare/assign"
+	"github.com/keyshare/keyshare/bench/worksleep"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/cli"
-	"github.com/keyshare/keyshare/internal/worksleep"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/schema"
 )

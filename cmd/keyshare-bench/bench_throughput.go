@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/keyshare/keyshare/internal/loadgen"
+	"github.com/keyshare/keyshare/cmd/internal/loadgen"
 )
 
 // throughputTopic is the throughput scenario's topic: one partition.

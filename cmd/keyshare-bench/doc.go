@@ -4,7 +4,7 @@
 // writes the report of docs/benchmarks.md. It is the lab, apart from the
 // keyshare binary that operators install: the scenarios that time member
 // processes run its own `keyshare-bench member`, keyshare member's command
-// (internal/membercmd) with simulated work, failures, a stuck key, a
+// (cmd/internal/membercmd) with simulated work, failures, a stuck key, a
 // record log and an etcd audit log besides --deliver (member.go). The
 // fault matrix (chaos/) and the tests of keyshare's other commands run it
 // too.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/keyshare/keyshare/internal/cli"
-	"github.com/keyshare/keyshare/internal/membercmd"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
+	"github.com/keyshare/keyshare/cmd/internal/membercmd"
 )
 
 func main() {

@@ -1,6 +1,6 @@
 package main
 
-// keyshare-bench member: keyshare member (internal/membercmd) with the
+// keyshare-bench member: keyshare member (cmd/internal/membercmd) with the
 // lab's additions for tests and benchmarks. Without --deliver its handler
 // is simulated: work per record or per call (--work), failures
 // (--fail-rate), a stuck key (--stall) and a log of the records handled
@@ -17,9 +17,9 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/keyshare/keyshare/internal/cli"
-	"github.com/keyshare/keyshare/internal/membercmd"
-	"github.com/keyshare/keyshare/internal/recordlog"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
+	"github.com/keyshare/keyshare/cmd/internal/membercmd"
+	"github.com/keyshare/keyshare/cmd/internal/recordlog"
 )
 
 // memberCommand is the name of the member subcommand.

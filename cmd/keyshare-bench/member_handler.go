@@ -9,9 +9,9 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/bench/worksleep"
+	"github.com/keyshare/keyshare/cmd/internal/recordlog"
 	"github.com/keyshare/keyshare/consumer"
-	"github.com/keyshare/keyshare/internal/recordlog"
-	"github.com/keyshare/keyshare/internal/worksleep"
 )
 
 // simulatedHandler is keyshare-bench member's handler without --deliver:

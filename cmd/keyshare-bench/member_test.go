@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keyshare/keyshare/internal/recordlog"
+	"github.com/keyshare/keyshare/cmd/internal/recordlog"
 	"github.com/keyshare/keyshare/testutil"
 )
 

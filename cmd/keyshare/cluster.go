@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
 	"github.com/keyshare/keyshare/internal/devcluster"
 )
 

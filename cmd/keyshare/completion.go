@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
 )
 
 // groupSubcommands are the subcommands of keyshare group.

@@ -21,10 +21,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
+	"github.com/keyshare/keyshare/cmd/internal/loadgen"
+	"github.com/keyshare/keyshare/cmd/internal/recordlog"
 	"github.com/keyshare/keyshare/internal/devcluster"
-	"github.com/keyshare/keyshare/internal/loadgen"
-	"github.com/keyshare/keyshare/internal/recordlog"
 	"github.com/keyshare/keyshare/schema"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/keyshare/keyshare/internal/recordlog"
+	"github.com/keyshare/keyshare/cmd/internal/recordlog"
 )
 
 // demoEndpoint is the delivery endpoint (docs/delivery.md) the demo runs

@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/keyshare/keyshare/admin"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/cli"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/schema"
 )

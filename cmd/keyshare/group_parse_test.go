@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/admin"
-	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
 )
 
 func TestParseTopicSpec(t *testing.T) {

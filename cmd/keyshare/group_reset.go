@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/admin"
-	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
 )
 
 // resetFlags are reset-offsets' flags as given.

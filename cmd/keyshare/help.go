@@ -1,6 +1,6 @@
 package main
 
-import "github.com/keyshare/keyshare/internal/cli"
+import "github.com/keyshare/keyshare/cmd/internal/cli"
 
 // commandHelp is what `keyshare <command> -h` and `keyshare help <command>`
 // print above the flags, by the command's flag set name.

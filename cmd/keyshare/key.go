@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/admin"
-	"github.com/keyshare/keyshare/internal/cli"
-	"github.com/keyshare/keyshare/internal/clientflags"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
+	"github.com/keyshare/keyshare/cmd/internal/clientflags"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/schema"
 )

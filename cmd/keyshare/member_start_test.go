@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keyshare/keyshare/internal/clientflags"
+	"github.com/keyshare/keyshare/cmd/internal/clientflags"
 	"github.com/keyshare/keyshare/testutil"
 )
 

@@ -9,9 +9,9 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/keyshare/keyshare/internal/cli"
-	"github.com/keyshare/keyshare/internal/clientflags"
-	"github.com/keyshare/keyshare/internal/loadgen"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
+	"github.com/keyshare/keyshare/cmd/internal/clientflags"
+	"github.com/keyshare/keyshare/cmd/internal/loadgen"
 )
 
 type produceCommand struct {

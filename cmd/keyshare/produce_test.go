@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/keyshare/keyshare/internal/loadgen"
+	"github.com/keyshare/keyshare/cmd/internal/loadgen"
 	"github.com/keyshare/keyshare/testutil"
 )
 

@@ -13,9 +13,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/assign"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
+	"github.com/keyshare/keyshare/cmd/internal/clientflags"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/cli"
-	"github.com/keyshare/keyshare/internal/clientflags"
 	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 	"github.com/keyshare/keyshare/schema"
 )

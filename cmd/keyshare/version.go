@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/keyshare/keyshare/internal/cli"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
 	"github.com/keyshare/keyshare/internal/version"
 )
 

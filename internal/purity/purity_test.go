@@ -20,7 +20,7 @@ var pure = map[string][]string{
 	"ledger":                     {"internal/strictjson", "github.com/cespare/xxhash/v2"},
 	"assign":                     {"ledger", "internal/strictjson", "github.com/cespare/xxhash/v2"},
 	"schema":                     {"assign", "ledger", "internal/strictjson", "internal/textsafe", "github.com/cespare/xxhash/v2"},
-	"internal/plan":              {"schema", "assign", "ledger", "internal/strictjson", "internal/textsafe", "github.com/cespare/xxhash/v2"},
+	"coord/internal/plan":        {"schema", "assign", "ledger", "internal/strictjson", "internal/textsafe", "github.com/cespare/xxhash/v2"},
 	"consumer/internal/schedule": {},
 	"internal/strictjson":        {},
 	"internal/textsafe":          {},

@@ -28,8 +28,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/keyshare/keyshare/bench/peers/checker"
+	"github.com/keyshare/keyshare/bench/worksleep"
 	"github.com/keyshare/keyshare/consumer"
-	"github.com/keyshare/keyshare/internal/worksleep"
 )
 
 type driver struct {
@@ -111,7 +111,7 @@ func (d *driver) work(m *kafka.Message) time.Duration {
 func (d *driver) handle(ctx context.Context, m *kafka.Message) error {
 	start := time.Now()
 	// worksleep, not a timer: a Go timer wakes up to a millisecond late in
-	// an idle process (internal/worksleep), which the Java drivers'
+	// an idle process (bench/worksleep), which the Java drivers'
 	// parkNanos does not.
 	if err := worksleep.Sleep(ctx, d.work(m)); err != nil {
 		return err

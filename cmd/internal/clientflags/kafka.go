@@ -11,8 +11,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/cmd/internal/cli"
 	"github.com/keyshare/keyshare/consumer"
-	"github.com/keyshare/keyshare/internal/cli"
 )
 
 // Kafka are the Kafka connection flags.

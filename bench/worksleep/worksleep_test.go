@@ -85,7 +85,7 @@ func TestSleepZero(t *testing.T) {
 // goroutines beside them that compute 50 µs and pause 20 µs in turn, so
 // that the process's threads are seldom idle:
 //
-//	go test -run '^$' -bench Overshoot -benchtime 4000x ./internal/worksleep/
+//	go test -run '^$' -bench Overshoot -benchtime 4000x ./bench/worksleep/
 func BenchmarkOvershoot(b *testing.B) {
 	for _, busy := range []bool{false, true} {
 		for _, bc := range []struct {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/keyshare/keyshare/internal/clientflags"
+	"github.com/keyshare/keyshare/cmd/internal/clientflags"
 )
 
 // Line is one line of a record log.

@@ -22,10 +22,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/keyshare/keyshare/cmd/internal/cli"
+	"github.com/keyshare/keyshare/cmd/internal/clientflags"
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/deliver"
-	"github.com/keyshare/keyshare/internal/cli"
-	"github.com/keyshare/keyshare/internal/clientflags"
 )
 
 // deliverFlags say where records go and how the member reaches it.

@@ -1,7 +1,7 @@
-// Package statetest builds group snapshots for the tests of the packages
+// Package schematest builds group snapshots for the tests of the packages
 // that decide on them (the planner, the leader's rounds), so that each
 // does not keep its own copy.
-package statetest
+package schematest
 
 import (
 	"fmt"

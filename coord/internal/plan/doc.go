@@ -12,7 +12,7 @@
 // the safety argument, and tests assert on them as data
 // (TestPlanGuards); coord is the one adapter that turns changes into etcd
 // transactions. The package does no I/O and imports no etcd and
-// no Kafka client (internal/purity's TestImportsArePure).
+// no Kafka client (docs/packagemap_test.go holds it to that).
 //
 //	changes := plan.Plan(plan.Input{
 //		Schema: schema, Snap: snap, Parts: parts, Now: time.Now().UTC(),

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/statetest"
 	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/schema"
+	"github.com/keyshare/keyshare/schema/schematest"
 )
 
 var (
@@ -18,7 +18,7 @@ var (
 
 // evenSnapshot is one partition t/0 cut into n equal active ranges owned by
 // m00..m(n-1), all registered, with ledger state.
-func evenSnapshot(n int) *schema.Snapshot { return statetest.Even(planSchema, n) }
+func evenSnapshot(n int) *schema.Snapshot { return schematest.Even(planSchema, n) }
 
 // TestPlanChangesFitOneTransaction: every change the planner makes fits in
 // one etcd transaction (with the guard and the generation write apply adds),
