@@ -28,10 +28,14 @@ var build struct {
 	err     error
 }
 
-// keyshareBin builds ./cmd/keyshare once per test binary.
+// keyshareBin builds ./cmd/keyshare once per test binary, or returns
+// $KEYSHARE_BIN, a keyshare built beforehand (a benchmark's reruns).
 func keyshareBin(t testing.TB) string {
 	t.Helper()
 	build.once.Do(func() {
+		if build.bin = os.Getenv("KEYSHARE_BIN"); build.bin != "" {
+			return
+		}
 		build.bin, build.cleanup, build.err = testutil.BuildKeyshare("../../cmd/keyshare", false)
 	})
 	if build.err != nil {

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The endpoint kits/python's Go tests deliver to: the kit's PostgreSQL part.
+
+Each record's effect is a row of eo_effects (partition, offset, key, SEQ of
+its "key-K:SEQ" value, the member that sent it), applied through
+PostgresSink.apply under the request's fence, so in the same transaction as
+the sink's applied row and fence check.
+
+To make a zombie's writes land late, as a slow network would deliver them,
+the endpoint holds every request of member M while the file
+CONTROL/hold-M exists, until CONTROL/release exists; then the held
+requests apply, whatever the member did meanwhile. The log gets a line
+{"held": M, "partition": P, "offset": O} per held record, and after it
+applied {"stale": M, ..., "accepted": true|false}.
+
+--unfenced turns the kit's fence check off (a switch for tests only), to
+show what the check prevents.
+"""
+import argparse
+import json
+import os
+import threading
+import time
+
+from keyshare_endpoint import Endpoint, Fenced, make_server
+from keyshare_endpoint.postgres import PostgresSink
+
+EFFECTS = """CREATE TABLE IF NOT EXISTS eo_effects (
+    id bigserial PRIMARY KEY, kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
+    key text NOT NULL, seq integer NOT NULL, writer text NOT NULL)"""
+
+
+class Log:
+    def __init__(self, path):
+        self._f, self._lock = open(path, "a"), threading.Lock()
+
+    def write(self, **line):
+        with self._lock:
+            self._f.write(json.dumps(line) + "\n")
+            self._f.flush()
+
+
+class HoldingEndpoint(Endpoint):
+    """An Endpoint that holds a member's requests while CONTROL/hold-M exists."""
+
+    def __init__(self, fn, control, log, **kw):
+        super().__init__(fn, **kw)
+        self.control, self.log, self.local = control, log, threading.local()
+
+    def respond(self, method, headers, body, now=None):
+        self.local.held = False
+        try:
+            doc = json.loads(body)
+            member = doc["member"]
+        except (ValueError, KeyError, TypeError):
+            return super().respond(method, headers, body, now)
+        if os.path.exists(os.path.join(self.control, "hold-" + os.path.basename(member))):
+            for r in doc.get("records", []):
+                self.log.write(held=member, partition=r["partition"], offset=r["offset"])
+            while not os.path.exists(os.path.join(self.control, "release")):
+                time.sleep(0.02)
+            self.local.held = True
+        return super().respond(method, headers, body, now)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--postgres", required=True)
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--log", required=True)
+    p.add_argument("--control", required=True)
+    p.add_argument("--unfenced", action="store_true")
+    args = p.parse_args()
+    log = Log(args.log)
+    sink = PostgresSink(args.postgres, prefix="eo_", pool_size=16, _skip_fence_check_for_tests=args.unfenced)
+    sink.create_schema()
+    import psycopg
+    with psycopg.connect(args.postgres, autocommit=True) as c:
+        c.execute(EFFECTS)
+
+    def effect(cur, rec):
+        key = rec.key.decode()
+        seq = int(rec.value.decode().split(":", 1)[1])
+        cur.execute("INSERT INTO eo_effects (kafka_partition, kafka_offset, key, seq, writer) VALUES (%s, %s, %s, %s, %s)",
+                    (rec.partition, rec.offset, key, seq, rec.member))
+
+    def handle(rec):
+        held = ep.local.held
+        try:
+            sink.apply(rec, effect)
+        except Fenced:
+            if held:
+                log.write(stale=rec.member, partition=rec.partition, offset=rec.offset, accepted=False)
+            raise
+        if held:
+            log.write(stale=rec.member, partition=rec.partition, offset=rec.offset, accepted=True)
+
+    ep = HoldingEndpoint(handle, args.control, log, concurrency=16)
+    srv = make_server(ep, port=args.port)
+    print("listening on", srv.server_address[1], flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
