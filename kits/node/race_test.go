@@ -1,0 +1,5 @@
+//go:build race
+
+package nodekit_test
+
+const raceEnabled = true
