@@ -70,10 +70,10 @@ func FailAll(n int, err error) []error {
 // alone, 1 for a batch), turning a panic or a result of the wrong length
 // into an error for the whole batch.
 func (c *Consumer) callBatch(ctx context.Context, msgs []*kafka.Message, attempt int) (res []error, err error) {
-	if c.tracing != nil {
+	if c.spans != nil {
 		var span trace.Span
-		ctx, span = c.tracing.startBatch(ctx, msgs, attempt)
-		defer func() { endBatchSpan(span, res, err) }() // after the recover below
+		ctx, span = c.spans.StartBatch(ctx, msgs, attempt)
+		defer func() { c.spans.EndBatch(span, res, err) }() // after the recover below
 	}
 	defer func() {
 		if r := recover(); r != nil {

@@ -37,7 +37,7 @@ type Consumer struct {
 	}
 
 	problems problems // calls being retried (retry.go), for /readyz and the log
-	tracing  *tracing // nil unless Config.TracerProvider is set (tracing.go)
+	spans    spans    // nil unless Config.TracerProvider is set (spans.go)
 
 	metrics struct {
 		handled, failed, retried, deadLettered, flushes, flushBytes, fetched, shelved, commits, commitRepairs, retentionLosses, loadReports, loadReportErrors atomic.Int64
@@ -79,7 +79,7 @@ func New(cli *clientv3.Client, cfg Config) (*Consumer, error) {
 	if cfg.MemberID == "" {
 		cfg.MemberID = coord.DefaultMemberID()
 	}
-	c := &Consumer{cli: cli, cfg: cfg, log: cfg.Logger.Named("consumer"), tracing: newTracing(cfg.TracerProvider, cfg.Group)}
+	c := &Consumer{cli: cli, cfg: cfg, log: cfg.Logger.Named("consumer"), spans: newSpans(cfg.TracerProvider, cfg.Group)}
 	c.registry = c.newRegistry()
 	return c, nil
 }

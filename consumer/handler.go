@@ -126,10 +126,10 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 
 // call runs the handler for attempt at m, turning a panic into an error.
 func (c *Consumer) call(ctx context.Context, m *kafka.Message, attempt int) (err error) {
-	if c.tracing != nil {
+	if c.spans != nil {
 		var span trace.Span
-		ctx, span = c.tracing.startHandle(ctx, m, attempt)
-		defer func() { endSpan(span, err) }() // after the recover below
+		ctx, span = c.spans.StartRecord(ctx, m, attempt)
+		defer func() { c.spans.EndRecord(span, err) }() // after the recover below
 	}
 	defer func() {
 		if r := recover(); r != nil {

@@ -1,13 +1,10 @@
-package consumer
+package tracing
 
 import (
-	"context"
 	"slices"
 	"testing"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 const (
@@ -58,42 +55,5 @@ func TestHeaderCarrierSet(t *testing.T) {
 	}
 	if c.Get("traceparent") != "new" || c.Get("tracestate") != "s=1" || c.Get("missing") != "" {
 		t.Fatalf("headers %q", h)
-	}
-}
-
-// BenchmarkHandlerCall measures what tracing adds to a handler call
-// (call: the per-record path's handler invocation, with a no-op handler):
-// off (no TracerProvider), and on with the SDK (every span sampled and
-// handed to an exporter that drops it) for a record without and with a
-// traceparent header. Run with:
-//
-//	go test -run '^$' -bench BenchmarkHandlerCall -benchmem ./consumer/
-func BenchmarkHandlerCall(b *testing.B) {
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
-	topic := "orders"
-	plain := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 3, Offset: 12345}, Key: []byte("key-17")}
-	traced := *plain
-	traced.Headers = []kafka.Header{{Key: "traceparent", Value: []byte(testParent)}}
-	for _, tc := range []struct {
-		name    string
-		tracing *tracing
-		m       *kafka.Message
-	}{
-		{"off", nil, &traced},
-		{"on-no-header", newTracing(tp, "g"), plain},
-		{"on-traceparent", newTracing(tp, "g"), &traced},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			cfg := DefaultConfig()
-			cfg.Handler = func(context.Context, *kafka.Message) error { return nil }
-			c := &Consumer{cfg: cfg, tracing: tc.tracing}
-			ctx := context.Background()
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := c.call(ctx, tc.m, 1); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }

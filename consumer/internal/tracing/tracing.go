@@ -1,4 +1,4 @@
-package consumer
+package tracing
 
 import (
 	"context"
@@ -15,8 +15,6 @@ import (
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
-// Tracing with OpenTelemetry, on when Config.TracerProvider is set.
-//
 // Each handler call gets a span of kind Consumer named as the messaging
 // semantic conventions name a process span ("process orders"). Its parent
 // is the W3C trace context (traceparent, tracestate) in the record's
@@ -25,28 +23,29 @@ import (
 // span's context is the handler's ctx. A BatchHandler call gets one root
 // span linked to the trace context of each of its records that carries
 // one: a batch has many parents, and the conventions model that with
-// links. With no TracerProvider nothing of this runs: no span, no header
-// parsed.
+// links.
 
-// tracerName is the instrumentation scope of keyshare's spans.
+// tracerName is the instrumentation scope of keyshare's spans: the public
+// package whose Config turns them on, not this one, which users never see.
 const tracerName = "github.com/keyshare/keyshare/consumer"
 
 // attemptKey is the handler call's attempt at its record (1 the first):
 // the messaging conventions have no attribute for it.
 const attemptKey = attribute.Key("keyshare.attempt")
 
-// tracing starts the spans of handler calls.
-type tracing struct {
+// Spans starts and ends the spans of one consumer group's handler calls.
+type Spans struct {
 	tracer trace.Tracer
 	group  string
 }
 
-// newTracing returns nil when tp is nil: tracing is off.
-func newTracing(tp trace.TracerProvider, group string) *tracing {
+// New returns the spans of group's handler calls, started with tp's
+// tracer; nil when tp is nil: tracing is off.
+func New(tp trace.TracerProvider, group string) *Spans {
 	if tp == nil {
 		return nil
 	}
-	return &tracing{tracer: tp.Tracer(tracerName), group: group}
+	return &Spans{tracer: tp.Tracer(tracerName), group: group}
 }
 
 // headerCarrier reads and writes W3C trace context in a record's headers
@@ -88,9 +87,9 @@ func recordContext(m *kafka.Message) trace.SpanContext {
 	return trace.SpanContextFromContext(ctx)
 }
 
-// startHandle starts the span of attempt of m's handler call, a child of
+// StartRecord starts the span of attempt of m's handler call, a child of
 // the trace context in m's headers, and returns the handler's ctx.
-func (t *tracing) startHandle(ctx context.Context, m *kafka.Message, attempt int) (context.Context, trace.Span) {
+func (t *Spans) StartRecord(ctx context.Context, m *kafka.Message, attempt int) (context.Context, trace.Span) {
 	topic := ""
 	if m.TopicPartition.Topic != nil {
 		topic = *m.TopicPartition.Topic
@@ -120,10 +119,10 @@ func (t *tracing) startHandle(ctx context.Context, m *kafka.Message, attempt int
 	return t.tracer.Start(ctx, "process "+topic, opts...)
 }
 
-// startBatch starts the span of attempt of a BatchHandler call on msgs
+// StartBatch starts the span of attempt of a BatchHandler call on msgs
 // (the attempt of a record retried alone; 1 for a batch), linked to each
 // record's trace context, and returns the handler's ctx.
-func (t *tracing) startBatch(ctx context.Context, msgs []*kafka.Message, attempt int) (context.Context, trace.Span) {
+func (t *Spans) StartBatch(ctx context.Context, msgs []*kafka.Message, attempt int) (context.Context, trace.Span) {
 	var links []trace.Link
 	for _, m := range msgs {
 		if sc := recordContext(m); sc.IsValid() {
@@ -161,8 +160,9 @@ func (t *tracing) startBatch(ctx context.Context, msgs []*kafka.Message, attempt
 		trace.WithLinks(links...), trace.WithAttributes(attrs...))
 }
 
-// endSpan ends span with an error status if err is not nil.
-func endSpan(span trace.Span, err error) {
+// EndRecord ends a handler call's span with an error status if err is
+// not nil.
+func (t *Spans) EndRecord(span trace.Span, err error) {
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, textsafe.Escape(err.Error()))
@@ -170,9 +170,9 @@ func endSpan(span trace.Span, err error) {
 	span.End()
 }
 
-// endBatchSpan ends a batch's span with an error status if the call
-// failed or any record did.
-func endBatchSpan(span trace.Span, res []error, err error) {
+// EndBatch ends a batch's span with an error status if the call failed
+// (err) or any record did (res).
+func (t *Spans) EndBatch(span trace.Span, res []error, err error) {
 	if err == nil {
 		failed := 0
 		for _, e := range res {
@@ -184,5 +184,5 @@ func endBatchSpan(span trace.Span, res []error, err error) {
 			err = fmt.Errorf("%d of %d records failed", failed, len(res))
 		}
 	}
-	endSpan(span, err)
+	t.EndRecord(span, err)
 }
