@@ -164,10 +164,8 @@ func (b *bench) run() error {
 	} else {
 		defer os.RemoveAll(b.dir)
 	}
-	for _, p := range []string{b.driver, filepath.Join(b.peersDir, "pc/target/peers-pc.jar"), filepath.Join(b.peersDir, "share/target/peers-share.jar")} {
-		if _, err := os.Stat(p); err != nil {
-			return fmt.Errorf("%w: build the drivers first (make bench-peers does)", err)
-		}
+	if err := b.checkDrivers(); err != nil {
+		return err
 	}
 	e, err := devcluster.StartEtcd(devcluster.EtcdOptions{Dir: filepath.Join(b.dir, "etcd")})
 	if err != nil {
@@ -176,32 +174,12 @@ func (b *bench) run() error {
 	defer e.Close()
 	b.etcd = e.ClientURL()
 	wls := b.selectedWorkloads()
-	topics := map[string]int32{}
-	for _, w := range wls {
-		topics[w.topic] = w.partitions
+	closeKafka, err := b.startKafka(wls)
+	if err != nil {
+		return err
 	}
-	if b.brokers == "" {
-		b.logf("starting Apache Kafka %s", devcluster.ApacheKafkaVersion)
-		k, err := devcluster.StartApacheKafka(devcluster.ApacheKafkaOptions{Dir: filepath.Join(b.dir, "kafka"), Topics: topics})
-		if err != nil {
-			return err
-		}
-		defer k.Close()
-		stopKafka = k.Close
-		b.brokers = k.Brokers()
-	} else {
-		suffix := fmt.Sprintf("-%d", time.Now().Unix())
-		topics = map[string]int32{}
-		for i := range wls {
-			wls[i].topic += suffix
-			topics[wls[i].topic] = wls[i].partitions
-		}
-		if err := devcluster.CreateTopics(b.brokers, topics, 1); err != nil {
-			return err
-		}
-	}
+	defer closeKafka()
 	load0, t0 := loadavg(), time.Now()
-	host, _ := os.Hostname()
 	var body bytes.Buffer
 	var goals []string
 	for i := range wls {
@@ -216,12 +194,7 @@ func (b *bench) run() error {
 			return err
 		}
 	}
-	// The heading is docs/benchmarks.md's own, outside the markers.
-	fmt.Fprintf(&b.out, "Measured by `make bench-peers` (`peerbench --records %d --runs %d`) on %s: %d CPUs, %s, %s, from %s UTC for %s. Load average (1, 5, 15 min) at the start: %s; at the end: %s (the machine is shared).\n\n",
-		b.records, b.runs, host, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02"), t0.UTC().Format("15:04"), time.Since(t0).Round(time.Second), load0, loadavg())
-	fmt.Fprintf(&b.out, "One Apache Kafka %s broker (KRaft, one node, from Maven Central's jars, internal/devcluster), one embedded etcd. Peers: %s; share groups with %s; a plain consumer group with confluent-kafka-go %s (librdkafka %s); keyshare members from this tree. Each instance is its own process; the instances of a run start together and time counts from the first record handled to the last, so joining and the first rebalances are inside it.\n\n",
-		devcluster.ApacheKafkaVersion, pcVersion, shareClientVersion, ckgVersion(), librdkafkaVersion())
-	fmt.Fprintf(&b.out, "Work per record: a sleep uniform in 0–%.0f ms, a hash of the record's partition and offset, the same in every driver (Σwork below). × ideal = time ÷ (Σwork ÷ total concurrency). Order violations: records whose first handling started before the previous record of the same key (same partition) had finished its first handling. Duplicates: handlings beyond a record's first. Committed = end: after the instances stopped gracefully, the group's committed offset equals the end offset on every partition; for share groups, the broker confirmed every acknowledgement (the consumers' commit callbacks), with the lag and share-partition start offset from Admin.listShareGroupOffsets beside it. Figures are medians of %d runs with the range in brackets.\n\n", float64(b.workMax)/1000, b.runs)
+	b.writeIntro(t0, load0)
 	b.out.Write(body.Bytes())
 	if len(goals) > 0 {
 		fmt.Fprintf(&b.out, "### Goals for keyshare, at the same total concurrency\n\nThroughput ≥ Parallel Consumer's, within 10%% of share groups' (ratio of records/s, medians; for the blocked key, of the other keys' time), 0 order violations.\n\n| workload | keyshare | ÷ Parallel Consumer | ÷ share group |\n|---|---|---|---|\n")
@@ -235,6 +208,54 @@ func (b *bench) run() error {
 		return writeSection(b.write, b.out.String())
 	}
 	return nil
+}
+
+// checkDrivers fails unless the peers' drivers are built.
+func (b *bench) checkDrivers() error {
+	for _, p := range []string{b.driver, filepath.Join(b.peersDir, "pc/target/peers-pc.jar"), filepath.Join(b.peersDir, "share/target/peers-share.jar")} {
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("%w: build the drivers first (make bench-peers does)", err)
+		}
+	}
+	return nil
+}
+
+// startKafka starts an Apache Kafka broker holding the workloads' topics,
+// or, given --brokers, creates them there under names unique to this run.
+// It returns what stops the broker it started.
+func (b *bench) startKafka(wls []workload) (stop func(), err error) {
+	topics := map[string]int32{}
+	if b.brokers != "" {
+		suffix := fmt.Sprintf("-%d", time.Now().Unix())
+		for i := range wls {
+			wls[i].topic += suffix
+			topics[wls[i].topic] = wls[i].partitions
+		}
+		return func() {}, devcluster.CreateTopics(b.brokers, topics, 1)
+	}
+	for _, w := range wls {
+		topics[w.topic] = w.partitions
+	}
+	b.logf("starting Apache Kafka %s", devcluster.ApacheKafkaVersion)
+	k, err := devcluster.StartApacheKafka(devcluster.ApacheKafkaOptions{Dir: filepath.Join(b.dir, "kafka"), Topics: topics})
+	if err != nil {
+		return nil, err
+	}
+	stopKafka = k.Close
+	b.brokers = k.Brokers()
+	return k.Close, nil
+}
+
+// writeIntro writes the report's opening paragraphs: where and how the
+// figures were measured, from t0 with load average load0.
+func (b *bench) writeIntro(t0 time.Time, load0 string) {
+	host, _ := os.Hostname()
+	// The heading is docs/benchmarks.md's own, outside the markers.
+	fmt.Fprintf(&b.out, "Measured by `make bench-peers` (`peerbench --records %d --runs %d`) on %s: %d CPUs, %s, %s, from %s UTC for %s. Load average (1, 5, 15 min) at the start: %s; at the end: %s (the machine is shared).\n\n",
+		b.records, b.runs, host, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02"), t0.UTC().Format("15:04"), time.Since(t0).Round(time.Second), load0, loadavg())
+	fmt.Fprintf(&b.out, "One Apache Kafka %s broker (KRaft, one node, from Maven Central's jars, internal/devcluster), one embedded etcd. Peers: %s; share groups with %s; a plain consumer group with confluent-kafka-go %s (librdkafka %s); keyshare members from this tree. Each instance is its own process; the instances of a run start together and time counts from the first record handled to the last, so joining and the first rebalances are inside it.\n\n",
+		devcluster.ApacheKafkaVersion, pcVersion, shareClientVersion, ckgVersion(), librdkafkaVersion())
+	fmt.Fprintf(&b.out, "Work per record: a sleep uniform in 0–%.0f ms, a hash of the record's partition and offset, the same in every driver (Σwork below). × ideal = time ÷ (Σwork ÷ total concurrency). Order violations: records whose first handling started before the previous record of the same key (same partition) had finished its first handling. Duplicates: handlings beyond a record's first. Committed = end: after the instances stopped gracefully, the group's committed offset equals the end offset on every partition; for share groups, the broker confirmed every acknowledgement (the consumers' commit callbacks), with the lag and share-partition start offset from Admin.listShareGroupOffsets beside it. Figures are medians of %d runs with the range in brackets.\n\n", float64(b.workMax)/1000, b.runs)
 }
 
 func ckgVersion() string {
