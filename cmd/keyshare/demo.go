@@ -14,18 +14,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/keyshare/keyshare/cmd/internal/cli"
 	"github.com/keyshare/keyshare/cmd/internal/loadgen"
 	"github.com/keyshare/keyshare/cmd/internal/recordlog"
 	"github.com/keyshare/keyshare/internal/devcluster"
-	"github.com/keyshare/keyshare/schema"
 )
 
 type demoCommand struct {
@@ -40,6 +34,63 @@ type demoCommand struct {
 const demoTopic, demoGroup = "demo-orders", "demo"
 
 func (c *demoCommand) Run(ctx context.Context, args []string) error {
+	if err := c.parse(args); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "keyshare-demo-")
+	if err != nil {
+		return err
+	}
+	if !c.keep {
+		defer os.RemoveAll(dir)
+	}
+	cl, err := c.startCluster(dir)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+
+	// Every member delivers its records over HTTP to an endpoint the demo
+	// runs, which spends the work on each and keeps the record logs the
+	// final check reads.
+	ep, err := startDemoEndpoint(dir, c.work)
+	if err != nil {
+		return err
+	}
+	defer ep.close()
+	fmt.Printf("the members deliver each record over HTTP to the demo's endpoint %s (keyshare member --deliver), which spends up to %s on it\n\n", ep.url, c.work)
+	r := &demoRun{c: c, self: self, dir: dir, etcdURL: cl.Etcd.ClientURL(), brokers: cl.Brokers,
+		ep: ep, view: newLiveView(dir), procs: make(map[string]*exec.Cmd)}
+	r.view.note = ep.summary
+	defer r.killMembers()
+	for i := 1; i <= c.members; i++ {
+		if err := r.startMember(fmt.Sprintf("m%d", i)); err != nil {
+			return err
+		}
+	}
+	if err := r.connect(); err != nil {
+		return err
+	}
+	defer r.etcd.Close()
+	defer r.kc.Close()
+
+	prodDone := make(chan error, 1)
+	go func() {
+		_, err := loadgen.Produce(ctx, r.brokers, demoTopic, c.records, c.keyCount, 0, float64(c.records)/c.duration.Seconds(), false)
+		prodDone <- err
+	}()
+	if err := r.watch(ctx, prodDone); err != nil {
+		return err
+	}
+	return r.finish(ctx)
+}
+
+// parse reads the demo's flags and checks their values.
+func (c *demoCommand) parse(args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.DurationVar(&c.duration, "duration", 30*time.Second, "how long records are produced; the demo then waits for the members to finish")
 	fs.IntVar(&c.members, "members", 3, "member processes at the start")
@@ -61,18 +112,11 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	if c.members < 2 || c.parts < 1 || c.records < 1 || c.keyCount < 1 || c.duration <= 0 {
 		return cli.Usage(errors.New("want --members ≥ 2, --partitions ≥ 1, --records ≥ 1, --keys ≥ 1, --duration > 0"))
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "keyshare-demo-")
-	if err != nil {
-		return err
-	}
-	if !c.keep {
-		defer os.RemoveAll(dir)
-	}
+	return nil
+}
 
+// startCluster starts the bundled etcd and broker, with the demo topic.
+func (c *demoCommand) startCluster(dir string) (*devcluster.Cluster, error) {
 	if c.kafka == "apache" {
 		fmt.Printf("starting the bundled cluster: embedded etcd and an Apache Kafka %s broker (a JVM)\n", devcluster.ApacheKafkaVersion)
 	} else {
@@ -81,167 +125,10 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	cl, err := devcluster.StartCluster(devcluster.ClusterOptions{EtcdAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), Kafka: c.kafka,
 		Topics: map[string]int32{demoTopic: int32(c.parts)}})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer cl.Close()
-	etcdURL, brokers := cl.Etcd.ClientURL(), cl.Brokers
-	fmt.Printf("etcd %s, brokers %s, topic %s with %d partitions\n\n", etcdURL, brokers, demoTopic, c.parts)
-
-	// Every member delivers its records over HTTP to an endpoint the demo
-	// runs, which spends the work on each and keeps the record logs the
-	// final check reads.
-	ep, err := startDemoEndpoint(dir, c.work)
-	if err != nil {
-		return err
-	}
-	defer ep.close()
-	fmt.Printf("the members deliver each record over HTTP to the demo's endpoint %s (keyshare member --deliver), which spends up to %s on it\n\n", ep.url, c.work)
-	view := newLiveView(dir)
-	view.note = ep.summary
-	procs := make(map[string]*exec.Cmd)
-	start := func(id string) error {
-		metrics, err := freeAddr()
-		if err != nil {
-			return err
-		}
-		args := []string{"member", "--brokers", brokers, "--etcd", etcdURL, "--group", demoGroup, "--topic", demoTopic,
-			"--id", id, "--ttl", "2s", "--drain-timeout", "10s", "--log-level", "warn", "--deliver", ep.url, "--metrics-addr", metrics}
-		cmd := exec.Command(self, args...)
-		logf, err := os.Create(filepath.Join(dir, id+".log"))
-		if err != nil {
-			return err
-		}
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		procs[id] = cmd
-		view.event("started member %s (pid %d), metrics at http://%s/metrics", id, cmd.Process.Pid, metrics)
-		return nil
-	}
-	defer func() {
-		for _, p := range procs {
-			_ = p.Process.Kill()
-			_ = p.Wait()
-		}
-	}()
-	for i := 1; i <= c.members; i++ {
-		if err := start(fmt.Sprintf("m%d", i)); err != nil {
-			return err
-		}
-	}
-
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	kc, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": brokers, "group.id": demoGroup, "log_level": 3})
-	if err != nil {
-		return err
-	}
-	defer kc.Close()
-
-	prodDone := make(chan error, 1)
-	go func() {
-		_, err := loadgen.Produce(ctx, brokers, demoTopic, c.records, c.keyCount, 0, float64(c.records)/c.duration.Seconds(), false)
-		prodDone <- err
-	}()
-
-	began := time.Now()
-	killed, added := false, false
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	produced := false
-	deadline := began.Add(2*c.duration + 60*time.Second)
-	for {
-		select {
-		case <-ctx.Done():
-			return errors.New("interrupted")
-		case err := <-prodDone:
-			if err != nil {
-				return fmt.Errorf("producer: %w", err)
-			}
-			produced = true
-			view.event("producer finished: %d records", c.records)
-		case <-tick.C:
-		}
-		el := time.Since(began)
-		if !killed && el > c.duration*35/100 {
-			killed = true
-			victim := "m2"
-			_ = procs[victim].Process.Signal(syscall.SIGKILL)
-			_ = procs[victim].Wait()
-			delete(procs, victim)
-			view.event("SIGKILL member %s: its ranges fail over when its lease (2s) expires", victim)
-		}
-		if !added && el > c.duration*55/100 {
-			added = true
-			if err := start(fmt.Sprintf("m%d", c.members+1)); err != nil {
-				return err
-			}
-		}
-		st, err := readStatus(ctx, cli, kc, schema.Group{Prefix: schema.DefaultPrefix, Name: demoGroup})
-		if err != nil {
-			view.event("status: %v", err)
-			continue
-		}
-		var committed, end int64
-		done := produced
-		for _, p := range st.Partitions {
-			if p.Committed != nil {
-				committed += *p.Committed
-			}
-			if p.End != nil {
-				end += *p.End
-			}
-			if p.Committed == nil || p.End == nil || *p.Committed != *p.End {
-				done = false
-			}
-		}
-		view.frame(st, end, committed)
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			view.event("gave up waiting for the committed offset to reach the end")
-			break
-		}
-	}
-
-	// The table is read while the members still hold their ranges; then
-	// they leave gracefully and the record logs are checked.
-	final, err := readStatus(ctx, cli, kc, schema.Group{Prefix: schema.DefaultPrefix, Name: demoGroup})
-	if err != nil {
-		return err
-	}
-	for id, p := range procs {
-		_ = p.Process.Signal(syscall.SIGTERM)
-		_ = p.Wait()
-		delete(procs, id)
-	}
-	st, err := readStatus(ctx, cli, kc, schema.Group{Prefix: schema.DefaultPrefix, Name: demoGroup})
-	if err != nil {
-		return err
-	}
-	fmt.Println()
-	printStatus(os.Stdout, final)
-	v, err := verify(dir, st)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("\nverified from the endpoint's record logs:\n")
-	fmt.Printf("  produced           %d\n  handled            %d (distinct %d)\n  lost               %d (must be 0)\n  duplicates         %d (allowed after the SIGKILL: records the killed member finished since its last flush)\n  order violations   %d (must be 0)\n  committed == end   %v\n",
-		v.produced, v.lines, v.distinct, v.lost, v.lines-v.distinct, v.orderViolations, v.committedAtEnd)
-	fmt.Printf("  over HTTP          %s\n", ep.summary())
-	if c.keep {
-		fmt.Printf("  logs in          %s\n", dir)
-	}
-	if v.lost > 0 || v.orderViolations > 0 || !v.committedAtEnd {
-		return errors.New("a guarantee was broken (see above)")
-	}
-	fmt.Println("\nall guarantees held.")
-	return nil
+	fmt.Printf("etcd %s, brokers %s, topic %s with %d partitions\n\n", cl.Etcd.ClientURL(), cl.Brokers, demoTopic, c.parts)
+	return cl, nil
 }
 
 // freeAddr is a loopback address with a port free now, for a member's
