@@ -111,42 +111,8 @@ def _headers(rec, where):
     return out
 
 
-def _fast(rec, member, deadline):
-    """decode_record for a well-formed record; None for anything else.
-
-    It accepts exactly what _checked does, only without naming what is
-    wrong (a record it does not take goes through _checked, which says).
-    """
-    try:
-        topic, partition, offset, ts = rec["topic"], rec["partition"], rec["offset"], rec["timestamp"]
-        key, value, headers, attempt, h = rec["key"], rec["value"], rec["headers"], rec["attempt"], rec["hash"]
-        rng, fence = rec["range"], rec["fence"]
-    except (KeyError, TypeError):
-        return None
-    if (type(topic) is not str or type(partition) is not int or type(offset) is not int or type(attempt) is not int
-            or type(h) is not int or (ts is not None and type(ts) is not int) or (fence is not None and type(fence) is not int)
-            or (key is not None and type(key) is not str) or (value is not None and type(value) is not str) or headers):
-        return None  # headers are rare: _checked decodes them
-    lo = hi = None
-    if rng is not None:
-        lo, hi = rng.get("lo") if type(rng) is dict else None, rng.get("hi") if type(rng) is dict else None
-        if type(lo) is not int or type(hi) is not int:
-            return None
-    try:
-        key = None if key is None else base64.b64decode(key, validate=True)
-        value = None if value is None else base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    return Record(topic, partition, offset, ts, key, value, [], attempt, h, lo, hi, fence, member, deadline)
-
-
 def decode_record(rec, member="", deadline=None, where="records[0]."):
     """Decodes one record object of a request body into a Record."""
-    r = _fast(rec, member, deadline)
-    return r if r is not None else _checked(rec, member, deadline, where)
-
-
-def _checked(rec, member, deadline, where):
     if not isinstance(rec, dict):
         raise BadRequest("%s want a record object, got %r" % (where.rstrip("."), rec))
     topic = rec.get("topic")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import socket
 import sys
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .endpoint import Endpoint
@@ -22,17 +21,6 @@ class _Handler(BaseHTTPRequestHandler):
     # together, so Nagle's algorithm never holds the body back.
     wbufsize = 1 << 16
     server_version = "keyshare-endpoint"
-
-    _date = (0, "")  # the Date header of the current second, shared
-
-    def date_time_string(self, timestamp=None):
-        # Formatting a date costs as much as the rest of an answer's headers.
-        now = int(time.time()) if timestamp is None else int(timestamp)
-        at, text = _Handler._date
-        if at != now:
-            text = super().date_time_string(now)
-            _Handler._date = (now, text)
-        return text
 
     def setup(self):
         super().setup()
