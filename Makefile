@@ -70,7 +70,7 @@ demo: build
 # keyshare-bench runs its member processes as `keyshare-bench member`.
 bench:
 	$(GO) build -o $(BENCH_BIN) ./cmd/keyshare-bench
-	$(GO) test -run '^$$' -bench . -benchmem ./ledger/ ./consumer/ ./coord/ ./internal/kafkaoffsets/ ./deliver/ ./bench/worksleep/
+	$(GO) test -run '^$$' -bench . -benchmem ./ledger/ ./consumer/ ./coord/ ./consumer/kafkaoffsets/ ./deliver/ ./bench/worksleep/
 	./$(BENCH_BIN) --write bin/benchmarks-report.md
 
 # Each fuzz target runs for FUZZTIME; go test -fuzz takes one target at a time.

@@ -11,8 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/keyshare/keyshare/assign"
+	"github.com/keyshare/keyshare/consumer/kafkaoffsets"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 	"github.com/keyshare/keyshare/schema"
 )
 

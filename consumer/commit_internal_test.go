@@ -6,8 +6,8 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/keyshare/keyshare/consumer/kafkaoffsets"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 	"github.com/keyshare/keyshare/testutil"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/keyshare/keyshare/internal/kafkaoffsets"
+	"github.com/keyshare/keyshare/consumer/kafkaoffsets"
 )
 
 // deleteDroppedPartitionOffsets deletes the group's Kafka offsets of the

@@ -10,8 +10,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/consumer/kafkaoffsets"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 )
 
 // Records Kafka deleted before the member handled them.

@@ -6,8 +6,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/consumer/kafkaoffsets"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 )
 
 // topicIDs is the leader's view of Kafka's topic ids (coord.TopicIDSource),

@@ -11,7 +11,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/assign"
-	"github.com/keyshare/keyshare/internal/kafkaoffsets"
+	"github.com/keyshare/keyshare/consumer/kafkaoffsets"
 )
 
 // benchTopics are one row's topics on kfake, with a producer that writes

@@ -15,8 +15,8 @@ import (
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/cmd/internal/cli"
 	"github.com/keyshare/keyshare/cmd/internal/clientflags"
+	"github.com/keyshare/keyshare/consumer/kafkaoffsets"
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/internal/kafkaoffsets"
 	"github.com/keyshare/keyshare/schema"
 )
 

@@ -1,11 +1,16 @@
-// Package kafkaoffsets reads a group's committed offsets and the partitions'
-// log offsets for many partitions at once, as requests of at most Chunk
-// partitions sent together, and deletes a group's offsets (Delete, which
-// confluent-kafka-go does not wrap). The consumer's leader, its start
-// offsets, the operators' reset and status all ask for every partition of
-// a group; in one request, the cost of handling the answer grows with the
-// square of its partitions (librdkafka's or kfake's handling, measured
-// below), and one synchronous call per partition costs a round trip each.
+// Package kafkaoffsets is keyshare's own helper, for its commands and its
+// members, that reads and writes the offsets of many partitions at once
+// through librdkafka: a group's committed offsets and the partitions' log
+// offsets, as requests of at most Chunk partitions sent together, and the
+// delete of a group's offsets (Delete, through librdkafka's C API, which
+// confluent-kafka-go does not wrap). It is not a general Kafka client: it
+// offers the calls keyshare makes and no more.
+//
+// The consumer's leader, its start offsets, the operators' reset and
+// status all ask for every partition of a group; in one request, the cost
+// of handling the answer grows with the square of its partitions
+// (librdkafka's or kfake's handling, measured below), and one synchronous
+// call per partition costs a round trip each.
 //
 //	committed, refused, err := kafkaoffsets.Committed(kc, parts, 10000)
 //	ends, refused, err := kafkaoffsets.List(ctx, admin, parts, kafka.LatestOffsetSpec, kafkaoffsets.Isolation(settings))

@@ -64,7 +64,7 @@ func TestInChunks(t *testing.T) {
 // from kfake, in one request and in requests of Chunk sent at once: the
 // figures behind Chunk.
 //
-//	go test -run '^$' -bench Offsets ./internal/kafkaoffsets/
+//	go test -run '^$' -bench Offsets ./consumer/kafkaoffsets/
 func BenchmarkOffsets(b *testing.B) {
 	const n = 4096
 	k := testutil.StartKafka(b, map[string]int32{"wide": n})
