@@ -50,53 +50,16 @@ type benchCommand struct {
 }
 
 func (c *benchCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("keyshare-bench", flag.ContinueOnError)
-	fs.IntVar(&c.runs, "runs", 3, "runs per figure (the median and the spread are reported)")
-	fs.StringVar(&c.write, "write", "", "also write the report (Markdown) to this file; docs/benchmarks.md takes its figures from it")
-	fs.BoolVar(&c.quick, "quick", false, "smaller workloads (a smoke test of the benchmark itself)")
-	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the benchmark process to this file")
-	fs.IntVar(&c.records, "records", 0, "records the throughput scenario reads (default 1,000,000; 100,000 with --quick)")
-	fs.StringVar(&c.memberProfile, "member-profile", "", "write CPU and allocation profiles of the throughput scenario's one member (keyshare-1.cpu.pprof, keyshare-1.allocs.pprof) and of the first of its four (keyshare-4.*) to this directory")
-	fs.Var(&c.compare, "compare", "another keyshare-bench binary (one built from another tree) whose members the throughput scenario also runs, with defaults, in turns with this one's: rows of one member and four on one partition, and one member on four partitions (repeatable)")
-	fs.Var(&c.tries, "try", "librdkafka settings (prop=value,prop=value) the throughput scenario also tries on a bare loop and one member, a row each (repeatable)")
-	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: throughput (one partition, then four, read by kcat, a bare client and keyshare members), pc, pc-http (pc's workload at an HTTP endpoint, through keyshare-bench member --deliver), scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
-	cli.KafkaFlag(fs, &c.kafka)
-	if err := cli.Parse(fs, args); err != nil {
+	if err := c.parse(args); err != nil {
 		return err
 	}
-	if err := cli.CheckKafkaFlag(c.kafka); err != nil {
-		return err
-	}
-	if c.runs < 1 {
-		return cli.Usage(fmt.Errorf("--runs %d: want at least 1", c.runs))
-	}
-	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "hot-deep": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "batch": 1, "batch-rate": 1, throughputTopic: 1, throughput4Topic: 4, latencyTopic: 1, deliverTopic: 1}
-	for name, parts := range skewTopics { // bench_skew.go
-		topics[name] = parts
-	}
-	for i := range 10 {
-		topics[fmt.Sprintf("pauses-%d", i)] = 2
-		topics[fmt.Sprintf("memory-%d", i)] = 1
-	}
-	if c.runs > 10 {
-		return cli.Usage(fmt.Errorf("--runs %d: at most 10", c.runs))
-	}
-	cl, err := devcluster.StartCluster(devcluster.ClusterOptions{EtcdAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", Kafka: c.kafka, Topics: topics})
+	cl, err := devcluster.StartCluster(devcluster.ClusterOptions{EtcdAddr: "127.0.0.1:0", KafkaAddr: "127.0.0.1:0", Kafka: c.kafka, Topics: benchTopicSet()})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	c.cl, c.brokers, c.etcd = cl, cl.Brokers, cl.Etcd.ClientURL()
-
-	host, _ := os.Hostname()
-	c.printf("# keyshare benchmarks\n\nMeasured by `make bench` (`keyshare-bench --runs %d`) on %s: %d CPUs, %s, %s/%s, %s.\n",
-		c.runs, host, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02"))
-	if c.kafka == "apache" {
-		c.printf("Broker: Apache Kafka %s (one KRaft node in a JVM, internal/devcluster) through librdkafka; etcd embedded.\n", devcluster.ApacheKafkaVersion)
-	} else {
-		c.printf("Broker: kfake (franz-go's in-process Kafka-protocol broker) through librdkafka; etcd embedded. `--kafka apache` runs the same scenarios on Apache Kafka %s.\n", devcluster.ApacheKafkaVersion)
-	}
-	c.printf("Each figure is the median of %d runs with the range (min–max) in brackets, unless it says otherwise.\n\n", c.runs)
+	c.printIntro()
 	if c.prof != "" {
 		f, err := os.Create(c.prof)
 		if err != nil {
@@ -132,6 +95,62 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		return os.WriteFile(c.write, []byte(c.out.String()), 0o644)
 	}
 	return nil
+}
+
+// parse reads the bench's flags and checks their values.
+func (c *benchCommand) parse(args []string) error {
+	fs := flag.NewFlagSet("keyshare-bench", flag.ContinueOnError)
+	fs.IntVar(&c.runs, "runs", 3, "runs per figure (the median and the spread are reported)")
+	fs.StringVar(&c.write, "write", "", "also write the report (Markdown) to this file; docs/benchmarks.md takes its figures from it")
+	fs.BoolVar(&c.quick, "quick", false, "smaller workloads (a smoke test of the benchmark itself)")
+	fs.StringVar(&c.prof, "cpuprofile", "", "write a CPU profile of the benchmark process to this file")
+	fs.IntVar(&c.records, "records", 0, "records the throughput scenario reads (default 1,000,000; 100,000 with --quick)")
+	fs.StringVar(&c.memberProfile, "member-profile", "", "write CPU and allocation profiles of the throughput scenario's one member (keyshare-1.cpu.pprof, keyshare-1.allocs.pprof) and of the first of its four (keyshare-4.*) to this directory")
+	fs.Var(&c.compare, "compare", "another keyshare-bench binary (one built from another tree) whose members the throughput scenario also runs, with defaults, in turns with this one's: rows of one member and four on one partition, and one member on four partitions (repeatable)")
+	fs.Var(&c.tries, "try", "librdkafka settings (prop=value,prop=value) the throughput scenario also tries on a bare loop and one member, a row each (repeatable)")
+	fs.StringVar(&c.only, "only", "", "run only these scenarios, comma-separated: throughput (one partition, then four, read by kcat, a bare client and keyshare members), pc, pc-http (pc's workload at an HTTP endpoint, through keyshare-bench member --deliver), scale, hotkey, etcd, fetch, pauses, memory, batch, groups (large groups: P up to 4,096, M up to 200), skew (skewed load, balance width against load)")
+	cli.KafkaFlag(fs, &c.kafka)
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if err := cli.CheckKafkaFlag(c.kafka); err != nil {
+		return err
+	}
+	if c.runs < 1 {
+		return cli.Usage(fmt.Errorf("--runs %d: want at least 1", c.runs))
+	}
+	if c.runs > 10 {
+		return cli.Usage(fmt.Errorf("--runs %d: at most 10", c.runs))
+	}
+	return nil
+}
+
+// benchTopicSet is every scenario's topics with their partition counts,
+// created with the bundled cluster.
+func benchTopicSet() map[string]int32 {
+	topics := map[string]int32{"pc-uniform": 1, "pc-zipf": 1, "scale": 1, "hot": 1, "hot-deep": 1, "rate": 1, "amp-1": 1, "amp-4": 4, "amp-12": 12, "batch": 1, "batch-rate": 1, throughputTopic: 1, throughput4Topic: 4, latencyTopic: 1, deliverTopic: 1}
+	for name, parts := range skewTopics { // bench_skew.go
+		topics[name] = parts
+	}
+	for i := range 10 {
+		topics[fmt.Sprintf("pauses-%d", i)] = 2
+		topics[fmt.Sprintf("memory-%d", i)] = 1
+	}
+	return topics
+}
+
+// printIntro prints the report's heading: where, on what broker and how
+// the figures were measured.
+func (c *benchCommand) printIntro() {
+	host, _ := os.Hostname()
+	c.printf("# keyshare benchmarks\n\nMeasured by `make bench` (`keyshare-bench --runs %d`) on %s: %d CPUs, %s, %s/%s, %s.\n",
+		c.runs, host, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format("2006-01-02"))
+	if c.kafka == "apache" {
+		c.printf("Broker: Apache Kafka %s (one KRaft node in a JVM, internal/devcluster) through librdkafka; etcd embedded.\n", devcluster.ApacheKafkaVersion)
+	} else {
+		c.printf("Broker: kfake (franz-go's in-process Kafka-protocol broker) through librdkafka; etcd embedded. `--kafka apache` runs the same scenarios on Apache Kafka %s.\n", devcluster.ApacheKafkaVersion)
+	}
+	c.printf("Each figure is the median of %d runs with the range (min–max) in brackets, unless it says otherwise.\n\n", c.runs)
 }
 
 func (c *benchCommand) printf(format string, a ...any) {

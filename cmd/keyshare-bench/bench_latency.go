@@ -72,12 +72,8 @@ func micros(us float64) string {
 func (c *benchCommand) latencyOnce(ctx context.Context, rate int) ([2]latencyRun, error) {
 	var out [2]latencyRun
 	group := fmt.Sprintf("latency-%d", c.groups.Add(1))
-	var children []*readerChild
-	defer func() {
-		for _, ch := range children {
-			_ = ch.cmd.Process.Kill()
-		}
-	}()
+	var children readerChildren
+	defer func() { children.kill() }()
 	for i, mode := range []string{"bare", "keyshare"} {
 		ch, err := c.spawnReader("", "--mode", mode, "--start", "end", "--brokers", c.brokers, "--etcd", c.etcd,
 			"--topic", latencyTopic, "--group", fmt.Sprintf("%s-%d", group, i), "--id", "l0")
@@ -86,17 +82,8 @@ func (c *benchCommand) latencyOnce(ctx context.Context, rate int) ([2]latencyRun
 		}
 		children = append(children, ch)
 	}
-	for _, ch := range children {
-		select {
-		case <-ch.ready:
-		case err := <-ch.done:
-			return out, fmt.Errorf("reader exited before it was ready: %v", err)
-		case <-time.After(time.Minute):
-			return out, errors.New("reader not ready within a minute")
-		}
-		if _, err := io.WriteString(ch.stdin, "go\n"); err != nil {
-			return out, err
-		}
+	if err := children.startEach(); err != nil {
+		return out, err
 	}
 	produce := func(n, rate int) error {
 		_, err := loadgen.ProduceWith(ctx, kafka.ConfigMap{"bootstrap.servers": c.brokers, "acks": "all", "enable.idempotence": true, "linger.ms": 1, "log_level": 3},
@@ -104,56 +91,95 @@ func (c *benchCommand) latencyOnce(ctx context.Context, rate int) ([2]latencyRun
 		return err
 	}
 	reports := make([]readerReport, len(children))
-	// until polls the readers' reports until ok holds for every one.
-	until := func(what string, d time.Duration, tick func() error, ok func(readerReport) bool) error {
-		deadline := time.Now().Add(d)
-		for {
-			all := true
-			for i, ch := range children {
-				select {
-				case r := <-ch.latest:
-					reports[i] = r
-				case err := <-ch.done:
-					return fmt.Errorf("reader exited: %v", err)
-				default:
-				}
-				all = all && ok(reports[i])
-			}
-			if all {
-				return nil
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s: not within %s", what, d)
-			}
-			if err := tick(); err != nil {
-				return err
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
 	// A member reads from the log's end once its group has assigned its
 	// range: records go out until both readers have seen one.
 	warm := func() error { return produce(1, 0) }
-	if err := until("both readers reading", time.Minute, warm, func(r readerReport) bool { return r.Handled > 0 }); err != nil {
+	if err := children.until(reports, "both readers reading", time.Minute, warm, func(r readerReport) bool { return r.Handled > 0 }); err != nil {
 		return out, err
 	}
-	since := time.Now().UnixNano()
-	for _, ch := range children {
-		if _, err := fmt.Fprintf(ch.stdin, "since %d\n", since); err != nil {
-			return out, err
-		}
-	}
-	idle := func() error { return nil }
-	if err := until("the readers' latency count", 10*time.Second, idle, func(r readerReport) bool { return r.Since == since }); err != nil {
+	if err := children.startLatencyCount(reports); err != nil {
 		return out, err
 	}
 	n := rate * latencySeconds
 	if err := produce(n, rate); err != nil {
 		return out, err
 	}
-	if err := until("every record read", 2*time.Minute, idle, func(r readerReport) bool { return r.Timed >= int64(n) }); err != nil {
+	if err := children.until(reports, "every record read", 2*time.Minute, idle, func(r readerReport) bool { return r.Timed >= int64(n) }); err != nil {
 		return out, err
 	}
+	out, err := children.stopLatencies(reports)
+	if err != nil {
+		return out, err
+	}
+	children = nil // all exited
+	return out, nil
+}
+
+// startEach tells each reader to start reading as soon as it is set up.
+func (children readerChildren) startEach() error {
+	for _, ch := range children {
+		select {
+		case <-ch.ready:
+		case err := <-ch.done:
+			return fmt.Errorf("reader exited before it was ready: %v", err)
+		case <-time.After(time.Minute):
+			return errors.New("reader not ready within a minute")
+		}
+		if _, err := io.WriteString(ch.stdin, "go\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// idle is a tick of until that does nothing.
+func idle() error { return nil }
+
+// until polls the readers' reports into reports until ok holds for every
+// one, calling tick between polls; what names the wait in its error.
+func (children readerChildren) until(reports []readerReport, what string, d time.Duration, tick func() error, ok func(readerReport) bool) error {
+	deadline := time.Now().Add(d)
+	for {
+		all := true
+		for i, ch := range children {
+			select {
+			case r := <-ch.latest:
+				reports[i] = r
+			case err := <-ch.done:
+				return fmt.Errorf("reader exited: %v", err)
+			default:
+			}
+			all = all && ok(reports[i])
+		}
+		if all {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not within %s", what, d)
+		}
+		if err := tick(); err != nil {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// startLatencyCount tells the readers to count the latency of records
+// produced from now on, and waits until both do.
+func (children readerChildren) startLatencyCount(reports []readerReport) error {
+	since := time.Now().UnixNano()
+	for _, ch := range children {
+		if _, err := fmt.Fprintf(ch.stdin, "since %d\n", since); err != nil {
+			return err
+		}
+	}
+	return children.until(reports, "the readers' latency count", 10*time.Second, idle, func(r readerReport) bool { return r.Since == since })
+}
+
+// stopLatencies stops the bare reader and the member in turn and returns
+// the percentiles of their last reports.
+func (children readerChildren) stopLatencies(reports []readerReport) ([2]latencyRun, error) {
+	var out [2]latencyRun
 	for i, ch := range children {
 		ch.stdin.Close()
 		select {
@@ -174,6 +200,5 @@ func (c *benchCommand) latencyOnce(ctx context.Context, rate int) ([2]latencyRun
 		}
 		out[i] = latencyRun{p50: reports[i].P50Micros, p99: reports[i].P99Micros}
 	}
-	children = nil
 	return out, nil
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -246,23 +245,12 @@ func (c *benchCommand) spawnReader(exe string, args ...string) (*readerChild, er
 // handled n records between them.
 func (c *benchCommand) readChildren(n int, r readers) (throughputRow, error) {
 	group := fmt.Sprintf("throughput-%d", c.groups.Add(1))
-	var children []*readerChild
-	defer func() {
-		for _, ch := range children {
-			_ = ch.cmd.Process.Kill()
-		}
-	}()
+	var children readerChildren
+	defer func() { children.kill() }()
 	for i := range r.count {
-		args := []string{"--mode", r.mode, "--brokers", c.brokers, "--etcd", c.etcd, "--topic", r.topic, "--partitions", strconv.Itoa(r.partitions), "--group", group, "--id", fmt.Sprintf("t%d", i)}
-		for _, p := range r.props {
-			args = append(args, "-X", p)
-		}
-		if r.profileDir != "" && i == 0 {
-			if err := os.MkdirAll(r.profileDir, 0o755); err != nil {
-				return throughputRow{}, err
-			}
-			name := fmt.Sprintf("%s-%d", r.mode, r.count) // keyshare-1: the one member; keyshare-4: the first of four
-			args = append(args, "--cpuprofile", filepath.Join(r.profileDir, name+".cpu.pprof"), "--allocprofile", filepath.Join(r.profileDir, name+".allocs.pprof"))
+		args, err := c.readerArgs(r, group, i)
+		if err != nil {
+			return throughputRow{}, err
 		}
 		ch, err := c.spawnReader(r.exe, args...)
 		if err != nil {
@@ -270,89 +258,35 @@ func (c *benchCommand) readChildren(n int, r readers) (throughputRow, error) {
 		}
 		children = append(children, ch)
 	}
-	for _, ch := range children {
-		select {
-		case <-ch.ready:
-		case err := <-ch.done:
-			return throughputRow{}, fmt.Errorf("reader exited before it was ready: %v", err)
-		case <-time.After(time.Minute):
-			return throughputRow{}, errors.New("reader not ready within a minute")
-		}
+	if err := children.startTogether(); err != nil {
+		return throughputRow{}, err
 	}
-	for _, ch := range children {
-		if _, err := io.WriteString(ch.stdin, "go\n"); err != nil {
-			return throughputRow{}, err
-		}
+	reports, err := children.waitHandled(n)
+	if err != nil {
+		return throughputRow{}, err
 	}
-	reports := make([]readerReport, r.count)
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		var sum int64
-		for i, ch := range children {
-			select {
-			case r := <-ch.latest:
-				reports[i] = r
-			case err := <-ch.done:
-				return throughputRow{}, fmt.Errorf("reader exited: %v", err)
-			default:
-			}
-			sum += reports[i].Handled
-		}
-		if sum >= int64(n) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return throughputRow{}, fmt.Errorf("%d of %d records handled in 10 minutes", sum, n)
-		}
-		time.Sleep(50 * time.Millisecond)
+	totals, err := children.stop(reports)
+	if err != nil {
+		return throughputRow{}, err
 	}
-	// Stop them and take their last reports.
-	for _, ch := range children {
-		ch.stdin.Close()
+	children = nil // all exited
+	return totals.row(n), nil
+}
+
+// readerArgs is the command line of reader i of r in group.
+func (c *benchCommand) readerArgs(r readers, group string, i int) ([]string, error) {
+	args := []string{"--mode", r.mode, "--brokers", c.brokers, "--etcd", c.etcd, "--topic", r.topic, "--partitions", strconv.Itoa(r.partitions), "--group", group, "--id", fmt.Sprintf("t%d", i)}
+	for _, p := range r.props {
+		args = append(args, "-X", p)
 	}
-	var first, last, cpu, rdk, allocs, bytes int64
-	for i, ch := range children {
-		select {
-		case err := <-ch.done:
-			if err != nil {
-				return throughputRow{}, fmt.Errorf("reader: %w", err)
-			}
-		case <-time.After(time.Minute):
-			return throughputRow{}, errors.New("reader did not stop within a minute")
+	if r.profileDir != "" && i == 0 {
+		if err := os.MkdirAll(r.profileDir, 0o755); err != nil {
+			return nil, err
 		}
-		select {
-		case r := <-ch.latest:
-			reports[i] = r
-		default:
-		}
-		r := reports[i]
-		if r.Handled == 0 {
-			continue
-		}
-		if first == 0 || r.First < first {
-			first = r.First
-		}
-		last = max(last, r.Last)
-		cpu, allocs, bytes = cpu+r.CPUNanos, allocs+r.Allocs, bytes+r.AllocBytes
-		if rdk >= 0 && r.RdkCPUNanos >= 0 {
-			rdk += r.RdkCPUNanos
-		} else {
-			rdk = -1 // a reader that did not measure it: no sum
-		}
+		name := fmt.Sprintf("%s-%d", r.mode, r.count) // keyshare-1: the one member; keyshare-4: the first of four
+		args = append(args, "--cpuprofile", filepath.Join(r.profileDir, name+".cpu.pprof"), "--allocprofile", filepath.Join(r.profileDir, name+".allocs.pprof"))
 	}
-	children = nil
-	d := time.Duration(last - first)
-	rdkMicros := -1.0
-	if rdk >= 0 {
-		rdkMicros = float64(rdk) / 1e3 / float64(n)
-	}
-	return throughputRow{
-		rate:       float64(n) / d.Seconds(),
-		cpuMicros:  float64(cpu) / 1e3 / float64(n),
-		rdkMicros:  rdkMicros,
-		allocs:     float64(allocs) / float64(n),
-		allocBytes: float64(bytes) / float64(n),
-	}, nil
+	return args, nil
 }
 
 // withCommas writes n with a comma between each group of three digits.

@@ -5,14 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,11 +18,6 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"github.com/hashicorp/go-hclog"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
-	"github.com/keyshare/keyshare/consumer"
 )
 
 // readerCommand is the child process of the throughput scenario: one reader
@@ -154,119 +147,41 @@ func (w *readerWindow) tick() readerReport {
 }
 
 func runReader(args []string) error {
-	fs := flag.NewFlagSet(readerCommand, flag.ContinueOnError)
-	mode := fs.String("mode", "bare", "bare (a confluent-kafka-go poll loop) or keyshare (a member)")
-	brokers := fs.String("brokers", "", "bootstrap servers")
-	etcd := fs.String("etcd", "", "etcd endpoint (keyshare)")
-	topic := fs.String("topic", "", "topic")
-	partitions := fs.Int("partitions", 1, "bare: read the topic's partitions 0 to N-1")
-	group := fs.String("group", "", "group")
-	id := fs.String("id", "", "member id (keyshare)")
-	start := fs.String("start", "beginning", "where reading starts: the partition's beginning, or its end (a keyshare member: a fresh group's AutoOffsetReset)")
-	var props kvFlags
-	fs.Var(&props, "X", "librdkafka property=value (repeatable)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the reading to this file")
-	allocProfile := fs.String("allocprofile", "", "write an allocation profile of the reading to this file")
-	if err := fs.Parse(args); err != nil {
+	f, err := parseReaderFlags(args)
+	if err != nil {
 		return err
-	}
-	if *partitions < 1 {
-		return fmt.Errorf("--partitions %d: want at least 1", *partitions)
-	}
-	from, reset := kafka.OffsetBeginning, consumer.OffsetEarliest
-	switch *start {
-	case "beginning":
-	case "end":
-		from, reset = kafka.OffsetEnd, consumer.OffsetLatest
-	default:
-		return fmt.Errorf("--start %q: want beginning or end", *start)
-	}
-	cm := kafka.ConfigMap{"bootstrap.servers": *brokers, "log_level": 3}
-	for k, v := range props {
-		cm[k] = v
 	}
 	var w readerWindow
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var read func(context.Context) error
-	switch *mode {
-	case "bare":
-		cm["group.id"] = *group
-		cm["enable.auto.commit"] = false
-		kc, err := kafka.NewConsumer(&cm)
-		if err != nil {
-			return err
-		}
-		defer kc.Close()
-		read = func(ctx context.Context) error {
-			var tps []kafka.TopicPartition
-			for p := range int32(*partitions) {
-				tps = append(tps, kafka.TopicPartition{Topic: topic, Partition: p, Offset: from})
-			}
-			if err := kc.Assign(tps); err != nil {
-				return err
-			}
-			for ctx.Err() == nil {
-				if m, ok := kc.Poll(100).(*kafka.Message); ok && m.TopicPartition.Error == nil {
-					w.hit(m)
-				}
-			}
-			return nil
-		}
-	case "keyshare":
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{*etcd}, Logger: zap.NewNop()})
-		if err != nil {
-			return err
-		}
-		defer cli.Close()
-		cfg := consumer.DefaultConfig()
-		cfg.Group, cfg.Topics, cfg.MemberID, cfg.Kafka = *group, []string{*topic}, *id, cm
-		cfg.AutoOffsetReset = reset
-		cfg.Logger = hclog.NewNullLogger()
-		cfg.Handler = func(_ context.Context, m *kafka.Message) error { w.hit(m); return nil }
-		k, err := consumer.New(cli, cfg)
-		if err != nil {
-			return err
-		}
-		read = k.Run
-	default:
-		return fmt.Errorf("--mode %q: want bare or keyshare", *mode)
-	}
-
-	out := json.NewEncoder(os.Stdout)
-	if err := out.Encode(readerReport{Ready: true}); err != nil {
+	read, closeReader, err := f.newReader(&w)
+	if err != nil {
 		return err
 	}
+	defer closeReader()
+
+	out := json.NewEncoder(os.Stdout)
 	in := bufio.NewScanner(os.Stdin)
-	if !in.Scan() || in.Text() != "go" {
-		return errors.New("no go line on stdin")
+	if err := awaitGo(out, in); err != nil {
+		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
 			return err
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if *allocProfile != "" {
+	if f.allocProfile != "" {
 		runtime.MemProfileRate = 64 << 10
 	}
 	readErr := make(chan error, 1)
 	go func() { readErr <- read(ctx) }()
-	go func() {
-		for in.Scan() { // stdin closes: stop
-			if v, ok := strings.CutPrefix(in.Text(), "since "); ok {
-				if ns, err := strconv.ParseInt(v, 10, 64); err == nil {
-					w.since.Store(ns)
-				}
-			}
-		}
-		cancel()
-	}()
+	go followParent(in, &w, cancel) // stdin closes: stop
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -279,13 +194,8 @@ func runReader(args []string) error {
 			if err != nil && !errors.Is(err, context.Canceled) {
 				return err
 			}
-			if *allocProfile != "" {
-				f, err := os.Create(*allocProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			if f.allocProfile != "" {
+				if err := writeAllocProfile(f.allocProfile); err != nil {
 					return err
 				}
 			}
