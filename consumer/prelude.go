@@ -9,6 +9,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/consumer/internal/keyops"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
@@ -242,11 +243,11 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 	if r.Op == schema.KeyOpReplay {
 		source, stop, what = t.Topic, r.ReplayTo, "replaying a key: handling its records again before its next live one"
 	}
-	rd, err := p.c.newPreludeReader(p.log.With("key", textsafe.Bytes(key), "operation", r.Op, "for_topic", t.Topic), source, t.Partition, r.Next, stop)
+	rd, err := p.c.openPreludeReader(p.log.With("key", textsafe.Bytes(key), "operation", r.Op, "for_topic", t.Topic), source, t.Partition, r.Next, stop)
 	if err != nil {
 		return err
 	}
-	defer rd.close()
+	defer rd.Close()
 	p.log.Info(what, "topic", t.Topic, "partition", t.Partition, "key", textsafe.Bytes(key), "from_topic", source, "from", r.Next, "to", stop)
 	handled := 0
 	// newest is the highest fencing token among the parked copies handled
@@ -257,8 +258,8 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 	// it is passed over, not run out of order.
 	newest := int64(-1)
 	for {
-		m, err := rd.next(ctx)
-		if deleted := (*recordsDeletedError)(nil); errors.As(err, &deleted) {
+		m, err := rd.Next(ctx)
+		if deleted := (*keyops.RecordsDeletedError)(nil); errors.As(err, &deleted) {
 			return p.refuseReplay(ctx, op, deleted)
 		}
 		if err != nil {
@@ -282,7 +283,7 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 			p.mu.keyOpWritten[op.Name] = rev
 			p.mu.Unlock()
 			p.log.Info("key's "+r.Op+" done; its live records go on", "topic", t.Topic, "partition", t.Partition,
-				"key", textsafe.Bytes(key), "handled", handled, "from_topic", source, "up_to", rd.pos)
+				"key", textsafe.Bytes(key), "handled", handled, "from_topic", source, "up_to", rd.Pos())
 			return nil
 		}
 		if !mine {
@@ -301,7 +302,7 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		}
 		handled++
 		rec := op.Record
-		rec.Next = rd.pos
+		rec.Next = rd.Pos()
 		if op, err = p.advance(ctx, op, rec, owned); err != nil {
 			return err
 		}
@@ -315,9 +316,9 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 // were deleted, and logs it: the replay stops there, and the key's live
 // records go on; the operation stays, refused, for an operator to see
 // (keyshare key describe) and cancel.
-func (p *pipeline) refuseReplay(ctx context.Context, op coord.KeyOp, deleted *recordsDeletedError) error {
+func (p *pipeline) refuseReplay(ctx context.Context, op coord.KeyOp, deleted *keyops.RecordsDeletedError) error {
 	p.log.Error("a replay's records were deleted before it read them; the replay is refused, the key's live records go on",
-		"topic", deleted.topic, "partition", deleted.partition, "key", textsafe.Bytes(op.Record.Key), "deleted_from", deleted.from, "log_start", deleted.upTo)
+		"topic", deleted.Topic, "partition", deleted.Partition, "key", textsafe.Bytes(op.Record.Key), "deleted_from", deleted.From, "log_start", deleted.UpTo)
 	rctx, cancel := context.WithTimeout(ctx, p.c.cfg.EtcdTimeout)
 	defer cancel()
 	return p.sess.RefuseKeyOp(rctx, op, deleted.Error())
