@@ -54,9 +54,13 @@ const (
 	ttl   = 2 * time.Second
 )
 
-// startCluster starts everything but the members. unfenced starts the
-// endpoint with the kit's fence check off.
-func startCluster(t *testing.T, unfenced bool) *cluster {
+// switchOff names the guarantee a run turns off, to see its check fail:
+// "" none, "fence" the kit's fence check (--unfenced), "applied" the
+// applied rows (--forget-applied).
+type switchOff string
+
+// startCluster starts everything but the members.
+func startCluster(t *testing.T, off switchOff) *cluster {
 	python := kitPython(t)
 	keyshareBin(t) // built before anything starts: a cold build takes a minute
 	pg := testutil.StartPostgres(t)
@@ -68,8 +72,11 @@ func startCluster(t *testing.T, unfenced bool) *cluster {
 	}
 	args := []string{filepath.Join(kitDir, "testdata", "eo_endpoint.py"), "--postgres", pg.URL,
 		"--log", c.endpointLog(), "--control", c.control("")}
-	if unfenced {
+	switch off {
+	case "fence":
 		args = append(args, "--unfenced")
+	case "applied":
+		args = append(args, "--forget-applied")
 	}
 	c.ep = startPy(t, python, args...)
 	t.Cleanup(c.stopAll)

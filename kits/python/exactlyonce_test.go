@@ -27,11 +27,13 @@ import (
 // each key's effects in offset order, and every held write must be
 // refused (answered fenced).
 //
-// KEYSHARE_PYKIT_UNFENCED=1 runs the same with the kit's fence check off,
-// to see the check fail: the held writes then apply a second time.
+// KEYSHARE_PYKIT_SWITCH_OFF=fence runs the same with the kit's fence
+// check off, to see the check fail: the held writes then apply a second
+// time. KEYSHARE_PYKIT_SWITCH_OFF=applied forgets each record's applied
+// row before applying it: the records a member re-runs after the SIGKILL
+// then apply twice.
 func TestExactlyOnceThroughFaults(t *testing.T) {
-	unfenced := os.Getenv("KEYSHARE_PYKIT_UNFENCED") == "1"
-	c := startCluster(t, unfenced)
+	c := startCluster(t, switchOff(os.Getenv("KEYSHARE_PYKIT_SWITCH_OFF")))
 	ctx, stopProducing := context.WithCancel(t.Context())
 	produced := make(chan error, 1)
 	go func() { produced <- c.produce(ctx, 200, 300) }()
@@ -64,7 +66,8 @@ func TestExactlyOnceThroughFaults(t *testing.T) {
 	})
 	stale := c.waitStale(len(held))
 	check := c.checkEffects()
-	t.Logf("%d records produced; %s; %d zombie records held, %d of their writes accepted", len(c.ackedCopy()), check, len(held), stale)
+	t.Logf("%d records produced; %s; %d redelivered records skipped as applied; %d zombie records held, %d of their writes accepted",
+		len(c.ackedCopy()), check, c.duplicates(), len(held), stale)
 	if check.broken() {
 		t.Errorf("effects are not once each, in key order: %s", check)
 	}
@@ -153,6 +156,7 @@ func (c *cluster) zombie() []endpointLine {
 type endpointLine struct {
 	Held      string `json:"held"`
 	Stale     string `json:"stale"`
+	Duplicate string `json:"duplicate"`
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
 	Accepted  bool   `json:"accepted"`
@@ -173,6 +177,16 @@ func (c *cluster) lines() []endpointLine {
 		}
 	}
 	return out
+}
+
+// duplicates is how many records the sink skipped as applied before.
+func (c *cluster) duplicates() (n int) {
+	for _, l := range c.lines() {
+		if l.Duplicate != "" {
+			n++
+		}
+	}
+	return n
 }
 
 func (c *cluster) held() (out []endpointLine) {

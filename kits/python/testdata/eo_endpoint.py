@@ -13,14 +13,20 @@ requests apply, whatever the member did meanwhile. The log gets a line
 {"held": M, "partition": P, "offset": O} per held record, and after it
 applied {"stale": M, ..., "accepted": true|false}.
 
+A record the sink skips as applied before (a member re-ran it after a
+crash) gets a line {"duplicate": M, "partition": P, "offset": O}.
+
 --unfenced turns the kit's fence check off (a switch for tests only), to
-show what the check prevents.
+show what the check prevents; --forget-applied deletes a record's applied
+row just before the sink applies it, to show what the applied rows prevent.
 """
 import argparse
 import json
 import os
 import threading
 import time
+
+import psycopg
 
 from keyshare_endpoint import Endpoint, Fenced, make_server
 from keyshare_endpoint.postgres import PostgresSink
@@ -70,11 +76,11 @@ def main():
     p.add_argument("--log", required=True)
     p.add_argument("--control", required=True)
     p.add_argument("--unfenced", action="store_true")
+    p.add_argument("--forget-applied", action="store_true")
     args = p.parse_args()
     log = Log(args.log)
     sink = PostgresSink(args.postgres, prefix="eo_", pool_size=16, _skip_fence_check_for_tests=args.unfenced)
     sink.create_schema()
-    import psycopg
     with psycopg.connect(args.postgres, autocommit=True) as c:
         c.execute(EFFECTS)
 
@@ -84,10 +90,18 @@ def main():
         cur.execute("INSERT INTO eo_effects (kafka_partition, kafka_offset, key, seq, writer) VALUES (%s, %s, %s, %s, %s)",
                     (rec.partition, rec.offset, key, seq, rec.member))
 
+    def forget(rec):
+        with psycopg.connect(args.postgres, autocommit=True) as c:
+            c.execute("DELETE FROM eo_applied WHERE topic = %s AND kafka_partition = %s AND kafka_offset = %s",
+                      (rec.topic, rec.partition, rec.offset))
+
     def handle(rec):
         held = ep.local.held
+        if args.forget_applied:
+            forget(rec)
         try:
-            sink.apply(rec, effect)
+            if not sink.apply(rec, effect):
+                log.write(duplicate=rec.member, partition=rec.partition, offset=rec.offset)
         except Fenced:
             if held:
                 log.write(stale=rec.member, partition=rec.partition, offset=rec.offset, accepted=False)
