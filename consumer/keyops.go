@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/keyshare/keyshare/consumer/internal/keyops"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/ledger"
@@ -38,10 +39,13 @@ func (p *pipeline) skipFor(ctx context.Context, j *job) (coord.KeyOp, bool) {
 		return coord.KeyOp{}, false
 	}
 	op, ok := p.sess.KeyOp(j.key.topic, j.key.partition, j.m.Key)
-	if !ok || op.Record.Op != schema.KeyOpSkip || op.Record.Refused != "" || op.Record.Offset > j.o {
+	if !ok {
 		return coord.KeyOp{}, false
 	}
-	if op.Record.Offset < j.o {
+	switch keyops.DecideSkip(op.Record, j.o, p.c.dlq != nil) {
+	case keyops.SkipNone:
+		return coord.KeyOp{}, false
+	case keyops.SkipPassed:
 		p.mu.Lock()
 		applied := p.skipQueuedLocked(op)
 		p.mu.Unlock()
@@ -49,9 +53,8 @@ func (p *pipeline) skipFor(ctx context.Context, j *job) (coord.KeyOp, bool) {
 			p.dropPassedSkip(ctx, op, fmt.Sprintf("the key is at offset %d", j.o))
 		}
 		return coord.KeyOp{}, false
-	}
-	if !op.Record.Drop && p.c.dlq == nil {
-		why := "no dead-letter topic is configured: skip with --drop to drop the record"
+	case keyops.SkipRefused:
+		why := keyops.NoDeadLetterTopic
 		p.log.Error("cannot skip the record as asked: "+why, "topic", j.key.topic, "partition", j.key.partition, "offset", j.o, "key", textsafe.Bytes(j.m.Key))
 		rctx, cancel := context.WithTimeout(ctx, p.c.cfg.EtcdTimeout)
 		defer cancel()
@@ -69,12 +72,8 @@ func (p *pipeline) skipFor(ctx context.Context, j *job) (coord.KeyOp, bool) {
 // working on it.
 func (p *pipeline) skip(ctx context.Context, j *job, op coord.KeyOp, attempts int) error {
 	r := op.Record
-	cause := fmt.Sprintf("skipped by an operator (%s)", r.By)
-	if r.Reason != "" {
-		cause += ": " + r.Reason
-	}
 	if !r.Drop {
-		if err := p.c.deadLetter(ctx, j.m, skippedError(cause), attempts); err != nil {
+		if err := p.c.deadLetter(ctx, j.m, skippedError(keyops.SkipCause(r)), attempts); err != nil {
 			return err
 		}
 		p.c.metrics.deadLettered.Add(1)

@@ -250,13 +250,10 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 	defer rd.Close()
 	p.log.Info(what, "topic", t.Topic, "partition", t.Partition, "key", textsafe.Bytes(key), "from_topic", source, "from", r.Next, "to", stop)
 	handled := 0
-	// newest is the highest fencing token among the parked copies handled
-	// so far. Tokens only grow from one holder of the key's hash to the
-	// next, and each holder writes its copies in order, so a copy below
-	// newest was written late by a member that had lost the range, behind
-	// the next owner's copies, which park that record again in its place:
-	// it is passed over, not run out of order.
-	newest := int64(-1)
+	// An unpark's copies are handled in the order of their fencing
+	// tokens: one written late by a member that had lost the range is
+	// passed over (keyops.CopyOrder).
+	order := keyops.NewCopyOrder()
 	for {
 		m, err := rd.Next(ctx)
 		if deleted := (*keyops.RecordsDeletedError)(nil); errors.As(err, &deleted) {
@@ -290,12 +287,11 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 			continue
 		}
 		if token, ok := parkedFence(m); ok && r.Op == schema.KeyOpUnpark {
-			if token < newest {
+			if !order.Admit(token) {
 				p.log.Warn("passing over a parked copy written late by a member that had lost the key's range", "topic", t.Topic,
-					"partition", t.Partition, "key", textsafe.Bytes(key), "offset", int64(m.TopicPartition.Offset), "fence", token, "newest_fence", newest)
+					"partition", t.Partition, "key", textsafe.Bytes(key), "offset", int64(m.TopicPartition.Offset), "fence", token, "newest_fence", order.Newest())
 				continue
 			}
-			newest = token
 		}
 		if err := p.handleAlone(ctx, t, m, h, run); err != nil {
 			return err
