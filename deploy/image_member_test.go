@@ -3,6 +3,9 @@ package deploy
 import (
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -60,7 +63,8 @@ func TestImageRunsTheManifestsMember(t *testing.T) {
 		"KEYSHARE_METRICS_ADDR": metricsAddr,
 	})
 	member := startInImage(t, img, env, append([]string{"member"}, m.args...))
-	waitOrFail(t, member, "every record delivered", 60*time.Second, func() bool { return sink.count() == records })
+	waitOrFail(t, member, fmt.Sprintf("all %d records at the endpoint", records), 60*time.Second,
+		func() bool { return sink.count() == records }, sink.status)
 	if got := sink.paths(); len(got) != 1 || got[0] != deliver.Path {
 		t.Errorf("requests to %v; want %s, the manifests' path", got, deliver.Path)
 	}
@@ -74,7 +78,9 @@ func TestImageRunsTheManifestsMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range append(m.probePaths(), cm.probePaths()...) {
-		waitOrFail(t, member, "200 on probe path "+path, 30*time.Second, func() bool { return httpStatus(metricsAddr, path) == http.StatusOK })
+		waitOrFail(t, member, "200 on probe path "+path, 30*time.Second,
+			func() bool { return httpStatus(metricsAddr, path) == http.StatusOK },
+			func() string { return fmt.Sprintf("last answer %d", httpStatus(metricsAddr, path)) })
 	}
 	checkScalerMetrics(t, member, metricsAddr, m.scalerQuery(t))
 	member.stopWithin(t, m.effective.duration(t, "drain-timeout")+m.effective.duration(t, "ttl"))
@@ -119,6 +125,7 @@ func startSink(t *testing.T, img *image, token string) *sink {
 	s := &sink{token: token, seen: map[[2]int64]bool{}, reqPaths: map[string]bool{}}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // a refused handshake is the member's to report
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	s.addr = srv.Listener.Addr().String()
@@ -152,6 +159,13 @@ func (s *sink) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.seen)
+}
+
+// status says what the endpoint has seen, for a failure message.
+func (s *sink) status() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprintf("the endpoint has %d records, and refused %d requests for their token", len(s.seen), s.badTokens)
 }
 
 func (s *sink) paths() []string {

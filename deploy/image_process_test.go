@@ -77,18 +77,23 @@ func (p *process) tail() string {
 }
 
 // waitOrFail polls cond until it holds; it fails the test, with the
-// process's output, when d passes or the process ends first.
-func waitOrFail(t *testing.T, p *process, what string, d time.Duration, cond func() bool) {
+// process's output and what status (when not nil) says, when d passes or
+// the process ends first.
+func waitOrFail(t *testing.T, p *process, what string, d time.Duration, cond func() bool, status func() string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
+		state := ""
+		if status != nil {
+			state = " (" + status() + ")"
+		}
 		select {
 		case <-p.done:
-			t.Fatalf("keyshare ended (%v) before %s; its output:\n%s", p.err, what, p.tail())
+			t.Fatalf("keyshare ended (%v) before %s%s; its output:\n%s", p.err, what, state, p.tail())
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v; keyshare's output:\n%s", what, d, p.tail())
+			t.Fatalf("waited %v for %s%s; keyshare's output:\n%s", d, what, state, p.tail())
 		}
 	}
 }
@@ -190,7 +195,7 @@ func checkScalerMetrics(t *testing.T, p *process, addr, query string) {
 			}
 		}
 		return true
-	})
+	}, nil)
 }
 
 func scrape(addr string) string {
