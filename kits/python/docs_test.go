@@ -2,7 +2,6 @@ package kit_test
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -29,8 +28,8 @@ func TestDeliveryDocExamples(t *testing.T) {
 	for _, ex := range []struct {
 		name, start, listen string
 	}{
-		{"standard library", "# endpoint.py:", `("127.0.0.1", 8080)`},
-		{"kit", "from keyshare_endpoint import endpoint\n", "port=8080"},
+		{"standard library", "import base64\nimport json\nimport logging\n", `("127.0.0.1", 8080)`},
+		{"kit", "import logging\nfrom keyshare_endpoint import endpoint\n", "port=8080"},
 	} {
 		t.Run(ex.name, func(t *testing.T) {
 			code := pythonBlock(t, string(doc), ex.start)
@@ -72,24 +71,6 @@ func freePort(t *testing.T) string {
 	return port
 }
 
-// lockedBuffer is a bytes.Buffer for a process's output.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // printedLines collects an example's stdout.
 type printedLines struct {
 	mu    sync.Mutex
@@ -103,7 +84,8 @@ func (p *printedLines) get() []string {
 }
 
 // runExample runs script with the machine's python3 (the checkout's kit
-// on its path) and waits until it listens on port.
+// on its path), collecting what it prints and logs, and waits until it
+// listens on port.
 func runExample(t *testing.T, script, port string) *printedLines {
 	t.Helper()
 	cmd := exec.Command("python3", script)
@@ -112,18 +94,11 @@ func runExample(t *testing.T, script, port string) *printedLines {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr lockedBuffer // http.server logs a line per request there
-	cmd.Stderr = &stderr
+	cmd.Stderr = cmd.Stdout // the examples log there
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("%s stderr:\n%s", script, lastLines(stderr.String(), 40))
-		}
-	})
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	p := &printedLines{}
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -170,7 +145,7 @@ func checkPrinted(t *testing.T, p *printedLines, n int) {
 	next := map[string]int{}
 	count := 0
 	for _, l := range p.get() {
-		i := strings.LastIndex(l, "key-") // the value's: b'key-3' b'key-3:0'
+		i := strings.LastIndex(l, "key-") // the value's: b'key-3' b'key-3:0'; request log lines have none
 		if i < 0 {
 			continue
 		}

@@ -1,5 +1,6 @@
 import http.client
 import json
+import socket
 import threading
 import unittest
 
@@ -42,6 +43,32 @@ class ServerTest(unittest.TestCase):
         resp.read()
         self.assertEqual(resp.status, 200)
         self.assertEqual(self.seen, [5])
+
+    def raw(self, head):
+        """Sends a raw request head and returns the answer's status line."""
+        with socket.create_connection(self.srv.server_address[:2], timeout=10) as s:
+            s.sendall(head)
+            return s.makefile("rb").readline()
+
+    def test_bad_heads(self):
+        self.assertIn(b" 400 ", self.raw(b"POST /\r\n\r\n"))
+        self.assertIn(b" 400 ", self.raw(b"POST / HTTP/2.0\r\n\r\n"))
+        self.assertIn(b" 400 ", self.raw(b"POST / HTTP/1.1\r\nno colon\r\n\r\n"))
+        self.assertIn(b" 400 ", self.raw(b"POST / HTTP/1.1\r\nHost: a\r\n folded: line\r\n\r\n"))
+        self.assertIn(b" 431 ", self.raw(b"POST / HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n"))
+        self.assertIn(b" 431 ", self.raw(b"POST / HTTP/1.1\r\n" + b"X: a\r\n" * 101 + b"\r\n"))
+
+    def test_headers_any_case(self):
+        srv = make_server(endpoint(lambda r: None, token="t0k"), port=0)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        raw = body(wire_record(1))
+        with socket.create_connection(srv.server_address[:2], timeout=10) as s:
+            s.sendall(b"POST / HTTP/1.1\r\nauthorization: Bearer t0k\r\ncontent-length: %d\r\nConnection: close\r\n\r\n%s" % (len(raw), raw))
+            answer = s.makefile("rb").read()  # to the end: the server closes, as asked
+        self.assertTrue(answer.startswith(b"HTTP/1.1 200 "), answer)
+        self.assertTrue(answer.endswith(b'{"results": [{"status": "done"}]}'), answer)
 
     def test_other_method(self):
         self.conn.request("GET", "/")

@@ -4,6 +4,7 @@
     keyshare member --group g --topic orders --deliver http://127.0.0.1:8080/ --dlq orders.dlq
 """
 import argparse
+import logging
 import os
 
 from . import Failed, endpoint
@@ -28,9 +29,10 @@ def main():
     def handle(record):
         if fail_key is not None and record.key == fail_key:
             raise Failed("key %s is refused by --fail-key" % args.fail_key)
-        print(record.member, "%s/%d@%d" % (record.topic, record.partition, record.offset),
-              record.key, record.value, flush=True)
+        # logging, not print: print from the server's threads mixes their lines
+        logging.info("%s %s/%d@%d %r %r", record.member, record.topic, record.partition, record.offset, record.key, record.value)
 
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     handle.serve(args.host, args.port)
 
 

@@ -60,7 +60,12 @@ class _Pool:
         except queue.Empty:
             pass
         try:
-            return psycopg.connect(self._conninfo, autocommit=False)
+            conn = psycopg.connect(self._conninfo, autocommit=False)
+            # Read committed is enough, whatever the database's default:
+            # the fence check is serialized by the advisory lock, a
+            # duplicate by the applied table's key.
+            conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+            return conn
         except BaseException:
             self._slots.release()
             raise

@@ -15,6 +15,25 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from .endpoint import Endpoint
 
 
+#: Bounds on a request's head, as http.client's: a line's length, and the
+#: number of header lines.
+_MAX_LINE = 65536
+_MAX_HEADERS = 100
+
+
+class _Headers(dict):
+    """A request's headers by lower-case name (the first of a repeated one)."""
+
+    def get(self, name, default=None):
+        return dict.get(self, name.lower(), default)
+
+    def __getitem__(self, name):
+        return dict.get(self, name.lower())
+
+    def __contains__(self, name):
+        return dict.__contains__(self, name.lower())
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep the connection between requests
     # One write per answer: headers and body are buffered and flushed
@@ -25,6 +44,52 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self):
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def parse_request(self):
+        """http.server's parse_request, with a lighter header parser.
+
+        The standard one parses a request's head with the email package,
+        which costs more than the rest of an answer: about 30 of the 70 us
+        of CPU a one-record request took here. The member sends plain
+        HTTP/1.1 heads; this reads them line by line within the same bounds
+        (431 past them) and keeps http.server's rules for the request line,
+        keep-alive and Expect: 100-continue.
+        """
+        self.command, self.request_version = None, self.default_request_version
+        self.close_connection = True
+        self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+        words = self.requestline.split()
+        if len(words) != 3 or not words[2].startswith("HTTP/1."):
+            self.request_version = "HTTP/1.0"  # an answer with a status line, then closed
+            self.send_error(400, "Bad request line %r: want METHOD PATH HTTP/1.x" % self.requestline[:100])
+            return False
+        self.command, self.path, self.request_version = words
+        self.close_connection = self.request_version == "HTTP/1.0"
+        headers = _Headers()
+        for _ in range(_MAX_HEADERS + 1):
+            line = self.rfile.readline(_MAX_LINE + 1)
+            if len(line) > _MAX_LINE:
+                self.send_error(431, "A header line is over %d bytes" % _MAX_LINE)
+                return False
+            if line in (b"\r\n", b"\n", b""):
+                break
+            name, colon, value = str(line, "iso-8859-1").partition(":")
+            if not colon or name != name.strip() or not name:
+                self.send_error(400, "Bad header line %r" % line[:100])
+                return False
+            headers.setdefault(name.lower(), value.strip())
+        else:
+            self.send_error(431, "More than %d header lines" % _MAX_HEADERS)
+            return False
+        self.headers = headers
+        connection = headers.get("Connection", "").lower()
+        if connection == "close":
+            self.close_connection = True
+        elif connection == "keep-alive":
+            self.close_connection = False
+        if headers.get("Expect", "").lower() == "100-continue" and self.request_version != "HTTP/1.0":
+            return self.handle_expect_100()
+        return True
 
     def _body(self):
         """The request body, or None after answering a body it cannot read."""
