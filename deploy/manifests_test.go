@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -191,3 +193,33 @@ func dropChecksum(o object) {
 	ann := o.raw["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["annotations"].(map[string]any)
 	delete(ann, "checksum/config")
 }
+
+// TestOperationsKEDAExample: docs/operations.md's ScaledObject is
+// kubernetes/keda-scaledobject.yaml's (the same spec, for the same
+// Deployment).
+func TestOperationsKEDAExample(t *testing.T) {
+	b, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example []object
+	for _, block := range yamlBlock.FindAllStringSubmatch(string(b), -1) {
+		if strings.Contains(block[1], "kind: ScaledObject") {
+			if example, err = decodeObjects("docs/operations.md", []byte(block[1])); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	plain, err := plainObjects("keda-scaledobject.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(example) != 1 || len(plain) != 1 {
+		t.Fatalf("%d ScaledObjects in docs/operations.md, %d in keda-scaledobject.yaml; want one each", len(example), len(plain))
+	}
+	if e, p := example[0], plain[0]; e.name() != p.name() || !equalJSON(e.raw["spec"], p.raw["spec"]) {
+		t.Errorf("docs/operations.md's ScaledObject differs from %s:\ndoc:   %s %s\nplain: %s %s", p.file, e.name(), jsonOf(e.raw["spec"]), p.name(), jsonOf(p.raw["spec"]))
+	}
+}
+
+var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
