@@ -11,9 +11,21 @@ import (
 
 // What the pipeline asks of the key operations' own logic
 // (consumer/internal/keyops): the decisions on a key's operation, pure
-// functions of it, and the Kafka I/O of its prelude. The pipeline keeps
-// the hook points: when a record meets its key's operation (keyops.go,
-// park.go, prelude.go), the locks, fences and tables around it.
+// functions of it, and the Kafka I/O of its parks and preludes. The
+// pipeline keeps the hook points: when a record meets its key's operation
+// (keyops.go, park.go, parker.go, prelude.go), the locks, fences and
+// tables around it.
+
+// copyWriter writes a parked key's copies for its parker (parker.go), in
+// the key's order, each record finished through the parker's queue
+// (parkQueue) once its copy is acknowledged.
+type copyWriter interface {
+	// Step writes what the window allows and settles the oldest report;
+	// keyops.StepIdle: nothing is queued nor on its way.
+	Step() keyops.StepResult
+	// Close closes the writer's producer.
+	Close()
+}
 
 // partitionReader reads one partition for a prelude (prelude.go): an
 // unpark's parking partition to its end, or a replay's origin to the
