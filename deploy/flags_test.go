@@ -71,7 +71,7 @@ func parseMemberHelp(help string) (*memberFlags, error) {
 			}
 		}
 		for _, m := range namedVar.FindAllStringSubmatch(l, -1) {
-			if m[1] != "KEYSHARE_FLAG_NAME" && m[1] != "KEYSHARE_ETCD" {
+			if m[1] != "KEYSHARE_FLAG_NAME" { // the help's placeholder
 				f.variables[m[1]] = true
 			}
 		}
