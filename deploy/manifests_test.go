@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -153,15 +154,15 @@ func TestChartRendersThePlainManifests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			compareObjects(t, got, want, c.values["keda"] != nil)
+			compareObjects(t, "the chart", got, want, c.values["keda"] != nil)
 		})
 	}
 }
 
-// compareObjects matches got and want by kind and name. With keda on the
-// chart's Deployment leaves replicas to KEDA, where the plain manifests
-// say to remove them.
-func compareObjects(t *testing.T, got, want []object, keda bool) {
+// compareObjects matches the objects source gave (got) with want by kind
+// and name. With keda on the chart's Deployment leaves replicas to KEDA,
+// where the plain manifests say to remove them.
+func compareObjects(t *testing.T, source string, got, want []object, keda bool) {
 	t.Helper()
 	byKey := map[string]object{}
 	for _, o := range got {
@@ -170,7 +171,7 @@ func compareObjects(t *testing.T, got, want []object, keda bool) {
 	for _, w := range want {
 		g, ok := byKey[w.kind()+"/"+w.name()]
 		if !ok {
-			t.Errorf("the chart renders no %s", w)
+			t.Errorf("%s renders no %s", source, w)
 			continue
 		}
 		delete(byKey, w.kind()+"/"+w.name())
@@ -181,11 +182,11 @@ func compareObjects(t *testing.T, got, want []object, keda bool) {
 			}
 		}
 		if !equalJSON(g.raw, w.raw) {
-			t.Errorf("the chart's %s differs from %s:\nchart: %s\nplain: %s", g, w.file, jsonOf(g.raw), jsonOf(w.raw))
+			t.Errorf("%s's %s differs from %s:\ngot:   %s\nplain: %s", source, g, w.file, jsonOf(g.raw), jsonOf(w.raw))
 		}
 	}
 	for _, o := range byKey {
-		t.Errorf("the chart renders %s, which deploy/kubernetes does not have", o)
+		t.Errorf("%s renders %s, which deploy/kubernetes does not have", source, o)
 	}
 }
 
@@ -223,3 +224,21 @@ func TestOperationsKEDAExample(t *testing.T) {
 }
 
 var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
+
+// TestKustomization: kubectl kustomize (where kubectl is installed)
+// renders deploy/kubernetes to the objects the other tests read.
+func TestKustomization(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not installed: kustomization.yaml is read but not rendered here")
+	}
+	out, err := exec.Command(kubectl, "kustomize", "kubernetes").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize deploy/kubernetes: %v\n%s", err, out)
+	}
+	got, err := decodeObjects("kubectl kustomize", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareObjects(t, "kubectl kustomize", got, plainMemberObjects(t, false), false)
+}
