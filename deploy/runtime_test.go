@@ -124,7 +124,7 @@ func requireDebian12(t *testing.T) {
 	b, _ := os.ReadFile("/etc/os-release")
 	if runtime.GOARCH != "amd64" || !strings.Contains(string(b), "\nID=debian") || !strings.Contains(string(b), `VERSION_ID="12"`) {
 		t.Skipf("the base's files are taken from this machine, which must be Debian 12 on amd64 (%s); this is %s on %s",
-			"gcr.io/distroless/base-debian12's release", firstLine(string(b)), runtime.GOARCH)
+			"the release of the base's packages", firstLine(string(b)), runtime.GOARCH)
 	}
 }
 
