@@ -29,6 +29,8 @@ type cluster struct {
 	cli     *clientv3.Client
 	pgURL   string
 	ep      *pyProcess
+	// memberArgs are flags every member gets.
+	memberArgs []string
 
 	mu      sync.Mutex
 	members map[string]*member
@@ -59,8 +61,10 @@ const (
 // applied rows (--forget-applied).
 type switchOff string
 
-// startCluster starts everything but the members.
-func startCluster(t *testing.T, off switchOff) *cluster {
+// startCluster starts everything but the members. With batch the
+// endpoint applies each request's records in one transaction
+// (PostgresSink.apply_batch), and every member sends batches.
+func startCluster(t *testing.T, off switchOff, batch bool) *cluster {
 	python := kitPython(t)
 	keyshareBin(t) // built before anything starts: a cold build takes a minute
 	pg := testutil.StartPostgres(t)
@@ -72,6 +76,10 @@ func startCluster(t *testing.T, off switchOff) *cluster {
 	}
 	args := []string{filepath.Join(kitDir, "testdata", "eo_endpoint.py"), "--postgres", pg.URL,
 		"--log", c.endpointLog(), "--control", c.control("")}
+	if batch {
+		args = append(args, "--batch")
+		c.memberArgs = []string{"--batch-size", "8"}
+	}
 	switch off {
 	case "fence":
 		args = append(args, "--unfenced")
@@ -90,7 +98,8 @@ func (c *cluster) endpointLog() string        { return filepath.Join(c.dir, "end
 func (c *cluster) start(id string, extra ...string) {
 	args := append([]string{"member", "--brokers", c.brokers, "--etcd", c.etcd, "--group", group, "--topic", topic,
 		"--id", id, "--deliver", "http://" + c.ep.addr + "/records", "--ttl", ttl.String(),
-		"--rebalance-debounce", "100ms", "--drain-timeout", "10s"}, extra...)
+		"--rebalance-debounce", "100ms", "--drain-timeout", "10s"}, c.memberArgs...)
+	args = append(args, extra...)
 	cmd := exec.Command(keyshareBin(c.t), args...)
 	log := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = &lockedWriter{w: log, mu: &c.mu}, &lockedWriter{w: log, mu: &c.mu}

@@ -32,8 +32,24 @@ import (
 // time. KEYSHARE_PYKIT_SWITCH_OFF=applied forgets each record's applied
 // row before applying it: the records a member re-runs after the SIGKILL
 // then apply twice.
+//
+// It runs twice: with the endpoint applying each record in a transaction
+// of its own (PostgresSink.apply), and with every member sending batches
+// of up to 8 that the endpoint applies in one transaction each
+// (PostgresSink.apply_batch).
 func TestExactlyOnceThroughFaults(t *testing.T) {
-	c := startCluster(t, switchOff(os.Getenv("KEYSHARE_PYKIT_SWITCH_OFF")))
+	for _, mode := range []struct {
+		name  string
+		batch bool
+	}{{"each record", false}, {"batch transactions", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			exactlyOnceThroughFaults(t, mode.batch)
+		})
+	}
+}
+
+func exactlyOnceThroughFaults(t *testing.T, batch bool) {
+	c := startCluster(t, switchOff(os.Getenv("KEYSHARE_PYKIT_SWITCH_OFF")), batch)
 	ctx, stopProducing := context.WithCancel(t.Context())
 	produced := make(chan error, 1)
 	go func() { produced <- c.produce(ctx, 200, 300) }()

@@ -4,7 +4,8 @@
 Each record's effect is a row of eo_effects (partition, offset, key, SEQ of
 its "key-K:SEQ" value, the member that sent it), applied through
 PostgresSink.apply under the request's fence, so in the same transaction as
-the sink's applied row and fence check.
+the sink's applied row and fence check; with --batch, a request's records
+through PostgresSink.apply_batch, in one transaction.
 
 To make a zombie's writes land late, as a slow network would deliver them,
 the endpoint holds every request of member M while the file
@@ -14,7 +15,8 @@ requests apply, whatever the member did meanwhile. The log gets a line
 applied {"stale": M, ..., "accepted": true|false}.
 
 A record the sink skips as applied before (a member re-ran it after a
-crash) gets a line {"duplicate": M, "partition": P, "offset": O}.
+crash) gets a line {"duplicate": M, "partition": P, "offset": O} (not
+with --batch, whose results do not say).
 
 --unfenced turns the kit's fence check off (a switch for tests only), to
 show what the check prevents; --forget-applied deletes a record's applied
@@ -77,6 +79,7 @@ def main():
     p.add_argument("--control", required=True)
     p.add_argument("--unfenced", action="store_true")
     p.add_argument("--forget-applied", action="store_true")
+    p.add_argument("--batch", action="store_true")
     args = p.parse_args()
     log = Log(args.log)
     sink = PostgresSink(args.postgres, prefix="eo_", pool_size=16, _skip_fence_check_for_tests=args.unfenced)
@@ -109,7 +112,18 @@ def main():
         if held:
             log.write(stale=rec.member, partition=rec.partition, offset=rec.offset, accepted=True)
 
-    ep = HoldingEndpoint(handle, args.control, log, concurrency=16)
+    def handle_batch(recs):
+        held = ep.local.held
+        if args.forget_applied:
+            for rec in recs:
+                forget(rec)
+        results = sink.apply_batch(recs, effect)
+        if held:
+            for rec, res in zip(recs, results):
+                log.write(stale=rec.member, partition=rec.partition, offset=rec.offset, accepted=res is None)
+        return results
+
+    ep = HoldingEndpoint(handle_batch if args.batch else handle, args.control, log, batch=args.batch, concurrency=16)
     srv = make_server(ep, port=args.port)
     print("listening on", srv.server_address[1], flush=True)
     srv.serve_forever()
