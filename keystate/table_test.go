@@ -1,0 +1,237 @@
+package keystate_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/keyshare/keyshare/keystate"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+func newTable(t *testing.T, r ledger.HashRange, maxBytes int64) *keystate.Table {
+	t.Helper()
+	cfg := keystate.DefaultConfig()
+	if maxBytes > 0 {
+		cfg.MaxBytes = maxBytes
+	}
+	tb, err := keystate.NewTable(r, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+func TestTablePutGetDelete(t *testing.T) {
+	tb := newTable(t, ledger.Full, 0)
+	k := []byte("order-1")
+	if _, ok := tb.Get(k); ok || tb.Seen(k, 0) {
+		t.Fatal("an empty table knows a key")
+	}
+	val := []byte("v1")
+	e, err := tb.Put(k, val, 10, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameEntry(e, keystate.Entry{Key: k, Value: []byte("v1"), Applied: 10, Fence: 3}) {
+		t.Fatalf("Put returned %+v", e)
+	}
+	val[0] = 'X' // the table keeps its own copy
+	if v, ok := tb.Get(k); !ok || string(v) != "v1" {
+		t.Fatalf("Get = %q, %v; want v1", v, ok)
+	}
+	for off, want := range map[int64]bool{9: true, 10: true, 11: false} {
+		if got := tb.Seen(k, off); got != want {
+			t.Errorf("Seen(offset %d) = %v with applied 10, want %v", off, got, want)
+		}
+	}
+	e, err = tb.Delete(k, 12, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.Deleted || e.Value != nil || e.Applied != 12 {
+		t.Fatalf("Delete returned %+v, want a tombstone at 12", e)
+	}
+	if _, ok := tb.Get(k); ok {
+		t.Fatal("Get finds a deleted key")
+	}
+	if a, ok := tb.Applied(k); !ok || a != 12 || !tb.Seen(k, 12) || tb.Seen(k, 13) {
+		t.Fatalf("a deleted key's applied offset = %d, %v; want 12 kept for the skip rule", a, ok)
+	}
+	if tb.Len() != 1 || tb.Bytes() != int64(len(k))+keystate.EntryOverhead {
+		t.Fatalf("a deleted key: Len %d, Bytes %d; want 1 and %d", tb.Len(), tb.Bytes(), int64(len(k))+keystate.EntryOverhead)
+	}
+	if _, err := tb.Put(k, nil, 13, 4); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := tb.Get(k); !ok || v == nil || len(v) != 0 {
+		t.Fatalf("Get after Put of a nil value = %q, %v; want an empty value", v, ok)
+	}
+}
+
+func TestTableRefuses(t *testing.T) {
+	lower := ledger.HashRange{Lo: 0, Hi: 1 << 31}
+	in, out := keyIn(lower, 0), keyIn(ledger.HashRange{Lo: 1 << 31, Hi: ledger.HashSpace}, 0)
+	for _, tc := range []struct {
+		name    string
+		change  func(*keystate.Table) error
+		wantErr string
+	}{
+		{"re-applied offset", func(tb *keystate.Table) error { _, err := tb.Put(in, []byte("x"), 10, 5); return err }, "at or below the key's applied offset 10"},
+		{"older offset", func(tb *keystate.Table) error { _, err := tb.Delete(in, 9, 5); return err }, "at or below"},
+		{"lower fence", func(tb *keystate.Table) error { _, err := tb.Put(in, []byte("x"), 11, 4); return err }, "below the key's fencing token 5"},
+		{"key outside the range", func(tb *keystate.Table) error { _, err := tb.Put(out, []byte("x"), 11, 5); return err }, "outside the table's range [0,2147483648)"},
+		{"negative offset", func(tb *keystate.Table) error { _, err := tb.Put([]byte("n"), []byte("x"), -1, 5); return err }, "negative"},
+		{"negative fence", func(tb *keystate.Table) error { _, err := tb.Delete(in, 11, -1); return err }, "negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tb := newTable(t, lower, 0)
+			if _, err := tb.Put(in, []byte("v"), 10, 5); err != nil {
+				t.Fatal(err)
+			}
+			err := tc.change(tb)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+			}
+			if v, _ := tb.Get(in); string(v) != "v" {
+				t.Fatalf("a refused change left value %q", v)
+			}
+			if a, _ := tb.Applied(in); a != 10 {
+				t.Fatalf("a refused change left applied offset %d", a)
+			}
+		})
+	}
+	tb := newTable(t, ledger.Full, 0)
+	if _, err := tb.Put(nil, []byte("v"), 1, 1); !errors.Is(err, keystate.ErrNullKey) {
+		t.Fatalf("Put of a null key: %v, want ErrNullKey", err)
+	}
+}
+
+func TestTableMemoryBound(t *testing.T) {
+	const max = 3*keystate.EntryOverhead + 30
+	tb := newTable(t, ledger.Full, max)
+	for i := range 3 {
+		if _, err := tb.Put(fmt.Appendf(nil, "k%d", i), []byte("12345678"), int64(i), 1); err != nil {
+			t.Fatal(err) // 3 × (2 + 8 + overhead) = max
+		}
+	}
+	if tb.Bytes() != max {
+		t.Fatalf("Bytes = %d, want %d", tb.Bytes(), max)
+	}
+	_, err := tb.Put([]byte("k0"), []byte("123456789"), 5, 1)
+	var me *keystate.MemoryError
+	if !errors.As(err, &me) || me.Size != max+1 || me.MaxBytes != max {
+		t.Fatalf("a value one byte larger: %v, want a *MemoryError of size %d over %d", err, max+1, max)
+	}
+	for _, want := range []string{fmt.Sprint(max + 1), fmt.Sprint(max), `"k0"`, "raise MaxBytes"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if v, _ := tb.Get([]byte("k0")); string(v) != "12345678" || tb.Bytes() != max {
+		t.Fatalf("a refused change left %q, Bytes %d", v, tb.Bytes())
+	}
+	// Smaller values make room; a deleted key keeps its own.
+	if _, err := tb.Put([]byte("k0"), []byte("1"), 6, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Delete([]byte("k1"), 7, 1); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(max - 7 - 8); tb.Bytes() != want {
+		t.Fatalf("Bytes = %d, want %d", tb.Bytes(), want)
+	}
+	if _, err := keystate.NewTable(ledger.Full, keystate.Config{}); err == nil || !strings.Contains(err.Error(), "MaxBytes 0") {
+		t.Fatalf("NewTable with MaxBytes 0: %v, want an error naming it", err)
+	}
+}
+
+func TestObserve(t *testing.T) {
+	tb := newTable(t, ledger.Full, 0)
+	k := []byte("k")
+	mine, _ := tb.Put(k, []byte("mine"), 10, 5)
+	for _, tc := range []struct {
+		name   string
+		e      keystate.Entry
+		repair bool
+	}{
+		{"my own change", mine, false},
+		{"a late change at a lower offset", keystate.Entry{Key: k, Value: []byte("old"), Applied: 8, Fence: 4}, true},
+		{"a late tombstone at a lower offset", keystate.Entry{Key: k, Deleted: true, Applied: 9, Fence: 4}, true},
+		{"a late change at my offset, older fence", keystate.Entry{Key: k, Value: []byte("old"), Applied: 10, Fence: 4}, true},
+		{"a stale member ahead on the key", keystate.Entry{Key: k, Value: []byte("ahead"), Applied: 12, Fence: 4}, false},
+		{"a key I do not know", keystate.Entry{Key: []byte("other"), Value: []byte("x"), Applied: 3, Fence: 4}, false},
+		{"no key", keystate.Entry{Value: []byte("x"), Applied: 3, Fence: 4}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tb.Observe(tc.e)
+			if ok != tc.repair {
+				t.Fatalf("Observe(%+v) = %v, want %v", tc.e, ok, tc.repair)
+			}
+			if ok && !sameEntry(got, mine) {
+				t.Fatalf("Observe repairs with %+v, want %+v", got, mine)
+			}
+		})
+	}
+}
+
+func TestSplitMerge(t *testing.T) {
+	tb := newTable(t, ledger.Full, 0)
+	lo, hi := ledger.HashRange{Lo: 0, Hi: 1 << 31}, ledger.HashRange{Lo: 1 << 31, Hi: ledger.HashSpace}
+	a, b := keyIn(lo, 1), keyIn(hi, 2)
+	tb.Put(a, []byte("a"), 1, 1)
+	tb.Put(b, []byte("bb"), 2, 1)
+	total := tb.Bytes()
+	up, err := tb.Split(1 << 31)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb.Range() != lo || up.Range() != hi {
+		t.Fatalf("Split gave %s and %s", tb.Range(), up.Range())
+	}
+	if _, ok := tb.Get(a); !ok || tb.Len() != 1 || up.Len() != 1 {
+		t.Fatalf("after Split: lower holds %d keys, upper %d", tb.Len(), up.Len())
+	}
+	if v, ok := up.Get(b); !ok || string(v) != "bb" || tb.Bytes()+up.Bytes() != total {
+		t.Fatalf("upper part: %q, %v, bytes %d + %d != %d", v, ok, tb.Bytes(), up.Bytes(), total)
+	}
+	if _, err := tb.Put(b, []byte("x"), 3, 2); err == nil {
+		t.Fatal("the lower part takes a key of the upper")
+	}
+	for _, at := range []uint64{0, 1 << 31, ledger.HashSpace} {
+		if _, err := tb.Split(at); err == nil || !strings.Contains(err.Error(), "want a hash inside") {
+			t.Errorf("Split(%d) of %s: %v", at, tb.Range(), err)
+		}
+	}
+	// Merge either way round; the emptied table is left valid.
+	if err := up.Merge(tb); err != nil {
+		t.Fatal(err)
+	}
+	if up.Range() != ledger.Full || up.Len() != 2 || up.Bytes() != total || tb.Len() != 0 || tb.Bytes() != 0 {
+		t.Fatalf("after Merge: %s with %d keys, %d bytes; other %d keys", up.Range(), up.Len(), up.Bytes(), tb.Len())
+	}
+	far := newTable(t, ledger.HashRange{Lo: 10, Hi: 20}, 0)
+	near := newTable(t, ledger.HashRange{Lo: 30, Hi: 40}, 0)
+	if err := far.Merge(near); err == nil || !strings.Contains(err.Error(), "do not meet") {
+		t.Fatalf("Merge of apart ranges: %v", err)
+	}
+	small := newTable(t, lo, keystate.EntryOverhead+1)
+	small.Put(a, nil, 1, 1)
+	big := newTable(t, hi, 0)
+	big.Put(b, []byte("v"), 1, 1)
+	var me *keystate.MemoryError
+	if err := small.Merge(big); !errors.As(err, &me) || small.Range() != lo || big.Len() != 1 {
+		t.Fatalf("Merge over MaxBytes: %v; ranges %s, %d keys left in the other", err, small.Range(), big.Len())
+	}
+}
+
+// keyIn returns a key whose hash is in r; i tells keys apart.
+func keyIn(r ledger.HashRange, i int) []byte {
+	for n := 0; ; n++ {
+		k := fmt.Appendf(nil, "key-%d-%d", i, n)
+		if r.Contains(ledger.Hash(k, 0)) {
+			return k
+		}
+	}
+}
