@@ -35,6 +35,7 @@ func parseDockerfile(path string) ([]stage, error) {
 	}
 	defer f.Close()
 	var stages []stage
+	var globalArgs []instruction
 	var cur strings.Builder
 	start, n := 0, 0
 	sc := bufio.NewScanner(f)
@@ -68,6 +69,7 @@ func parseDockerfile(path string) ([]stage, error) {
 			if in.cmd != "ARG" {
 				return nil, fmt.Errorf("%s:%d: %s before the first FROM", path, in.line, in.cmd)
 			}
+			globalArgs = append(globalArgs, in)
 			continue
 		}
 		stages[len(stages)-1].ins = append(stages[len(stages)-1].ins, in)
@@ -75,7 +77,21 @@ func parseDockerfile(path string) ([]stage, error) {
 	if len(stages) < 2 {
 		return nil, fmt.Errorf("%s: %d stages; want a builder and a runtime", path, len(stages))
 	}
+	for i := range stages {
+		stages[i].from = expandArgs(stages[i].from, globalArgs)
+	}
 	return stages, sc.Err()
+}
+
+// expandArgs replaces ${NAME} in s with the default of the ARG NAME=VALUE
+// before the first FROM, as docker does in a FROM line.
+func expandArgs(s string, args []instruction) string {
+	for _, a := range args {
+		if k, v, ok := strings.Cut(a.args, "="); ok {
+			s = strings.ReplaceAll(s, "${"+k+"}", v)
+		}
+	}
+	return s
 }
 
 // of is the stage's instructions of one kind.
@@ -240,4 +256,40 @@ func imageBinary(t *testing.T, stages []stage) string {
 		t.Fatalf("the runtime stage copies %v; want one COPY %sDEST", copies, want)
 	}
 	return strings.TrimPrefix(copies[0].args, want)
+}
+
+// debianReleases names Debian's releases as golang's image tags and
+// distroless's do.
+var debianReleases = map[string]string{"debian12": "bookworm", "debian13": "trixie"}
+
+// TestDockerfileBuilderMatchesRuntime: the builder is the Go of go.mod on
+// the runtime base's Debian release. The golang image's default release
+// is the newest; a binary linked against a newer glibc than the runtime's
+// may not start there.
+func TestDockerfileBuilderMatchesRuntime(t *testing.T) {
+	stages, err := parseDockerfile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	builder, rt := stages[0].from, stages[len(stages)-1].from
+	release := ""
+	for d, name := range debianReleases {
+		if strings.Contains(rt, "-"+d) {
+			release = name
+		}
+	}
+	if release == "" || !strings.HasSuffix(builder, "-"+release) {
+		t.Errorf("the builder is %s and the runtime %s: build on the runtime's Debian release (golang:VERSION-%s)", builder, rt, release)
+	}
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goLine := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	if goLine == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	if v := "golang:" + string(goLine[1]); builder != v && !strings.HasPrefix(builder, v+"-") {
+		t.Errorf("the builder is %s; go.mod says go %s", builder, goLine[1])
+	}
 }
