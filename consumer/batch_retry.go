@@ -35,7 +35,7 @@ func (p *pipeline) failed(r *retrying, cause error) bool {
 		return false
 	}
 	if exhausted && c.dlq != nil {
-		derr := c.deadLetter(&j.ctx, m, cause, int(r.spent))
+		derr := c.deadLetters.Write(&j.ctx, m, cause, int(r.spent))
 		switch {
 		case derr == nil:
 			c.metrics.deadLettered.Add(1)

@@ -28,6 +28,9 @@ type Consumer struct {
 	dlq      *kafka.Producer
 	logsDone chan struct{} // closed when librdkafka's log channel is drained
 	dlqLogs  chan struct{} // the same for the dead-letter producer
+	// deadLetters writes the dead letters with dlq (deadletter_seam.go);
+	// nil with dlq.
+	deadLetters deadLetterWriter
 	// parking is the producer of parked records (park.go), made at the
 	// first park.
 	parking struct {

@@ -98,7 +98,7 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 		if spent.fail(err, c.cfg.Retry.MaxAttempts) && c.dlq != nil {
 			// The handler is not called again: deadLetter retries the
 			// write alone until it lands or ctx ends.
-			if derr := c.deadLetter(ctx, m, err, int(spent)); derr != nil {
+			if derr := c.deadLetters.Write(ctx, m, err, int(spent)); derr != nil {
 				return derr
 			}
 			c.metrics.deadLettered.Add(1)

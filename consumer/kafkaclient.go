@@ -89,6 +89,7 @@ func (c *Consumer) openKafka(ctx context.Context) error {
 			return err
 		}
 		c.dlq, c.dlqLogs = p, logsDone
+		c.deadLetters = c.newDeadLetterWriter(p)
 	}
 	return nil
 }
@@ -99,7 +100,7 @@ func (c *Consumer) closeKafka() {
 		c.dlq.Flush(5000)
 		c.dlq.Close() // closes the log channel
 		<-c.dlqLogs
-		c.dlq = nil
+		c.dlq, c.deadLetters = nil, nil
 	}
 	if c.kc != nil {
 		_ = c.kc.Close() // closes the log channel

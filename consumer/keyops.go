@@ -73,7 +73,7 @@ func (p *pipeline) skipFor(ctx context.Context, j *job) (coord.KeyOp, bool) {
 func (p *pipeline) skip(ctx context.Context, j *job, op coord.KeyOp, attempts int) error {
 	r := op.Record
 	if !r.Drop {
-		if err := p.c.deadLetter(ctx, j.m, skippedError(keyops.SkipCause(r)), attempts); err != nil {
+		if err := p.c.deadLetters.Write(ctx, j.m, skippedError(keyops.SkipCause(r)), attempts); err != nil {
 			return err
 		}
 		p.c.metrics.deadLettered.Add(1)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/consumer/internal/deadletter"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/schema"
@@ -65,7 +66,7 @@ func (p *pipeline) park(ctx context.Context, j *job, op coord.KeyOp) error {
 		// the record waits, its key's later records behind it.
 		pr, err := c.parkingProducer()
 		if err == nil {
-			err = produceAcked(ctx, pr, copyOf)
+			err = deadletter.ProduceAcked(ctx, pr, copyOf)
 		}
 		if err == nil {
 			return nil
@@ -107,7 +108,7 @@ func parkedCopy(topic string, m *kafka.Message, token int64) *kafka.Message {
 		{Key: HeaderOffset, Value: []byte(strconv.FormatInt(int64(m.TopicPartition.Offset), 10))},
 		{Key: HeaderFence, Value: []byte(strconv.FormatInt(token, 10))},
 	}
-	hs := renameOurs(m.Headers)
+	hs := deadletter.RenameOurs(m.Headers)
 	return &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: m.TopicPartition.Partition},
 		Key: m.Key, Value: m.Value, Headers: append(hs, ours...), Timestamp: m.Timestamp}
 }
@@ -115,25 +116,8 @@ func parkedCopy(topic string, m *kafka.Message, token int64) *kafka.Message {
 // parkedFence is the fencing token a parked copy was written under, if it
 // carries one (copies parked by releases before HeaderFence carry none).
 func parkedFence(m *kafka.Message) (int64, bool) {
-	token, err := strconv.ParseInt(headerValue(m, HeaderFence), 10, 64)
+	token, err := strconv.ParseInt(deadletter.HeaderValue(m, HeaderFence), 10, 64)
 	return token, err == nil
-}
-
-// produceAcked writes m with pr and waits for its delivery report.
-func produceAcked(ctx context.Context, pr *kafka.Producer, m *kafka.Message) error {
-	done := make(chan kafka.Event, 1)
-	if err := pr.Produce(m, done); err != nil {
-		return err
-	}
-	select {
-	case ev := <-done:
-		if r, ok := ev.(*kafka.Message); ok && r.TopicPartition.Error != nil {
-			return r.TopicPartition.Error
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // parkingProducer is the producer parked records are written with, made

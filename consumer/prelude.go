@@ -9,6 +9,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/consumer/internal/deadletter"
 	"github.com/keyshare/keyshare/consumer/internal/keyops"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
@@ -343,11 +344,11 @@ func (p *pipeline) handledHere(t tp, h uint32, o int64) bool {
 // parkedOf reports whether m, read from a parking topic, is a parked
 // record of key from t, and if so gives it its origin's place.
 func parkedOf(m *kafka.Message, t tp, key []byte) bool {
-	if m.Key == nil || string(m.Key) != string(key) || headerValue(m, HeaderTopic) != t.Topic ||
-		headerValue(m, HeaderPartition) != strconv.Itoa(int(t.Partition)) {
+	if m.Key == nil || string(m.Key) != string(key) || deadletter.HeaderValue(m, HeaderTopic) != t.Topic ||
+		deadletter.HeaderValue(m, HeaderPartition) != strconv.Itoa(int(t.Partition)) {
 		return false
 	}
-	o, err := strconv.ParseInt(headerValue(m, HeaderOffset), 10, 64)
+	o, err := strconv.ParseInt(deadletter.HeaderValue(m, HeaderOffset), 10, 64)
 	if err != nil {
 		return false
 	}

@@ -59,7 +59,7 @@ func (p *pipeline) handleAlone(ctx context.Context, t tp, m *kafka.Message, h ui
 		c.metrics.failed.Add(1)
 		fenced := errors.Is(err, ErrFenced)
 		if spent.fail(err, c.cfg.Retry.MaxAttempts) && c.dlq != nil {
-			if derr := c.deadLetter(ctx, m, err, int(spent)); derr != nil {
+			if derr := c.deadLetters.Write(ctx, m, err, int(spent)); derr != nil {
 				return derr
 			}
 			c.metrics.deadLettered.Add(1)

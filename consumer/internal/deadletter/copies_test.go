@@ -1,4 +1,4 @@
-package consumer
+package deadletter
 
 import (
 	"errors"
@@ -8,17 +8,17 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
 
-// TestDeadLetterCopies: the copies of a dead letter, largest first; each
+// TestCopies: the copies of a dead letter, largest first; each
 // carries keyshare's headers once, and the record's own headers named like
 // keyshare's are renamed, in the copies only.
-func TestDeadLetterCopies(t *testing.T) {
+func TestCopies(t *testing.T) {
 	topic := "orders"
 	m := &kafka.Message{
 		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 3, Offset: 42},
 		Key:            []byte("k"), Value: []byte("value"),
 		Headers: []kafka.Header{{Key: "KEYSHARE.offset", Value: []byte("999")}, {Key: "trace", Value: []byte("t")}},
 	}
-	copies := deadLetterCopies("orders.dlq", m, errors.New("boom"), 3)
+	copies := Copies("orders.dlq", m, errors.New("boom"), 3)
 	names := func(m *kafka.Message) []string {
 		var out []string
 		for _, h := range m.Headers {
