@@ -135,6 +135,31 @@ class BatchEndpointTest(unittest.TestCase):
         r = handle.respond("POST", Headers(), body(wire_record(1), wire_record(2)))
         self.assertEqual(results(r), [("failed", "ValueError: bad batch")] * 2)
 
+    def test_deadline_passed_waiting_for_a_slot(self):
+        import threading
+        seen, entered, go = [], threading.Event(), threading.Event()
+
+        @batch_endpoint(concurrency=1)
+        def handle(records):
+            if records[0].offset == 1:
+                entered.set()
+                go.wait(5)
+            seen.append(records[0].offset)
+
+        first = threading.Thread(target=handle.respond, args=("POST", Headers(), body(wire_record(1))))
+        first.start()
+        entered.wait(5)
+        deadline = str(int((time.time() + 0.2) * 1000))
+        late = []
+        second = threading.Thread(target=lambda: late.append(handle.respond("POST", Headers({"Keyshare-Deadline": deadline}), body(wire_record(2)))))
+        second.start()
+        time.sleep(0.4)  # the second request waits for the slot past its deadline
+        go.set()
+        first.join(5)
+        second.join(5)
+        self.assertEqual(late[0].status, 504)
+        self.assertEqual(seen, [1])
+
     def test_wrong_count_is_trouble(self):
         handle = batch_endpoint(lambda records: [None])
         r = handle.respond("POST", Headers(), body(wire_record(1), wire_record(2)))

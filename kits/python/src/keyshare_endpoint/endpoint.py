@@ -146,6 +146,9 @@ class Endpoint:
         return got if isinstance(got, Outcome) and not isinstance(got, Retry) else None
 
     def _run_batch(self, records) -> list:
+        deadline = records[0].deadline if records else None
+        if deadline is not None and time.time() > deadline:  # it waited for a slot past it
+            raise DeadlinePassed("the request's deadline passed while it waited for one of the endpoint's %d slots" % self.concurrency)
         try:
             got = self.fn(records)
         except (Retry, DeadlinePassed):
