@@ -203,43 +203,75 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		rs, _ := still()
 		return rs, rs.Key != ""
 	}
+	op, ok, err := p.freshPreludeOp(ctx, t, key, op, replayTo, still)
+	if !ok || err != nil {
+		return err
+	}
+	return p.readPrelude(ctx, preludeRead{t: t, key: key, h: h, run: run, still: still, owned: owned}, op)
+}
+
+// freshPreludeOp is op as etcd holds it now, with a replay's bound
+// (replayTo, as the prelude found it) written into it if it has none yet;
+// ok is false, with no error, when the operation is done or refused
+// meanwhile.
+func (p *pipeline) freshPreludeOp(ctx context.Context, t tp, key []byte, op coord.KeyOp, replayTo int64, still func() (schema.RangeState, bool)) (_ coord.KeyOp, ok bool, err error) {
 	// The operation as etcd holds it now: the watch's copy may lag behind
 	// the progress the range's previous owner wrote last, and records
 	// below it would run twice.
 	rctx, cancel := context.WithTimeout(ctx, p.c.cfg.EtcdTimeout)
-	fresh, ok, err := p.sess.ReadKeyOp(rctx, t.Topic, t.Partition, key)
+	fresh, found, err := p.sess.ReadKeyOp(rctx, t.Topic, t.Partition, key)
 	cancel()
 	switch {
 	case err != nil:
-		return err
-	case !ok:
-		return nil // done meanwhile
+		return op, false, err
+	case !found:
+		return op, false, nil // done meanwhile
 	case fresh.Record.Refused != "":
-		return nil // refused meanwhile (refuseReplay): the live records go on
+		return op, false, nil // refused meanwhile (refuseReplay): the live records go on
 	case fresh.Err != nil || fresh.Record.Op != op.Record.Op:
-		return coord.ErrKeyOpChanged // preludeFirst looks again once the watch has it
+		return op, false, coord.ErrKeyOpChanged // preludeFirst looks again once the watch has it
 	}
 	op = fresh
 	if op.Record.Op == schema.KeyOpReplay && op.Record.ReplayTo == 0 {
 		replayTo = max(replayTo, op.Record.Next)
 	}
-	r := op.Record
-	if r.Op == schema.KeyOpReplay && r.ReplayTo == 0 {
+	if r := op.Record; r.Op == schema.KeyOpReplay && r.ReplayTo == 0 {
 		rs, ok := still()
 		if !ok {
-			return errNotOwner
+			return op, false, errNotOwner
 		}
 		rec := r
 		rec.ReplayTo = replayTo
 		var err error
 		if op, err = p.sess.AdvanceKeyOp(ctx, op, rec, rs); err != nil {
-			return err
+			return op, false, err
 		}
 		p.mu.Lock()
 		p.mu.keyOpWritten[op.Name] = op.Rev
 		p.mu.Unlock()
-		r = op.Record
 	}
+	return op, true, nil
+}
+
+// preludeRead is a running prelude's key and range, for its read loop.
+type preludeRead struct {
+	t   tp
+	key []byte
+	h   uint32 // the key's hash
+	run *preludeRun
+	// still reports the range holding the key as it stands now, and
+	// whether this member may start a record of it; owned reports it
+	// while this member owns it, revoking or not (prelude).
+	still, owned func() (schema.RangeState, bool)
+}
+
+// readPrelude reads op's records (the parking partition's, or a replay's
+// origin) from its progress, handles the key's, writing the progress
+// after each, and deletes op at the end, the replay's bound, or the key's
+// next live record.
+func (p *pipeline) readPrelude(ctx context.Context, pr preludeRead, op coord.KeyOp) error {
+	t, key, h, still := pr.t, pr.key, pr.h, pr.still
+	r := op.Record
 	source, stop, what := r.ParkTopic, int64(-1), "unparking a key: handling its parked records first"
 	if r.Op == schema.KeyOpReplay {
 		source, stop, what = t.Topic, r.ReplayTo, "replaying a key: handling its records again before its next live one"
@@ -294,13 +326,13 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 				continue
 			}
 		}
-		if err := p.handleAlone(ctx, t, m, h, run); err != nil {
+		if err := p.handleAlone(ctx, t, m, h, pr.run); err != nil {
 			return err
 		}
 		handled++
 		rec := op.Record
 		rec.Next = rd.Pos()
-		if op, err = p.advance(ctx, op, rec, owned); err != nil {
+		if op, err = p.advance(ctx, op, rec, pr.owned); err != nil {
 			return err
 		}
 		p.mu.Lock()
