@@ -29,7 +29,7 @@ export const KEEP_ALIVE_MS = 120_000;
 export function recordListener(fn, options) {
   mustBeFunction(fn, "recordListener");
   const o = checkOptions(options);
-  return listener((records, keys, call) => runRecords(fn, records, keys, call, o.limit), o);
+  return listener((records, keys, stop, call) => runRecords(fn, records, keys, stop, call, o.limit), o);
 }
 
 /**
@@ -41,7 +41,7 @@ export function recordListener(fn, options) {
 export function batchListener(fn, options) {
   mustBeFunction(fn, "batchListener");
   const o = checkOptions(options);
-  return listener((records, _keys, call) => runBatch(fn, records, call, o.limit), o);
+  return listener((records, _keys, stop, call) => runBatch(fn, records, stop, call, o.limit), o);
 }
 
 /**

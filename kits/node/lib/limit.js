@@ -17,14 +17,15 @@ export class Limit {
   }
 
   /**
-   * Resolves once a place is free; the caller must release() it. A wait
-   * the signal aborts meanwhile resolves false, taking no place.
+   * Resolves true once a place is free; the caller must release() it. A
+   * wait the request's stop ends meanwhile resolves false, taking no
+   * place.
    *
-   * @param {AbortSignal} signal
+   * @param {import("./stop.js").Stop} stop
    * @returns {Promise<boolean>}
    */
-  acquire(signal) {
-    if (signal.aborted) {
+  acquire(stop) {
+    if (stop.stopped) {
       return Promise.resolve(false);
     }
     if (this.held < this.size) {
@@ -33,18 +34,17 @@ export class Limit {
     }
     return new Promise((resolve) => {
       const grant = () => {
-        signal.removeEventListener("abort", giveUp);
+        forget();
         this.held++;
         resolve(true);
       };
-      const giveUp = () => {
+      const forget = stop.onStop(() => {
         const i = this.waiting.indexOf(grant);
         if (i >= 0) {
           this.waiting.splice(i, 1);
         }
         resolve(false);
-      };
-      signal.addEventListener("abort", giveUp, { once: true });
+      });
       this.waiting.push(grant);
     });
   }

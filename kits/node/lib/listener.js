@@ -6,6 +6,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 
 import { Limit } from "./limit.js";
 import { wireResult } from "./results.js";
+import { CallContext, Stop } from "./stop.js";
 import { BadRequestError, decodeRequest } from "./wire.js";
 
 /** The request header with the request's deadline, Unix milliseconds. */
@@ -69,7 +70,7 @@ export function checkOptions(options = {}) {
  * A request listener that decodes each request and hands its records to
  * run, then answers with what run says.
  *
- * @param {(records: any[], keys: Array<string | null>, call: {signal: AbortSignal, deadline: Date | null}) => Promise<import("./run.js").RunResult>} run
+ * @param {(records: any[], keys: Array<string | null>, stop: Stop, call: CallContext) => Promise<import("./run.js").RunResult>} run
  * @param {ReturnType<typeof checkOptions>} o
  * @returns {(req: import("node:http").IncomingMessage, res: import("node:http").ServerResponse) => void}
  */
@@ -115,17 +116,16 @@ async function serveRequest(req, res, run, o, wantToken) {
     return answer(res, 413, `the body is over ${o.maxBodyBytes} bytes (maxBodyBytes): lower the member's --batch-size, or raise maxBodyBytes`);
   }
   const { member, records, keys } = decodeRequest(body);
-  const stop = new AbortController();
-  const closed = () => {
+  const stop = new Stop();
+  res.on("close", () => {
     if (!res.writableFinished) {
-      stop.abort(new RequestStoppedError("closed", "the member closed the request"));
+      stop.stop(new RequestStoppedError("closed", "the member closed the request"));
     }
-  };
-  res.on("close", closed);
+  });
   const timer = deadline === null ? undefined : armDeadline(deadline, stop);
   let result;
   try {
-    result = await run(records, keys, { signal: stop.signal, deadline, member });
+    result = await run(records, keys, stop, new CallContext(stop, deadline, member));
   } finally {
     clearTimeout(timer);
   }
@@ -152,10 +152,10 @@ async function serveRequest(req, res, run, o, wantToken) {
 
 /**
  * @param {Date} deadline
- * @param {AbortController} stop
+ * @param {Stop} stop
  */
 function armDeadline(deadline, stop) {
-  const passed = () => stop.abort(new RequestStoppedError("deadline", `its Keyshare-Deadline ${deadline.toISOString()} passed`));
+  const passed = () => stop.stop(new RequestStoppedError("deadline", `its Keyshare-Deadline ${deadline.toISOString()} passed`));
   const ms = deadline.getTime() - Date.now();
   if (ms <= 0) {
     passed();
@@ -187,21 +187,28 @@ function parseDeadline(v) {
  * @param {number} max
  * @returns {Promise<Buffer | null>}
  */
-async function readBody(req, max) {
+function readBody(req, max) {
   if (Number(req.headers["content-length"]) > max) {
-    return null;
+    return Promise.resolve(null);
   }
-  /** @type {Buffer[]} */
-  const chunks = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += chunk.length;
-    if (size > max) {
-      return null;
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks, size);
+  return new Promise((resolve, reject) => {
+    /** @type {Buffer[]} */
+    const chunks = [];
+    let size = 0;
+    const onData = (/** @type {Buffer} */ chunk) => {
+      size += chunk.length;
+      if (size > max) {
+        req.off("data", onData);
+        req.resume(); // the rest is read and dropped; the connection closes after the 413
+        resolve(null);
+        return;
+      }
+      chunks.push(chunk);
+    };
+    req.on("data", onData);
+    req.on("end", () => resolve(size > max ? null : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)));
+    req.on("error", reject);
+  });
 }
 
 /**
@@ -215,12 +222,14 @@ function answer(res, status, body) {
   if (res.headersSent || res.destroyed) {
     return;
   }
-  const bytes = Buffer.from(body);
   if (!res.hasHeader("Content-Type")) {
     res.setHeader("Content-Type", "text/plain; charset=utf-8");
   }
-  res.writeHead(status, { "Content-Length": bytes.length });
-  res.end(bytes);
+  res.writeHead(status, { "Content-Length": Buffer.byteLength(body) });
+  // A string, not a Buffer: node sends a string body in the same write as
+  // the headers, where a Buffer takes a writev of its own (a fifth of the
+  // kit's CPU per request on loopback).
+  res.end(body);
 }
 
 /**

@@ -22,26 +22,20 @@ import { DONE, UnavailableError, failed, fenced, isDone, outcomeOfError, outcome
  * member sends them again after it, and applying them now would apply
  * them out of order.
  *
- * No call starts once call.signal is aborted (the member closed the
- * request, or its deadline passed), nor after a call threw an
- * UnavailableError.
+ * No call starts once stop has stopped (the member closed the request,
+ * or its deadline passed), nor after a call threw an UnavailableError.
  *
  * @param {(record: any, call: any) => unknown} fn
  * @param {any[]} records
  * @param {Array<string | null>} keys
- * @param {{signal: AbortSignal, deadline: Date | null}} call
+ * @param {import("./stop.js").Stop} stop
+ * @param {import("./stop.js").CallContext} call
  * @param {import("./limit.js").Limit} limit
  * @returns {Promise<RunResult>}
  */
-export async function runRecords(fn, records, keys, call, limit) {
+export async function runRecords(fn, records, keys, stop, call, limit) {
   /** @type {Array<import("./results.js").Outcome | undefined>} */
   const outcomes = new Array(records.length);
-  const halt = new AbortController();
-  const onAbort = () => halt.abort(call.signal.reason);
-  if (call.signal.aborted) {
-    onAbort();
-  }
-  call.signal.addEventListener("abort", onAbort, { once: true });
   /** @type {UnavailableError | null} */
   let unavailable = null;
 
@@ -53,18 +47,17 @@ export async function runRecords(fn, records, keys, call, limit) {
         outcomes[i] = stoppedBy.status === "fenced" ? fenced("an earlier record of the key was fenced") : failed("an earlier record of the key failed");
         continue;
       }
-      if (!(await limit.acquire(halt.signal))) {
+      if (!(await limit.acquire(stop))) {
         return;
       }
       try {
-        if (halt.signal.aborted) {
+        if (stop.stopped || unavailable !== null) {
           return;
         }
         outcomes[i] = outcomeOfValue(await fn(records[i], call));
       } catch (err) {
         if (err instanceof UnavailableError) {
           unavailable ??= err;
-          halt.abort(err);
           return;
         }
         outcomes[i] = outcomeOfError(err);
@@ -77,16 +70,16 @@ export async function runRecords(fn, records, keys, call, limit) {
     }
   };
 
-  try {
+  if (records.length === 1) {
+    await runKey([0]); // the usual request without --batch-size: no grouping
+  } else {
     await Promise.all(byKey(keys).map(runKey));
-  } finally {
-    call.signal.removeEventListener("abort", onAbort);
   }
   if (unavailable !== null) {
     return { unavailable };
   }
   if (outcomes.includes(undefined) || outcomes.length < records.length) {
-    return { stopped: call.signal.reason };
+    return { stopped: stop.reason };
   }
   return { outcomes: /** @type {import("./results.js").Outcome[]} */ (outcomes) };
 }
@@ -129,18 +122,19 @@ export function byKey(keys) {
  *
  * @param {(records: any[], call: any) => unknown} fn
  * @param {any[]} records
- * @param {{signal: AbortSignal, deadline: Date | null}} call
+ * @param {import("./stop.js").Stop} stop
+ * @param {import("./stop.js").CallContext} call
  * @param {import("./limit.js").Limit} limit
  * @returns {Promise<RunResult>}
  */
-export async function runBatch(fn, records, call, limit) {
-  if (!(await limit.acquire(call.signal))) {
-    return { stopped: call.signal.reason };
+export async function runBatch(fn, records, stop, call, limit) {
+  if (!(await limit.acquire(stop))) {
+    return { stopped: stop.reason };
   }
   let value;
   try {
-    if (call.signal.aborted) {
-      return { stopped: call.signal.reason };
+    if (stop.stopped) {
+      return { stopped: stop.reason };
     }
     value = await fn(records, call);
   } catch (err) {

@@ -142,7 +142,7 @@ test("a request past its Keyshare-Deadline is not applied and is answered 504", 
   assert.equal(calls, 0);
 });
 
-test("the deadline aborts the running call's signal and starts no later record", async (t) => {
+test("the deadline aborts the running call's signal and starts no later record", { timeout: 5000 }, async (t) => {
   const seen = [];
   const url = await listen(
     t,
@@ -176,7 +176,7 @@ test("a malformed Keyshare-Deadline is answered 400", async (t) => {
   assert.equal(log.lines.length, 1);
 });
 
-test("a request the member closes aborts its call and starts no later record", async (t) => {
+test("a request the member closes aborts its call and starts no later record", { timeout: 5000 }, async (t) => {
   const started = [];
   let aborted;
   const gone = new Promise((resolve) => {
