@@ -35,8 +35,10 @@
 //	// append e with keystate.Headers(e); on its ack, complete the record
 //
 // While it holds the range the owner reads on in its changelog partition and
-// passes each entry to Observe, appending again what Observe returns: the
-// repair of a key a member that lost the range wrote late.
+// passes each entry to Observe, which keeps the table what a restore would
+// give and returns the entry to append again when a member that lost the
+// range wrote a change late that compaction would keep in place of the
+// key's state.
 //
 // Why the rules hold, and what they need of the topic's settings
 // (min.compaction.lag.ms, delete.retention.ms), is argued in docs/state.md;
@@ -45,5 +47,6 @@
 // compactions.
 //
 // Everything here is pure code with no I/O: it imports only the standard
-// library and package ledger, whose key hash and hash ranges it uses.
+// library, package ledger, whose key hash and hash ranges it uses, and
+// keyshare's quoting of outside text for its error messages.
 package keystate

@@ -1,8 +1,6 @@
 package keystate
 
 import (
-	"bytes"
-
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -48,14 +46,7 @@ func (r *Restore) Add(e Entry) error {
 		}
 		return nil
 	}
-	s := slot{applied: e.Applied, fence: e.Fence, deleted: e.Deleted}
-	if !e.Deleted {
-		s.value = bytes.Clone(e.Value)
-		if s.value == nil {
-			s.value = []byte{}
-		}
-	}
-	return r.t.store(e.Key, s, cur, had)
+	return r.t.store(e.Key, slotOf(e), cur, had)
 }
 
 // Table returns the restored table, and the entries to append again before
@@ -65,7 +56,7 @@ func (r *Restore) Add(e Entry) error {
 func (r *Restore) Table() (*Table, []Entry) {
 	var repairs []Entry
 	for k, s := range r.t.slots {
-		if s.shadowed {
+		if s.shadowed && repairLosers {
 			repairs = append(repairs, s.entry([]byte(k)))
 			s.shadowed = false
 			r.t.slots[k] = s

@@ -9,7 +9,7 @@ package keystate
 // with). The skip rule: a record at or below its key's applied offset has
 // changed the state already and must not run again.
 
-// Switch-offs for the model test, which must fail with either off
+// Switch-offs for the model test, which must fail with any of them off
 // (export_test.go turns them); never changed outside tests.
 var (
 	// skipApplied off: Seen is always false and a change at or below
@@ -18,6 +18,9 @@ var (
 	// fenceTieBreak off: on equal applied offsets the later entry in
 	// changelog order wins, as plain compaction would pick.
 	fenceTieBreak = true
+	// repairLosers off: no repairs, so compaction can keep a stale
+	// change that lost to the key's state.
+	repairLosers = true
 )
 
 // supersedes reports whether a change at (applied, fence), read after one

@@ -162,24 +162,48 @@ func (t *Table) store(key []byte, s, cur slot, had bool) error {
 	return nil
 }
 
-// Observe checks an entry read from the changelog while the table's owner
-// holds the range, after the table was restored: a change appended late by
-// a member that has lost the range (its append was in flight, or it was
-// paused). If that entry loses to the table's under the restore rule, the
-// restore still reads the table's, but compaction keeps only a key's last
-// record: Observe then returns the table's entry, to append again so that
-// the last record is the right one. It returns false for every other
-// entry: the owner's own, a copy, one outside the range, or one that wins
-// (a stale member ahead of the owner on the key: its state holds the
-// key's records up to its offset, as the owner's will when it gets there).
-func (t *Table) Observe(e Entry) (Entry, bool) {
+// Observe takes an entry read from the changelog while the table's owner
+// holds the range, after the table was restored, and keeps the table what
+// a restore would give: mostly the owner's own appends coming back, but
+// also a change appended late by a member that has lost the range (its
+// append was in flight, or it was paused).
+//
+// An entry that wins under the restore rule replaces the key's state in
+// the table, as a restore would take it: a stale member ahead of the owner
+// on the key has run its records up to its offset, and the owner skips
+// them now (Seen), as a new owner would after a restore; a later owner's
+// entry makes the table refuse this member's changes to the key. Taking it
+// can cross MaxBytes: a *MemoryError, the table unchanged.
+//
+// An entry that loses is still the key's last record, and compaction
+// keeps only that: Observe then returns the table's entry, for the owner
+// to append again. An entry under the same token as the table's and not
+// after it (the owner's own appends coming back in order, or a copy), or of
+// a key outside the range, changes nothing.
+func (t *Table) Observe(e Entry) (repair Entry, ok bool, err error) {
 	if e.Key == nil || !t.rng.Contains(ledger.Hash(e.Key, 0)) {
-		return Entry{}, false
+		return Entry{}, false, nil
 	}
-	cur, ok := t.slots[string(e.Key)]
-	if !ok || supersedes(e.Applied, e.Fence, cur.applied, cur.fence) ||
-		(e.Applied == cur.applied && e.Fence == cur.fence) {
-		return Entry{}, false
+	cur, had := t.slots[string(e.Key)]
+	switch {
+	case had && e.Fence == cur.fence && e.Applied <= cur.applied:
+		// The same writer's (one owner per token), which appends in
+		// order: this one is before the table's in the changelog.
+		return Entry{}, false, nil
+	case had && !supersedes(e.Applied, e.Fence, cur.applied, cur.fence):
+		return cur.entry(e.Key), repairLosers, nil
 	}
-	return cur.entry(e.Key), true
+	return Entry{}, false, t.store(e.Key, slotOf(e), cur, had)
+}
+
+// slotOf is the state e leaves its key in, with its own copy of the value.
+func slotOf(e Entry) slot {
+	s := slot{applied: e.Applied, fence: e.Fence, deleted: e.Deleted}
+	if !e.Deleted {
+		s.value = bytes.Clone(e.Value)
+		if s.value == nil {
+			s.value = []byte{}
+		}
+	}
+	return s
 }

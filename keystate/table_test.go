@@ -148,31 +148,54 @@ func TestTableMemoryBound(t *testing.T) {
 }
 
 func TestObserve(t *testing.T) {
-	tb := newTable(t, ledger.Full, 0)
 	k := []byte("k")
-	mine, _ := tb.Put(k, []byte("mine"), 10, 5)
+	mine := keystate.Entry{Key: k, Value: []byte("mine"), Applied: 10, Fence: 5}
 	for _, tc := range []struct {
 		name   string
 		e      keystate.Entry
 		repair bool
+		after  keystate.Entry // the key's state after Observe
 	}{
-		{"my own change", mine, false},
-		{"a late change at a lower offset", keystate.Entry{Key: k, Value: []byte("old"), Applied: 8, Fence: 4}, true},
-		{"a late tombstone at a lower offset", keystate.Entry{Key: k, Deleted: true, Applied: 9, Fence: 4}, true},
-		{"a late change at my offset, older fence", keystate.Entry{Key: k, Value: []byte("old"), Applied: 10, Fence: 4}, true},
-		{"a stale member ahead on the key", keystate.Entry{Key: k, Value: []byte("ahead"), Applied: 12, Fence: 4}, false},
-		{"a key I do not know", keystate.Entry{Key: []byte("other"), Value: []byte("x"), Applied: 3, Fence: 4}, false},
-		{"no key", keystate.Entry{Value: []byte("x"), Applied: 3, Fence: 4}, false},
+		{"my own change", mine, false, mine},
+		{"my own earlier change", ent("k", "earlier", 9, 5), false, mine},
+		{"a late change at a lower offset", ent("k", "old", 8, 4), true, mine},
+		{"a late tombstone at a lower offset", tomb("k", 9, 4), true, mine},
+		{"a late change at my offset, older fence", ent("k", "old", 10, 4), true, mine},
+		{"a stale member ahead on the key", ent("k", "ahead", 12, 4), false, ent("k", "ahead", 12, 4)},
+		{"a later owner's change", ent("k", "later", 10, 6), false, ent("k", "later", 10, 6)},
+		{"a key I do not know", ent("other", "x", 3, 4), false, ent("other", "x", 3, 4)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := tb.Observe(tc.e)
-			if ok != tc.repair {
-				t.Fatalf("Observe(%+v) = %v, want %v", tc.e, ok, tc.repair)
+			tb := newTable(t, ledger.Full, 0)
+			if _, err := tb.Put(k, []byte("mine"), 10, 5); err != nil {
+				t.Fatal(err)
+			}
+			got, ok, err := tb.Observe(tc.e)
+			if err != nil || ok != tc.repair {
+				t.Fatalf("Observe(%+v) = %v, %v; want repair %v", tc.e, ok, err, tc.repair)
 			}
 			if ok && !sameEntry(got, mine) {
 				t.Fatalf("Observe repairs with %+v, want %+v", got, mine)
 			}
+			if now, _ := tb.Entry(tc.after.Key); !sameEntry(now, tc.after) {
+				t.Fatalf("after Observe the key holds %+v, want %+v", now, tc.after)
+			}
 		})
+	}
+	tb := newTable(t, ledger.Full, 0)
+	if _, ok, err := tb.Observe(keystate.Entry{Value: []byte("x")}); ok || err != nil || tb.Len() != 0 {
+		t.Fatalf("Observe of a null key: %v, %v, %d keys", ok, err, tb.Len())
+	}
+	tb.Observe(ent("k", "ahead", 12, 4))
+	if !tb.Seen(k, 12) {
+		t.Fatal("a stale member's lead, taken, does not make its records seen")
+	}
+	if _, err := tb.Put(k, []byte("x"), 13, 3); err == nil {
+		t.Fatal("Put under a token below the key's taken token was accepted")
+	}
+	small := newTable(t, ledger.Full, keystate.EntryOverhead+2)
+	if _, _, err := small.Observe(ent("k", "too large", 1, 1)); err == nil || small.Len() != 0 {
+		t.Fatalf("Observe over MaxBytes: %v, %d keys", err, small.Len())
 	}
 }
 
