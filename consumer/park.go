@@ -3,13 +3,13 @@ package consumer
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/keyshare/keyshare/consumer/internal/deadletter"
+	"github.com/keyshare/keyshare/consumer/internal/keyops"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/schema"
@@ -58,7 +58,7 @@ func (p *pipeline) park(ctx context.Context, j *job, op coord.KeyOp) error {
 	if again, ok := p.parkFor(j); !ok || again.Name != op.Name || again.Record.ParkTopic != op.Record.ParkTopic {
 		return errParkChanged
 	}
-	copyOf := parkedCopy(op.Record.ParkTopic, j.m, p.fenceOf(j).Token)
+	copyOf := keyops.ParkedCopy(op.Record.ParkTopic, j.m, p.fenceOf(j).Token)
 	backoff, failed := c.cfg.Retry.Backoff, false
 	for {
 		// A producer that cannot be made (a Kafka setting the idempotent
@@ -96,29 +96,6 @@ func (p *pipeline) park(ctx context.Context, j *job, op coord.KeyOp) error {
 // errParkChanged: the park a record was being parked under is gone; the
 // caller handles the record afresh.
 var errParkChanged = fmt.Errorf("consumer: the key's park changed while its record was being parked")
-
-// parkedCopy is m as it is parked in topic: the same partition number, key,
-// value and headers (keyshare's own renamed, as on a dead letter),
-// keyshare's origin headers, and the fencing token of the range the
-// member parks it under.
-func parkedCopy(topic string, m *kafka.Message, token int64) *kafka.Message {
-	ours := []kafka.Header{
-		{Key: HeaderTopic, Value: []byte(*m.TopicPartition.Topic)},
-		{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(m.TopicPartition.Partition)))},
-		{Key: HeaderOffset, Value: []byte(strconv.FormatInt(int64(m.TopicPartition.Offset), 10))},
-		{Key: HeaderFence, Value: []byte(strconv.FormatInt(token, 10))},
-	}
-	hs := deadletter.RenameOurs(m.Headers)
-	return &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: m.TopicPartition.Partition},
-		Key: m.Key, Value: m.Value, Headers: append(hs, ours...), Timestamp: m.Timestamp}
-}
-
-// parkedFence is the fencing token a parked copy was written under, if it
-// carries one (copies parked by releases before HeaderFence carry none).
-func parkedFence(m *kafka.Message) (int64, bool) {
-	token, err := strconv.ParseInt(deadletter.HeaderValue(m, HeaderFence), 10, 64)
-	return token, err == nil
-}
 
 // parkingProducer is the producer parked records are written with, made
 // at the first park (settings as the dead-letter producer's: acks=all,

@@ -51,7 +51,7 @@ func (q *parkQueue) Copy(j *job) (*kafka.Message, bool) {
 	if !ok {
 		return nil, false
 	}
-	return parkedCopy(op.Record.ParkTopic, j.m, q.p.fenceOf(j).Token), true
+	return keyops.ParkedCopy(op.Record.ParkTopic, j.m, q.p.fenceOf(j).Token), true
 }
 
 // GiveBack gives back j, whose key is not parked any more, and its key's

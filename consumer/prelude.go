@@ -3,13 +3,9 @@ package consumer
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
-	"github.com/keyshare/keyshare/consumer/internal/deadletter"
 	"github.com/keyshare/keyshare/consumer/internal/keyops"
 	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
@@ -160,7 +156,7 @@ func (p *pipeline) prelude(ctx context.Context, t tp, key []byte, op coord.KeyOp
 		// stops at the key's first record not handled.
 		pos = max(pos, ledgerNext(w, h))
 		var ok bool
-		if replayTo, ok = replayBound(live, p.keyDispatchedLocked(t, k), pos, known, op.Record.Next); !ok {
+		if replayTo, ok = keyops.ReplayBound(live, p.keyDispatchedLocked(t, k), pos, known, op.Record.Next); !ok {
 			p.mu.Unlock()
 			return nil // its live record's worker runs the replay
 		}
@@ -299,9 +295,9 @@ func (p *pipeline) readPrelude(ctx context.Context, pr preludeRead, op coord.Key
 		if !ok {
 			return errNotOwner
 		}
-		// mine: a record of the operation's key (parkedOf gives a parked
+		// mine: a record of the operation's key (ParkedOf gives a parked
 		// one its origin's place).
-		mine := m != nil && (r.Op == schema.KeyOpUnpark && parkedOf(m, t, key) || r.Op == schema.KeyOpReplay && m.Key != nil && string(m.Key) == string(key))
+		mine := m != nil && (r.Op == schema.KeyOpUnpark && keyops.ParkedOf(m, t.Topic, t.Partition, key) || r.Op == schema.KeyOpReplay && m.Key != nil && string(m.Key) == string(key))
 		if m == nil || mine && r.Op == schema.KeyOpReplay && !p.handledHere(t, h, int64(m.TopicPartition.Offset)) {
 			// The end of the parking partition, of the replay's bound, or
 			// the key's next live record.
@@ -319,7 +315,7 @@ func (p *pipeline) readPrelude(ctx context.Context, pr preludeRead, op coord.Key
 		if !mine {
 			continue
 		}
-		if token, ok := parkedFence(m); ok && r.Op == schema.KeyOpUnpark {
+		if token, ok := keyops.ParkedFence(m); ok && r.Op == schema.KeyOpUnpark {
 			if !order.Admit(token) {
 				p.log.Warn("passing over a parked copy written late by a member that had lost the key's range", "topic", t.Topic,
 					"partition", t.Partition, "key", textsafe.Bytes(key), "offset", int64(m.TopicPartition.Offset), "fence", token, "newest_fence", order.Newest())
@@ -371,22 +367,6 @@ func (p *pipeline) handledHere(t tp, h uint32, o int64) bool {
 	defer p.mu.Unlock()
 	w := p.workingRangeLocked(t, h)
 	return w != nil && doneIn(w.st.Entry(), o, h)
-}
-
-// parkedOf reports whether m, read from a parking topic, is a parked
-// record of key from t, and if so gives it its origin's place.
-func parkedOf(m *kafka.Message, t tp, key []byte) bool {
-	if m.Key == nil || string(m.Key) != string(key) || deadletter.HeaderValue(m, HeaderTopic) != t.Topic ||
-		deadletter.HeaderValue(m, HeaderPartition) != strconv.Itoa(int(t.Partition)) {
-		return false
-	}
-	o, err := strconv.ParseInt(deadletter.HeaderValue(m, HeaderOffset), 10, 64)
-	if err != nil {
-		return false
-	}
-	topic := t.Topic
-	m.TopicPartition = kafka.TopicPartition{Topic: &topic, Partition: t.Partition, Offset: kafka.Offset(o)}
-	return true
 }
 
 // startPreludeLocked runs op's prelude on a goroutine of its own when this
@@ -449,23 +429,4 @@ func (p *pipeline) advance(ctx context.Context, op coord.KeyOp, rec schema.KeyOp
 			return coord.KeyOp{}, ctx.Err()
 		}
 	}
-}
-
-// replayBound is where a replay that has no bound yet stops: at the key's
-// next live record, the one about to run (live; -1 for none), or with no
-// record of the key dispatched, pos: the partition's next fetch position
-// (every record of the key below it is handled) or, if higher, where the
-// range's ledger has seen no record (below it the replay stops earlier, at
-// the key's first record not handled); never below the replay's progress
-// next. ok is false when the bound is not this caller's to set:
-// a record of the key is queued (its worker sets it) or the position is
-// not known yet.
-func replayBound(live int64, dispatched bool, pos int64, known bool, next int64) (bound int64, ok bool) {
-	switch {
-	case live >= 0:
-		return max(live, next), true
-	case dispatched || !known:
-		return 0, false
-	}
-	return max(pos, next), true
 }
