@@ -45,7 +45,7 @@ type Consumer struct {
 	metrics struct {
 		handled, failed, retried, deadLettered, flushes, flushBytes, fetched, shelved, commits, commitRepairs, retentionLosses, loadReports, loadReportErrors atomic.Int64
 
-		// Dead letters (deadletter.go): writes failed and tried again,
+		// Dead letters (deadletter_seam.go): writes failed and tried again,
 		// and copies sent without their value as too large.
 		deadLetterErrors, deadLetterReduced atomic.Int64
 	}
