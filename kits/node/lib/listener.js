@@ -49,7 +49,7 @@ const DEFAULTS = Object.freeze({
  */
 export function checkOptions(options = {}) {
   for (const name of Object.keys(options)) {
-    if (!(name in DEFAULTS)) {
+    if (!Object.hasOwn(DEFAULTS, name)) {
       throw new TypeError(`unknown option ${JSON.stringify(name)}: the options are ${Object.keys(DEFAULTS).join(", ")}`);
     }
   }
