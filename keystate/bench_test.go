@@ -47,7 +47,7 @@ func BenchmarkRestore(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				t, _ = rs.Table()
+				t, _ = rs.Table(7)
 				b.StopTimer()
 				runtime.GC()
 				runtime.ReadMemStats(&after)

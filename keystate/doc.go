@@ -25,7 +25,7 @@
 //			return err // the range's state does not fit MaxBytes
 //		}
 //	}
-//	t, repairs := rs.Table()
+//	t, repairs := rs.Table(fence.Token)
 //	// append each of repairs, then run the range's records:
 //	if t.Seen(m.Key, offset) {
 //		// applied already (a re-run after a crash): complete it, run nothing
@@ -35,10 +35,10 @@
 //	// append e with keystate.Headers(e); on its ack, complete the record
 //
 // While it holds the range the owner reads on in its changelog partition and
-// passes each entry to Observe, which keeps the table what a restore would
-// give and returns the entry to append again when a member that lost the
-// range wrote a change late that compaction would keep in place of the
-// key's state.
+// passes each entry to Observe with its token, which keeps the table what a
+// restore would give and returns the entry to append again when a member
+// that lost the range wrote a change late that compaction would keep in
+// place of the key's state.
 //
 // Why the rules hold, and what they need of the topic's settings
 // (min.compaction.lag.ms, delete.retention.ms), is argued in docs/state.md;

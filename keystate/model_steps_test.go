@@ -105,14 +105,14 @@ func (w *world) merge(i int) {
 	w.flush(left)
 	w.flush(right)
 	w.logf("%s takes %s from %s", left.name, right.table.Range(), right.name)
-	gained := w.restore(right.table.Range())
+	w.fence++
+	left.fence = w.fence
+	gained := w.restore(right.table.Range(), left.fence)
 	w.checkSuccession(right, gained)
 	w.observe(left) // its tail now holds the restore's repairs
 	if err := left.table.Merge(gained); err != nil {
 		w.fatalf("Merge: %v", err)
 	}
-	w.fence++
-	left.fence = w.fence
 	left.pos = min(left.pos, right.pos)
 	w.owners = slices.Delete(w.owners, i+1, i+2)
 }
@@ -264,7 +264,7 @@ func (w *world) finish() {
 		w.observe(m)
 	}
 	w.compact(true)
-	got := w.restore(ledger.Full)
+	got := w.restore(ledger.Full, w.fence+1)
 	for _, m := range w.owners {
 		w.checkChains("owner "+m.name, m.table)
 		for want := range m.table.All() {

@@ -137,15 +137,15 @@ func (w *world) grant(r ledger.HashRange) *member {
 	w.members++
 	w.fence++
 	m := &member{name: fmt.Sprintf("m%d", w.members), fence: w.fence}
-	m.table = w.restore(r)
+	m.table = w.restore(r, m.fence)
 	m.tail = w.seq
 	w.logf("%s restores %s under fence %d: %d keys", m.name, r, m.fence, m.table.Len())
 	return m
 }
 
-// restore reads the whole changelog into a table of r and appends its
-// repairs.
-func (w *world) restore(r ledger.HashRange) *keystate.Table {
+// restore reads the whole changelog into a table of r for a grant under
+// fence and appends its repairs.
+func (w *world) restore(r ledger.HashRange, fence int64) *keystate.Table {
 	w.t.Helper()
 	rs, err := keystate.NewRestore(r, keystate.DefaultConfig())
 	if err != nil {
@@ -160,7 +160,7 @@ func (w *world) restore(r ledger.HashRange) *keystate.Table {
 			w.fatalf("Add: %v", err)
 		}
 	}
-	t, repairs := rs.Table()
+	t, repairs := rs.Table(fence)
 	for _, e := range repairs {
 		w.logf("  restore repairs %s", show(e))
 		w.append(e)
@@ -244,7 +244,7 @@ func (w *world) observe(m *member) {
 			w.fatalf("Decode: %v", err)
 		}
 		before, _ := m.table.Entry(e.Key)
-		fix, ok, err := m.table.Observe(e)
+		fix, ok, err := m.table.Observe(e, m.fence)
 		if err != nil {
 			w.fatalf("Observe: %v", err)
 		}
@@ -365,4 +365,39 @@ var modelEvents = []string{
 	"splits",                // a split
 	"too, under fence",      // a split kept in one process
 	"takes",                 // a merge
+}
+
+// byteChooser reads a run's choices from fuzz input; when the input is
+// used up every choice is 0.
+type byteChooser struct{ data []byte }
+
+func (c *byteChooser) intn(n int, _ string) int {
+	v := 0
+	for range 2 {
+		if len(c.data) > 0 {
+			v = v<<8 | int(c.data[0])
+			c.data = c.data[1:]
+		}
+	}
+	return v % n
+}
+
+// FuzzModel runs the model on histories drawn from the fuzzer's bytes.
+func FuzzModel(f *testing.F) {
+	for seed := range uint64(8) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		b := make([]byte, 600)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := &byteChooser{data: data}
+		w := newWorld(t, c)
+		for len(c.data) > 0 && len(w.trace) < 2000 {
+			w.step()
+		}
+		w.finish()
+	})
 }

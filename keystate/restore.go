@@ -52,12 +52,20 @@ func (r *Restore) Add(e Entry) error {
 // Table returns the restored table, and the entries to append again before
 // the range's records run: those of keys whose winning entry is not their
 // last record in the changelog (a stale member's change landed after it),
-// which compaction, keeping only a key's last record, would lose.
-func (r *Restore) Table() (*Table, []Entry) {
+// which compaction, keeping only a key's last record, would lose. A repair
+// is the winning state under fence, the token of the grant the restore is
+// for (so that, per key, the entries under one token never go back in
+// applied offset: Observe relies on it); the table holds it so. A key
+// written under a token above fence gets no repair: a later owner holds
+// the range.
+func (r *Restore) Table(fence int64) (*Table, []Entry) {
 	var repairs []Entry
 	for k, s := range r.t.slots {
-		if s.shadowed && repairLosers {
+		if s.shadowed && repairLosers && s.fence <= fence {
+			s.fence = fence
 			repairs = append(repairs, s.entry([]byte(k)))
+		}
+		if s.shadowed {
 			s.shadowed = false
 			r.t.slots[k] = s
 		}

@@ -163,10 +163,10 @@ func (t *Table) store(key []byte, s, cur slot, had bool) error {
 }
 
 // Observe takes an entry read from the changelog while the table's owner
-// holds the range, after the table was restored, and keeps the table what
-// a restore would give: mostly the owner's own appends coming back, but
-// also a change appended late by a member that has lost the range (its
-// append was in flight, or it was paused).
+// holds the range under token fence, after the table was restored, and
+// keeps the table what a restore would give: mostly the owner's own
+// appends coming back, but also a change appended late by a member that
+// has lost the range (its append was in flight, or it was paused).
 //
 // An entry that wins under the restore rule replaces the key's state in
 // the table, as a restore would take it: a stale member ahead of the owner
@@ -176,22 +176,29 @@ func (t *Table) store(key []byte, s, cur slot, had bool) error {
 // can cross MaxBytes: a *MemoryError, the table unchanged.
 //
 // An entry that loses is still the key's last record, and compaction
-// keeps only that: Observe then returns the table's entry, for the owner
-// to append again. An entry under the same token as the table's and not
-// after it (the owner's own appends coming back in order, or a copy), or of
-// a key outside the range, changes nothing.
-func (t *Table) Observe(e Entry) (repair Entry, ok bool, err error) {
+// keeps only that: Observe then returns the key's state under fence, which
+// the table now holds, for the owner to append again. An entry under the
+// key's token and not above its offset was written before the table's (per
+// key, the entries under one token never go back in offset: a change
+// raises it, a repair repeats it under the repairer's token) and changes
+// nothing, nor does one of a key outside the range.
+func (t *Table) Observe(e Entry, fence int64) (repair Entry, ok bool, err error) {
 	if e.Key == nil || !t.rng.Contains(ledger.Hash(e.Key, 0)) {
 		return Entry{}, false, nil
 	}
 	cur, had := t.slots[string(e.Key)]
 	switch {
 	case had && e.Fence == cur.fence && e.Applied <= cur.applied:
-		// The same writer's (one owner per token), which appends in
-		// order: this one is before the table's in the changelog.
 		return Entry{}, false, nil
 	case had && !supersedes(e.Applied, e.Fence, cur.applied, cur.fence):
-		return cur.entry(e.Key), repairLosers, nil
+		if !repairLosers || cur.fence > fence {
+			// A later owner wrote the key: this member has lost the
+			// range and leaves the repair to that owner.
+			return Entry{}, false, nil
+		}
+		cur.fence = fence
+		t.slots[string(e.Key)] = cur
+		return cur.entry(e.Key), true, nil
 	}
 	return Entry{}, false, t.store(e.Key, slotOf(e), cur, had)
 }

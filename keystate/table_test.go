@@ -170,7 +170,7 @@ func TestObserve(t *testing.T) {
 			if _, err := tb.Put(k, []byte("mine"), 10, 5); err != nil {
 				t.Fatal(err)
 			}
-			got, ok, err := tb.Observe(tc.e)
+			got, ok, err := tb.Observe(tc.e, 5)
 			if err != nil || ok != tc.repair {
 				t.Fatalf("Observe(%+v) = %v, %v; want repair %v", tc.e, ok, err, tc.repair)
 			}
@@ -183,18 +183,29 @@ func TestObserve(t *testing.T) {
 		})
 	}
 	tb := newTable(t, ledger.Full, 0)
-	if _, ok, err := tb.Observe(keystate.Entry{Value: []byte("x")}); ok || err != nil || tb.Len() != 0 {
+	if _, ok, err := tb.Observe(keystate.Entry{Value: []byte("x")}, 5); ok || err != nil || tb.Len() != 0 {
 		t.Fatalf("Observe of a null key: %v, %v, %d keys", ok, err, tb.Len())
 	}
-	tb.Observe(ent("k", "ahead", 12, 4))
+	tb.Observe(ent("k", "ahead", 12, 4), 5)
 	if !tb.Seen(k, 12) {
 		t.Fatal("a stale member's lead, taken, does not make its records seen")
 	}
 	if _, err := tb.Put(k, []byte("x"), 13, 3); err == nil {
 		t.Fatal("Put under a token below the key's taken token was accepted")
 	}
+	// A repair of a state another owner wrote is made under the
+	// observer's token, and none is made by a member a later owner
+	// follows.
+	tb = newTable(t, ledger.Full, 0)
+	tb.Observe(ent("k", "restored", 10, 3), 5)
+	if got, ok, _ := tb.Observe(ent("k", "late", 8, 2), 5); !ok || !sameEntry(got, ent("k", "restored", 10, 5)) {
+		t.Fatalf("repair of a restored state: %+v, %v; want it under token 5", got, ok)
+	}
+	if _, ok, _ := tb.Observe(ent("k", "late", 9, 2), 4); ok {
+		t.Fatal("a member under token 4 repairs a key written under token 5")
+	}
 	small := newTable(t, ledger.Full, keystate.EntryOverhead+2)
-	if _, _, err := small.Observe(ent("k", "too large", 1, 1)); err == nil || small.Len() != 0 {
+	if _, _, err := small.Observe(ent("k", "too large", 1, 1), 1); err == nil || small.Len() != 0 {
 		t.Fatalf("Observe over MaxBytes: %v, %d keys", err, small.Len())
 	}
 }
