@@ -19,8 +19,8 @@ package keystate_test
 // twice or left out shows, and the token tells apart the states two members
 // built from the same records. The checks: every restored key is such an
 // application up to its applied offset; a restore holds, per key, at least
-// the offset the range's previous owner held, and the same state at that
-// offset; and at the end, after every stale member stopped and compaction
+// the offset the range's previous owner held, and where that owner wrote
+// the key itself, the same state at that offset; and at the end, after every stale member stopped and compaction
 // of the whole changelog, a restore of the whole space gives exactly the
 // owners' state.
 //
