@@ -125,11 +125,13 @@ func Decode(key, value []byte, valueIsNull bool, headers []Header) (Entry, error
 			return fail(f.name, f.raw, err)
 		}
 	}
-	if valueIsNull {
-		if len(value) > 0 {
-			return fail("value", value, "a tombstone (null value) with a value")
-		}
+	switch {
+	case valueIsNull && len(value) > 0:
+		return fail("value", value, "a tombstone (null value) with a value")
+	case valueIsNull:
 		e.Value = nil
+	case value == nil:
+		e.Value = []byte{} // a value, empty: nil is a deleted key's
 	}
 	return e, nil
 }

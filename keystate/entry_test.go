@@ -73,6 +73,8 @@ func TestDecode(t *testing.T) {
 			want: keystate.Entry{Key: []byte("k"), Deleted: true, Applied: 41, Fence: 7}},
 		{name: "an empty value is a value", key: []byte("k"), value: []byte{}, headers: good,
 			want: keystate.Entry{Key: []byte("k"), Value: []byte{}, Applied: 41, Fence: 7}},
+		{name: "no value, not null, is an empty value", key: []byte("k"), headers: good,
+			want: keystate.Entry{Key: []byte("k"), Value: []byte{}, Applied: 41, Fence: 7}},
 		{name: "an empty key is a key", key: []byte{}, value: []byte("v"), headers: good,
 			want: keystate.Entry{Key: []byte{}, Value: []byte("v"), Applied: 41, Fence: 7}},
 		{name: "headers in any order, others ignored", key: []byte("k"), value: []byte("v"),

@@ -1,8 +1,6 @@
 package keystate
 
-import (
-	"github.com/keyshare/keyshare/ledger"
-)
+import "github.com/keyshare/keyshare/ledger"
 
 // Restore builds the table of a hash range from its changelog partition,
 // read from the start to its end offset: feed Add every entry in changelog
@@ -38,8 +36,8 @@ func (r *Restore) Add(e Entry) error {
 	}
 	cur, had := r.t.slots[string(e.Key)]
 	if had && !supersedes(e.Applied, e.Fence, cur.applied, cur.fence) {
-		// The same change again (a repair) is now the key's last
-		// record; an older one is not.
+		// The same change again is now the key's last record; a
+		// losing one, a stale member's late write, is not.
 		if sh := e.Applied != cur.applied || e.Fence != cur.fence; sh != cur.shadowed {
 			cur.shadowed = sh
 			r.t.slots[string(e.Key)] = cur
