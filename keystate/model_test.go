@@ -272,7 +272,7 @@ func (w *world) indexOf(seq int) int {
 func TestModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := newWorld(t, rapidChooser{t})
-		for range rapid.IntRange(0, 120).Draw(t, "steps") {
+		for range rapid.IntRange(20, 200).Draw(t, "steps") {
 			w.step()
 		}
 		w.finish()
