@@ -44,35 +44,8 @@ func (c *Consumer) process(ctx context.Context, j *job, mu *sync.Mutex) error {
 	backoff := c.cfg.Retry.Backoff
 	var spent attemptCount
 	for attempt := 1; ; attempt++ {
-		if j.p.hasKeyOps() {
-			if op, ok := j.p.parkFor(j); ok {
-				if attempt == 1 {
-					// Parked (park.go): the copy is the record's
-					// handling, written behind the key's earlier
-					// copies; its parker finishes the record once the
-					// copy is acknowledged.
-					j.p.parkLater(j)
-					return errParkQueued
-				}
-				// Parked after a failed attempt: copied here.
-				if err := j.p.park(ctx, j, op); err != errParkChanged {
-					return err
-				}
-			}
-		}
-		// Parked before, its park ended since: the key's records still
-		// queued to be parked, or on their way, go first (parker.go).
-		if err := j.p.waitParkedCopies(ctx, j.key); err != nil {
+		if settled, err := j.p.keyOpsFirst(ctx, j, attempt, spent); settled {
 			return err
-		}
-		// Unparked or replayed: those records run first (prelude.go).
-		if err := j.p.preludeFirst(ctx, j.tp(), j.m.Key, j.o); err != nil {
-			return err
-		}
-		if j.p.hasKeyOps() {
-			if op, ok := j.p.skipFor(ctx, j); ok {
-				return j.p.skip(ctx, j, op, int(spent))
-			}
 		}
 		if !j.p.live() {
 			// Every call right after asking (docs/design.md): runJob

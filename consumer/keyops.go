@@ -31,6 +31,45 @@ import (
 // and no KeyOp copied (a few percent of a handled record's time).
 func (p *pipeline) hasKeyOps() bool { return p != nil && p.sess != nil && p.sess.HasKeyOps() }
 
+// keyOpsFirst applies the operations of j's key before attempt of its
+// handler call (spent: the attempts counted so far): a park copies the
+// record instead, a park ended or an unpark or replay lets the key's
+// earlier records go first, and a skip takes the record's place. settled
+// reports that the operation was the record's handling, or that it must
+// stop (err): the handler is not called.
+func (p *pipeline) keyOpsFirst(ctx context.Context, j *job, attempt int, spent attemptCount) (settled bool, err error) {
+	if p.hasKeyOps() {
+		if op, ok := p.parkFor(j); ok {
+			if attempt == 1 {
+				// Parked (park.go): the copy is the record's handling,
+				// written behind the key's earlier copies; its parker
+				// finishes the record once the copy is acknowledged.
+				p.parkLater(j)
+				return true, errParkQueued
+			}
+			// Parked after a failed attempt: copied here.
+			if err := p.park(ctx, j, op); err != errParkChanged {
+				return true, err
+			}
+		}
+	}
+	// Parked before, its park ended since: the key's records still queued
+	// to be parked, or on their way, go first (parker.go).
+	if err := p.waitParkedCopies(ctx, j.key); err != nil {
+		return true, err
+	}
+	// Unparked or replayed: those records run first (prelude.go).
+	if err := p.preludeFirst(ctx, j.tp(), j.m.Key, j.o); err != nil {
+		return true, err
+	}
+	if p.hasKeyOps() {
+		if op, ok := p.skipFor(ctx, j); ok {
+			return true, p.skip(ctx, j, op, int(spent))
+		}
+	}
+	return false, nil
+}
+
 // skipFor returns the skip stored for j's record, if there is one it may
 // apply now. It deletes a skip of an offset the key has passed, and marks
 // refused a skip it cannot apply (no dead-letter topic, not dropped).

@@ -24,75 +24,91 @@ func (p *pipeline) watchStuck() {
 			return
 		case <-t.C:
 		}
-		var reports []stuckReport
 		now := time.Now()
 		p.mu.Lock()
-		for _, w := range p.mu.ranges {
-			wm := w.st.Watermark()
-			if r, ok := p.preludeReportLocked(w, now); ok {
-				reports = append(reports, r)
-			}
-			if w.stuckByPrelude {
-				w.lastWM, w.wmSince = wm, now // held by the prelude, not by a record of the range
-				continue
-			}
-			if w.wmSince.IsZero() || wm != w.lastWM {
-				w.lastWM, w.wmSince = wm, now
-				if w.stuck {
-					w.stuck = false
-					reports = append(reports, stuckReport{rs: w.rs, clear: true})
-				}
-				continue
-			}
-			oldest, ok := w.st.Oldest()
-			if w.stuck || !ok || now.Sub(w.wmSince) < p.c.cfg.StuckTimeout {
-				continue
-			}
-			// Stuck: the watermark is held by an unfinished record and the
-			// range has fetched past it.
-			if w.st.Pending() < 2 && p.mu.pos[w.tp()] <= oldest+1 {
-				continue
-			}
-			w.stuck = true
-			rec := schema.StuckRecord{Offset: oldest, Since: w.wmSince}
-			if j := p.mu.jobAt(w.tp(), oldest); j != nil {
-				// Key and error are cut short (textsafe): the report must
-				// fit in an etcd request whatever the record holds.
-				rec.Key = textsafe.Bytes(j.m.Key)
-				rec.Attempts, rec.Error = j.failures()
-			}
-			reports = append(reports, stuckReport{rs: w.rs, rec: rec})
-		}
-		// Ranges that were reported and are gone (released, dropped).
-		for k, rs := range reported {
-			if w := p.mu.ranges[k]; w == nil || !w.stuck {
-				reports = append(reports, stuckReport{rs: rs, clear: true})
-			}
-		}
+		reports := p.stuckReportsLocked(now, reported)
 		p.mu.Unlock()
-		for _, r := range reports {
-			if r.clear {
-				if _, ok := reported[r.rs.Key]; !ok {
-					continue
-				}
-				delete(reported, r.rs.Key)
-			} else {
-				reported[r.rs.Key] = r.rs
-			}
-			t := r.rs.Record
-			ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
-			if r.clear {
-				p.log.Info("range no longer stuck", "topic", t.Topic, "partition", t.Partition, "range", t.Range().String())
-				_ = p.sess.ClearStuck(ctx, r.rs)
-			} else {
-				p.warnStuck(r.rs, r.rec, now)
-				if err := p.sess.SetStuck(ctx, r.rs, r.rec); err != nil {
-					// Only the log and the metric show it then: say so.
-					p.log.Warn("could not write the stuck report to etcd; keyshare status will not show it", "range", t.Range().String(), "error", err)
-				}
-			}
-			cancel()
+		p.publishStuck(reports, reported, now)
+	}
+}
+
+// stuckReportsLocked looks at each range's watermark at now and returns
+// the reports to make or withdraw: ranges stuck since the last look,
+// ranges moving again, and ranges reported that are gone (released,
+// dropped).
+func (p *pipeline) stuckReportsLocked(now time.Time, reported map[string]schema.RangeState) []stuckReport {
+	var reports []stuckReport
+	for _, w := range p.mu.ranges {
+		wm := w.st.Watermark()
+		if r, ok := p.preludeReportLocked(w, now); ok {
+			reports = append(reports, r)
 		}
+		if w.stuckByPrelude {
+			w.lastWM, w.wmSince = wm, now // held by the prelude, not by a record of the range
+			continue
+		}
+		if w.wmSince.IsZero() || wm != w.lastWM {
+			w.lastWM, w.wmSince = wm, now
+			if w.stuck {
+				w.stuck = false
+				reports = append(reports, stuckReport{rs: w.rs, clear: true})
+			}
+			continue
+		}
+		oldest, ok := w.st.Oldest()
+		if w.stuck || !ok || now.Sub(w.wmSince) < p.c.cfg.StuckTimeout {
+			continue
+		}
+		// Stuck: the watermark is held by an unfinished record and the
+		// range has fetched past it.
+		if w.st.Pending() < 2 && p.mu.pos[w.tp()] <= oldest+1 {
+			continue
+		}
+		w.stuck = true
+		rec := schema.StuckRecord{Offset: oldest, Since: w.wmSince}
+		if j := p.mu.jobAt(w.tp(), oldest); j != nil {
+			// Key and error are cut short (textsafe): the report must
+			// fit in an etcd request whatever the record holds.
+			rec.Key = textsafe.Bytes(j.m.Key)
+			rec.Attempts, rec.Error = j.failures()
+		}
+		reports = append(reports, stuckReport{rs: w.rs, rec: rec})
+	}
+	// Ranges that were reported and are gone (released, dropped).
+	for k, rs := range reported {
+		if w := p.mu.ranges[k]; w == nil || !w.stuck {
+			reports = append(reports, stuckReport{rs: rs, clear: true})
+		}
+	}
+	return reports
+}
+
+// publishStuck writes reports to etcd and the log, keeping reported (the
+// ranges whose report stands) up to date; a withdrawal of a range not
+// reported is dropped.
+func (p *pipeline) publishStuck(reports []stuckReport, reported map[string]schema.RangeState, now time.Time) {
+	for _, r := range reports {
+		if r.clear {
+			if _, ok := reported[r.rs.Key]; !ok {
+				continue
+			}
+			delete(reported, r.rs.Key)
+		} else {
+			reported[r.rs.Key] = r.rs
+		}
+		t := r.rs.Record
+		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+		if r.clear {
+			p.log.Info("range no longer stuck", "topic", t.Topic, "partition", t.Partition, "range", t.Range().String())
+			_ = p.sess.ClearStuck(ctx, r.rs)
+		} else {
+			p.warnStuck(r.rs, r.rec, now)
+			if err := p.sess.SetStuck(ctx, r.rs, r.rec); err != nil {
+				// Only the log and the metric show it then: say so.
+				p.log.Warn("could not write the stuck report to etcd; keyshare status will not show it", "range", t.Range().String(), "error", err)
+			}
+		}
+		cancel()
 	}
 }
 
