@@ -1,10 +1,6 @@
 package schema
 
 import (
-	"cmp"
-	"fmt"
-	"slices"
-
 	"github.com/keyshare/keyshare/assign"
 	"github.com/keyshare/keyshare/ledger"
 )
@@ -155,19 +151,19 @@ func memoDecode[T any](old, next map[string]memoized[T], key string, rev int64, 
 // decoded last time (nil: decode everything); it updates memo to this
 // build's values.
 func buildSnapshotMemo(s Keys, rev int64, r GroupKVs, memo *DecodeMemo) *Snapshot {
-	var next DecodeMemo
+	b := snapshotBuilder{s: s, old: memo}
 	if memo != nil {
-		next = DecodeMemo{
+		b.next = &DecodeMemo{
 			members: make(map[string]memoized[MemberInfo], len(r[0])),
 			ranges:  make(map[string]memoized[RangeRecord], len(r[1])),
 			ledger:  make(map[string]memoized[ledger.Entry], len(r[2])),
 			commits: make(map[string]memoized[CommitRecord], len(r[3])),
 		}
-		defer func() { *memo = next }()
+		defer func() { *memo = *b.next }()
 	} else {
-		memo = &DecodeMemo{}
+		b.old, b.next = &DecodeMemo{}, &DecodeMemo{}
 	}
-	snap := &Snapshot{
+	b.snap = &Snapshot{
 		Rev:     rev,
 		Members: make(map[string]Member),
 		Commits: make(map[assign.TopicPartition]CommitRecord),
@@ -177,123 +173,15 @@ func buildSnapshotMemo(s Keys, rev int64, r GroupKVs, memo *DecodeMemo) *Snapsho
 		BadRanges:  make(map[string]int64),
 		BadMembers: make(map[string]int64),
 	}
-	for _, kv := range r[0] {
-		if kv.Lease == 0 {
-			// Not a session's registration: it would hold ranges for a
-			// process that does not exist, forever.
-			snap.Problems = append(snap.Problems, &BadValueError{Key: string(kv.Key), Problem: "member registered without a lease (no session keeps it alive); not counted as a member, the leader deletes it"})
-			snap.BadMembers[string(kv.Key)] = kv.ModRevision
-			continue
-		}
-		m, err := memoDecode(memo.members, next.members, string(kv.Key), kv.ModRevision, ledger.HashRange{}, func() (MemberInfo, error) {
-			return decodeMember(s, string(kv.Key), kv.Value)
-		})
-		if err != nil {
-			snap.Problems = append(snap.Problems, err)
-			continue
-		}
-		snap.Members[m.ID] = Member{MemberInfo: m, CreateRev: kv.CreateRevision, Lease: kv.Lease}
-	}
-	entries := make(map[string]*ledgerKV)
-	for _, kv := range r[2] {
-		entries[string(kv.Key)] = &ledgerKV{value: kv.Value, rev: kv.ModRevision}
-	}
-	for _, kv := range r[1] {
-		rec, err := memoDecode(memo.ranges, next.ranges, string(kv.Key), kv.ModRevision, ledger.HashRange{}, func() (RangeRecord, error) {
-			return decodeRange(s, string(kv.Key), kv.Value, kv.ModRevision)
-		})
-		if err != nil {
-			snap.Problems = append(snap.Problems, err)
-			snap.BadRanges[string(kv.Key)] = kv.ModRevision
-			continue
-		}
-		snap.Ranges = append(snap.Ranges, RangeState{Key: string(kv.Key), Record: rec, Rev: kv.ModRevision, LedgerKey: s.LedgerEntry(rec.Topic, rec.Partition, rec.Lo)})
-	}
-	slices.SortFunc(snap.Ranges, func(a, b RangeState) int {
-		if c := assign.CompareTP(a.TP(), b.TP()); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Record.Lo, b.Record.Lo)
-	})
-	// A record that overlaps an earlier one of its partition is damaged
-	// (the leader never writes one): the record that starts first (the
-	// lower key) wins, and the other is left out of every view, so no hash
-	// has two owners; the leader deletes it and its ledger entry.
-	kept := snap.Ranges[:0]
-	for _, rs := range snap.Ranges {
-		if n := len(kept); n > 0 && kept[n-1].TP() == rs.TP() && kept[n-1].Record.Hi > rs.Record.Lo {
-			prev := kept[n-1].Record
-			snap.Problems = append(snap.Problems, &BadValueError{Key: rs.Key, Problem: fmt.Sprintf(
-				"range %s of %s overlaps range %s of %s, which starts first and keeps its hashes; the leader deletes this record",
-				rs.Record.Range(), rs.Record.Owner, prev.Range(), prev.Owner)})
-			snap.BadRanges[rs.Key] = rs.Rev
-			continue
-		}
-		kept = append(kept, rs)
-	}
-	snap.Ranges = kept
-	for i := range snap.Ranges {
-		rs := &snap.Ranges[i]
-		if e, ok := entries[rs.LedgerKey]; ok {
-			e.used = true
-			rs.EntryRev = e.rev
-			rs.Entry, rs.EntryErr = memoDecode(memo.ledger, next.ledger, rs.LedgerKey, e.rev, rs.Record.Range(), func() (ledger.Entry, error) {
-				return ledger.Decode(rs.LedgerKey, e.value, rs.Record.Range())
-			})
-			if rs.EntryErr != nil {
-				snap.Problems = append(snap.Problems, rs.EntryErr)
-			}
-		}
-	}
-	snap.OrphanRevs = make(map[string]int64)
-	for k, e := range entries {
-		if !e.used {
-			snap.Orphans = append(snap.Orphans, k)
-			snap.OrphanRevs[k] = e.rev
-		}
-	}
-	slices.Sort(snap.Orphans)
-	for _, kv := range r[3] {
-		topic, part, err := ParseCommitKey(s.Commits(), string(kv.Key))
-		if err != nil {
-			snap.Problems = append(snap.Problems, &BadValueError{Key: string(kv.Key), Problem: err.Error()})
-			continue
-		}
-		c, err := memoDecode(memo.commits, next.commits, string(kv.Key), kv.ModRevision, ledger.HashRange{}, func() (CommitRecord, error) {
-			return DecodeCommit(string(kv.Key), kv.Value, kv.ModRevision)
-		})
-		if err != nil {
-			snap.Problems = append(snap.Problems, err)
-			continue
-		}
-		snap.Commits[assign.TopicPartition{Topic: topic, Partition: part}] = c
-		snap.CommitRevs[assign.TopicPartition{Topic: topic, Partition: part}] = kv.ModRevision
-	}
-	if kvs := r[4]; len(kvs) == 1 {
-		g, err := DecodeGeneration(string(kvs[0].Key), kvs[0].Value)
-		if err != nil {
-			snap.Problems = append(snap.Problems, err)
-		} else {
-			snap.Generation = g
-		}
-	}
-	for _, kv := range r[5] {
-		st, err := DecodeStuck(string(kv.Key), kv.Value)
-		if err != nil {
-			snap.Problems = append(snap.Problems, err)
-			continue
-		}
-		snap.Stuck = append(snap.Stuck, st)
-	}
-	for _, kv := range r[6] {
-		l, err := decodeLoss(s, string(kv.Key), kv.Value)
-		if err != nil {
-			snap.Problems = append(snap.Problems, err)
-			continue
-		}
-		snap.Losses = append(snap.Losses, l)
-	}
-	return snap
+	b.members(r[0])
+	b.ranges(r[1])
+	b.dropOverlaps()
+	b.ledgerEntries(r[2])
+	b.commits(r[3])
+	b.generation(r[4])
+	b.stuck(r[5])
+	b.losses(r[6])
+	return b.snap
 }
 
 type ledgerKV struct {
