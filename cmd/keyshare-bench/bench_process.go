@@ -231,69 +231,14 @@ func (c *benchCommand) pausesRun(ctx context.Context, run int) ([4]time.Duration
 	go func() { _, _ = loadgen.Produce(pctx, c.brokers, topic, 1_000_000, 500, 0, 2000, false) }()
 	time.Sleep(4 * time.Second)
 
-	// watch samples every range's watermark and returns, per range key, the
-	// longest time its watermark stood still during the window, and its
-	// owners at the start and the end.
-	type rangeTrack struct {
-		first, last string
-		moved       time.Time
-		wm          int64
-		longest     time.Duration
-	}
-	watch := func(d time.Duration, act func()) (map[string]*rangeTrack, error) {
-		tracks := map[string]*rangeTrack{}
-		end := time.Now().Add(d)
-		acted := false
-		for time.Now().Before(end) {
-			if !acted && time.Now().After(end.Add(-d+time.Second)) {
-				act()
-				acted = true
-			}
-			snap, err := coord.ReadSnapshot(ctx, cli, groupOf(keys))
-			if err != nil {
-				return nil, err
-			}
-			now := time.Now()
-			for _, r := range snap.Ranges {
-				// Track hash space by partition and first hash of the
-				// range as it was when first seen.
-				w, ok := r.Entry.Watermark()
-				if !ok {
-					continue
-				}
-				k := fmt.Sprintf("%d/%d", r.Record.Partition, r.Record.Lo)
-				t := tracks[k]
-				if t == nil {
-					t = &rangeTrack{first: r.Record.Owner, moved: now, wm: w}
-					tracks[k] = t
-				}
-				t.last = r.Record.Owner
-				if w != t.wm {
-					t.wm, t.moved = w, now
-				}
-				t.longest = max(t.longest, now.Sub(t.moved))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		return tracks, nil
-	}
-	split := func(tracks map[string]*rangeTrack, victim string) (kept, moved time.Duration) {
-		for _, t := range tracks {
-			if t.first == t.last && t.first != victim {
-				kept = max(kept, t.longest)
-			} else {
-				moved = max(moved, t.longest)
-			}
-		}
-		return kept, moved
-	}
-	tracks, err := watch(8*time.Second, func() { ms[0].stop(syscall.SIGKILL) })
+	watch := func(act func()) (pauseTracks, error) { return watchPauses(ctx, cli, keys, 8*time.Second, act) }
+	tracks, err := watch(func() { ms[0].stop(syscall.SIGKILL) })
 	if err != nil {
 		return out, err
 	}
 	ms = ms[1:]
-	out[0], out[1] = split(tracks, "p0")
-	tracks, err = watch(8*time.Second, func() {
+	out[0], out[1] = tracks.split("p0")
+	tracks, err = watch(func() {
 		m, err := c.spawnMember(topic, group, "p3", "--work", "1ms", "--concurrency", "16")
 		if err == nil {
 			ms = append(ms, m)
@@ -302,6 +247,75 @@ func (c *benchCommand) pausesRun(ctx context.Context, run int) ([4]time.Duration
 	if err != nil {
 		return out, err
 	}
-	out[2], out[3] = split(tracks, "")
+	out[2], out[3] = tracks.split("")
 	return out, nil
+}
+
+// rangeTrack is one range's watermark as watchPauses sampled it: its
+// owners at the start and the end, when its watermark last moved, and the
+// longest time it stood still.
+type rangeTrack struct {
+	first, last string
+	moved       time.Time
+	wm          int64
+	longest     time.Duration
+}
+
+// pauseTracks is the tracks of a group's ranges by partition and first
+// hash of the range as it was when first seen.
+type pauseTracks map[string]*rangeTrack
+
+// watchPauses samples every range's watermark every 20 ms for d, calling
+// act a second in.
+func watchPauses(ctx context.Context, cli *clientv3.Client, keys schema.Keys, d time.Duration, act func()) (pauseTracks, error) {
+	tracks := pauseTracks{}
+	end := time.Now().Add(d)
+	acted := false
+	for time.Now().Before(end) {
+		if !acted && time.Now().After(end.Add(-d+time.Second)) {
+			act()
+			acted = true
+		}
+		snap, err := coord.ReadSnapshot(ctx, cli, groupOf(keys))
+		if err != nil {
+			return nil, err
+		}
+		tracks.sample(snap, time.Now())
+		time.Sleep(20 * time.Millisecond)
+	}
+	return tracks, nil
+}
+
+// sample adds the ranges' watermarks in snap, read at now.
+func (tracks pauseTracks) sample(snap *schema.Snapshot, now time.Time) {
+	for _, r := range snap.Ranges {
+		w, ok := r.Entry.Watermark()
+		if !ok {
+			continue
+		}
+		k := fmt.Sprintf("%d/%d", r.Record.Partition, r.Record.Lo)
+		t := tracks[k]
+		if t == nil {
+			t = &rangeTrack{first: r.Record.Owner, moved: now, wm: w}
+			tracks[k] = t
+		}
+		t.last = r.Record.Owner
+		if w != t.wm {
+			t.wm, t.moved = w, now
+		}
+		t.longest = max(t.longest, now.Sub(t.moved))
+	}
+}
+
+// split is the longest pause of the ranges that kept their owner (other
+// than victim), and of those that moved.
+func (tracks pauseTracks) split(victim string) (kept, moved time.Duration) {
+	for _, t := range tracks {
+		if t.first == t.last && t.first != victim {
+			kept = max(kept, t.longest)
+		} else {
+			moved = max(moved, t.longest)
+		}
+	}
+	return kept, moved
 }

@@ -177,46 +177,79 @@ type skewRun struct {
 }
 
 func (c *benchCommand) skew(ctx context.Context) error {
-	n := envInt("KEYSHARE_BENCH_SKEW_N", 20_000)
-	unevenN := envInt("KEYSHARE_BENCH_SKEW_UNEVEN_N", 80_000)
-	if c.quick {
-		n, unevenN = 4000, 16_000
+	p, err := c.skewParams()
+	if err != nil {
+		return err
 	}
-	work := 5 * time.Millisecond
+	static := []skewWorkload{zipfWorkload("skew-zipf-1", 1, p.n, false), zipfWorkload("skew-zipf-4", 4, p.n, false), unevenWorkload("skew-uneven", p.unevenN, false)}
+	changing := []skewWorkload{zipfWorkload("skew-zipf-1-change", 1, p.n, true), zipfWorkload("skew-zipf-4-change", 4, p.n, true), unevenWorkload("skew-uneven-change", p.unevenN, true)}
+
+	c.printf("## 11. Skewed load: balancing width or measured load\n\n%d members × %d workers, each record sleeps %s (I/O-bound), records produced once the members have settled (each run starts at the log end: AutoOffsetReset latest); time is from the first record handled to the last, the median of %d runs [min–max]. Members report load every %s (the default is 5 s; a run lasts seconds). `width` is `--balance width` (hash space by weight, the layout before load reports), `load` the default.\n\n",
+		skewMembers, skewWorkers, p.work, c.runs, p.interval)
+	c.printf("Two floors bound any assignment: the hottest key's records run one at a time (p1·N·c, p1 its share of the records), and all records share %d workers (N·c ÷ %d).\n\n", skewMembers*skewWorkers, skewMembers*skewWorkers)
+	if err := c.staticSkewTable(ctx, static, p); err != nil {
+		return err
+	}
+	if err := c.changingSkewTable(ctx, changing, p); err != nil {
+		return err
+	}
+	c.printf("\n")
+	return nil
+}
+
+// skewParams is the skew scenario's records per workload (n, and unevenN
+// for the uneven one), the work per record, the load report interval and
+// the balances compared.
+type skewParams struct {
+	n, unevenN     int
+	work, interval time.Duration
+	balances       []coord.Balance
+}
+
+// skewParams reads the scenario's parameters: the defaults, smaller with
+// --quick, or as the KEYSHARE_BENCH_SKEW_* variables set them.
+func (c *benchCommand) skewParams() (skewParams, error) {
+	p := skewParams{
+		n:        envInt("KEYSHARE_BENCH_SKEW_N", 20_000),
+		unevenN:  envInt("KEYSHARE_BENCH_SKEW_UNEVEN_N", 80_000),
+		work:     5 * time.Millisecond,
+		interval: time.Second,
+	}
+	if c.quick {
+		p.n, p.unevenN = 4000, 16_000
+	}
 	if v := os.Getenv("KEYSHARE_BENCH_SKEW_WORK"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return cli.Usage(fmt.Errorf("KEYSHARE_BENCH_SKEW_WORK %q: %v", v, err))
+			return p, cli.Usage(fmt.Errorf("KEYSHARE_BENCH_SKEW_WORK %q: %v", v, err))
 		}
-		work = d
+		p.work = d
 	}
-	interval := time.Second
 	if v := os.Getenv("KEYSHARE_BENCH_SKEW_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			return cli.Usage(fmt.Errorf("KEYSHARE_BENCH_SKEW_INTERVAL %q: %v", v, err))
+			return p, cli.Usage(fmt.Errorf("KEYSHARE_BENCH_SKEW_INTERVAL %q: %v", v, err))
 		}
-		interval = d
+		p.interval = d
 	}
-	var balances []coord.Balance
 	for _, b := range strings.Split(cmp.Or(os.Getenv("KEYSHARE_BENCH_SKEW_BALANCE"), "width,load"), ",") {
-		balances = append(balances, coord.Balance(b))
+		p.balances = append(p.balances, coord.Balance(b))
 	}
+	return p, nil
+}
 
-	static := []skewWorkload{zipfWorkload("skew-zipf-1", 1, n, false), zipfWorkload("skew-zipf-4", 4, n, false), unevenWorkload("skew-uneven", unevenN, false)}
-	changing := []skewWorkload{zipfWorkload("skew-zipf-1-change", 1, n, true), zipfWorkload("skew-zipf-4-change", 4, n, true), unevenWorkload("skew-uneven-change", unevenN, true)}
-
-	c.printf("## 11. Skewed load: balancing width or measured load\n\n%d members × %d workers, each record sleeps %s (I/O-bound), records produced once the members have settled (each run starts at the log end: AutoOffsetReset latest); time is from the first record handled to the last, the median of %d runs [min–max]. Members report load every %s (the default is 5 s; a run lasts seconds). `width` is `--balance width` (hash space by weight, the layout before load reports), `load` the default.\n\n",
-		skewMembers, skewWorkers, work, c.runs, interval)
-	c.printf("Two floors bound any assignment: the hottest key's records run one at a time (p1·N·c, p1 its share of the records), and all records share %d workers (N·c ÷ %d).\n\n", skewMembers*skewWorkers, skewMembers*skewWorkers)
+// staticSkewTable prints the table of workloads whose hot keys stay hot,
+// each balance's median of c.runs, and whether 1.5× the width-only
+// throughput is within the floors' reach.
+func (c *benchCommand) staticSkewTable(ctx context.Context, static []skewWorkload, p skewParams) error {
 	c.printf("| workload | records | p1 | hottest-key floor | worker floor | balance | time | records/s | × width |\n|---|---|---|---|---|---|---|---|---|\n")
 	var verdicts []string
 	for _, w := range static {
-		hot, ideal, p1 := w.floors(work)
+		hot, ideal, p1 := w.floors(p.work)
 		var widthRate float64
-		for _, b := range balances {
+		for _, b := range p.balances {
 			s, err := c.repeat(func() (time.Duration, error) {
-				r, err := c.skewRun(ctx, w, b, work, interval)
+				r, err := c.skewRun(ctx, w, b, p.work, p.interval)
 				return r.took, err
 			})
 			if err != nil {
@@ -245,11 +278,18 @@ func (c *benchCommand) skew(ctx context.Context) error {
 		}
 	}
 	c.printf("\n%s\n", strings.Join(verdicts, "\n"))
+	return nil
+}
+
+// changingSkewTable prints the table of workloads whose hot keys change
+// mid-run: one run of each balance, with what moved and the load reports'
+// etcd cost.
+func (c *benchCommand) changingSkewTable(ctx context.Context, changing []skewWorkload, p skewParams) error {
 	c.printf("\n**Hot keys change mid-run.** The same workloads, but the second half of the records draws from a permutation of the keys (Zipf: other keys are hot) or sends partition 0's traffic to partition 2 (uneven). One run each. *Settle* is from the first second-half record handled to the last change of a range's owner (— if none moved); *moved* is the hash space that changed owner, in partitions' worth, and per assignment generation written during the run; the load reports' etcd cost is what the run wrote to `load/<member-id>`, and at the default 5 s interval; the hot keys' names, what it wrote to `hotkeys/<member-id>` (in the reports' transactions, when they changed).\n\n")
 	c.printf("| workload | balance | time | settle | moved (per generation) | load reports: puts/s, bytes/s | at 5 s: bytes/s | bytes per report | hot key names: puts/s, bytes/s |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range changing {
-		for _, b := range balances {
-			r, err := c.skewRun(ctx, w, b, work, interval)
+		for _, b := range p.balances {
+			r, err := c.skewRun(ctx, w, b, p.work, p.interval)
 			if err != nil {
 				return err
 			}
@@ -270,7 +310,6 @@ func (c *benchCommand) skew(ctx context.Context) error {
 				float64(r.reportPuts)/secs, float64(r.reportBytes)/secs, float64(skewMembers*size)/5, size, float64(r.namePuts)/secs, float64(r.nameBytes)/secs)
 		}
 	}
-	c.printf("\n")
 	return nil
 }
 
