@@ -266,6 +266,10 @@ func (l *line) heldBy(prev []Slice, quota map[string]uint64) map[string][]span {
 
 // assignLine lays partitions end to end and gives each member a share of the
 // line, keeping what it had where its share allows.
+//
+// Length: the keep, trim and fill steps draw down one need map over one
+// line, in an order that is the algorithm; cut, each would take the line,
+// the quotas and the need map.
 func assignLine(parts []PartitionWeight, members []MemberWeight, prev []Slice) []Slice {
 	l := newLine(parts)
 	quota := quotas(l.total, members)

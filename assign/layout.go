@@ -30,6 +30,11 @@ import (
 // hash space they hold in prev; members that hold nothing are placed together
 // where the layout keeps most of prev in place. With no more members than
 // partitions it is Assign (whole partitions are contiguous already).
+//
+// Length: one layout (anchor the members that hold something, choose where
+// the newcomers' block goes, lay the spans end to end) whose steps share
+// the line, the quotas, the holdings and the anchored order; cut, each
+// would take most of them.
 func AssignContiguous(parts []PartitionWeight, members []MemberWeight, prev []Slice) []Slice {
 	if len(members) == 0 || len(parts) == 0 {
 		return nil

@@ -26,6 +26,12 @@ import (
 // It answers nil with no more members than partitions (whole partitions
 // are placed by width, then judged by load) or when there is no load to
 // go by.
+//
+// Length: one pass of the algorithm (each member's need, what it keeps of
+// its spans, the rest handed out in line order, the spans turned into
+// slices) whose steps all draw down one need map measured on one load
+// line; cut, each part would take the line, the need map, the rounding
+// floor and the members.
 func StickyByLoad(parts []PartitionWeight, members []MemberWeight, cur []Slice, loads map[RangeKey]RangeLoad, model *LoadLine) []Slice {
 	if len(members) == 0 || len(parts) == 0 {
 		return nil
