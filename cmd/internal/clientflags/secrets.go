@@ -7,8 +7,11 @@ package clientflags
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"regexp"
+	"slices"
+	"syscall"
 )
 
 // librdkafkaSecrets are the properties librdkafka itself marks sensitive
@@ -43,12 +46,41 @@ func IsSecretKey(k string) bool { return librdkafkaSecrets[k] || secretNames.Mat
 // WarnOpenToOthers warns when the file at path, named by flag and holding
 // what, can be read or written by users other than its owner. It only
 // warns: the file may be shared on purpose, and a mounted secret is often
-// 0644.
+// 0644. A file given to the process through its group is not warned about
+// (openToOthers).
 func WarnOpenToOthers(flag, path, what string) {
 	st, err := os.Stat(path)
-	if err != nil || st.Mode().Perm()&0o077 == 0 {
+	if err != nil || !openToOthers(st) {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "keyshare: warning: %s %s is open to other users (mode %#o) and holds %s: chmod 600 %s\n",
 		flag, path, st.Mode().Perm(), what, path)
+}
+
+// openToOthers reports whether users other than the file's owner can open
+// it, leaving out a file the process reads only because its group is one of
+// the process's: owned by another user, readable (not writable) by its
+// group and not by others. That is how it was given to this process, as
+// Kubernetes mounts a Secret with an fsGroup (owner root, group fsGroup,
+// mode 0440): a warning there would be a warning on every pod's start.
+func openToOthers(st fs.FileInfo) bool {
+	perm := st.Mode().Perm()
+	if perm&0o077 == 0 {
+		return false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || perm&0o037 != 0 || int(sys.Uid) == os.Getuid() {
+		return true
+	}
+	return !inGroup(int(sys.Gid))
+}
+
+// inGroup reports whether gid is the process's group or one of its
+// supplementary groups.
+func inGroup(gid int) bool {
+	if gid == os.Getgid() {
+		return true
+	}
+	groups, err := os.Getgroups()
+	return err == nil && slices.Contains(groups, gid)
 }
