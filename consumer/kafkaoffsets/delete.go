@@ -97,34 +97,9 @@ func Delete(ctx context.Context, cm kafka.ConfigMap, group string, parts []assig
 	}
 	errstr := (*C.char)(C.malloc(512))
 	defer C.free(unsafe.Pointer(errstr))
-	conf := C.rd_kafka_conf_new()
-	for k, v := range cm {
-		if strings.HasPrefix(k, "go.") {
-			continue
-		}
-		var s string
-		switch v := v.(type) {
-		case string:
-			s = v
-		case bool, int, int32, int64, float64:
-			s = fmt.Sprint(v)
-		default:
-			C.rd_kafka_conf_destroy(conf)
-			return nil, fmt.Errorf("kafkaoffsets: Kafka setting %s: a %T cannot be passed to librdkafka", k, v)
-		}
-		ck, cv := C.CString(k), C.CString(s)
-		res := C.rd_kafka_conf_set(conf, ck, cv, errstr, 512)
-		C.free(unsafe.Pointer(ck))
-		C.free(unsafe.Pointer(cv))
-		if res != 0 {
-			C.rd_kafka_conf_destroy(conf)
-			return nil, fmt.Errorf("kafkaoffsets: Kafka setting %s=%q: %s", k, s, C.GoString(errstr))
-		}
-	}
-	rk := C.rd_kafka_new(C.consumerType, conf, errstr, 512) // owns conf from here, if it succeeds
-	if rk == nil {
-		C.rd_kafka_conf_destroy(conf)
-		return nil, fmt.Errorf("kafkaoffsets: Kafka client: %s", C.GoString(errstr))
+	rk, err := newClient(cm, errstr)
+	if err != nil {
+		return nil, err
 	}
 	defer C.rd_kafka_destroy(rk)
 	queue := C.rd_kafka_queue_new(rk)
@@ -193,4 +168,40 @@ func Delete(ctx context.Context, cm kafka.ConfigMap, group string, parts []assig
 		}
 	}
 	return refused, nil
+}
+
+// newClient makes the short-lived librdkafka client of a Delete from cm
+// (keys starting with "go." are the Go client's and left out), with
+// errstr, 512 bytes, for librdkafka's error text. The caller destroys it.
+func newClient(cm kafka.ConfigMap, errstr *C.char) (*C.rd_kafka_t, error) {
+	conf := C.rd_kafka_conf_new()
+	for k, v := range cm {
+		if strings.HasPrefix(k, "go.") {
+			continue
+		}
+		var s string
+		switch v := v.(type) {
+		case string:
+			s = v
+		case bool, int, int32, int64, float64:
+			s = fmt.Sprint(v)
+		default:
+			C.rd_kafka_conf_destroy(conf)
+			return nil, fmt.Errorf("kafkaoffsets: Kafka setting %s: a %T cannot be passed to librdkafka", k, v)
+		}
+		ck, cv := C.CString(k), C.CString(s)
+		res := C.rd_kafka_conf_set(conf, ck, cv, errstr, 512)
+		C.free(unsafe.Pointer(ck))
+		C.free(unsafe.Pointer(cv))
+		if res != 0 {
+			C.rd_kafka_conf_destroy(conf)
+			return nil, fmt.Errorf("kafkaoffsets: Kafka setting %s=%q: %s", k, s, C.GoString(errstr))
+		}
+	}
+	rk := C.rd_kafka_new(C.consumerType, conf, errstr, 512) // owns conf from here, if it succeeds
+	if rk == nil {
+		C.rd_kafka_conf_destroy(conf)
+		return nil, fmt.Errorf("kafkaoffsets: Kafka client: %s", C.GoString(errstr))
+	}
+	return rk, nil
 }
