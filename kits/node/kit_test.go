@@ -39,7 +39,8 @@ const breakEnv = "KEYSHARE_NODE_KIT_BREAK"
 // deliver to endpoints built with the kit, member a one record per
 // request to createEndpoint, member b batches of up to 16 to
 // createBatchEndpoint; b joins while a delivers, so ranges move from a to
-// b and records keep coming. Every record is applied with the fields the
+// b and records keep coming. The members send a bearer token and a
+// deadline, which the endpoints check. Every record is applied with the fields the
 // member sent (its partition and offset hold the value produced there),
 // each key's records in offset order, none twice (the handoff is
 // graceful), and a key's fence never goes back.
@@ -54,8 +55,14 @@ func TestMemberDeliversToNodeKit(t *testing.T) {
 		broken = []string{"--break", b}
 		t.Logf("%s=%s: the endpoints are wrong on purpose; this test must fail", breakEnv, b)
 	}
-	perRecord := startNodeEndpoint(t, "endpoint.js", append([]string{"--log", logFile}, broken...)...)
-	batch := startNodeEndpoint(t, "endpoint.js", append([]string{"--log", logFile, "--batch"}, broken...)...)
+	// The member's token and deadline headers, as the kit reads them.
+	const token = "kit-test-token"
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	perRecord := startNodeEndpoint(t, "endpoint.js", append([]string{"--log", logFile, "--token", token}, broken...)...)
+	batch := startNodeEndpoint(t, "endpoint.js", append([]string{"--log", logFile, "--token", token, "--batch"}, broken...)...)
 
 	const n, keys = 600, 20
 	records := testutil.KeyedRecords(n, keys)
@@ -65,7 +72,8 @@ func TestMemberDeliversToNodeKit(t *testing.T) {
 	produced := testutil.Produce(t, k.Brokers, "orders", records[:n/2])
 	member := func(id, url string, extra ...string) []string {
 		return append([]string{"--brokers", k.Brokers, "--etcd", e.Endpoints[0], "--group", "g", "--topic", "orders",
-			"--id", id, "--rebalance-debounce", "100ms", "--deliver", url}, extra...)
+			"--id", id, "--rebalance-debounce", "100ms", "--deliver", url,
+			"--deliver-token-file", tokenFile, "--deliver-timeout", "10s"}, extra...)
 	}
 	startMember(t, member("a", perRecord.url)...)
 	testutil.WaitFor(t, "a delivers", 30*time.Second, func() bool { return len(readApplied(t, logFile)) > 0 })

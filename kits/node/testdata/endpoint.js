@@ -4,8 +4,9 @@
 // so the log's order is the order records were applied), and prints
 // "listening on PORT" once it listens.
 //
-//   node testdata/endpoint.js --log applied.jsonl [--port 0] [--batch] [--break drop|late]
+//   node testdata/endpoint.js --log applied.jsonl [--port 0] [--batch] [--token T] [--break drop|late]
 //
+// --token makes it want "Authorization: Bearer T" (the kit's token option).
 // --batch serves through createBatchEndpoint, applying a request's records
 // one after another; without it createEndpoint calls the function once per
 // record. --break makes the endpoint wrong on purpose, so that the Go
@@ -24,6 +25,7 @@ const { values: args } = parseArgs({
     log: { type: "string" },
     batch: { type: "boolean", default: false },
     break: { type: "string" },
+    token: { type: "string" },
   },
 });
 if (args.log === undefined) {
@@ -64,11 +66,12 @@ function apply(r) {
   appendFileSync(args.log, line + "\n");
 }
 
+const options = { token: args.token };
 const server = args.batch
   ? createBatchEndpoint(async (records) => {
       records.forEach(apply);
-    })
-  : createEndpoint(async (record) => apply(record));
+    }, options)
+  : createEndpoint(async (record) => apply(record), options);
 
 server.listen(Number(args.port), "127.0.0.1", () => {
   console.log(`listening on ${server.address().port}`);
