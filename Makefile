@@ -77,6 +77,9 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./ledger/
 	$(GO) test -run '^$$' -fuzz '^FuzzOperations$$' -fuzztime $(FUZZTIME) ./ledger/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./keystate/
+	$(GO) test -run '^$$' -fuzz '^FuzzHeadersRoundTrip$$' -fuzztime $(FUZZTIME) ./keystate/
+	$(GO) test -run '^$$' -fuzz '^FuzzModel$$' -fuzztime $(FUZZTIME) ./keystate/
 	for f in $$($(GO) test -list '^FuzzDecode' ./schema/ | grep '^Fuzz'); do \
 		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./schema/ || exit 1; \
 	done
