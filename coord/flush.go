@@ -148,54 +148,74 @@ func (r *recorder) record(ctx context.Context, common []clientv3.Cmp, writes []w
 		chunks = append(chunks, rest[:n])
 		rest = rest[n:]
 	}
-	// Each chunk's outcome, merged in order at the end.
-	type outcome struct {
-		fenced   FencedError
-		tooLarge bool
-		err      error
-	}
-	out := make([]outcome, len(chunks))
-	var (
-		mu      sync.Mutex
-		session bool  // a chunk found the common guard failed
-		failed  error // a chunk failed otherwise
-	)
-	send := func(i int, c []write) {
-		o := &out[i]
-		mu.Lock()
-		fencedAll := session
-		mu.Unlock()
-		if fencedAll {
-			// Every later write carries the same failed guard.
-			for _, w := range c {
-				o.fenced.Keys = append(o.fenced.Keys, w.name())
-			}
-			return
-		}
-		err := r.batch(ctx, common, c, &o.fenced)
-		if err != nil && len(c) == 1 && requestTooLarge(err) {
-			// One entry larger than etcd takes: the others must not
-			// wait behind it forever.
-			o.tooLarge, err = true, nil
-		}
-		o.err = err
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil && failed == nil {
-			failed = err
-		}
-		session = session || o.fenced.Session
-	}
+	rr := &recordRun{r: r, common: common, out: make([]chunkOutcome, len(chunks))}
 	if len(chunks) > 0 {
 		// The first alone: if it finds the session gone, no other
 		// transaction is tried.
-		send(0, chunks[0])
-		eachInFlight(chunks[1:], func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return failed != nil
-		}, func(i int, c []write) { send(i+1, c) })
+		rr.send(ctx, 0, chunks[0])
+		eachInFlight(chunks[1:], rr.failedYet, func(i int, c []write) { rr.send(ctx, i+1, c) })
 	}
+	return mergeOutcomes(chunks, rr.out)
+}
+
+// chunkOutcome is the outcome of one transaction of a record.
+type chunkOutcome struct {
+	fenced   FencedError
+	tooLarge bool
+	err      error
+}
+
+// recordRun is one record's transactions, sent concurrently.
+type recordRun struct {
+	r      *recorder
+	common []clientv3.Cmp
+	out    []chunkOutcome // by chunk, merged in order at the end
+	mu     sync.Mutex
+	// session is set once a chunk found the common guard failed.
+	session bool
+	// failed is the first error of a chunk that failed otherwise.
+	failed error
+}
+
+func (rr *recordRun) failedYet() bool {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	return rr.failed != nil
+}
+
+// send writes chunk i, c, in one transaction; once a chunk has found the
+// common guard failed, it fences c's writes without a request.
+func (rr *recordRun) send(ctx context.Context, i int, c []write) {
+	o := &rr.out[i]
+	rr.mu.Lock()
+	fencedAll := rr.session
+	rr.mu.Unlock()
+	if fencedAll {
+		// Every later write carries the same failed guard.
+		for _, w := range c {
+			o.fenced.Keys = append(o.fenced.Keys, w.name())
+		}
+		return
+	}
+	err := rr.r.batch(ctx, rr.common, c, &o.fenced)
+	if err != nil && len(c) == 1 && requestTooLarge(err) {
+		// One entry larger than etcd takes: the others must not
+		// wait behind it forever.
+		o.tooLarge, err = true, nil
+	}
+	o.err = err
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if err != nil && rr.failed == nil {
+		rr.failed = err
+	}
+	rr.session = rr.session || o.fenced.Session
+}
+
+// mergeOutcomes is the error of the first chunk that failed, if any; else
+// the fenced writes and the entries too large for etcd, in the order of
+// writes.
+func mergeOutcomes(chunks [][]write, out []chunkOutcome) error {
 	var fenced FencedError
 	var tooLarge TooLargeError
 	for i, o := range out {

@@ -170,66 +170,89 @@ func (l *leader) assignLoop(ctx context.Context) error {
 				}
 			}
 		}
-		read := reader.latest()
-		ts := r.takeRead(read)
-		if !ts.ready {
-			continue
-		}
-		if ts.check {
-			s.checkTopics(ctx, l, r.topics, read.ids, read.at)
-		}
-		// Reported once per change of the set of missing topics.
-		if ts.missingChanged {
-			if ts.missing != "" {
-				s.log.Error("topics missing from the partition counts (deleted, not created yet, or not authorised for Describe); their ranges are left as they are, the other topics are assigned: create the topics, grant access, or remove them from Config.Topics",
-					"topics", fmt.Sprintf("[%s]", ts.missing))
-			} else {
-				s.log.Info("every topic has partition counts again")
-			}
-		}
-		assignRev := l.cache.assignRevision()
-		quiet := r.quiet(assignRev)
-		if quiet && !judgeLoad {
-			continue
-		}
-		snap, err := l.cache.snapshot(ctx)
-		if err != nil {
+		if err := l.round(ctx, r, reader, judgeLoad); err != nil {
 			return err
 		}
-		st := r.step(snap, time.Now(), assignRev, judgeLoad, quiet) // monotonic now
-		if st.problems != "" {
-			s.log.Error("damaged values in etcd; repairing what can be repaired", "problems", st.problems)
+	}
+}
+
+// round plans one assignment round on the latest partition counts and the
+// cached group, and writes the changes it finds.
+func (l *leader) round(ctx context.Context, r *assignRound, reader *topicReader, judgeLoad bool) error {
+	s := l.s
+	read := reader.latest()
+	ts := r.takeRead(read)
+	if !ts.ready {
+		return nil
+	}
+	if ts.check {
+		s.checkTopics(ctx, l, r.topics, read.ids, read.at)
+	}
+	// Reported once per change of the set of missing topics.
+	if ts.missingChanged {
+		s.reportMissingTopics(ts.missing)
+	}
+	assignRev := l.cache.assignRevision()
+	quiet := r.quiet(assignRev)
+	if quiet && !judgeLoad {
+		return nil
+	}
+	snap, err := l.cache.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	st := r.step(snap, time.Now(), assignRev, judgeLoad, quiet) // monotonic now
+	l.reportStep(st)
+	if len(st.changes) == 0 {
+		return nil
+	}
+	if st.more {
+		s.log.Info("large assignment change; writing it over several rounds", "changes", st.planned, "this_round", len(st.changes))
+		l.cache.pokeAssign()
+	}
+	retry, rev, err := s.apply(ctx, l, snap.Generation.Generation+1, st.changes)
+	if err != nil {
+		return err
+	}
+	if rev > 0 {
+		// Plan the next round on a cache that holds this round's
+		// writes, or its compares would fail on stale revisions.
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if !l.cache.waitRev(wctx, rev) && ctx.Err() == nil {
+			s.log.Warn("the leader's cache has not seen its own assignment write yet; planning on it anyway", "revision", rev)
 		}
-		for _, g := range st.gone {
-			s.log.Warn(fmt.Sprintf("member %s's session ended; failing over %d %s", g.id, g.ranges, plural(g.ranges, "range", "ranges")),
-				"gone_member", g.id, "ranges", g.ranges, "after", s.cfg.FailoverGrace)
-		}
-		for _, w := range st.wake {
-			time.AfterFunc(w, poke)
-		}
-		if len(st.changes) == 0 {
-			continue
-		}
-		if st.more {
-			s.log.Info("large assignment change; writing it over several rounds", "changes", st.planned, "this_round", len(st.changes))
-			poke()
-		}
-		retry, rev, err := s.apply(ctx, l, snap.Generation.Generation+1, st.changes)
-		if err != nil {
-			return err
-		}
-		if rev > 0 {
-			// Plan the next round on a cache that holds this round's
-			// writes, or its compares would fail on stale revisions.
-			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if !l.cache.waitRev(wctx, rev) && ctx.Err() == nil {
-				s.log.Warn("the leader's cache has not seen its own assignment write yet; planning on it anyway", "revision", rev)
-			}
-			cancel()
-		}
-		if retry {
-			poke()
-		}
+		cancel()
+	}
+	if retry {
+		l.cache.pokeAssign()
+	}
+	return nil
+}
+
+// reportMissingTopics logs the topics missing from the partition counts
+// (missing, comma-separated), or that none is missing any more.
+func (s *Session) reportMissingTopics(missing string) {
+	if missing != "" {
+		s.log.Error("topics missing from the partition counts (deleted, not created yet, or not authorised for Describe); their ranges are left as they are, the other topics are assigned: create the topics, grant access, or remove them from Config.Topics",
+			"topics", fmt.Sprintf("[%s]", missing))
+	} else {
+		s.log.Info("every topic has partition counts again")
+	}
+}
+
+// reportStep logs a round's damaged values and failovers, and schedules
+// the rounds it asks for later.
+func (l *leader) reportStep(st assignStep) {
+	s := l.s
+	if st.problems != "" {
+		s.log.Error("damaged values in etcd; repairing what can be repaired", "problems", st.problems)
+	}
+	for _, g := range st.gone {
+		s.log.Warn(fmt.Sprintf("member %s's session ended; failing over %d %s", g.id, g.ranges, plural(g.ranges, "range", "ranges")),
+			"gone_member", g.id, "ranges", g.ranges, "after", s.cfg.FailoverGrace)
+	}
+	for _, w := range st.wake {
+		time.AfterFunc(w, l.cache.pokeAssign)
 	}
 }
 

@@ -107,39 +107,14 @@ func (s *Session) checkTopics(ctx context.Context, l *leader, tw *topicWatch, id
 	if ids == nil {
 		return
 	}
-	resp, err := s.cli.Get(ctx, s.schema.Topics(), clientv3.WithPrefix())
+	recs, err := s.readTopicRecords(ctx)
 	if err != nil {
 		s.log.Warn("read topic records", "error", err)
 		return
 	}
-	stored := make(map[string]schema.TopicRecord)
-	revs := make(map[string]int64)
-	for _, kv := range resp.Kvs {
-		r, err := schema.DecodeTopic(string(kv.Key), kv.Value)
-		if err != nil || s.schema.Topic(r.Topic) != string(kv.Key) {
-			// Rewritten below with the id Kafka reports now.
-			s.log.Error("damaged topic record; recording the topic's current id", "key", string(kv.Key), "error", err)
-			revs[string(kv.Key)] = kv.ModRevision
-			continue
-		}
-		stored[r.Topic], revs[string(kv.Key)] = r, kv.ModRevision
-	}
-	put := func(topic, id, phase string, ops ...clientv3.Op) bool {
-		key := s.schema.Topic(topic)
-		rec := schema.TopicRecord{V: recordVersion, Topic: topic, ID: id, State: phase, At: time.Now().UTC()}
-		tr, err := s.cli.Txn(ctx).
-			If(l.guard(), clientv3.Compare(clientv3.ModRevision(key), "=", revs[key])).
-			Then(append(ops, clientv3.OpPut(key, mustJSON(rec)))...).
-			Commit()
-		if err != nil || !tr.Succeeded {
-			s.log.Warn("write topic record; trying again next round", "topic", topic, "state", phase, "error", err)
-			return false
-		}
-		return true
-	}
 	for _, topic := range s.cfg.Topics {
 		id := ids[topic]
-		rec, known := stored[topic]
+		rec, known := recs.stored[topic]
 		if id != "" {
 			if tw.saw[topic] == nil {
 				tw.saw[topic] = make(map[string]bool)
@@ -151,52 +126,109 @@ func (s *Session) checkTopics(ctx context.Context, l *leader, tw *topicWatch, id
 			// Kafka does not say now (the topic is gone, or not yet
 			// back): leave everything as it is.
 		case !known:
-			put(topic, id, schema.TopicActive)
+			s.putTopic(ctx, l, recs, topic, id, schema.TopicActive)
 		case rec.ID != id:
-			recreated, ok := s.recreated(ctx, tw, topic, rec.ID, id, readAt)
-			if !ok {
-				continue
-			}
-			if !recreated {
-				if pair := [2]string{rec.ID, id}; tw.refused[topic] != pair {
-					tw.refused[topic] = pair
-					s.log.Error("topic record names another topic id than Kafka, and Kafka shows no sign of the topic being created again (this leader never saw the recorded id, and Kafka holds the group's committed offsets of the topic): a damaged record; recording Kafka's id and keeping the group's state. If the topic was in fact deleted and created again while no member ran, reset the group's offsets of it (keyshare group reset-offsets)",
-						"topic", topic, "recorded_id", rec.ID, "kafka_id", id)
-				}
-				put(topic, id, schema.TopicActive)
-				continue
-			}
-			var dels []clientv3.Op
-			for _, prefix := range s.schema.TopicState(topic) {
-				dels = append(dels, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
-			}
-			if put(topic, id, schema.TopicResetting, dels...) {
-				s.log.Error("topic was deleted and created again: the group's ledger and committed offsets of the old topic do not apply to the new log; starting the topic afresh where auto.offset.reset says (records of the old topic not yet handled were deleted with it)",
-					"topic", topic, "old_id", rec.ID, "new_id", id)
-				tw.resetAt[topic] = time.Now()
-				tw.held[topic], tw.changed = true, true
-			}
+			s.topicIDChanged(ctx, l, tw, recs, topic, rec.ID, id, readAt)
 		case rec.State == schema.TopicResetting:
-			tw.held[topic] = true
-			if err := s.cfg.TopicIDs.ResetOffsets(ctx, topic); err != nil {
-				s.log.Warn("reset the group's Kafka offsets of a recreated topic; trying again next round", "topic", topic, "error", err)
-				continue
-			}
-			at, ok := tw.resetAt[topic]
-			if !ok { // reset by an earlier leader: wait from now
-				tw.resetAt[topic] = time.Now()
-				continue
-			}
-			if time.Since(at) >= resetSettle && put(topic, id, schema.TopicActive) {
-				s.log.Info("recreated topic starts afresh", "topic", topic, "id", id)
-				delete(tw.held, topic)
-				delete(tw.resetAt, topic)
-				tw.changed = true
-			}
+			s.settleTopicReset(ctx, l, tw, recs, topic, id)
 		default:
 			delete(tw.held, topic)
 			delete(tw.newID, topic) // a later difference is read twice again
 		}
+	}
+}
+
+// topicRecords is the group's topic records by topic, and the ModRevision
+// of each topic key (damaged ones included, so they can be rewritten).
+type topicRecords struct {
+	stored map[string]schema.TopicRecord
+	revs   map[string]int64
+}
+
+func (s *Session) readTopicRecords(ctx context.Context) (topicRecords, error) {
+	recs := topicRecords{stored: make(map[string]schema.TopicRecord), revs: make(map[string]int64)}
+	resp, err := s.cli.Get(ctx, s.schema.Topics(), clientv3.WithPrefix())
+	if err != nil {
+		return recs, err
+	}
+	for _, kv := range resp.Kvs {
+		r, err := schema.DecodeTopic(string(kv.Key), kv.Value)
+		if err != nil || s.schema.Topic(r.Topic) != string(kv.Key) {
+			// Rewritten by checkTopics with the id Kafka reports now.
+			s.log.Error("damaged topic record; recording the topic's current id", "key", string(kv.Key), "error", err)
+			recs.revs[string(kv.Key)] = kv.ModRevision
+			continue
+		}
+		recs.stored[r.Topic], recs.revs[string(kv.Key)] = r, kv.ModRevision
+	}
+	return recs, nil
+}
+
+// putTopic writes topic's record with id in phase, and ops with it, if
+// this member still leads and the record is as read. It says whether it
+// wrote.
+func (s *Session) putTopic(ctx context.Context, l *leader, recs topicRecords, topic, id, phase string, ops ...clientv3.Op) bool {
+	key := s.schema.Topic(topic)
+	rec := schema.TopicRecord{V: recordVersion, Topic: topic, ID: id, State: phase, At: time.Now().UTC()}
+	tr, err := s.cli.Txn(ctx).
+		If(l.guard(), clientv3.Compare(clientv3.ModRevision(key), "=", recs.revs[key])).
+		Then(append(ops, clientv3.OpPut(key, mustJSON(rec)))...).
+		Commit()
+	if err != nil || !tr.Succeeded {
+		s.log.Warn("write topic record; trying again next round", "topic", topic, "state", phase, "error", err)
+		return false
+	}
+	return true
+}
+
+// topicIDChanged handles a topic whose record names id recorded while
+// Kafka reports id kafka: once Kafka confirms the topic was created again,
+// its state is deleted and the topic held while its offsets reset;
+// otherwise the record is damaged and takes Kafka's id.
+func (s *Session) topicIDChanged(ctx context.Context, l *leader, tw *topicWatch, recs topicRecords, topic, recorded, kafka string, readAt time.Time) {
+	recreated, ok := s.recreated(ctx, tw, topic, recorded, kafka, readAt)
+	if !ok {
+		return
+	}
+	if !recreated {
+		if pair := [2]string{recorded, kafka}; tw.refused[topic] != pair {
+			tw.refused[topic] = pair
+			s.log.Error("topic record names another topic id than Kafka, and Kafka shows no sign of the topic being created again (this leader never saw the recorded id, and Kafka holds the group's committed offsets of the topic): a damaged record; recording Kafka's id and keeping the group's state. If the topic was in fact deleted and created again while no member ran, reset the group's offsets of it (keyshare group reset-offsets)",
+				"topic", topic, "recorded_id", recorded, "kafka_id", kafka)
+		}
+		s.putTopic(ctx, l, recs, topic, kafka, schema.TopicActive)
+		return
+	}
+	var dels []clientv3.Op
+	for _, prefix := range s.schema.TopicState(topic) {
+		dels = append(dels, clientv3.OpDelete(prefix, clientv3.WithPrefix()))
+	}
+	if s.putTopic(ctx, l, recs, topic, kafka, schema.TopicResetting, dels...) {
+		s.log.Error("topic was deleted and created again: the group's ledger and committed offsets of the old topic do not apply to the new log; starting the topic afresh where auto.offset.reset says (records of the old topic not yet handled were deleted with it)",
+			"topic", topic, "old_id", recorded, "new_id", kafka)
+		tw.resetAt[topic] = time.Now()
+		tw.held[topic], tw.changed = true, true
+	}
+}
+
+// settleTopicReset holds a recreated topic while the group's Kafka offsets
+// of it reset, and makes it active again resetSettle after the reset.
+func (s *Session) settleTopicReset(ctx context.Context, l *leader, tw *topicWatch, recs topicRecords, topic, id string) {
+	tw.held[topic] = true
+	if err := s.cfg.TopicIDs.ResetOffsets(ctx, topic); err != nil {
+		s.log.Warn("reset the group's Kafka offsets of a recreated topic; trying again next round", "topic", topic, "error", err)
+		return
+	}
+	at, ok := tw.resetAt[topic]
+	if !ok { // reset by an earlier leader: wait from now
+		tw.resetAt[topic] = time.Now()
+		return
+	}
+	if time.Since(at) >= resetSettle && s.putTopic(ctx, l, recs, topic, id, schema.TopicActive) {
+		s.log.Info("recreated topic starts afresh", "topic", topic, "id", id)
+		delete(tw.held, topic)
+		delete(tw.resetAt, topic)
+		tw.changed = true
 	}
 }
 
