@@ -97,53 +97,84 @@ func (s *Sink) applyBatchOnce(ctx context.Context, ws []write, exclusive map[par
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op once committed
 	res = make([]error, len(ws))
 	if !s.unfenced {
-		// Partitions in one order, so that two batches never wait on
-		// each other's locks.
-		var parts []partitionKey
-		checks := map[consumer.Fence]*fenceCheck{}
-		for _, w := range ws {
-			p := partitionKey{w.f.Topic, w.f.Partition}
-			if !slices.Contains(parts, p) {
-				parts = append(parts, p)
-			}
-			checks[w.f] = nil
-		}
-		slices.SortFunc(parts, func(a, b partitionKey) int {
-			return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
-		})
-		b := &pgx.Batch{}
-		for _, p := range parts {
-			queueLock(b, p.topic, p.partition, exclusive[p])
-		}
-		for f := range checks {
-			fc := &fenceCheck{}
-			checks[f] = fc
-			s.queueCheck(b, f, exclusive[partitionKey{f.Topic, f.Partition}], fc)
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		if err := s.lockAndCheck(ctx, tx, ws, exclusive, res); err != nil {
 			return nil, nil, err
 		}
-		advance := map[partitionKey]bool{}
-		for f, fc := range checks {
-			p := partitionKey{f.Topic, f.Partition}
-			switch err := fc.verdict(f, exclusive[p]); {
-			case errors.Is(err, errAdvance):
-				advance[p] = true
-			case err != nil:
-				for i, w := range ws {
-					if w.f == f {
-						res[i] = err
-					}
+	}
+	if fresh, err = s.insertApplied(ctx, tx, ws, res); err != nil {
+		return nil, nil, err
+	}
+	for i, w := range ws {
+		if res[i] == nil && fresh[i] {
+			if err := w.effect(ctx, tx); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, nil, err
+	}
+	return res, fresh, nil
+}
+
+// lockAndCheck takes the partitions' locks (exclusive for those in
+// exclusive) and checks every fence, in one round trip. It sets res[i] for
+// each write whose fence failed, and answers an advanceError when a range's
+// first write under a new token needs its partition's lock exclusive.
+func (s *Sink) lockAndCheck(ctx context.Context, tx pgx.Tx, ws []write, exclusive map[partitionKey]bool, res []error) error {
+	// Partitions in one order, so that two batches never wait on
+	// each other's locks.
+	var parts []partitionKey
+	checks := map[consumer.Fence]*fenceCheck{}
+	for _, w := range ws {
+		p := partitionKey{w.f.Topic, w.f.Partition}
+		if !slices.Contains(parts, p) {
+			parts = append(parts, p)
+		}
+		checks[w.f] = nil
+	}
+	slices.SortFunc(parts, func(a, b partitionKey) int {
+		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
+	})
+	b := &pgx.Batch{}
+	for _, p := range parts {
+		queueLock(b, p.topic, p.partition, exclusive[p])
+	}
+	for f := range checks {
+		fc := &fenceCheck{}
+		checks[f] = fc
+		s.queueCheck(b, f, exclusive[partitionKey{f.Topic, f.Partition}], fc)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	advance := map[partitionKey]bool{}
+	for f, fc := range checks {
+		p := partitionKey{f.Topic, f.Partition}
+		switch err := fc.verdict(f, exclusive[p]); {
+		case errors.Is(err, errAdvance):
+			advance[p] = true
+		case err != nil:
+			for i, w := range ws {
+				if w.f == f {
+					res[i] = err
 				}
 			}
 		}
-		if len(advance) > 0 {
-			for p := range exclusive {
-				advance[p] = true
-			}
-			return nil, nil, advanceError{advance}
-		}
 	}
+	if len(advance) > 0 {
+		for p := range exclusive {
+			advance[p] = true
+		}
+		return advanceError{advance}
+	}
+	return nil
+}
+
+// insertApplied inserts the applied row of each write whose fence passed
+// (res[i] nil), in one round trip; fresh[i] says the row is new, so the
+// write's effect is still to be made.
+func (s *Sink) insertApplied(ctx context.Context, tx pgx.Tx, ws []write, res []error) (fresh []bool, err error) {
 	fresh = make([]bool, len(ws))
 	b := &pgx.Batch{}
 	for i, w := range ws {
@@ -158,18 +189,8 @@ func (s *Sink) applyBatchOnce(ctx context.Context, ws []write, exclusive map[par
 	}
 	if b.Len() > 0 {
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	for i, w := range ws {
-		if res[i] == nil && fresh[i] {
-			if err := w.effect(ctx, tx); err != nil {
-				return nil, nil, err
-			}
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, nil, err
-	}
-	return res, fresh, nil
+	return fresh, nil
 }
