@@ -234,6 +234,35 @@ func (c Config) Validate() error {
 	case c.Handler != nil && c.BatchHandler != nil:
 		return configErr("Config.Handler and Config.BatchHandler are both set: set one of them")
 	}
+	if err := c.validateKafka(); err != nil {
+		return err
+	}
+	switch c.AutoOffsetReset {
+	case OffsetEarliest, OffsetLatest:
+	default:
+		return configErr(`AutoOffsetReset %q: want "earliest" or "latest"`, c.AutoOffsetReset)
+	}
+	switch c.RetentionLoss {
+	case RetentionLossReport, RetentionLossHalt:
+	default:
+		return configErr(`RetentionLoss %q: want "report" or "halt"`, c.RetentionLoss)
+	}
+	if err := c.validateLimits(); err != nil {
+		return err
+	}
+	if c.DeadLetterTopic != "" {
+		if err := coord.CheckName("dead-letter topic", c.DeadLetterTopic); err != nil {
+			return configErr("%v", err)
+		}
+	}
+	if err := c.coordConfig(nil).Validate(); err != nil {
+		return configErr("%v", err)
+	}
+	return nil
+}
+
+// validateKafka reports the first Kafka setting keyshare cannot run with.
+func (c Config) validateKafka() error {
 	if v, _ := c.Kafka.Get("bootstrap.servers", ""); v == "" {
 		return configErr(`Config.Kafka["bootstrap.servers"] is not set: give the brokers' host:port list`)
 	}
@@ -251,16 +280,12 @@ func (c Config) Validate() error {
 	if v, ok := c.Kafka["auto.offset.reset"]; ok {
 		return configErr("Kafka setting auto.offset.reset=%v: use Config.AutoOffsetReset instead (keyshare decides where ranges start)", v)
 	}
-	switch c.AutoOffsetReset {
-	case OffsetEarliest, OffsetLatest:
-	default:
-		return configErr(`AutoOffsetReset %q: want "earliest" or "latest"`, c.AutoOffsetReset)
-	}
-	switch c.RetentionLoss {
-	case RetentionLossReport, RetentionLossHalt:
-	default:
-		return configErr(`RetentionLoss %q: want "report" or "halt"`, c.RetentionLoss)
-	}
+	return nil
+}
+
+// validateLimits reports the first bound, interval or retry setting out of
+// its range.
+func (c Config) validateLimits() error {
 	switch {
 	case c.Concurrency <= 0:
 		return configErr("Concurrency %d must be at least 1 (default 16)", c.Concurrency)
@@ -292,14 +317,6 @@ func (c Config) Validate() error {
 		return configErr("Retry.MaxAttempts %d must be at least 1 (default 3)", c.Retry.MaxAttempts)
 	case c.Retry.Backoff < 0 || c.Retry.MaxBackoff < c.Retry.Backoff:
 		return configErr("Retry.Backoff %s and MaxBackoff %s: want 0 <= Backoff <= MaxBackoff", c.Retry.Backoff, c.Retry.MaxBackoff)
-	}
-	if c.DeadLetterTopic != "" {
-		if err := coord.CheckName("dead-letter topic", c.DeadLetterTopic); err != nil {
-			return configErr("%v", err)
-		}
-	}
-	if err := c.coordConfig(nil).Validate(); err != nil {
-		return configErr("%v", err)
 	}
 	return nil
 }
