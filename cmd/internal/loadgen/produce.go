@@ -59,24 +59,8 @@ func ProduceWith(ctx context.Context, cm kafka.ConfigMap, topic string, o Option
 		return Result{}, err
 	}
 	recs := newRecords(o.Seed, o.Keys, o.Zipf, o.FirstSeq)
-	acked, failed := 0, 0
-	var firstErr error
 	reports := make(chan kafka.Event, 10000)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for range count {
-			m := (<-reports).(*kafka.Message)
-			if m.TopicPartition.Error != nil {
-				failed++
-				if firstErr == nil {
-					firstErr = m.TopicPartition.Error
-				}
-				continue
-			}
-			acked++
-		}
-	}()
+	dr := countReports(reports, count)
 	start := time.Now()
 	lastShown := -1
 	for i := 0; i < count; i++ {
@@ -90,22 +74,10 @@ func ProduceWith(ctx context.Context, cm kafka.ConfigMap, topic string, o Option
 			Key:            key,
 			Value:          value,
 		}
-		for {
-			err := p.Produce(msg, reports)
-			if err == nil {
-				break
-			}
-			if e, ok := err.(kafka.Error); ok && e.Code() == kafka.ErrQueueFull {
-				time.Sleep(5 * time.Millisecond)
-				continue
-			}
-			return Result{Acked: acked, NextSeq: recs.nextSeq()}, err
+		if err := produceQueued(p, msg, reports); err != nil {
+			return Result{Acked: dr.acked, NextSeq: recs.nextSeq()}, err
 		}
-		if o.Rate > 0 {
-			if ahead := time.Duration(float64(i+1)/o.Rate*float64(time.Second)) - time.Since(start); ahead > 0 {
-				time.Sleep(ahead)
-			}
-		}
+		o.pace(i+1, start)
 		if o.Progress != NoProgress && count >= 1000 {
 			if step := (i + 1) * progressSteps / count; step != lastShown {
 				lastShown = step
@@ -120,16 +92,70 @@ func ProduceWith(ctx context.Context, cm kafka.ConfigMap, topic string, o Option
 	for p.Flush(1000) > 0 && ctx.Err() == nil {
 	}
 	select {
-	case <-done:
+	case <-dr.done:
 	case <-time.After(30 * time.Second):
-		res.Acked = acked
+		res.Acked = dr.acked
 		return res, fmt.Errorf("delivery reports missing after 30s")
 	}
-	res.Acked = acked
-	if failed > 0 {
-		return res, fmt.Errorf("%d records failed: %w", failed, firstErr)
+	res.Acked = dr.acked
+	if dr.failed > 0 {
+		return res, fmt.Errorf("%d records failed: %w", dr.failed, dr.firstErr)
 	}
 	return res, nil
+}
+
+// deliveryReports counts a run's delivery reports; read its counts once
+// done is closed.
+type deliveryReports struct {
+	acked, failed int
+	firstErr      error // of the first record that failed
+	done          chan struct{}
+}
+
+// countReports counts count delivery reports from reports.
+func countReports(reports <-chan kafka.Event, count int) *deliveryReports {
+	dr := &deliveryReports{done: make(chan struct{})}
+	go func() {
+		defer close(dr.done)
+		for range count {
+			m := (<-reports).(*kafka.Message)
+			if m.TopicPartition.Error != nil {
+				dr.failed++
+				if dr.firstErr == nil {
+					dr.firstErr = m.TopicPartition.Error
+				}
+				continue
+			}
+			dr.acked++
+		}
+	}()
+	return dr
+}
+
+// produceQueued produces msg, waiting while librdkafka's queue is full.
+func produceQueued(p *kafka.Producer, msg *kafka.Message, reports chan kafka.Event) error {
+	for {
+		err := p.Produce(msg, reports)
+		if err == nil {
+			return nil
+		}
+		if e, ok := err.(kafka.Error); ok && e.Code() == kafka.ErrQueueFull {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		return err
+	}
+}
+
+// pace sleeps until n records are due at o.Rate records/s from start; no
+// pacing with no rate.
+func (o Options) pace(n int, start time.Time) {
+	if o.Rate <= 0 {
+		return
+	}
+	if ahead := time.Duration(float64(n)/o.Rate*float64(time.Second)) - time.Since(start); ahead > 0 {
+		time.Sleep(ahead)
+	}
 }
 
 // checkTopic fails with a clear message if topic does not exist or the
