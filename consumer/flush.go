@@ -109,26 +109,22 @@ func entrySizeBound(pending int) int {
 	return 4<<10 + 21*pending
 }
 
-// flush writes every range whose state changed since its last write, in
-// fenced transactions. A fenced range makes the fetch loop reread the
-// assignment: the leader may only have split it.
-func (p *pipeline) flush(ctx context.Context) {
-	p.mu.Lock()
-	completions := p.mu.unflushed
-	skips := p.takeSkipsLocked() // their completions are in this flush's entries
-	var writes []coord.RangeFlush
-	bytes := 0
-	// written is, per range key, the state version and the loss reports
-	// this flush writes, and the state they were taken from: a range
-	// reloaded meanwhile (an operator's reset, a range acquired again) is
-	// another *owned, which this flush did not write.
-	type written struct {
-		w         *owned
-		version   uint64
-		watermark int64
-		losses    int
-	}
-	versions := make(map[string]written)
+// flushedAs is, for a range a flush writes, the state version and the
+// loss reports it writes, and the state they were taken from: a range
+// reloaded meanwhile (an operator's reset, a range acquired again) is
+// another *owned, which the flush did not write.
+type flushedAs struct {
+	w         *owned
+	version   uint64
+	watermark int64
+	losses    int
+}
+
+// flushWritesLocked returns the writes of the ranges whose state changed
+// since their last write, what each writes (by range key), and the bytes
+// they send.
+func (p *pipeline) flushWritesLocked() (writes []coord.RangeFlush, versions map[string]flushedAs, bytes int) {
+	versions = make(map[string]flushedAs)
 	for k, w := range p.mu.ranges {
 		if w.inEtcd() {
 			continue
@@ -137,8 +133,19 @@ func (p *pipeline) flush(ctx context.Context) {
 		v := ledger.Encode(e) // once: for the write and for the byte count
 		writes = append(writes, coord.RangeFlush{Range: w.rs, Entry: e, Encoded: v, Losses: slices.Clone(w.losses)})
 		bytes += len(w.rs.LedgerKey) + len(v)
-		versions[k] = written{w: w, version: w.st.Version(), watermark: w.st.Watermark(), losses: len(w.losses)}
+		versions[k] = flushedAs{w: w, version: w.st.Version(), watermark: w.st.Watermark(), losses: len(w.losses)}
 	}
+	return writes, versions, bytes
+}
+
+// flush writes every range whose state changed since its last write, in
+// fenced transactions. A fenced range makes the fetch loop reread the
+// assignment: the leader may only have split it.
+func (p *pipeline) flush(ctx context.Context) {
+	p.mu.Lock()
+	completions := p.mu.unflushed
+	skips := p.takeSkipsLocked() // their completions are in this flush's entries
+	writes, versions, bytes := p.flushWritesLocked()
 	p.mu.Unlock()
 	if len(writes) == 0 {
 		p.mu.Lock()
