@@ -102,6 +102,19 @@ func (c *Consumer) readStartOffsets(ctx context.Context, sess *coord.Session, pa
 	if len(rest) == 0 {
 		return out, errs
 	}
+	c.resetOffsets(ctx, rest, out, errs)
+	return out, errs
+}
+
+// resetOffsets sets in out the start offsets of rest, partitions with no
+// committed offset, at AutoOffsetReset: the log start or end; a partition
+// whose offset cannot be read gets its error in errs.
+func (c *Consumer) resetOffsets(ctx context.Context, rest []tp, out map[tp]int64, errs map[tp]error) {
+	fail := func(todo []tp, err error) {
+		for _, p := range todo {
+			errs[p] = err
+		}
+	}
 	// AutoOffsetReset: the log start or end.
 	spec := kafka.EarliestOffsetSpec
 	if c.cfg.AutoOffsetReset == OffsetLatest {
@@ -110,7 +123,7 @@ func (c *Consumer) readStartOffsets(ctx context.Context, sess *coord.Session, pa
 	a, err := kafka.NewAdminClientFromConsumer(c.kc)
 	if err != nil {
 		fail(rest, fmt.Errorf("admin client: %w", err))
-		return out, errs
+		return
 	}
 	defer a.Close()
 	lctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
@@ -118,7 +131,7 @@ func (c *Consumer) readStartOffsets(ctx context.Context, sess *coord.Session, pa
 	logOffsets, refused, err := kafkaoffsets.List(lctx, a, rest, spec, kafkaoffsets.Isolation(c.cfg.Kafka))
 	if err != nil {
 		fail(rest, fmt.Errorf("read log offsets of %d partitions: %w", len(rest), explainKafka(err)))
-		return out, errs
+		return
 	}
 	for p, e := range refused {
 		errs[p] = fmt.Errorf("read log offsets of %s/%d: %w", p.Topic, p.Partition, explainKafka(e))
@@ -137,5 +150,4 @@ func (c *Consumer) readStartOffsets(ctx context.Context, sess *coord.Session, pa
 			}
 		}
 	}
-	return out, errs
 }
