@@ -217,79 +217,22 @@ func (g *Group) PlanReset(ctx context.Context, sel []Selector, r Reset) ([]PlanR
 			asked[assign.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
 		}
 	}
-	var tps []kafka.TopicPartition
-	seen := make(map[assign.TopicPartition]bool)
-	// One metadata request per topic, however many selectors name it (a
-	// --from-file plan names each partition).
-	partitions := make(map[string]int32)
-	for _, s := range sel {
-		topic := s.Topic
-		n, ok := partitions[topic]
-		if !ok {
-			md, err := g.kc.GetMetadata(&topic, false, kafkaTimeoutMs)
-			if err != nil {
-				return nil, fmt.Errorf("admin: read metadata of topic %q: %w", s.Topic, err)
-			}
-			tm, ok := md.Topics[s.Topic]
-			if !ok || tm.Error.Code() != kafka.ErrNoError || len(tm.Partitions) == 0 {
-				return nil, fmt.Errorf("%w: topic %q does not exist", ErrBadReset, s.Topic)
-			}
-			n = int32(len(tm.Partitions))
-			partitions[topic] = n
-		}
-		if s.Partition >= n {
-			return nil, fmt.Errorf("%w: topic %q has partitions 0-%d, not %d", ErrBadReset, s.Topic, n-1, s.Partition)
-		}
-		for p := range n {
-			tp := assign.TopicPartition{Topic: s.Topic, Partition: p}
-			if (s.Partition < 0 || s.Partition == p) && !seen[tp] {
-				seen[tp] = true
-				tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: p})
-			}
-		}
+	tps, err := g.selectedPartitions(sel)
+	if err != nil {
+		return nil, err
 	}
-	// The committed offsets and the log bounds, each in requests of
-	// kafkaoffsets.Chunk partitions sent at once: one synchronous call per
-	// partition was a round trip each.
 	parts := make([]assign.TopicPartition, len(tps))
 	for i, tp := range tps {
 		parts[i] = assign.TopicPartition{Topic: *tp.Topic, Partition: tp.Partition}
 	}
-	committed, refused, err := kafkaoffsets.Committed(g.kc, parts, kafkaTimeoutMs)
-	if err == nil {
-		err = kafkaoffsets.FirstRefused(refused)
-	}
+	committed, starts, ends, err := g.offsetsOf(ctx, parts)
 	if err != nil {
-		return nil, fmt.Errorf("admin: read committed offsets of %q: %w", g.name, err)
-	}
-	a, err := kafka.NewAdminClientFromConsumer(g.kc)
-	if err != nil {
-		return nil, fmt.Errorf("admin: Kafka admin client: %w", err)
-	}
-	defer a.Close()
-	lctx, cancel := context.WithTimeout(ctx, kafkaTimeoutMs*time.Millisecond)
-	defer cancel()
-	starts, refused, err := kafkaoffsets.List(lctx, a, parts, kafka.EarliestOffsetSpec, kafkaoffsets.Isolation(g.kcfg))
-	if err == nil {
-		err = kafkaoffsets.FirstRefused(refused)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("admin: read the log start offsets: %w", err)
-	}
-	ends, refused, err := kafkaoffsets.List(lctx, a, parts, kafka.LatestOffsetSpec, kafkaoffsets.Isolation(g.kcfg))
-	if err == nil {
-		err = kafkaoffsets.FirstRefused(refused)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("admin: read the log end offsets: %w", err)
+		return nil, err
 	}
 	var times []kafka.TopicPartition
 	if r.To == ToDatetime {
-		for _, tp := range tps {
-			times = append(times, kafka.TopicPartition{Topic: tp.Topic, Partition: tp.Partition, Offset: kafka.Offset(r.Time.UnixMilli())})
-		}
-		if times, err = g.kc.OffsetsForTimes(times, kafkaTimeoutMs); err != nil {
-			return nil, fmt.Errorf("admin: offsets for %s: %w", r.Time.Format(time.RFC3339), err)
+		if times, err = g.offsetsAtTime(tps, r.Time); err != nil {
+			return nil, err
 		}
 	}
 	plan := make([]PlanRow, 0, len(tps))

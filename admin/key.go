@@ -109,17 +109,8 @@ func (g *Group) DescribeKey(ctx context.Context, q KeyQuery) (KeyInfo, error) {
 	if g.kc == nil {
 		return KeyInfo{}, errors.New("admin: describing a key needs the Kafka settings")
 	}
-	if q.Partitioner == "" {
-		q.Partitioner = ConsistentRandom
-	}
-	if _, err := ParsePartitioner(string(q.Partitioner)); err != nil {
-		return KeyInfo{}, fmt.Errorf("%w: %w", ErrBadKeyQuery, err)
-	}
-	if q.Key == nil {
-		q.Key = []byte{} // an empty key; a null one has no order to describe
-	}
-	if q.MaxScan <= 0 {
-		q.MaxScan = DefaultMaxScan
+	if err := q.withDefaults(); err != nil {
+		return KeyInfo{}, err
 	}
 	if err := g.known(ctx); err != nil {
 		return KeyInfo{}, err
@@ -132,45 +123,10 @@ func (g *Group) DescribeKey(ctx context.Context, q KeyQuery) (KeyInfo, error) {
 		return KeyInfo{}, err
 	}
 	info := KeyInfo{Topic: q.Topic, Partition: q.Partition, PartitionFrom: "given", Hash: ledger.Hash(q.Key, 0), LastHandled: -1}
-	topic := q.Topic
-	md, err := g.kc.GetMetadata(&topic, false, kafkaTimeoutMs)
-	if err != nil {
-		return KeyInfo{}, fmt.Errorf("admin: read metadata of topic %q: %w", q.Topic, err)
+	if err := g.keyPartition(q, &info); err != nil {
+		return KeyInfo{}, err
 	}
-	tm, ok := md.Topics[q.Topic]
-	if !ok || tm.Error.Code() != kafka.ErrNoError || len(tm.Partitions) == 0 {
-		return KeyInfo{}, fmt.Errorf("%w: topic %q does not exist in Kafka", ErrBadKeyQuery, q.Topic)
-	}
-	n := int32(len(tm.Partitions))
-	if q.Partition < 0 {
-		p, err := q.Partitioner.Partition(q.Key, n)
-		if err != nil {
-			return KeyInfo{}, fmt.Errorf("%w: %w; give the partition", ErrBadKeyQuery, err)
-		}
-		info.Partition, info.PartitionFrom = p, string(q.Partitioner)
-	} else if q.Partition >= n {
-		return KeyInfo{}, fmt.Errorf("%w: topic %q has partitions 0-%d, not %d", ErrBadKeyQuery, q.Topic, n-1, q.Partition)
-	}
-
-	from, seg := int64(-1), ledger.Segment{}
-	for _, r := range snap.Ranges {
-		if r.Record.Topic != q.Topic || r.Record.Partition != info.Partition || !r.Record.Range().Contains(info.Hash) {
-			continue
-		}
-		kr := &KeyRange{Lo: r.Record.Lo, Hi: r.Record.Hi, Owner: r.Record.Owner, State: r.Record.State, Target: r.Record.Target,
-			Generation: r.Record.Gen, Watermark: -1, Next: -1}
-		_, kr.OwnerLive = snap.OwnerOf(r)
-		if r.EntryErr == nil {
-			for _, s := range r.Entry.Segments {
-				if s.Range().Contains(info.Hash) {
-					seg, kr.Watermark, kr.Next = s, s.Watermark(), s.Next
-				}
-			}
-		}
-		from = kr.Watermark
-		info.Range = kr
-		break
-	}
+	from, seg := keyRange(snap, &info)
 	if len(q.Key) <= schema.MaxKeyOpKeyBytes {
 		op, ok, err := coord.ReadKeyOp(ctx, g.cli, g.group, q.Topic, info.Partition, q.Key)
 		if err != nil {
@@ -199,45 +155,10 @@ func (g *Group) DescribeKey(ctx context.Context, q KeyQuery) (KeyInfo, error) {
 	if err != nil {
 		return KeyInfo{}, err
 	}
-	// A stuck report names its record's key only as shown, cut at
-	// textsafe.MaxKey bytes, so two long keys can read the same in it: a
-	// stuck record is this key's only if the record at its offset has the
-	// key, as the scan found it or, outside the scan (a report the
-	// watermark has passed), as that one record read says.
-	for _, s := range snap.Stuck {
-		if s.Topic != q.Topic || s.Partition != info.Partition || s.Key != textsafe.Bytes(q.Key) {
-			continue
-		}
-		mine := slices.Contains(found, s.Offset)
-		if !mine && (s.Offset < info.Scan.From || s.Offset >= info.Scan.Stop) && s.Offset >= low && s.Offset < high {
-			one := KeyScan{From: s.Offset, Stop: s.Offset, End: s.Offset + 1}
-			at, err := g.scanKey(ctx, q, info.Partition, &one, 1)
-			if err != nil {
-				return KeyInfo{}, err
-			}
-			mine = len(at) == 1
-		}
-		if !mine {
-			continue
-		}
-		info.Stuck = &KeyStuck{Offset: s.Offset, Member: s.Member, Since: s.Since, Attempts: s.Attempts, Error: textsafe.Escape(s.Error)}
+	if info.Stuck, err = g.stuckOfKey(ctx, snap, q, &info, found, low, high); err != nil {
+		return KeyInfo{}, err
 	}
-	// With ledger state, a record of the key is pending unless the
-	// segment counts it done; without, none is known done.
-	lastDone := int64(-1)
-	for _, o := range found {
-		if !info.Scan.FromCommit && seg.Done(o, info.Hash) {
-			lastDone = o
-			continue
-		}
-		info.Pending = append(info.Pending, o)
-	}
-	// A key's records finish in order: the greatest done one is its last
-	// handled if nothing of the key lies beyond the scan unread, or a
-	// pending record of the key follows it.
-	if lastDone >= 0 && (info.Scan.Complete || (len(info.Pending) > 0 && info.Pending[len(info.Pending)-1] > lastDone)) {
-		info.LastHandled = lastDone
-	}
+	info.Pending, info.LastHandled = pendingOfKey(found, seg, &info)
 	return info, nil
 }
 
