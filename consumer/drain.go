@@ -28,6 +28,29 @@ import (
 // answer (releaseOf); a release fenced because the leader moved on waits
 // for the member's view to show how.
 func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Duration) {
+	// The member's stop wakes every wait of the drain, its release's too.
+	stop := context.AfterFunc(p.ctx, func() {
+		p.mu.Lock()
+		p.mu.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+	rel, ok := p.drainWait(w, seq, received, budget)
+	if !ok {
+		return
+	}
+	p.releaseDrained(w, seq, rel, received)
+}
+
+// drainCurrentLocked reports whether drain seq of w is still wanted.
+func (p *pipeline) drainCurrentLocked(w *owned, seq int) bool {
+	return p.ctx.Err() == nil && p.mu.ranges[w.rs.Key] == w && w.revoking && w.drains == seq
+}
+
+// drainWait waits until none of w's records is in flight or the budget
+// from received is spent, cancels what is still in flight, and returns
+// w's release; ok is false when the drain is no longer wanted.
+func (p *pipeline) drainWait(w *owned, seq int, received time.Time, budget time.Duration) (rel coord.RangeRelease, ok bool) {
 	deadline := received.Add(budget)
 	timer := time.AfterFunc(time.Until(deadline), func() {
 		p.mu.Lock()
@@ -35,17 +58,7 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 		p.mu.Unlock()
 	})
 	defer timer.Stop()
-	stop := context.AfterFunc(p.ctx, func() {
-		p.mu.Lock()
-		p.mu.cond.Broadcast()
-		p.mu.Unlock()
-	})
-	defer stop()
-
-	// current holds while this drain is still wanted (under p.mu).
-	current := func() bool {
-		return p.ctx.Err() == nil && p.mu.ranges[w.rs.Key] == w && w.revoking && w.drains == seq
-	}
+	current := func() bool { return p.drainCurrentLocked(w, seq) }
 	// A drain still waiting after a second says once what for, and for
 	// how long at most: a stuck key or an endpoint that is down holds it
 	// to its budget, and without a word the member looks hung.
@@ -67,14 +80,22 @@ func (p *pipeline) drain(w *owned, seq int, received time.Time, budget time.Dura
 	}
 	if !current() {
 		p.mu.Unlock()
-		return
+		return rel, false
 	}
 	if n := p.abandonLocked(w); n > 0 {
 		p.log.Warn("drain budget spent with records in flight; cancelled, they will run again on the next owner", "range", w.st.Range().String(), "in_flight", n, "budget", budget)
 	}
-	rel := releaseOf(w)
+	rel = releaseOf(w)
 	p.mu.Unlock()
+	return rel, true
+}
 
+// releaseDrained sends rel, drained w's release, until it is answered,
+// and then drops w, or, fenced because the leader moved on, waits for the
+// member's view to show how: taken back, given away, or revoked again,
+// whose release it then sends.
+func (p *pipeline) releaseDrained(w *owned, seq int, rel coord.RangeRelease, received time.Time) {
+	current := func() bool { return p.drainCurrentLocked(w, seq) }
 	for {
 		// The drains of ranges revoked together (a leave, a scale-out)
 		// finish together; coord batches their concurrent Release calls
