@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -247,33 +245,15 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g
 	if err != nil {
 		return nil, err
 	}
-	hot := hotKeysOf(reports, hotNames)
 	var leases []int64
 	for _, m := range snap.Members {
 		leases = append(leases, m.Lease)
 	}
 	ttls := leaseTTLs(rctx, cli, leases)
 	byMember, rateOfTP := loadRates(reports)
-	lastSeen := map[string]time.Time{}
-	for _, r := range reports {
-		lastSeen[r.Member] = r.At
-	}
 
 	st := &groupStatus{Group: g.Name, Prefix: keys.Prefix(), At: time.Now(), Generation: snap.Generation.Generation, Leader: view.Leader}
-	for _, m := range snap.Members {
-		ms := memberStatus{ID: m.ID, Host: m.Host, PID: m.PID, Weight: m.Weight, Started: m.Started, Leaving: m.Leaving}
-		if t, ok := ttls[m.Lease]; ok {
-			ms.LeaseTTL = &t
-		}
-		if t, ok := lastSeen[m.ID]; ok {
-			ms.LastSeen = &t
-		}
-		if r, ok := byMember[m.ID]; ok {
-			ms.RecordsPerSec = &r
-		}
-		st.Members = append(st.Members, ms)
-	}
-	slices.SortFunc(st.Members, func(a, b memberStatus) int { return strings.Compare(a.ID, b.ID) })
+	st.Members = membersStatus(snap, reports, ttls, byMember)
 	for _, p := range snap.Problems {
 		st.Problems = append(st.Problems, p.Error())
 	}
@@ -287,71 +267,14 @@ func readStatus(ctx context.Context, cli *clientv3.Client, kc *kafka.Consumer, g
 			st.Problems = append(st.Problems, ps.Err.Error())
 		}
 	}
-	stuckSince := map[rangeKey]time.Time{}
-	for _, s := range snap.Stuck {
-		stuckSince[rangeKey{s.Topic, s.Partition, s.Lo}] = s.Since
-	}
-	marks := snap.Watermarks()
-	byTP := snap.Partitions()
-	var tps []assign.TopicPartition
-	for tp := range byTP {
-		tps = append(tps, tp)
-	}
-	slices.SortFunc(tps, func(a, b assign.TopicPartition) int {
-		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-			return c
-		}
-		return int(a.Partition - b.Partition)
-	})
-	var committed, ends map[assign.TopicPartition]int64
+	pr := newPartitionReads(snap, rateOfTP, hotKeysOf(reports, hotNames))
+	tps := pr.partitions()
 	if kc != nil && len(tps) > 0 {
-		committed, ends = kafkaOffsetsOf(rctx, kc, tps)
+		pr.withKafka = true
+		pr.committed, pr.ends = kafkaOffsetsOf(rctx, kc, tps)
 	}
 	for _, tp := range tps {
-		ps := partitionStatus{Topic: tp.Topic, Partition: tp.Partition}
-		if w, ok := marks[tp]; ok {
-			ps.Safe = &w
-		}
-		if r, ok := rateOfTP[tp]; ok {
-			ps.RecordsPerSec = &r
-		}
-		for _, r := range byTP[tp] {
-			_, live := snap.Members[r.Record.Owner]
-			rs := rangeStatus{Lo: r.Record.Lo, Hi: r.Record.Hi, Owner: r.Record.Owner, OwnerGone: !live, State: r.Record.State, Target: r.Record.Target, Pending: r.Entry.PendingCount()}
-			rs.HotKeys = hot[reportedRange{r.Record.Owner, tp.Topic, tp.Partition, r.Record.Lo, r.Record.Hi}]
-			if t, ok := stuckSince[rangeKey{tp.Topic, tp.Partition, r.Record.Lo}]; ok {
-				rs.WatermarkSince = &t
-			}
-			ps.Pending += rs.Pending
-			if w, ok := r.Entry.Watermark(); ok {
-				rs.Watermark = &w
-				for _, seg := range r.Entry.Segments {
-					if ps.Fetched == nil || seg.Next < *ps.Fetched {
-						n := seg.Next
-						ps.Fetched = &n
-					}
-				}
-			}
-			ps.Ranges = append(ps.Ranges, rs)
-		}
-		if hi, ok := ends[tp]; ok {
-			ps.End = &hi
-		}
-		if c, ok := committed[tp]; ok && c >= 0 {
-			ps.Committed = &c
-		}
-		if ps.End != nil && kc != nil {
-			base := int64(0)
-			if ps.Committed != nil {
-				base = *ps.Committed
-			}
-			lag := *ps.End - base
-			ps.Lag = &lag
-			if parts, ok := splitLag(base, ps.Safe, ps.Fetched, *ps.End); ok {
-				ps.LagParts = &parts
-			}
-		}
-		st.Partitions = append(st.Partitions, ps)
+		st.Partitions = append(st.Partitions, pr.status(tp))
 	}
 	st.State, st.StateReason = groupState(st.Paused != nil, st.Members, st.Partitions)
 	return st, nil

@@ -80,7 +80,19 @@ func opt(p *int64) string {
 	return fmt.Sprint(*p)
 }
 
+// printStatus prints st as the status command's text: the group's line,
+// the members' table, the ranges' table, then a line for each lag, hot
+// key, stuck record, key operation, loss and problem.
 func printStatus(out io.Writer, st *groupStatus) {
+	printGroupLine(out, st)
+	printMembers(out, st)
+	printRanges(out, st)
+	printStatusNotes(out, st)
+}
+
+// printGroupLine prints whether etcd is reachable, the group's state and
+// leader, and whether it is paused.
+func printGroupLine(out io.Writer, st *groupStatus) {
 	if d := st.EtcdDown; d != nil {
 		fmt.Fprintf(out, "ETCD UNREACHABLE since %s (%s): %s\nshowing the status read at %s\n\n",
 			d.Since.Format(time.RFC3339), ago(time.Now(), &d.Since), esc(d.Error), st.At.Format(time.RFC3339))
@@ -99,6 +111,9 @@ func printStatus(out io.Writer, st *groupStatus) {
 		fmt.Fprintln(out, " (members take no records; keyshare group resume)")
 	}
 	fmt.Fprintln(out)
+}
+
+func printMembers(out io.Writer, st *groupStatus) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tHOST\tPID\tWEIGHT\tSTARTED\tLEAVING\tLEASE LEFT\tLAST SEEN\tREC/S")
 	for _, m := range st.Members {
@@ -117,7 +132,12 @@ func printStatus(out io.Writer, st *groupStatus) {
 		fmt.Fprintln(out, "(LAST SEEN: the end of the member's latest load report, its own clock; LEASE LEFT: until etcd drops a member that stops renewing)")
 	}
 	fmt.Fprintln(out)
-	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+}
+
+// printRanges prints a row per range, its partition's figures on the
+// partition's first row.
+func printRanges(out io.Writer, st *groupStatus) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tRANGE\tSHARE\tOWNER\tSTATE\tWATERMARK\tWM AGE\tPENDING\tSAFE\tCOMMITTED\tEND\tREC/S\tLAG")
 	for _, p := range st.Partitions {
 		for i, r := range p.Ranges {
@@ -140,6 +160,11 @@ func printStatus(out io.Writer, st *groupStatus) {
 		}
 	}
 	tw.Flush()
+}
+
+// printStatusNotes prints a line for each lag's parts, hot key, stuck record,
+// key operation, loss and problem.
+func printStatusNotes(out io.Writer, st *groupStatus) {
 	// Explain each lag: its parts sum to it.
 	for _, p := range st.Partitions {
 		if p.Lag == nil || p.LagParts == nil {
