@@ -253,6 +253,128 @@ type reconciled struct {
 	needStart []tp
 }
 
+// updateRevoke gives w, the table's range for r, r's record and revoke:
+// a revoke taken back keeps the range (once no release is on its way) and
+// fetches it again from its watermark (seek), and a new revoke returns
+// the drain to start.
+func updateRevoke(t *rangeTable, w *owned, r schema.RangeState, seek map[tp]bool, drainTimeout time.Duration, log hclog.Logger, events *rangeEvents) (drainStart, bool) {
+	pt := r.TP()
+	wasRevoking := w.revoking
+	if w.releasing && r.Rev != w.rs.Rev {
+		// The release on its way answers rs and is guarded by its
+		// revision: rs stays that record until the answer, which
+		// dropReleased (released: the newer record is taken up by
+		// applying the assignment again) or the drain (fenced: the
+		// assignment is read again) applies.
+		w.behind = true
+	} else {
+		w.rs, w.behind = r, false
+	}
+	w.revoking = r.Record.State == schema.StateRevoking
+	if wasRevoking && !w.revoking && (w.releasing || t.leaving) {
+		// Not taken back yet: a release on its way may still be
+		// written, and its final state would miss any record run
+		// from now on (its drain applies the take-back once the
+		// release is refused). A leaving member's every range shows
+		// as revoking (coord), so an assignment that shows one
+		// active was read before the leave.
+		w.revoking = true
+	}
+	if wasRevoking && !w.revoking {
+		seek[pt] = true // it observed nothing while revoking: fetch again from its watermark
+		if w.draining {
+			// The leader took the revoke back: the drainer stops
+			// (the caller broadcasts) and a later revoke starts a
+			// new one.
+			w.draining = false
+			log.Info("revoke taken back; keeping the range", "topic", pt.Topic, "partition", pt.Partition, "range", r.Record.Range().String())
+		}
+	}
+	if w.revoking && !w.draining {
+		w.draining = true
+		w.drains++
+		events.revoked = append(events.revoked, rangeEvent{pt, r.Record.Range(), []any{"to", r.Record.Target}})
+		return drainStart{w: w, seq: w.drains, budget: drainBudget(r.Record, drainTimeout)}, true
+	}
+	return drainStart{}, false
+}
+
+// installRanges makes next t's ranges, by key and by partition (each
+// partition's in hash order), marking the ranges of old not in it gone.
+func installRanges(t *rangeTable, old, next map[string]*owned) {
+	for _, w := range old {
+		w.gone = true
+	}
+	for _, w := range next {
+		w.gone = false
+	}
+	t.ranges = next
+	t.byTP = make(map[tp][]*owned)
+	for _, w := range next {
+		t.byTP[w.tp()] = append(t.byTP[w.tp()], w)
+	}
+	for pt := range t.byTP {
+		slices.SortFunc(t.byTP[pt], func(a, b *owned) int { return cmp.Compare(a.rs.Record.Lo, b.rs.Record.Lo) })
+	}
+}
+
+// cancelGone returns the in-flight records of old's ranges on hash space
+// the table no longer owns, or reset, and notes the ranges dropped.
+func cancelGone(t *rangeTable, old map[string]*owned, jobs map[tp]*jobList, reset map[tp][]ledger.HashRange, events *rangeEvents) (cancel []*job) {
+	for _, w := range old {
+		pt := w.tp()
+		for j := range jobs[pt].all() {
+			if w.st.Range().Contains(j.hash()) && (!ownsHash(t.byTP, pt, j.hash()) || inRanges(reset[pt], j.hash())) {
+				cancel = append(cancel, j)
+			}
+		}
+		if !ownsHash(t.byTP, pt, uint32(w.st.Range().Lo)) {
+			events.dropped = append(events.dropped, rangeEvent{pt, w.st.Range(), nil})
+		}
+	}
+	return cancel
+}
+
+// planFetch works out what the fetcher must fetch: each partition from
+// the lowest watermark of its ranges that are not revoking, assigned if
+// new, sought back if a newly started range (seek) needs older records
+// than the fetch position, sought to the new position after a reset,
+// unassigned when no range needs it. It keeps t's fetch state with it.
+func planFetch(t *rangeTable, seek map[tp]bool, reset map[tp][]ledger.HashRange) (f fetchPlan) {
+	want := make(map[tp]int64)
+	for pt, ws := range t.byTP {
+		for _, w := range ws {
+			if w.revoking {
+				continue
+			}
+			wm := w.st.Watermark()
+			if cur, ok := want[pt]; !ok || wm < cur {
+				want[pt] = wm
+			}
+		}
+	}
+	for pt, start := range want {
+		switch {
+		case !t.assigned[pt]:
+			f.assign = append(f.assign, partitionOffset{pt, start})
+			t.assigned[pt] = true
+			t.pos[pt] = start
+		case seek[pt] && start < t.pos[pt], len(reset[pt]) > 0 && start != t.pos[pt]:
+			f.seek = append(f.seek, partitionOffset{pt, start})
+			t.pos[pt] = start
+		}
+	}
+	for pt := range t.assigned {
+		if _, ok := want[pt]; !ok {
+			f.unassign = append(f.unassign, partitionOffset{tp: pt})
+			delete(t.assigned, pt)
+			delete(t.pos, pt)
+			delete(t.shares.paused, pt) // assigned again, it is resumed (syncPause)
+		}
+	}
+	return f
+}
+
 // reconcileTable moves table t to assignment a, the way coord's plan moves
 // the group: no I/O, and everything it needs done outside the table it
 // returns. A range the table already covers keeps its in-memory state
@@ -332,109 +454,20 @@ func reconcileTable(t *rangeTable, jobs map[tp]*jobList, a schema.Assignment, st
 			seek[pt] = true
 			events.acquired = append(events.acquired, rangeEvent{pt, r.Record.Range(), []any{"watermark", st.Watermark()}})
 		}
-		wasRevoking := w.revoking
-		if w.releasing && r.Rev != w.rs.Rev {
-			// The release on its way answers rs and is guarded by its
-			// revision: rs stays that record until the answer, which
-			// dropReleased (released: the newer record is taken up by
-			// applying the assignment again) or the drain (fenced: the
-			// assignment is read again) applies.
-			w.behind = true
-		} else {
-			w.rs, w.behind = r, false
-		}
-		w.revoking = r.Record.State == schema.StateRevoking
-		if wasRevoking && !w.revoking && (w.releasing || t.leaving) {
-			// Not taken back yet: a release on its way may still be
-			// written, and its final state would miss any record run
-			// from now on (its drain applies the take-back once the
-			// release is refused). A leaving member's every range shows
-			// as revoking (coord), so an assignment that shows one
-			// active was read before the leave.
-			w.revoking = true
-		}
-		if wasRevoking && !w.revoking {
-			seek[pt] = true // it observed nothing while revoking: fetch again from its watermark
-			if w.draining {
-				// The leader took the revoke back: the drainer stops
-				// (the caller broadcasts) and a later revoke starts a
-				// new one.
-				w.draining = false
-				log.Info("revoke taken back; keeping the range", "topic", pt.Topic, "partition", pt.Partition, "range", r.Record.Range().String())
-			}
-		}
-		if w.revoking && !w.draining {
-			w.draining = true
-			w.drains++
-			events.revoked = append(events.revoked, rangeEvent{pt, r.Record.Range(), []any{"to", r.Record.Target}})
-			res.drains = append(res.drains, drainStart{w: w, seq: w.drains, budget: drainBudget(r.Record, drainTimeout)})
+		if d, ok := updateRevoke(t, w, r, seek, drainTimeout, log, &events); ok {
+			res.drains = append(res.drains, d)
 		}
 		next[r.Key] = w
 	}
-	for _, w := range old {
-		w.gone = true
-	}
-	for _, w := range next {
-		w.gone = false
-	}
-	t.ranges = next
-	t.byTP = make(map[tp][]*owned)
-	for _, w := range next {
-		t.byTP[w.tp()] = append(t.byTP[w.tp()], w)
-	}
-	for pt := range t.byTP {
-		slices.SortFunc(t.byTP[pt], func(a, b *owned) int { return cmp.Compare(a.rs.Record.Lo, b.rs.Record.Lo) })
-	}
-
+	installRanges(t, old, next)
 	// In-flight work on hash space no longer owned, or reset, is cancelled.
-	for _, w := range old {
-		pt := w.tp()
-		for j := range jobs[pt].all() {
-			if w.st.Range().Contains(j.hash()) && (!ownsHash(t.byTP, pt, j.hash()) || inRanges(reset[pt], j.hash())) {
-				res.cancel = append(res.cancel, j)
-			}
-		}
-		if !ownsHash(t.byTP, pt, uint32(w.st.Range().Lo)) {
-			events.dropped = append(events.dropped, rangeEvent{pt, w.st.Range(), nil})
-		}
-	}
+	res.cancel = cancelGone(t, old, jobs, reset, &events)
 	for k := range t.released {
 		if !listed[k] {
 			delete(t.released, k) // assignments have moved past the release
 		}
 	}
 
-	// Work out what the fetcher must fetch.
-	want := make(map[tp]int64)
-	for pt, ws := range t.byTP {
-		for _, w := range ws {
-			if w.revoking {
-				continue
-			}
-			wm := w.st.Watermark()
-			if cur, ok := want[pt]; !ok || wm < cur {
-				want[pt] = wm
-			}
-		}
-	}
-	for pt, start := range want {
-		switch {
-		case !t.assigned[pt]:
-			res.fetch.assign = append(res.fetch.assign, partitionOffset{pt, start})
-			t.assigned[pt] = true
-			t.pos[pt] = start
-		case seek[pt] && start < t.pos[pt], len(reset[pt]) > 0 && start != t.pos[pt]:
-			res.fetch.seek = append(res.fetch.seek, partitionOffset{pt, start})
-			t.pos[pt] = start
-		}
-	}
-	for pt := range t.assigned {
-		if _, ok := want[pt]; !ok {
-			res.fetch.unassign = append(res.fetch.unassign, partitionOffset{tp: pt})
-			delete(t.assigned, pt)
-			delete(t.pos, pt)
-			delete(t.shares.paused, pt) // assigned again, it is resumed (syncPause)
-		}
-	}
+	res.fetch = planFetch(t, seek, reset)
 	return res
 }
