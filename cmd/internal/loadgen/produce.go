@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -46,7 +47,9 @@ type Result struct {
 }
 
 // ProduceWith is Produce with a full producer configuration and the
-// run's Options.
+// run's Options. A run whose ctx ends stops producing, waits for the
+// reports of the records it already handed to the producer, and returns
+// how many were acknowledged with ctx's error.
 func ProduceWith(ctx context.Context, cm kafka.ConfigMap, topic string, o Options) (Result, error) {
 	count := o.Count
 	p, err := kafka.NewProducer(&cm)
@@ -60,14 +63,11 @@ func ProduceWith(ctx context.Context, cm kafka.ConfigMap, topic string, o Option
 	}
 	recs := newRecords(o.Seed, o.Keys, o.Zipf, o.FirstSeq)
 	reports := make(chan kafka.Event, 10000)
-	dr := countReports(reports, count)
+	dr := countReports(reports)
 	start := time.Now()
 	lastShown := -1
-	for i := 0; i < count; i++ {
-		if ctx.Err() != nil {
-			count = i
-			break
-		}
+	produced := 0
+	for ; produced < count && ctx.Err() == nil; produced++ {
 		key, value := recs.next()
 		msg := &kafka.Message{
 			TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
@@ -75,61 +75,91 @@ func ProduceWith(ctx context.Context, cm kafka.ConfigMap, topic string, o Option
 			Value:          value,
 		}
 		if err := produceQueued(p, msg, reports); err != nil {
-			return Result{Acked: dr.acked, NextSeq: recs.nextSeq()}, err
+			_ = dr.settle(p, produced)
+			return Result{Acked: dr.ackedCount(), NextSeq: recs.nextSeq()}, err
 		}
-		o.pace(i+1, start)
+		o.pace(produced+1, start)
 		if o.Progress != NoProgress && count >= 1000 {
-			if step := (i + 1) * progressSteps / count; step != lastShown {
+			if step := (produced + 1) * progressSteps / count; step != lastShown {
 				lastShown = step
-				fmt.Fprint(os.Stderr, progressLine(o.Progress, step, i+1, count))
+				fmt.Fprint(os.Stderr, progressLine(o.Progress, step, produced+1, count))
 			}
 		}
 	}
 	if o.Progress == ProgressBar && count >= 1000 {
 		fmt.Fprintln(os.Stderr)
 	}
-	res := Result{NextSeq: recs.nextSeq()}
-	for p.Flush(1000) > 0 && ctx.Err() == nil {
-	}
-	select {
-	case <-dr.done:
-	case <-time.After(30 * time.Second):
-		res.Acked = dr.acked
-		return res, fmt.Errorf("delivery reports missing after 30s")
-	}
-	res.Acked = dr.acked
-	if dr.failed > 0 {
+	err = dr.settle(p, produced)
+	res := Result{Acked: dr.ackedCount(), NextSeq: recs.nextSeq()}
+	switch {
+	case err != nil:
+		return res, err
+	case dr.failed > 0:
 		return res, fmt.Errorf("%d records failed: %w", dr.failed, dr.firstErr)
 	}
-	return res, nil
+	return res, ctx.Err()
 }
 
-// deliveryReports counts a run's delivery reports; read its counts once
-// done is closed.
+// reportWait bounds the wait for a run's last delivery reports, even when
+// its context has ended: the records are already with the producer, and
+// the run's count is only right once their reports are in.
+const reportWait = 30 * time.Second
+
+// deliveryReports counts a run's delivery reports until it has those of
+// the records the run produced (settle says how many). Read failed and
+// firstErr once done is closed; acked at any time.
 type deliveryReports struct {
-	acked, failed int
-	firstErr      error // of the first record that failed
-	done          chan struct{}
+	acked    atomic.Int64
+	failed   int
+	firstErr error // of the first record that failed
+	produced chan int
+	done     chan struct{}
 }
 
-// countReports counts count delivery reports from reports.
-func countReports(reports <-chan kafka.Event, count int) *deliveryReports {
-	dr := &deliveryReports{done: make(chan struct{})}
+// countReports counts the delivery reports coming on reports.
+func countReports(reports <-chan kafka.Event) *deliveryReports {
+	dr := &deliveryReports{produced: make(chan int, 1), done: make(chan struct{})}
 	go func() {
 		defer close(dr.done)
-		for range count {
-			m := (<-reports).(*kafka.Message)
-			if m.TopicPartition.Error != nil {
-				dr.failed++
-				if dr.firstErr == nil {
-					dr.firstErr = m.TopicPartition.Error
-				}
-				continue
+		want, got := -1, 0
+		for want < 0 || got < want {
+			select {
+			case ev := <-reports:
+				got++
+				dr.tally(ev.(*kafka.Message))
+			case want = <-dr.produced:
 			}
-			dr.acked++
 		}
 	}()
 	return dr
+}
+
+func (dr *deliveryReports) tally(m *kafka.Message) {
+	if m.TopicPartition.Error != nil {
+		dr.failed++
+		if dr.firstErr == nil {
+			dr.firstErr = m.TopicPartition.Error
+		}
+		return
+	}
+	dr.acked.Add(1)
+}
+
+func (dr *deliveryReports) ackedCount() int { return int(dr.acked.Load()) }
+
+// settle tells the counter that produced records were handed to p, flushes
+// p and waits, at most reportWait, for their reports.
+func (dr *deliveryReports) settle(p *kafka.Producer, produced int) error {
+	dr.produced <- produced
+	deadline := time.Now().Add(reportWait)
+	for p.Flush(1000) > 0 && time.Now().Before(deadline) {
+	}
+	select {
+	case <-dr.done:
+		return nil
+	case <-time.After(time.Until(deadline)):
+		return fmt.Errorf("delivery reports missing after %s: %d of %d records acknowledged", reportWait, dr.ackedCount(), produced)
+	}
 }
 
 // produceQueued produces msg, waiting while librdkafka's queue is full.
