@@ -145,3 +145,29 @@ func cpuOf(b *testing.B, pid int) time.Duration {
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
+
+// BenchmarkPostgresSink times the kit's PostgreSQL part from one thread
+// (testdata/pg_bench.py): µs a record through PostgresSink.apply (a
+// transaction each) and apply_batch (100 a transaction), each effect one
+// INSERT, into testutil.StartPostgres's server over loopback. Run it with
+//
+//	go test -run '^$' -bench BenchmarkPostgresSink -benchtime 1x ./kits/python/
+func BenchmarkPostgresSink(b *testing.B) {
+	python := kitPython(b)
+	for range b.N {
+		pg := testutil.StartPostgres(b)
+		out, err := exec.Command(python, filepath.Join(kitDir, "testdata", "pg_bench.py"), "--postgres", pg.URL).Output()
+		if err != nil {
+			b.Fatalf("pg_bench.py: %v\n%s", err, out)
+		}
+		var got struct {
+			ApplyUs float64 `json:"apply_us"`
+			BatchUs float64 `json:"batch_us"`
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			b.Fatalf("pg_bench.py printed %q: %v", out, err)
+		}
+		b.ReportMetric(got.ApplyUs, "µs/record-apply")
+		b.ReportMetric(got.BatchUs, "µs/record-batch100")
+	}
+}

@@ -27,6 +27,7 @@ a Go member and a Python endpoint may share them (the same prefix).
 """
 from __future__ import annotations
 
+import contextlib
 import queue
 import re
 import threading
@@ -132,6 +133,8 @@ class PostgresSink:
         # Turns the fence check off: only for tests that show what it
         # prevents. Never set it in an endpoint.
         self._unfenced = _skip_fence_check_for_tests
+        # Pipeline mode needs libpq 14 or later (the binary build has it).
+        self._pipelines = psycopg.Pipeline.is_supported()
         self._stats_lock = threading.Lock()
         self.stats = {"applied": 0, "duplicates": 0, "fenced": 0}
 
@@ -177,22 +180,29 @@ class PostgresSink:
 
     # The fence statements, as pgsink's (fence.go).
 
-    def _lock(self, cur, topic, partition, exclusive):
-        fn = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
-        cur.execute("SELECT %s(hashtext(%%s), %%s)" % fn, (topic, partition))
+    def _pipeline(self, conn):
+        """Statements sent together, their answers read at the block's end.
 
-    def _check(self, cur, f, advance):
-        """The fence statement: (newest overlapping token, the range already at its token)."""
+        The statements still run one after the other, each with its own
+        snapshot: the lock's statement ends before the check's begins.
+        """
+        return conn.pipeline() if self._pipelines else contextlib.nullcontext()
+
+    def _lock(self, conn, topic, partition, exclusive):
+        fn = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+        conn.execute("SELECT %s(hashtext(%%s), %%s)" % fn, (topic, partition))
+
+    def _check(self, conn, f, advance):
+        """Sends the fence statement; its cursor's row is (newest overlapping token, the range already at its token)."""
         topic, partition, lo, hi, token = f
         args = {"t": topic, "p": partition, "lo": lo, "hi": hi, "tok": token}
         if not advance:
-            cur.execute("""SELECT coalesce(max(token), 0), coalesce(bool_or(lo = %%(lo)s AND hi = %%(hi)s AND token = %%(tok)s), false)
+            return conn.execute("""SELECT coalesce(max(token), 0), coalesce(bool_or(lo = %%(lo)s AND hi = %%(hi)s AND token = %%(tok)s), false)
 FROM %s WHERE topic = %%(t)s AND kafka_partition = %%(p)s AND lo < %%(hi)s AND hi > %%(lo)s""" % self.fences_table, args)
-            return cur.fetchone()
         # Make the range's row say its token, and drop the rows it covers
         # that are no newer, so the table keeps about one row per range.
         ft = self.fences_table
-        cur.execute("""WITH newest AS (
+        return conn.execute("""WITH newest AS (
     SELECT coalesce(max(token), 0) AS token FROM {ft}
     WHERE topic = %(t)s AND kafka_partition = %(p)s AND lo < %(hi)s AND hi > %(lo)s
 ), covered AS (
@@ -205,7 +215,12 @@ FROM %s WHERE topic = %%(t)s AND kafka_partition = %%(p)s AND lo < %%(hi)s AND h
     ON CONFLICT (topic, kafka_partition, lo, hi) DO UPDATE SET token = greatest({ft}.token, excluded.token)
 )
 SELECT token FROM newest""".format(ft=ft), args)
-        return (cur.fetchone()[0], True)
+
+    @staticmethod
+    def _checked(cur, advance):
+        """What a fence statement found: (newest, mine)."""
+        row = cur.fetchone()
+        return (row[0], True) if advance else (row[0], row[1])
 
     @staticmethod
     def _verdict(f, newest, mine, advance):
@@ -216,10 +231,10 @@ SELECT token FROM newest""".format(ft=ft), args)
             return _Advance()
         return None
 
-    def _insert_applied(self, cur, f, offset):
-        cur.execute("INSERT INTO %s (topic, kafka_partition, kafka_offset, token) VALUES (%%s, %%s, %%s, %%s) ON CONFLICT DO NOTHING"
-                    % self.applied_table, (f[0], f[1], offset, f[4]))
-        return cur.rowcount == 1
+    def _insert_applied(self, conn, f, offset):
+        """Sends the applied row's INSERT; its cursor's rowcount is 1 for a record not applied before."""
+        return conn.execute("INSERT INTO %s (topic, kafka_partition, kafka_offset, token) VALUES (%%s, %%s, %%s, %%s) ON CONFLICT DO NOTHING"
+                            % self.applied_table, (f[0], f[1], offset, f[4]))
 
     @staticmethod
     def _before_commit(records):
@@ -261,14 +276,18 @@ SELECT token FROM newest""".format(ft=ft), args)
         return fresh
 
     def _apply_once(self, conn, cur, f, record, effect, advance):
+        # BEGIN, the lock, the check and the applied row in one round trip.
+        with self._pipeline(conn):
+            if not self._unfenced:
+                # A statement of its own before the check: under read
+                # committed each statement reads a snapshot taken when it
+                # starts.
+                self._lock(conn, f[0], f[1], advance)
+                check = self._check(conn, f, advance)
+            inserted = self._insert_applied(conn, f, record.offset)
+        fresh = inserted.rowcount == 1
         if not self._unfenced:
-            # A statement of its own before the check: under read committed
-            # each statement reads a snapshot taken when it starts.
-            self._lock(cur, f[0], f[1], advance)
-            newest, mine = self._check(cur, f, advance)
-        fresh = self._insert_applied(cur, f, record.offset)
-        if not self._unfenced:
-            refused = self._verdict(f, newest, mine, advance)
+            refused = self._verdict(f, *self._checked(check, advance), advance)
             if refused is not None:
                 conn.rollback()
                 raise refused
@@ -298,18 +317,23 @@ SELECT token FROM newest""".format(ft=ft), args)
     def _batch_once(self, conn, cur, records, fences, exclusive, effect):
         res: List[Optional[Fenced]] = [None] * len(records)
         if not self._unfenced:
-            for p in sorted({(f[0], f[1]) for f in fences}):  # one order: batches never wait on each other
-                self._lock(cur, p[0], p[1], p in exclusive)
+            # BEGIN, the locks and the checks in one round trip.
+            with self._pipeline(conn):
+                for p in sorted({(f[0], f[1]) for f in fences}):  # one order: batches never wait on each other
+                    self._lock(conn, p[0], p[1], p in exclusive)
+                checks = {f: self._check(conn, f, (f[0], f[1]) in exclusive) for f in dict.fromkeys(fences)}
             verdicts: Dict[tuple, object] = {}
-            for f in dict.fromkeys(fences):
-                newest, mine = self._check(cur, f, (f[0], f[1]) in exclusive)
-                verdicts[f] = self._verdict(f, newest, mine, (f[0], f[1]) in exclusive)
+            for f, check in checks.items():
+                adv = (f[0], f[1]) in exclusive
+                verdicts[f] = self._verdict(f, *self._checked(check, adv), adv)
             advance = {(f[0], f[1]) for f, v in verdicts.items() if isinstance(v, _Advance)}
             if advance:
                 conn.rollback()
                 raise _Advance(advance | set(exclusive))
             res = [verdicts[f] for f in fences]
-        fresh = [res[i] is None and self._insert_applied(cur, f, records[i].offset) for i, f in enumerate(fences)]
+        with self._pipeline(conn):  # the applied rows in one round trip
+            inserted = [self._insert_applied(conn, f, records[i].offset) if res[i] is None else None for i, f in enumerate(fences)]
+        fresh = [c is not None and c.rowcount == 1 for c in inserted]
         for i, rec in enumerate(records):
             if fresh[i]:
                 effect(cur, rec)
