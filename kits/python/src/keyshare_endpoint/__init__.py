@@ -17,11 +17,11 @@ PostgreSQL, fenced against a member that lost its range.
 from .endpoint import DEADLINE_HEADER, DEFAULT_CONCURRENCY, Endpoint, Response, batch_endpoint, endpoint
 from .outcome import DeadlinePassed, Failed, Fenced, Outcome, Retry
 from .record import WIRE_VERSION, BadRequest, Record, UnknownVersion, decode_record, decode_request
-from .server import Server, make_server, serve
+from .server import make_server
 
 __all__ = [
     "endpoint", "batch_endpoint", "Endpoint", "Response", "Record",
     "Failed", "Fenced", "Retry", "Outcome", "DeadlinePassed",
     "decode_request", "decode_record", "BadRequest", "UnknownVersion", "WIRE_VERSION",
-    "DEADLINE_HEADER", "DEFAULT_CONCURRENCY", "Server", "make_server", "serve",
+    "DEADLINE_HEADER", "DEFAULT_CONCURRENCY", "make_server",
 ]

@@ -11,6 +11,7 @@ from typing import Callable, List, Optional, Tuple
 
 from .outcome import DeadlinePassed, Outcome, Retry, outcome_of, result_of
 from .record import BadRequest, UnknownVersion, decode_request
+from .server import make_server
 
 log = logging.getLogger("keyshare_endpoint")
 
@@ -174,9 +175,14 @@ class Endpoint:
         return out
 
     def serve(self, host: str = "127.0.0.1", port: int = 8080):
-        """Serves the endpoint until interrupted (see keyshare_endpoint.server)."""
-        from .server import serve
-        serve(self, host, port)
+        """Serves the endpoint on host:port until interrupted; make_server
+        gives the server itself, to run it on a thread of one's own."""
+        with make_server(self, host, port) as srv:
+            print("keyshare endpoint listening on http://%s:%d/" % srv.server_address[:2], flush=True)
+            try:
+                srv.serve_forever()
+            except KeyboardInterrupt:
+                pass
 
 
 def endpoint(fn=None, **options):

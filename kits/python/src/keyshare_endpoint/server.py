@@ -12,7 +12,6 @@ import socket
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from .endpoint import Endpoint
 
 
 #: Bounds on a request's head, as http.client's: a line's length, and the
@@ -160,8 +159,11 @@ class Server(ThreadingHTTPServer):
     # default; a benchmark opens 100): a backlog of 5 would drop SYNs.
     request_queue_size = 1024
 
-    def __init__(self, address, endpoint: Endpoint):
-        if not isinstance(endpoint, Endpoint):
+    def __init__(self, address, endpoint):
+        # The endpoint is anything with respond(method, headers, body), as
+        # keyshare_endpoint.Endpoint has; this module does not import it, so
+        # that the endpoint's serve can use this one.
+        if not callable(getattr(endpoint, "respond", None)):
             raise TypeError("Server(address, endpoint): want an Endpoint (a function decorated with @endpoint), got %r" % (endpoint,))
         self.endpoint = endpoint
         super().__init__(address, _Handler)
@@ -173,16 +175,7 @@ class Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-def make_server(endpoint: Endpoint, host: str = "127.0.0.1", port: int = 8080) -> Server:
+def make_server(endpoint, host: str = "127.0.0.1", port: int = 8080) -> Server:
     """A Server for endpoint on host:port (port 0: a free one, see server_address)."""
     return Server((host, port), endpoint)
 
-
-def serve(endpoint: Endpoint, host: str = "127.0.0.1", port: int = 8080):
-    """Serves endpoint on host:port until interrupted."""
-    with make_server(endpoint, host, port) as srv:
-        print("keyshare endpoint listening on http://%s:%d/" % srv.server_address[:2], flush=True)
-        try:
-            srv.serve_forever()
-        except KeyboardInterrupt:
-            pass
