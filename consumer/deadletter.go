@@ -6,6 +6,8 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/keyshare/keyshare/consumer/internal/deadletter"
 )
 
 // Dead-letter headers, written by keyshare on every dead letter. HeaderError
@@ -15,20 +17,19 @@ import (
 // ("value") or without its key, value and own headers ("key,value,headers");
 // the original stays at HeaderTopic, HeaderPartition, HeaderOffset while
 // the topic retains it. The copies are built and written by
-// consumer/internal/deadletter (deadletter_seam.go), whose names these
-// are (TestHeaderNames).
+// consumer/internal/deadletter (deadletter_seam.go): the names are its.
 const (
-	HeaderTopic     = "keyshare.topic"
-	HeaderPartition = "keyshare.partition"
-	HeaderOffset    = "keyshare.offset"
-	HeaderError     = "keyshare.error"
-	HeaderAttempts  = "keyshare.attempts"
-	HeaderDropped   = "keyshare.dropped"
+	HeaderTopic     = deadletter.HeaderTopic     // "keyshare.topic"
+	HeaderPartition = deadletter.HeaderPartition // "keyshare.partition"
+	HeaderOffset    = deadletter.HeaderOffset    // "keyshare.offset"
+	HeaderError     = deadletter.HeaderError     // "keyshare.error"
+	HeaderAttempts  = deadletter.HeaderAttempts  // "keyshare.attempts"
+	HeaderDropped   = deadletter.HeaderDropped   // "keyshare.dropped"
 	// HeaderFence is on a parked copy only: the fencing token of the
 	// range the member parked the record under (Fence.Token), by which an
 	// unpark passes over a copy that a member which had lost the range
 	// wrote late, behind the next owner's (park.go).
-	HeaderFence = "keyshare.fence"
+	HeaderFence = deadletter.HeaderFence // "keyshare.fence"
 )
 
 // RenamedHeaderPrefix goes in front of a record's own header whose name
@@ -37,7 +38,7 @@ const (
 // header of a dead letter named keyshare.* was written by keyshare: a
 // reader that takes the first header of a name cannot be handed a
 // producer's forged offset or error.
-const RenamedHeaderPrefix = "original."
+const RenamedHeaderPrefix = deadletter.RenamedHeaderPrefix // "original."
 
 // newDeadLetterProducer makes the dead-letter producer from the consumer's
 // Kafka settings: every connection and security property (SASL, TLS,
