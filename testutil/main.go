@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"testing"
 
 	"go.uber.org/goleak"
 )
@@ -49,4 +51,49 @@ func BuildCommand(pkgDir, name string, race bool) (bin string, cleanup func(), e
 		return "", nil, fmt.Errorf("go build %s: %w\n%s", pkgDir, err, out)
 	}
 	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+// Command is a command built on first use, once per test binary, so that a
+// test binary whose tests all skip builds nothing. For keyshare,
+// $KEYSHARE_BIN, when set, names a binary built beforehand and nothing is
+// built (a benchmark's reruns).
+type Command struct {
+	pkgDir, name string
+	race         bool
+
+	once    sync.Once
+	bin     string
+	cleanup func()
+	err     error
+}
+
+// BuildOnFirstUse is the command in pkgDir (relative to the calling test's
+// package) named name, built with the race detector when race is set; call
+// Remove from TestMain once the tests ran.
+func BuildOnFirstUse(pkgDir, name string, race bool) *Command {
+	return &Command{pkgDir: pkgDir, name: name, race: race}
+}
+
+// Path builds the command if it is not built yet, and fails t when the
+// build failed.
+func (c *Command) Path(t testing.TB) string {
+	t.Helper()
+	c.once.Do(func() {
+		if bin := os.Getenv("KEYSHARE_BIN"); bin != "" && c.name == "keyshare" {
+			c.bin = bin
+			return
+		}
+		c.bin, c.cleanup, c.err = BuildCommand(c.pkgDir, c.name, c.race)
+	})
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	return c.bin
+}
+
+// Remove deletes the built command, if one was built.
+func (c *Command) Remove() {
+	if c.cleanup != nil {
+		c.cleanup()
+	}
 }

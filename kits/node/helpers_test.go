@@ -27,31 +27,15 @@ func requireNode(t testing.TB) string {
 	return node
 }
 
-// built is the keyshare binary, built from ./cmd/keyshare on first use:
-// a test that skips for want of node builds nothing.
-var built struct {
-	once    sync.Once
-	bin     string
-	cleanup func()
-	err     error
-}
+// keyshare is built from ./cmd/keyshare on first use: a test that skips
+// for want of node builds nothing.
+var keyshare = testutil.BuildOnFirstUse("../../cmd/keyshare", "keyshare", raceEnabled)
 
-func keyshareBin(t testing.TB) string {
-	t.Helper()
-	built.once.Do(func() {
-		built.bin, built.cleanup, built.err = testutil.BuildKeyshare("../../cmd/keyshare", raceEnabled)
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.bin
-}
+func keyshareBin(t testing.TB) string { return keyshare.Path(t) }
 
 func TestMain(m *testing.M) {
 	code := testutil.RunTests(m)
-	if built.cleanup != nil {
-		built.cleanup()
-	}
+	keyshare.Remove()
 	os.Exit(code)
 }
 

@@ -21,28 +21,11 @@ import (
 // kitDir is this package's directory: the kit's checkout.
 var kitDir, _ = filepath.Abs(".")
 
-var build struct {
-	once    sync.Once
-	bin     string
-	cleanup func()
-	err     error
-}
-
-// keyshareBin builds ./cmd/keyshare once per test binary, or returns
+// keyshare is built from ./cmd/keyshare once per test binary, or is
 // $KEYSHARE_BIN, a keyshare built beforehand (a benchmark's reruns).
-func keyshareBin(t testing.TB) string {
-	t.Helper()
-	build.once.Do(func() {
-		if build.bin = os.Getenv("KEYSHARE_BIN"); build.bin != "" {
-			return
-		}
-		build.bin, build.cleanup, build.err = testutil.BuildKeyshare("../../cmd/keyshare", false)
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.bin
-}
+var keyshare = testutil.BuildOnFirstUse("../../cmd/keyshare", "keyshare", false)
+
+func keyshareBin(t testing.TB) string { return keyshare.Path(t) }
 
 var venv struct {
 	once   sync.Once
@@ -100,9 +83,7 @@ func kitPython(t testing.TB) string {
 
 func TestMain(m *testing.M) {
 	code := testutil.RunTests(m)
-	if build.cleanup != nil {
-		build.cleanup()
-	}
+	keyshare.Remove()
 	if venv.dir != "" {
 		os.RemoveAll(venv.dir)
 	}
