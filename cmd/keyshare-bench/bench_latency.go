@@ -118,12 +118,8 @@ func (c *benchCommand) latencyOnce(ctx context.Context, rate int) ([2]latencyRun
 // startEach tells each reader to start reading as soon as it is set up.
 func (children readerChildren) startEach() error {
 	for _, ch := range children {
-		select {
-		case <-ch.ready:
-		case err := <-ch.done:
-			return fmt.Errorf("reader exited before it was ready: %v", err)
-		case <-time.After(time.Minute):
-			return errors.New("reader not ready within a minute")
+		if err := ch.awaitReady(); err != nil {
+			return err
 		}
 		if _, err := io.WriteString(ch.stdin, "go\n"); err != nil {
 			return err

@@ -16,16 +16,24 @@ func (children readerChildren) kill() {
 	}
 }
 
+// awaitReady waits, at most a minute, until the reader is set up.
+func (ch *readerChild) awaitReady() error {
+	select {
+	case <-ch.ready:
+		return nil
+	case err := <-ch.done:
+		return fmt.Errorf("reader exited before it was ready: %v", err)
+	case <-time.After(time.Minute):
+		return errors.New("reader not ready within a minute")
+	}
+}
+
 // startTogether waits until every reader is set up, then tells them all
 // to start reading.
 func (children readerChildren) startTogether() error {
 	for _, ch := range children {
-		select {
-		case <-ch.ready:
-		case err := <-ch.done:
-			return fmt.Errorf("reader exited before it was ready: %v", err)
-		case <-time.After(time.Minute):
-			return errors.New("reader not ready within a minute")
+		if err := ch.awaitReady(); err != nil {
+			return err
 		}
 	}
 	for _, ch := range children {
