@@ -1,13 +1,11 @@
 package admin_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -151,7 +149,7 @@ func TestReplayOfDeletedRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var logs syncBuffer
+	var logs testutil.Buffer
 	var replayed handledLog
 	startMember(t, e.Endpoints, k.Brokers, "m2", func(_ context.Context, m *kafka.Message) error {
 		replayed.add(m)
@@ -187,25 +185,6 @@ func TestReplayOfDeletedRecords(t *testing.T) {
 	if _, err := g.CancelKeyOp(t.Context(), q); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer that a logger may write from several
-// goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestReplayAfterRangeMoved: a key is replayed on a member that has just

@@ -270,25 +270,6 @@ func TestLeavingTakesNoRevokeBack(t *testing.T) {
 	testutil.WaitFor(t, "the range released", 20*time.Second, func() bool { return r.stored().Record.State == schema.StateReleased })
 }
 
-// lockedBuffer is a strings.Builder a logger may write from several
-// goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestDrainSaysWhatItWaitsFor: a revoked range's record runs on (a
 // handler waiting out a stuck key or a down endpoint). A second into its
 // drain, the member says once which range it drains, how many records
@@ -298,7 +279,7 @@ func TestDrainSaysWhatItWaitsFor(t *testing.T) {
 	testutil.ParallelOnKfake(t)
 	started := make(chan struct{})
 	var once sync.Once
-	var logs lockedBuffer
+	var logs testutil.Buffer
 	r := newRigWith(t, func(ctx context.Context, m *kafka.Message) error {
 		once.Do(func() { close(started) })
 		<-ctx.Done()

@@ -21,7 +21,7 @@ import (
 // an hour away), and the member says so once.
 func TestLargeEntryFlushedEarly(t *testing.T) {
 	cl, k := newCluster(t, map[string]int32{"big": 1})
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	cl.mutate = func(cfg *consumer.Config) {
 		cfg.FlushInterval = time.Hour
 		cfg.FlushEntryBytes = 1 << 10

@@ -1,11 +1,9 @@
 package consumer_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -422,7 +420,7 @@ func TestRefusedWhilePlainGroupIsLive(t *testing.T) {
 // goes on committing once the plain member has gone.
 func TestPlainGroupJoiningLaterIsNamed(t *testing.T) {
 	cl, k := newCluster(t, map[string]int32{"orders": 1})
-	var logs syncBuffer
+	var logs testutil.Buffer
 	cl.mutate = func(c *consumer.Config) {
 		c.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
 	}
@@ -463,22 +461,4 @@ func TestPlainGroupJoiningLaterIsNamed(t *testing.T) {
 	if dups := h.check(append(first, more...)); dups != 0 {
 		t.Fatalf("%d duplicates", dups)
 	}
-}
-
-// syncBuffer is a bytes.Buffer that many goroutines may write.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

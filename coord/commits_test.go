@@ -372,7 +372,7 @@ func TestCommitLateCommitAfterReset(t *testing.T) {
 // records between run again), and the warning says that etcd's state is
 // older than Kafka's rather than blaming a reset.
 func TestCommitEtcdBehindKafka(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	r := newCommitRig(t, 1, 128, hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info}))
 	r.setMarks(func(int32) int64 { return 50 })
 	rounds := r.run()
@@ -401,7 +401,7 @@ func TestCommitEtcdBehindKafka(t *testing.T) {
 // one below. keyshare's record wins both, and the warning says what Kafka
 // held, what etcd holds, and which command resets a keyshare group.
 func TestCommitOffsetSetOutsideKeyshare(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	r := newCommitRig(t, 2, 128, hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info}))
 	r.setMarks(func(int32) int64 { return 10 })
 	rounds := r.run()
@@ -469,7 +469,7 @@ func TestCommitSlowBroker(t *testing.T) {
 // exist. The leader never commits it to Kafka; it says so once and writes
 // the record again from the ledger's safe watermark.
 func TestCommitRecordAboveLogEnd(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	r := newCommitRig(t, 1, 128, hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info}))
 	r.setMarks(func(int32) int64 { return 300 })
 	rounds := r.run()

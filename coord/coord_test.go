@@ -1,7 +1,6 @@
 package coord_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -441,7 +440,7 @@ func TestMalformedAssignmentRepaired(t *testing.T) {
 	cli, e := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": 2}
 	cfg := testConfig(t, "a", counts)
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info})
 	join(t, e.Endpoints, cfg)
 	waitFor(t, "assigned", 30*time.Second, func() bool { return settled(snapshot(t, cli)) })
@@ -463,24 +462,6 @@ func TestMalformedAssignmentRepaired(t *testing.T) {
 		return len(snap.Problems) == 0 && settled(snap) && snap.Generation.Generation > genBefore
 	})
 	checkCoverage(t, snapshot(t, cli), counts)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // testLogWriter passes log lines to t.Log.

@@ -61,7 +61,7 @@ func TestMissingTopicDoesNotFreezeOthers(t *testing.T) {
 		}
 		return out, nil
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	start := func(id string) *coord.Session {
 		cfg := testConfig(t, id, counts)
 		cfg.Partitions = source

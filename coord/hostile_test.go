@@ -33,7 +33,7 @@ func TestMemberIDWithSlashLeftOut(t *testing.T) {
 	if _, err := cli.Put(t.Context(), "/keyshare/g/members/a/b", bad, clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	cfg := testConfig(t, "m", counts)
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info})
 	join(t, e.Endpoints, cfg)
@@ -72,7 +72,7 @@ func TestLeaselessElectionKeyDeleted(t *testing.T) {
 	if view.Leader != "" || len(view.Problems) != 1 || !strings.Contains(view.Problems[0].Error(), "election key without a lease") {
 		t.Fatalf("status before any member: leader %q, problems %v; want no leader and the key named as a problem", view.Leader, view.Problems)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	cfg := testConfig(t, "m", counts)
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info})
 	s, _ := join(t, e.Endpoints, cfg)

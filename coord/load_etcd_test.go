@@ -231,7 +231,7 @@ func TestLoadMovesSplitPoints(t *testing.T) {
 func TestBadLoadReportsMoveNothing(t *testing.T) {
 	cli, e := testutil.StartEtcd(t)
 	counts := map[string]int32{"t": 1}
-	logs := &syncBuffer{}
+	logs := &testutil.Buffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(logs, testLogWriter{t}), Level: hclog.Info})
 	var sessions []*coord.Session
 	for _, id := range []string{"a", "b"} {

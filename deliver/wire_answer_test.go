@@ -2,7 +2,6 @@ package deliver
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/keyshare/keyshare/testutil"
 )
 
 // TestCapitalisedResultsFail: over a real socket, an endpoint that writes
@@ -59,7 +60,7 @@ func TestCutAnswerSentAgain(t *testing.T) {
 			answers := []string{tc.cut,
 				"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n" + whole}
 			addr, requests := serveRaw(t, answers)
-			var log lockedBuffer
+			var log testutil.Buffer
 			ep, err := New(Config{URL: "http://" + addr + "/records", MemberID: "m-1", Timeout: 2 * time.Second,
 				Backoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond,
 				Logger: hclog.New(&hclog.LoggerOptions{Output: &log, Level: hclog.Debug})})
@@ -112,23 +113,4 @@ func serveRaw(t *testing.T, answers []string) (addr string, requests *atomic.Int
 		}
 	}()
 	return ln.Addr().String(), requests
-}
-
-// lockedBuffer is a log's output that the test reads while the endpoint
-// writes it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

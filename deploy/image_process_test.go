@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,33 +19,16 @@ import (
 // process is keyshare running in the image's file set, its output kept.
 type process struct {
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *testutil.Buffer
 	done chan struct{}
 	err  error // Wait's, once done is closed
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startInImage starts the image's entrypoint with args; the test's end
 // kills it if it still runs.
 func startInImage(t *testing.T, img *image, env []string, args []string) *process {
 	t.Helper()
-	p := &process{cmd: img.command(env, args...), out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &process{cmd: img.command(env, args...), out: &testutil.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

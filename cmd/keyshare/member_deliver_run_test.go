@@ -151,9 +151,9 @@ func (e *pyEndpoint) lines(t *testing.T) []applied {
 
 // startDeliveringMember runs `keyshare member --deliver` with args; its
 // output goes to the log it returns.
-func startDeliveringMember(t *testing.T, args ...string) (*exec.Cmd, *lockedBuffer) {
+func startDeliveringMember(t *testing.T, args ...string) (*exec.Cmd, *testutil.Buffer) {
 	t.Helper()
-	var log lockedBuffer
+	var log testutil.Buffer
 	cmd := exec.Command(bin, append([]string{"member"}, args...)...)
 	cmd.Env = flagFreeEnv()
 	cmd.Stdout, cmd.Stderr = &log, &log

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,24 +12,6 @@ import (
 	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/testutil"
 )
-
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestMemberLeavesWithClosedLogPipe: `keyshare member ... | tee log`, then
 // Ctrl-C: tee dies first and the member's stderr is a pipe nobody reads.
@@ -60,13 +40,13 @@ func TestMemberLeavesWithClosedLogPipe(t *testing.T) {
 	}
 	w.Close() // a holds the only write end
 	t.Cleanup(func() { _ = a.Process.Kill(); _ = a.Wait() })
-	var alog lockedBuffer
+	var alog testutil.Buffer
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
 		_, _ = io.Copy(&alog, r)
 	}()
-	var blog lockedBuffer
+	var blog testutil.Buffer
 	b := member("b", "orders", &blog)
 	if err := b.Start(); err != nil {
 		t.Fatal(err)

@@ -5,13 +5,11 @@ package nodekit_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/keyshare/keyshare/testutil"
@@ -43,7 +41,7 @@ func TestMain(m *testing.M) {
 type nodeEndpoint struct {
 	url string
 	cmd *exec.Cmd
-	out *lockedBuffer // what it printed after its first line
+	out *testutil.Buffer // what it printed after its first line
 }
 
 // startNodeEndpoint runs `node testdata/SCRIPT args...`, waits for its
@@ -56,7 +54,7 @@ func startNodeEndpoint(t testing.TB, script string, args ...string) *nodeEndpoin
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &lockedBuffer{}
+	out := &testutil.Buffer{}
 	cmd.Stderr = out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -76,7 +74,7 @@ func startNodeEndpoint(t testing.TB, script string, args ...string) *nodeEndpoin
 		_ = cmd.Wait()
 		t.Fatalf("node testdata/%s did not start (%v): %q\n%s", script, err, line, out.String())
 	}
-	go func() { _, _ = out.ReadFrom(lines) }()
+	go copyLines(out, lines)
 	return &nodeEndpoint{url: "http://127.0.0.1:" + port + "/", cmd: cmd, out: out}
 }
 
@@ -84,7 +82,7 @@ func startNodeEndpoint(t testing.TB, script string, args ...string) *nodeEndpoin
 // interrupts it (a graceful leave); its output is logged if t failed.
 func startMember(t testing.TB, args ...string) *exec.Cmd {
 	t.Helper()
-	var log lockedBuffer
+	var log testutil.Buffer
 	cmd := exec.Command(keyshareBin(t), append([]string{"member"}, args...)...)
 	cmd.Env = envWithout("KEYSHARE_")
 	cmd.Stdout, cmd.Stderr = &log, &log
@@ -144,36 +142,16 @@ func owners(t testing.TB, etcd, group string) map[string]bool {
 	return got
 }
 
-// lockedBuffer is a bytes.Buffer written by a process's output copier
-// and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// ReadFrom copies r into the buffer, a line at a time, until r ends.
-func (l *lockedBuffer) ReadFrom(r *bufio.Reader) (int64, error) {
-	var n int64
+// copyLines copies r into out a line at a time, until r ends, so that the
+// test never reads half a line.
+func copyLines(out *testutil.Buffer, r *bufio.Reader) {
 	for {
 		line, err := r.ReadString('\n')
 		if line != "" {
-			m, _ := l.Write([]byte(line))
-			n += int64(m)
+			_, _ = out.Write([]byte(line))
 		}
 		if err != nil {
-			return n, err
+			return
 		}
 	}
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
