@@ -23,7 +23,7 @@ func (p *pipeline) fetchLoop() error {
 				return err
 			}
 		case a := <-p.reread:
-			if err := p.reconcile(a); err != nil {
+			if err := p.applyReread(a); err != nil {
 				return err
 			}
 		case ans := <-p.startsCh:

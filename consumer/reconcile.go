@@ -155,6 +155,33 @@ func (p *pipeline) retryLater() {
 	})
 }
 
+// applyReread applies assignment a, read again by rereadLoop, if it is
+// newer than the one applied last; else it applies that one again.
+//
+// The watch's updates come in the order the view published them, but a
+// reread comes on its own channel, and can arrive after updates published
+// later at the same revision: the view publishes a release the member has
+// just made (and a new generation) at the revision it already had, until
+// its watch brings the release. Such a reread can still list the released
+// range as revoking, with the ledger entry read before its drain; applied
+// after the release's update, it would take the range up again from that
+// entry, and a hand-back would then run again what the release recorded
+// as done. The latest assignment applied again still does what the reread
+// was asked for: the start offsets it needs are read again (retryLater),
+// and a drain waiting on a fenced write is woken.
+func (p *pipeline) applyReread(a schema.Assignment) error {
+	p.mu.Lock()
+	stale := a.Rev <= p.mu.rev
+	if stale {
+		p.mu.gen = max(p.mu.gen, a.Generation)
+	}
+	p.mu.Unlock()
+	if stale {
+		a = p.latest
+	}
+	return p.reconcile(a)
+}
+
 // rereadLoop reads the member's assignment again whenever something asks
 // (p.resync: a fenced flush, a start offset to read again) and hands it
 // to the fetch loop on p.reread. The read waits for etcd (up to 2 s for
