@@ -53,13 +53,13 @@ test:
 	$(GO) test $(MODEL_TESTFLAGS) -run Model ./coord/
 
 # The second tier: the devcluster and testutil checks, the consumer
-# integration tests, the PostgreSQL sink's end to end, the CLI end to end
+# integration tests, the PostgreSQL sink's end to end, the keyed state's counts, the CLI end to end
 # and the short fault-matrix rows
 # against Apache Kafka (devcluster.ApacheKafkaVersion, KRaft, one JVM per
 # test binary; a cluster per chaos row). Needs java 17+; mvn fetches the
 # broker's jars from Maven Central once (docs/compatibility.md).
 test-kafka:
-	KEYSHARE_KAFKA=apache $(GO) test $(KAFKA_TESTFLAGS) ./internal/devcluster/ ./testutil/ ./consumer/ ./admin/ ./pgsink/ ./cmd/keyshare/
+	KEYSHARE_KAFKA=apache $(GO) test $(KAFKA_TESTFLAGS) ./internal/devcluster/ ./testutil/ ./consumer/ ./admin/ ./pgsink/ ./statestore/ ./cmd/keyshare/
 	KEYSHARE_KAFKA=apache $(GO) test $(KAFKA_TESTFLAGS) -run TestFaultMatrix ./chaos/
 
 demo: build

@@ -1,0 +1,187 @@
+package statestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/consumer"
+	"github.com/keyshare/keyshare/keystate"
+)
+
+// The changelog's Kafka side: the producer that appends changes, and the
+// topics it appends to.
+
+// deliveryTimeout bounds one append (librdkafka's message.timeout.ms,
+// unless the user's Kafka settings give one): a record whose append has
+// not been acknowledged by then fails, and is run again. It is short next
+// to librdkafka's default of 5 minutes because an append still on its way
+// after its range moved is a late write the range's next owner must
+// repair (docs/state.md).
+const deliveryTimeout = 30 * time.Second
+
+// newAppender makes the changelog producer from the user's Kafka settings:
+// idempotent with acks=all, so that appends of one partition land in the
+// order they were sent and none is written twice by the producer's own
+// retries, and with a short linger, so that the appends of keys handled in
+// parallel share a request instead of taking a round trip each.
+func newAppender(user kafka.ConfigMap) (*kafka.Producer, error) {
+	pm := consumer.ProducerConfig(user)
+	pm["acks"] = "all"
+	pm["enable.idempotence"] = true
+	if _, ok := pm["linger.ms"]; !ok {
+		pm["linger.ms"] = 2
+	}
+	if _, ok := pm["message.timeout.ms"]; !ok {
+		pm["message.timeout.ms"] = int(deliveryTimeout / time.Millisecond)
+	}
+	p, err := kafka.NewProducer(&pm)
+	if err != nil {
+		return nil, fmt.Errorf("statestore: create the changelog producer: %w", err)
+	}
+	go func() {
+		for range p.Events() { // every append has its own delivery channel
+		}
+	}()
+	return p, nil
+}
+
+// appendEntry appends e to partition of changelog topic and waits for its
+// acknowledgement, or for ctx. Once ctx ends the append may still land;
+// inFlight counts it until its report comes, so that a restore on this
+// member of a range it overlaps can wait for it.
+func appendEntry(ctx context.Context, p *kafka.Producer, topic string, partition int32, e keystate.Entry, inFlight *sync.WaitGroup) error {
+	m := &kafka.Message{
+		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
+		Key:            e.Key,
+		Value:          e.Value, // nil: a tombstone
+	}
+	if !e.Deleted && m.Value == nil {
+		m.Value = []byte{}
+	}
+	for _, h := range keystate.Headers(e) {
+		m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
+	}
+	report := make(chan kafka.Event, 1)
+	inFlight.Add(1)
+	if err := p.Produce(m, report); err != nil {
+		inFlight.Done()
+		return fmt.Errorf("statestore: append the state of key %s to %s/%d: %w", strconv.Quote(string(e.Key)), topic, partition, err)
+	}
+	select {
+	case ev := <-report:
+		inFlight.Done()
+		if d, ok := ev.(*kafka.Message); ok && d.TopicPartition.Error != nil {
+			return fmt.Errorf("statestore: append the state of key %s to %s/%d: %w", strconv.Quote(string(e.Key)), topic, partition, d.TopicPartition.Error)
+		}
+		return nil
+	case <-ctx.Done():
+		go func() {
+			<-report
+			inFlight.Done()
+		}()
+		return ctx.Err()
+	}
+}
+
+// ensureChangelogs makes sure every input topic's changelog exists with
+// the input's partition count, creating the missing ones compacted, and
+// refuses one with another partition count or that is not compacted.
+func (s *Store) ensureChangelogs(ctx context.Context) error {
+	a, err := kafka.NewAdminClientFromProducer(s.producer)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	names := slices.Clone(s.cfg.Topics)
+	for _, t := range s.cfg.Topics {
+		names = append(names, s.changelog[t])
+	}
+	counts, err := partitionCounts(ctx, a, names)
+	if err != nil {
+		return err
+	}
+	var create []kafka.TopicSpecification
+	for _, t := range s.cfg.Topics {
+		cl, n := s.changelog[t], counts[t]
+		switch have := counts[cl]; {
+		case n == 0:
+			return fmt.Errorf("statestore: topic %q does not exist: create it, or fix Config.Topics", t)
+		case have == 0:
+			rf := s.cfg.ReplicationFactor
+			if rf == 0 {
+				rf = -1 // the broker's default.replication.factor
+			}
+			create = append(create, kafka.TopicSpecification{Topic: cl, NumPartitions: int(n), ReplicationFactor: rf, Config: map[string]string{
+				"cleanup.policy":        "compact",
+				"min.compaction.lag.ms": strconv.FormatInt(s.cfg.MinCompactionLag.Milliseconds(), 10),
+			}})
+		case have != n:
+			return fmt.Errorf("statestore: changelog %q has %d partitions and its topic %q has %d: a key's state lives in the changelog partition of its record's number; give the changelog %d partitions, or name another (Config.Changelog)", cl, have, t, n, n)
+		default:
+			if err := checkCompacted(ctx, a, cl); err != nil {
+				return err
+			}
+		}
+	}
+	if len(create) == 0 {
+		return nil
+	}
+	res, err := a.CreateTopics(ctx, create)
+	if err != nil {
+		return fmt.Errorf("statestore: create changelog topics: %w", err)
+	}
+	for _, r := range res {
+		if c := r.Error.Code(); c != kafka.ErrNoError && c != kafka.ErrTopicAlreadyExists {
+			return fmt.Errorf("statestore: create changelog %q: %w", r.Topic, r.Error)
+		}
+		s.log.Info("created changelog topic", "topic", r.Topic)
+	}
+	return nil
+}
+
+// partitionCounts reads the partition counts of topics; a topic that does
+// not exist is left out.
+func partitionCounts(ctx context.Context, a *kafka.AdminClient, topics []string) (map[string]int32, error) {
+	names := slices.Compact(slices.Sorted(slices.Values(topics)))
+	res, err := a.DescribeTopics(ctx, kafka.NewTopicCollectionOfTopicNames(names))
+	if err != nil {
+		return nil, fmt.Errorf("statestore: describe topics %v: %w", names, err)
+	}
+	out := make(map[string]int32)
+	for _, d := range res.TopicDescriptions {
+		switch d.Error.Code() {
+		case kafka.ErrNoError:
+			out[d.Name] = int32(len(d.Partitions))
+		case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic:
+		default:
+			return nil, fmt.Errorf("statestore: describe topic %q: %w", d.Name, d.Error)
+		}
+	}
+	return out, nil
+}
+
+// checkCompacted refuses a changelog whose cleanup.policy does not compact:
+// deleting by age would drop the state of every key not changed within
+// the retention time.
+func checkCompacted(ctx context.Context, a *kafka.AdminClient, topic string) error {
+	res, err := a.DescribeConfigs(ctx, []kafka.ConfigResource{{Type: kafka.ResourceTopic, Name: topic}})
+	if err != nil {
+		return fmt.Errorf("statestore: read the settings of changelog %q: %w", topic, err)
+	}
+	if len(res) != 1 {
+		return errors.New("statestore: DescribeConfigs answered for no topic")
+	}
+	policy := res[0].Config["cleanup.policy"].Value
+	if !slices.Contains(strings.Split(policy, ","), "compact") {
+		return fmt.Errorf("statestore: changelog %q has cleanup.policy %q: it must be compact, or keys not changed within its retention lose their state; set it with kafka-configs --alter --add-config cleanup.policy=compact", topic, policy)
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package statestore
+
+import (
+	"sync"
+
+	"github.com/keyshare/keyshare/keystate"
+	"github.com/keyshare/keyshare/ledger"
+)
+
+// A grant is one hash range of one partition as the member holds it under
+// one fencing token, with the range's state. A record of the range under
+// a token the member has no grant for (the range just taken over, split,
+// merged, or taken back after another member held it) makes a new grant,
+// which restores the range's state from the changelog before any of its
+// records runs; the member's older grants that overlap it are dropped.
+type grant struct {
+	topic     string
+	partition int32
+	rng       ledger.HashRange
+	token     int64
+
+	ready chan struct{} // closed once restored, or failed (err)
+	err   error         // set before ready is closed
+
+	mu    sync.Mutex // guards table
+	table *keystate.Table
+
+	// appends counts this grant's changes on their way to the
+	// changelog: a restore of an overlapping range on this member waits
+	// for them, so it reads every change this member made.
+	appends sync.WaitGroup
+
+	progress restoreProgress
+
+	// given: the member gave the grant up (a failed restore or append,
+	// or a newer grant overlapping it); guarded by the Store's mutex. A
+	// grant given up stays listed until a new grant replaces it, so
+	// that the new one's restore waits for its appends.
+	given bool
+}
+
+// partitionKey names a topic's partition.
+type partitionKey struct {
+	topic     string
+	partition int32
+}
+
+// grants holds a member's grants by partition. It is guarded by the
+// Store's mutex.
+type grants map[partitionKey][]*grant
+
+// find returns the grant of range r under token, if the member has it.
+func (gs grants) find(pk partitionKey, r ledger.HashRange, token int64) *grant {
+	for _, g := range gs[pk] {
+		if g.rng == r && g.token == token && !g.given {
+			return g
+		}
+	}
+	return nil
+}
+
+// superseded reports whether a grant of the member that overlaps r has a
+// token above token: a record dispatched under token belongs to a range
+// this member held before and holds again under a newer grant, or lost.
+func (gs grants) superseded(pk partitionKey, r ledger.HashRange, token int64) bool {
+	for _, g := range gs[pk] {
+		if g.token > token && !g.rng.Intersect(r).Empty() {
+			return true
+		}
+	}
+	return false
+}
+
+// replace adds g to the member's grants, and drops and returns those it
+// overlaps.
+func (gs grants) replace(g *grant) (dropped []*grant) {
+	pk := partitionKey{g.topic, g.partition}
+	kept := gs[pk][:0]
+	for _, o := range gs[pk] {
+		if !o.rng.Intersect(g.rng).Empty() {
+			dropped = append(dropped, o)
+		} else {
+			kept = append(kept, o)
+		}
+	}
+	gs[pk] = append(kept, g)
+	return dropped
+}

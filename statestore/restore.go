@@ -1,0 +1,149 @@
+package statestore
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/keystate"
+)
+
+// Restoring a range: reading its changelog partition from the start to
+// the end offset read when the restore began.
+
+// restoreProgress is how far a grant's restore has read, for Status.
+type restoreProgress struct {
+	started time.Time
+	end     atomic.Int64 // the partition's end offset when it began; -1 until read
+	next    atomic.Int64 // the next offset to read
+	kept    atomic.Int64 // keys of the range kept so far
+	done    atomic.Bool
+}
+
+// restore builds g's table: it waits for the appends still on their way
+// under the grants g replaced, reads g's changelog partition, keeps per
+// key the entry the restore rule picks, appends the repairs the rule
+// asks for, and then makes g ready.
+func (s *Store) restore(ctx context.Context, g *grant, replaced []*grant) {
+	err := s.restoreTable(ctx, g, replaced)
+	var keys int
+	var bytes int64
+	if err == nil {
+		keys, bytes = g.table.Len(), g.table.Bytes() // before the range's records may change it
+	}
+	g.err = err
+	g.progress.done.Store(true)
+	close(g.ready)
+	if err != nil {
+		s.giveUp(g) // the next record of the range tries again
+		s.log.Error("restore of a range's state failed; its records wait and try again", "topic", g.topic, "partition", g.partition, "range", g.rng.String(), "error", err)
+		return
+	}
+	s.restores.Add(1)
+	s.log.Info("range state restored", "topic", g.topic, "partition", g.partition, "range", g.rng.String(), "token", g.token,
+		"keys", keys, "bytes", bytes, "read_to", g.progress.end.Load(), "took", time.Since(g.progress.started).Round(time.Millisecond))
+}
+
+func (s *Store) restoreTable(ctx context.Context, g *grant, replaced []*grant) error {
+	for _, o := range replaced {
+		o.appends.Wait()
+	}
+	rs, err := keystate.NewRestore(g.rng, s.cfg.Table)
+	if err != nil {
+		return err
+	}
+	cl := s.changelog[g.topic]
+	if err := s.readChangelog(ctx, cl, g.partition, &g.progress, func(e keystate.Entry) error {
+		if err := rs.Add(e); err != nil {
+			return err
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	table, repairs := rs.Table(g.token)
+	g.progress.kept.Store(int64(table.Len()))
+	for _, e := range repairs {
+		if err := appendEntry(ctx, s.producer, cl, g.partition, e, &g.appends); err != nil {
+			return fmt.Errorf("statestore: append a repair of range %s of %s/%d: %w", g.rng, g.topic, g.partition, err)
+		}
+	}
+	g.table = table
+	return nil
+}
+
+// readChangelog passes each entry of partition of changelog topic, from
+// its start to the end offset read first, to add in order.
+func (s *Store) readChangelog(ctx context.Context, topic string, partition int32, pr *restoreProgress, add func(keystate.Entry) error) error {
+	c, err := kafka.NewConsumer(s.readerConfig())
+	if err != nil {
+		return fmt.Errorf("statestore: create the changelog reader: %w", err)
+	}
+	defer c.Close()
+	lo, hi, err := c.QueryWatermarkOffsets(topic, partition, int(time.Minute/time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("statestore: read the end offset of changelog %s/%d: %w", topic, partition, err)
+	}
+	pr.end.Store(hi)
+	pr.next.Store(lo)
+	if hi <= lo {
+		return nil
+	}
+	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: partition, Offset: kafka.Offset(lo)}}); err != nil {
+		return fmt.Errorf("statestore: read changelog %s/%d: %w", topic, partition, err)
+	}
+	for pr.next.Load() < hi {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		switch ev := c.Poll(100).(type) {
+		case *kafka.Message:
+			if ev.TopicPartition.Error != nil {
+				return fmt.Errorf("statestore: read changelog %s/%d: %w", topic, partition, ev.TopicPartition.Error)
+			}
+			e, err := keystate.Decode(ev.Key, ev.Value, ev.Value == nil, headersOf(ev))
+			if err != nil {
+				return fmt.Errorf("statestore: changelog %s/%d offset %d: %w", topic, partition, ev.TopicPartition.Offset, err)
+			}
+			if err := add(e); err != nil {
+				return err
+			}
+			pr.next.Store(int64(ev.TopicPartition.Offset) + 1)
+		case kafka.PartitionEOF:
+			pr.next.Store(max(pr.next.Load(), int64(ev.Offset)))
+		case kafka.Error:
+			if ev.IsFatal() {
+				return fmt.Errorf("statestore: read changelog %s/%d: %w", topic, partition, ev)
+			}
+			s.log.Debug("changelog reader", "error", ev)
+		}
+	}
+	return nil
+}
+
+// readerConfig is the changelog reader's: the user's connection and
+// security settings, no group (it assigns its partition and commits
+// nothing), and the end of the partition reported.
+func (s *Store) readerConfig() *kafka.ConfigMap {
+	cm := kafka.ConfigMap{}
+	for k, v := range s.cfg.Kafka {
+		cm[k] = v
+	}
+	cm["group.id"] = "keyshare-statestore-restore" // required by the client; never joined
+	cm["enable.auto.commit"] = false
+	cm["enable.auto.offset.store"] = false
+	cm["enable.partition.eof"] = true
+	cm["auto.offset.reset"] = "earliest"
+	return &cm
+}
+
+func headersOf(m *kafka.Message) []keystate.Header {
+	hs := make([]keystate.Header, len(m.Headers))
+	for i, h := range m.Headers {
+		hs[i] = keystate.Header{Key: h.Key, Value: h.Value}
+	}
+	return hs
+}
