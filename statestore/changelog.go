@@ -54,10 +54,27 @@ func newAppender(user kafka.ConfigMap) (*kafka.Producer, error) {
 }
 
 // appendEntry appends e to partition of changelog topic and waits for its
-// acknowledgement, or for ctx. Once ctx ends the append may still land;
-// inFlight counts it until its report comes, so that a restore on this
-// member of a range it overlaps can wait for it.
+// acknowledgement, or for ctx.
 func appendEntry(ctx context.Context, p *kafka.Producer, topic string, partition int32, e keystate.Entry, inFlight *sync.WaitGroup) error {
+	a, err := sendEntry(p, topic, partition, e, inFlight)
+	if err != nil {
+		return err
+	}
+	return a.wait(ctx)
+}
+
+// pendingAppend is an append sent and not yet answered.
+type pendingAppend struct {
+	what     string // the key and the partition, for errors
+	report   chan kafka.Event
+	inFlight *sync.WaitGroup
+}
+
+// sendEntry hands e to the producer for partition of changelog topic.
+// inFlight counts the append until its report comes, even if no one
+// waits for it, so that a restore on this member of a range it overlaps
+// can wait for it.
+func sendEntry(p *kafka.Producer, topic string, partition int32, e keystate.Entry, inFlight *sync.WaitGroup) (*pendingAppend, error) {
 	m := &kafka.Message{
 		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
 		Key:            e.Key,
@@ -69,23 +86,29 @@ func appendEntry(ctx context.Context, p *kafka.Producer, topic string, partition
 	for _, h := range keystate.Headers(e) {
 		m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
 	}
-	report := make(chan kafka.Event, 1)
+	a := &pendingAppend{what: fmt.Sprintf("the state of key %s to %s/%d", strconv.Quote(string(e.Key)), topic, partition), report: make(chan kafka.Event, 1), inFlight: inFlight}
 	inFlight.Add(1)
-	if err := p.Produce(m, report); err != nil {
+	if err := p.Produce(m, a.report); err != nil {
 		inFlight.Done()
-		return fmt.Errorf("statestore: append the state of key %s to %s/%d: %w", strconv.Quote(string(e.Key)), topic, partition, err)
+		return nil, fmt.Errorf("statestore: append %s: %w", a.what, err)
 	}
+	return a, nil
+}
+
+// wait waits for a's acknowledgement, or for ctx: once ctx ends the
+// append may still land, and stays counted until its report comes.
+func (a *pendingAppend) wait(ctx context.Context) error {
 	select {
-	case ev := <-report:
-		inFlight.Done()
+	case ev := <-a.report:
+		a.inFlight.Done()
 		if d, ok := ev.(*kafka.Message); ok && d.TopicPartition.Error != nil {
-			return fmt.Errorf("statestore: append the state of key %s to %s/%d: %w", strconv.Quote(string(e.Key)), topic, partition, d.TopicPartition.Error)
+			return fmt.Errorf("statestore: append %s: %w", a.what, d.TopicPartition.Error)
 		}
 		return nil
 	case <-ctx.Done():
 		go func() {
-			<-report
-			inFlight.Done()
+			<-a.report
+			a.inFlight.Done()
 		}()
 		return ctx.Err()
 	}

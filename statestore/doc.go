@@ -7,7 +7,7 @@
 //
 //	store, err := statestore.New(ctx, statestore.Config{Group: "g", Topics: []string{"orders"}, Kafka: kafkaCfg})
 //	cfg.Handler = store.Handler(func(ctx context.Context, m *kafka.Message) error {
-//		k := statestore.KeyOf(ctx)
+//		k := statestore.KeyOf(ctx, m)
 //		n, _ := k.Get()
 //		k.Put(increment(n))
 //		return nil

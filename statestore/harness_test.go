@@ -2,6 +2,7 @@ package statestore
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -50,6 +51,20 @@ type member struct {
 // changes its consumer settings.
 func (g *group) start(id string, h consumer.Handler, mutate func(*consumer.Config)) *member {
 	g.t.Helper()
+	return g.run(id, func(s *Store, c *consumer.Config) { c.Handler = s.Handler(h) }, mutate)
+}
+
+// startBatch runs member id with batch handler h wrapped by its own Store.
+func (g *group) startBatch(id string, h consumer.BatchHandler) *member {
+	g.t.Helper()
+	return g.run(id, func(s *Store, c *consumer.Config) {
+		c.BatchHandler = s.BatchHandler(h)
+		c.MaxBatchSize = 50
+	}, nil)
+}
+
+func (g *group) run(id string, handle func(*Store, *consumer.Config), mutate func(*consumer.Config)) *member {
+	g.t.Helper()
 	store, err := New(g.t.Context(), Config{Group: g.name, Topics: []string{g.topic}, Kafka: g.kafka(), Logger: testutil.Logger(g.t).Named(id)})
 	if err != nil {
 		g.t.Fatal(err)
@@ -57,7 +72,7 @@ func (g *group) start(id string, h consumer.Handler, mutate func(*consumer.Confi
 	cfg := consumer.DefaultConfig()
 	cfg.Group, cfg.Topics, cfg.MemberID = g.name, []string{g.topic}, id
 	cfg.Kafka = g.kafka()
-	cfg.Handler = store.Handler(h)
+	handle(store, &cfg)
 	cfg.SessionTTL = 2 * time.Second
 	cfg.DrainTimeout = 10 * time.Second
 	cfg.FlushInterval = 100 * time.Millisecond
@@ -98,7 +113,10 @@ func (m *member) stop(t *testing.T) {
 // count is the aggregation under test: each record adds one to its key's
 // count, kept as a decimal string.
 func count(ctx context.Context, m *kafka.Message) error {
-	k := KeyOf(ctx)
+	k := KeyOf(ctx, m)
+	if k == nil {
+		return errNoKey
+	}
 	n := 0
 	if v, ok := k.Get(); ok {
 		var err error
@@ -109,6 +127,8 @@ func count(ctx context.Context, m *kafka.Message) error {
 	k.Put([]byte(strconv.Itoa(n + 1)))
 	return nil
 }
+
+var errNoKey = errors.New("count: KeyOf found no state for the record")
 
 // counts reads the group's changelog as a restore of every range would,
 // and returns each key's count.

@@ -2,7 +2,6 @@ package statestore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/keyshare/keyshare/consumer"
-	"github.com/keyshare/keyshare/keystate"
 	"github.com/keyshare/keyshare/ledger"
 )
 
@@ -73,94 +71,6 @@ func (s *Store) Close() {
 // Changelog returns the changelog topic of input topic, or "" for a topic
 // the Store was not configured with.
 func (s *Store) Changelog(topic string) string { return s.changelog[topic] }
-
-// Handler returns h with its record's key state: h finds it with KeyOf.
-// A record whose key has applied it already (its offset at or below the
-// key's applied offset) is done without calling h. When h returns nil
-// having changed the state, the change is appended to the changelog, and
-// the record is done once the append is acknowledged. The first record of
-// a range the member holds under a new fencing token waits until the
-// range's state is restored.
-func (s *Store) Handler(h consumer.Handler) consumer.Handler {
-	return func(ctx context.Context, m *kafka.Message) error {
-		return s.handle(ctx, m, h)
-	}
-}
-
-func (s *Store) handle(ctx context.Context, m *kafka.Message, h consumer.Handler) error {
-	f, ok := consumer.FenceOf(ctx, m)
-	if !ok {
-		return errors.New("statestore: the handler was called without a keyshare record's context: use the Handler as consumer.Config.Handler")
-	}
-	if m.Key == nil {
-		// No key, no state: the handler runs, and a change fails the
-		// record with ErrNullKey.
-		k := &Key{}
-		if err := h(context.WithValue(ctx, keyContext{}, k), m); err != nil || !k.changed {
-			return err
-		}
-		return keystate.ErrNullKey
-	}
-	g, err := s.grantOf(ctx, f)
-	if err != nil {
-		return err
-	}
-	offset := int64(m.TopicPartition.Offset)
-	g.mu.Lock()
-	seen := g.table.Seen(m.Key, offset)
-	cur, present := g.table.Get(m.Key)
-	applied, _ := g.table.Applied(m.Key)
-	g.mu.Unlock()
-	switch {
-	case seen && skipApplied:
-		s.skipped.Add(1)
-		return nil
-	case seen:
-		// The switch-off: the record runs again, its change recorded
-		// above the key's offset, as if the key had not applied it.
-		offset = applied + 1
-	}
-	k := &Key{key: m.Key, value: cur, present: present}
-	if err := h(context.WithValue(ctx, keyContext{}, k), m); err != nil || !k.changed {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err // the range is no longer this member's to change
-	}
-	return s.change(ctx, g, k, offset)
-}
-
-// change appends k's change under g, then applies it to g's table.
-func (s *Store) change(ctx context.Context, g *grant, k *Key, offset int64) error {
-	e := keystate.Entry{Key: k.key, Value: k.value, Deleted: !k.present, Applied: offset, Fence: g.token}
-	g.mu.Lock()
-	// The table takes the change before it is appended: one it refuses
-	// is never written. The key's next record comes only after this one
-	// returns, so no one reads the change before its append is answered.
-	var err error
-	if e.Deleted {
-		_, err = g.table.Delete(e.Key, e.Applied, e.Fence)
-	} else {
-		_, err = g.table.Put(e.Key, e.Value, e.Applied, e.Fence)
-	}
-	g.mu.Unlock()
-	if refused := (*keystate.ChangeError)(nil); errors.As(err, &refused) {
-		// Seen passed, so the table refuses it for a later owner's
-		// token on the key: the member has lost the range.
-		return fmt.Errorf("%w: %w", consumer.ErrFenced, err)
-	} else if err != nil {
-		return err
-	}
-	if err := appendEntry(ctx, s.producer, s.changelog[g.topic], g.partition, e, &g.appends); err != nil {
-		// Not acknowledged: the table must not keep what the changelog
-		// may not have. The grant is given up, and the range's next
-		// record restores its state again, once this append is answered.
-		s.giveUp(g)
-		return err
-	}
-	s.changes.Add(1)
-	return nil
-}
 
 // grantOf returns the restored grant that record fence f belongs to,
 // starting its restore if the member does not hold it yet, and waiting
