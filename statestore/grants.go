@@ -31,6 +31,9 @@ type grant struct {
 	appends sync.WaitGroup
 
 	progress restoreProgress
+	// from is the end offset the restore read to: the follower passes
+	// the range the records from there on (follow.go).
+	from int64
 
 	// given: the member gave the grant up (a failed restore or append,
 	// or a newer grant overlapping it); guarded by the Store's mutex. A

@@ -43,6 +43,7 @@ func (s *Store) restore(ctx context.Context, g *grant, replaced []*grant) {
 		return
 	}
 	s.restores.Add(1)
+	s.follow(g)
 	s.log.Info("range state restored", "topic", g.topic, "partition", g.partition, "range", g.rng.String(), "token", g.token,
 		"keys", keys, "bytes", bytes, "read_to", g.progress.end.Load(), "took", time.Since(g.progress.started).Round(time.Millisecond))
 }
@@ -71,6 +72,7 @@ func (s *Store) restoreTable(ctx context.Context, g *grant, replaced []*grant) e
 			return fmt.Errorf("statestore: append a repair of range %s of %s/%d: %w", g.rng, g.topic, g.partition, err)
 		}
 	}
+	g.from = g.progress.end.Load()
 	g.table = table
 	return nil
 }

@@ -27,10 +27,12 @@ type Store struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu   sync.Mutex
-	held grants
+	mu        sync.Mutex
+	held      grants
+	following map[partitionKey]bool // partitions with a follower (follow.go)
 
 	restores atomic.Int64 // ranges restored
+	repairs  atomic.Int64 // late changes repaired (follow.go)
 	skipped  atomic.Int64 // records skipped as applied already
 	changes  atomic.Int64 // changes appended
 }
@@ -47,7 +49,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{cfg: cfg, log: cfg.Logger, changelog: make(map[string]string), producer: p, held: make(grants)}
+	s := &Store{cfg: cfg, log: cfg.Logger, changelog: make(map[string]string), producer: p, held: make(grants), following: make(map[partitionKey]bool)}
 	for _, t := range cfg.Topics {
 		s.changelog[t] = cfg.Changelog(cfg.Group, t)
 	}
@@ -132,9 +134,10 @@ type Stats struct {
 	Restores int64 // ranges restored from the changelog
 	Skipped  int64 // records done without their handler: their key had applied them
 	Changes  int64 // changes appended and acknowledged
+	Repairs  int64 // keys' states appended again over a late change of a member that lost the range
 }
 
 // Stats returns the Store's counts.
 func (s *Store) Stats() Stats {
-	return Stats{Restores: s.restores.Load(), Skipped: s.skipped.Load(), Changes: s.changes.Load()}
+	return Stats{Restores: s.restores.Load(), Skipped: s.skipped.Load(), Changes: s.changes.Load(), Repairs: s.repairs.Load()}
 }
