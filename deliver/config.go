@@ -1,6 +1,7 @@
 package deliver
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/hashicorp/go-hclog"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -63,6 +65,23 @@ type Config struct {
 	// and tracestate headers (gRPC: metadata). Default nil: no span, no
 	// header.
 	TracerProvider trace.TracerProvider
+	// KeyState, if set, gives the state of record m's key, which each
+	// request then carries with the record ("state"), and which takes
+	// the change the endpoint's answer makes to it for a record done.
+	// It is called with the handler call's context; nil from it means the
+	// member keeps no state for m (it goes without "state", and an answer
+	// that changes it is a bad one). With package statestore:
+	//
+	//	KeyState: func(ctx context.Context, m *kafka.Message) deliver.KeyState {
+	//		if k := statestore.KeyOf(ctx, m); k != nil {
+	//			return k
+	//		}
+	//		return nil // not a nil *statestore.Key, which is a KeyState that is not nil
+	//	}
+	//
+	// with the Handler or BatchHandler wrapped by the Store's. Default
+	// nil: no record carries state (docs/delivery.md, "Keyed state").
+	KeyState func(ctx context.Context, m *kafka.Message) KeyState
 
 	// giveUpAtTimeout, for tests only, restores a behaviour that breaks a
 	// slow key's order: a request is abandoned once Timeout has passed,

@@ -29,7 +29,7 @@ type Endpoint struct {
 type transport interface {
 	// prepare encodes one request of a handler call; its call sends that
 	// request, as often as the endpoint needs.
-	prepare(member string, msgs []*kafka.Message, attempts []int, fences []fence) (call, error)
+	prepare(member string, msgs []*kafka.Message, attempts []int, fences []fence, states []sentState) (call, error)
 	// close closes the connections kept for later requests.
 	close()
 }
@@ -46,6 +46,9 @@ type reply struct {
 	// when the endpoint did not answer about them (its trouble, or ctx
 	// ended).
 	results []error
+	// changes has what the answer said of each record's key state; nil
+	// when it said nothing of any.
+	changes []stateChange
 	// refused: the endpoint refused the whole request (a 4xx; gRPC's
 	// InvalidArgument and the like), for the metrics.
 	refused bool
@@ -124,6 +127,7 @@ func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 	for i, m := range msgs {
 		fences[i] = fenceOf(ctx, m)
 	}
+	states := statesOf(ctx, e.cfg.KeyState, msgs)
 	attempts := e.attempts.first(msgs)
 	backoff := e.cfg.Backoff
 	waiting, answered := false, false
@@ -136,7 +140,7 @@ func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 	for {
 		if send == nil {
 			var err error
-			if send, err = e.transport.prepare(e.cfg.MemberID, msgs, attempts, fences); err != nil {
+			if send, err = e.transport.prepare(e.cfg.MemberID, msgs, attempts, fences, states); err != nil {
 				return consumer.FailAll(len(msgs), fmt.Errorf("deliver: encoding the request: %w", err))
 			}
 		}
@@ -144,6 +148,7 @@ func (e *Endpoint) deliver(ctx context.Context, msgs []*kafka.Message) []error {
 		r := e.send(ctx, send, deadline)
 		if r.results != nil {
 			answered = true
+			applyChanges(states, r.changes, r.results)
 			e.attempts.settle(msgs, attempts, r.results)
 			e.metrics.countRecords(r.results)
 			return r.results

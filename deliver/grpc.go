@@ -106,15 +106,15 @@ func newGRPCTransport(cfg Config, tracing *tracing) (*grpcTransport, error) {
 
 func (g *grpcTransport) close() { _ = g.conn.Close() }
 
-func (g *grpcTransport) prepare(member string, msgs []*kafka.Message, attempts []int, fences []fence) (call, error) {
-	req := encodeProto(member, msgs, attempts, fences)
-	n := len(msgs)
-	return func(ctx context.Context, deadline time.Time) reply { return g.send(ctx, deadline, req, n) }, nil
+func (g *grpcTransport) prepare(member string, msgs []*kafka.Message, attempts []int, fences []fence, states []sentState) (call, error) {
+	req := encodeProto(member, msgs, attempts, fences, states)
+	return func(ctx context.Context, deadline time.Time) reply { return g.send(ctx, deadline, req, states) }, nil
 }
 
-// send calls Deliver with req, a request of n records; a deadline is the
-// call's.
-func (g *grpcTransport) send(ctx context.Context, deadline time.Time, req *deliverpb.DeliverRequest, n int) (r reply) {
+// send calls Deliver with req, a request of len(states) records, states
+// what it tells of their key states; a deadline is the call's.
+func (g *grpcTransport) send(ctx context.Context, deadline time.Time, req *deliverpb.DeliverRequest, states []sentState) (r reply) {
+	n := len(states)
 	if !deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
@@ -132,11 +132,11 @@ func (g *grpcTransport) send(ctx context.Context, deadline time.Time, req *deliv
 	var reached peer.Peer // set when the call had a stream: the endpoint may have it
 	resp, err := g.client.Deliver(metadata.NewOutgoingContext(ctx, md), req, grpc.Trailer(&trailer), grpc.Peer(&reached))
 	if err == nil {
-		results, err := decodeResults(resp.GetResults(), n)
+		results, changes, err := decodeResults(resp.GetResults(), states)
 		if err != nil {
 			return reply{err: err}
 		}
-		return reply{results: results}
+		return reply{results: results, changes: changes}
 	}
 	st := status.Convert(err)
 	code = st.Code()

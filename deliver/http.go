@@ -73,13 +73,12 @@ func newHTTPTransport(cfg Config, shown string, tracing *tracing) *httpTransport
 
 func (h *httpTransport) close() { h.client.CloseIdleConnections() }
 
-func (h *httpTransport) prepare(member string, msgs []*kafka.Message, attempts []int, fences []fence) (call, error) {
-	body, err := encodeRequest(member, msgs, attempts, fences)
+func (h *httpTransport) prepare(member string, msgs []*kafka.Message, attempts []int, fences []fence, states []sentState) (call, error) {
+	body, err := encodeRequest(member, msgs, attempts, fences, states)
 	if err != nil {
 		return nil, err
 	}
-	n := len(msgs)
-	return func(ctx context.Context, deadline time.Time) reply { return h.send(ctx, deadline, body, n) }, nil
+	return func(ctx context.Context, deadline time.Time) reply { return h.send(ctx, deadline, body, states) }, nil
 }
 
 // maxAnswer bounds the body read from an answer: results of a large batch
@@ -94,10 +93,11 @@ const maxErrorAnswer = 4 << 10
 // member reads only Retry-After and Content-Type of them.
 const maxHeaderBytes = 16 << 10
 
-// send POSTs body, a request of n records. With a deadline, it tells the
-// endpoint in DeadlineHeader and waits for the answer until DeadlineGrace
-// after it.
-func (h *httpTransport) send(ctx context.Context, deadline time.Time, body []byte, n int) (r reply) {
+// send POSTs body, a request of len(states) records, states what it
+// tells of their key states. With a deadline, it tells the endpoint in
+// DeadlineHeader and waits for the answer until DeadlineGrace after it.
+func (h *httpTransport) send(ctx context.Context, deadline time.Time, body []byte, states []sentState) (r reply) {
+	n := len(states)
 	if !deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline.Add(DeadlineGrace))
@@ -151,11 +151,11 @@ func (h *httpTransport) send(ctx context.Context, deadline time.Time, body []byt
 	}
 	switch classify(status) {
 	case outcomeDone:
-		results, err := decodeAnswer(answer, n)
+		results, changes, err := decodeAnswer(answer, states)
 		if err != nil {
 			return reply{err: err}
 		}
-		return reply{results: results}
+		return reply{results: results, changes: changes}
 	case outcomeRefused:
 		return reply{results: consumer.FailAll(n, &RefusedError{Status: status, Body: safeBody(answer)}), refused: true}
 	}

@@ -41,6 +41,7 @@ type wireRecord struct {
 	Hash      uint32       `json:"hash"`
 	Range     *wireRange   `json:"range"`
 	Fence     *int64       `json:"fence"`
+	State     *wireState   `json:"state,omitempty"` // absent when the member keeps no state
 }
 
 // wireHeader is a record's header. A name is text to most endpoints, so it
@@ -74,8 +75,9 @@ type wireRange struct {
 }
 
 // encodeRequest builds the body of a call on msgs; attempts[i] is the
-// attempt of msgs[i] and fences[i] its range and fencing token.
-func encodeRequest(member string, msgs []*kafka.Message, attempts []int, fences []fence) ([]byte, error) {
+// attempt of msgs[i], fences[i] its range and fencing token, and
+// states[i] its key's state.
+func encodeRequest(member string, msgs []*kafka.Message, attempts []int, fences []fence, states []sentState) ([]byte, error) {
 	req := request{Version: WireVersion, Member: member, Records: make([]wireRecord, len(msgs))}
 	for i, m := range msgs {
 		r := &req.Records[i]
@@ -102,6 +104,9 @@ func encodeRequest(member string, msgs []*kafka.Message, attempts []int, fences 
 			token := f.token
 			r.Fence = &token
 		}
+		if st := states[i]; st.key != nil {
+			r.State = &wireState{value: st.value, present: st.present, previous: st.previous}
+		}
 	}
 	return json.Marshal(req)
 }
@@ -114,8 +119,9 @@ const (
 )
 
 type answerResult struct {
-	Status string `json:"status"`
-	Error  string `json:"error"`
+	Status string          `json:"status"`
+	Error  string          `json:"error"`
+	State  json.RawMessage `json:"state"` // absent: the key's state stays (wirestate.go)
 }
 
 // errBadAnswer is a 2xx answer that does not say what became of each
@@ -136,9 +142,11 @@ type answer struct {
 	Results json.RawMessage `json:"results"`
 }
 
-// decodeAnswer reads the body of a 2xx answer to a request of n records:
+// decodeAnswer reads the body of a 2xx answer to a request of
+// len(states) records, states[i] what it told of record i's key state:
 // nil for each record done, a *RefusedError for each failed, a
-// *FencedError for each fenced.
+// *FencedError for each fenced, and what each result says of its key's
+// state (decodeChange).
 //
 // A body that is empty (white space and a byte-order mark aside) or does
 // not start as JSON does ("OK", an HTML page) means every record is done:
@@ -152,29 +160,31 @@ type answer struct {
 // "fenced", and any other status makes the whole answer bad, which is also
 // what a release that predates "fenced" does with it. A body that starts
 // with '[' is results without their object: bad too.
-func decodeAnswer(body []byte, n int) ([]error, error) {
+func decodeAnswer(body []byte, states []sentState) ([]error, []stateChange, error) {
+	n := len(states)
 	text := bytes.TrimSpace(bytes.TrimPrefix(body, utf8BOM))
 	if len(text) == 0 || (text[0] != '{' && text[0] != '[') {
-		return make([]error, n), nil
+		return make([]error, n), nil, nil
 	}
 	if text[0] == '[' {
-		return nil, fmt.Errorf("%w: a JSON list, where an object with \"results\" was expected: %s", errBadAnswer, excerpt(text))
+		return nil, nil, fmt.Errorf("%w: a JSON list, where an object with \"results\" was expected: %s", errBadAnswer, excerpt(text))
 	}
 	var a answer
 	if err := json.Unmarshal(text, &a); err != nil {
-		return nil, fmt.Errorf("%w: not one whole JSON object (%v): %s", errBadAnswer, err, excerpt(text))
+		return nil, nil, fmt.Errorf("%w: not one whole JSON object (%v): %s", errBadAnswer, err, excerpt(text))
 	}
 	if a.Results == nil {
-		return make([]error, n), nil
+		return make([]error, n), nil, nil
 	}
 	var results []answerResult
 	if err := json.Unmarshal(a.Results, &results); err != nil {
-		return nil, fmt.Errorf("%w: results: %v", errBadAnswer, err)
+		return nil, nil, fmt.Errorf("%w: results: %v", errBadAnswer, err)
 	}
 	if len(results) != n {
-		return nil, fmt.Errorf("%w: %d results for %d records", errBadAnswer, len(results), n)
+		return nil, nil, fmt.Errorf("%w: %d results for %d records", errBadAnswer, len(results), n)
 	}
 	out := make([]error, n)
+	changes := make([]stateChange, n)
 	for i, r := range results {
 		switch r.Status {
 		case statusDone:
@@ -183,10 +193,15 @@ func decodeAnswer(body []byte, n int) ([]error, error) {
 		case statusFenced:
 			out[i] = &FencedError{Body: safeBody([]byte(r.Error))}
 		default:
-			return nil, fmt.Errorf("%w: result %d has status %q, want %q, %q or %q", errBadAnswer, i, textsafe.Cut(r.Status, 64), statusDone, statusFailed, statusFenced)
+			return nil, nil, fmt.Errorf("%w: result %d has status %q, want %q, %q or %q", errBadAnswer, i, textsafe.Cut(r.Status, 64), statusDone, statusFailed, statusFenced)
 		}
+		c, err := decodeChange(r.State, r.Status, states[i])
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: results[%d].state: %v", errBadAnswer, i, err)
+		}
+		changes[i] = c
 	}
-	return out, nil
+	return out, changes, nil
 }
 
 // maxExcerpt is how much of a body not understood its error quotes: enough

@@ -119,7 +119,7 @@ func sameValue(got, want []byte) bool {
 // failingTransport is a transport that cannot encode any request.
 type failingTransport struct{ err error }
 
-func (f failingTransport) prepare(string, []*kafka.Message, []int, []fence) (call, error) {
+func (f failingTransport) prepare(string, []*kafka.Message, []int, []fence, []sentState) (call, error) {
 	return nil, f.err
 }
 

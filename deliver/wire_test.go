@@ -28,7 +28,7 @@ func TestEncodeRequest(t *testing.T) {
 	body, err := encodeRequest("m-1", msgs, []int{1, 3}, []fence{
 		{hash: 99, known: true, lo: 0, hi: 1 << 32, token: 1234},
 		{hash: 5},
-	})
+	}, noStates(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestDecodeAnswer(t *testing.T) {
 		{"HTML", "<html><body>accepted</body></html>", 1, []bool{false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := decodeAnswer([]byte(tc.body), tc.n)
+			res, _, err := decodeAnswer([]byte(tc.body), noStates(tc.n))
 			if tc.failed == nil {
 				if !errors.Is(err, errBadAnswer) {
 					t.Fatalf("decodeAnswer(%q) = %v, %v; want errBadAnswer", tc.body, res, err)
@@ -112,10 +112,10 @@ func TestDecodeAnswer(t *testing.T) {
 			}
 		})
 	}
-	if _, err := decodeAnswer([]byte("{\"results\":[{\"status\":\"\x1b[2J"), 1); err == nil || !strings.Contains(err.Error(), `{\"results\":[{\"status\":\"\x1b[2J"`) {
+	if _, _, err := decodeAnswer([]byte("{\"results\":[{\"status\":\"\x1b[2J"), noStates(1)); err == nil || !strings.Contains(err.Error(), `{\"results\":[{\"status\":\"\x1b[2J"`) {
 		t.Errorf("a cut answer's error %v: want the start of the body, escaped", err)
 	}
-	res, _ := decodeAnswer([]byte(`{"results":[{"status":"failed","error":"bad\u001b[31m amount"}]}`), 1)
+	res, _, _ := decodeAnswer([]byte(`{"results":[{"status":"failed","error":"bad\u001b[31m amount"}]}`), noStates(1))
 	if got := res[0].Error(); got != `deliver: the endpoint failed the record: "bad\x1b[31m amount"` {
 		t.Errorf("a failed record's error %q: want the endpoint's text escaped", got)
 	}

@@ -16,7 +16,7 @@ import (
 // is not goes in key_bytes as well (headerName), so the call's marshalling
 // cannot fail on a record's bytes. (Topic names are ASCII in Kafka; the
 // member id is the configuration's.)
-func encodeProto(member string, msgs []*kafka.Message, attempts []int, fences []fence) *deliverpb.DeliverRequest {
+func encodeProto(member string, msgs []*kafka.Message, attempts []int, fences []fence, states []sentState) *deliverpb.DeliverRequest {
 	req := &deliverpb.DeliverRequest{Member: member, Records: make([]*deliverpb.Record, len(msgs))}
 	for i, m := range msgs {
 		r := &deliverpb.Record{
@@ -45,24 +45,33 @@ func encodeProto(member string, msgs []*kafka.Message, attempts []int, fences []
 			token := f.token
 			r.Fence = &token
 		}
+		if st := states[i]; st.key != nil {
+			r.State = &deliverpb.KeyState{Previous: st.previous}
+			if st.present && !st.previous {
+				r.State.Value = nonNil(st.value)
+			}
+		}
 		req.Records[i] = r
 	}
 	return req
 }
 
-// decodeResults reads the results of a call on n records that returned
-// OK, as decodeAnswer reads a 2xx body's: none at all means every record
-// is done; otherwise one per record, each done, failed or fenced, and any
-// other status (unset, or one this release does not know) makes the whole
-// answer bad: the endpoint's trouble, the request sent again.
-func decodeResults(results []*deliverpb.Result, n int) ([]error, error) {
+// decodeResults reads the results of a call on len(states) records that
+// returned OK, as decodeAnswer reads a 2xx body's: none at all means every
+// record is done; otherwise one per record, each done, failed or fenced,
+// and any other status (unset, or one this release does not know) makes
+// the whole answer bad: the endpoint's trouble, the request sent again.
+// A result's state change is refused as decodeChange refuses one.
+func decodeResults(results []*deliverpb.Result, states []sentState) ([]error, []stateChange, error) {
+	n := len(states)
 	out := make([]error, n)
 	if len(results) == 0 {
-		return out, nil
+		return out, nil, nil
 	}
 	if len(results) != n {
-		return nil, fmt.Errorf("%w: %d results for %d records", errBadAnswer, len(results), n)
+		return nil, nil, fmt.Errorf("%w: %d results for %d records", errBadAnswer, len(results), n)
 	}
+	changes := make([]stateChange, n)
 	for i, r := range results {
 		switch r.GetStatus() {
 		case deliverpb.RecordStatus_RECORD_STATUS_DONE:
@@ -71,8 +80,30 @@ func decodeResults(results []*deliverpb.Result, n int) ([]error, error) {
 		case deliverpb.RecordStatus_RECORD_STATUS_FENCED:
 			out[i] = &FencedError{Body: safeBody([]byte(r.GetError()))}
 		default:
-			return nil, fmt.Errorf("%w: result %d has status %s, want DONE, FAILED or FENCED", errBadAnswer, i, r.GetStatus())
+			return nil, nil, fmt.Errorf("%w: result %d has status %s, want DONE, FAILED or FENCED", errBadAnswer, i, r.GetStatus())
+		}
+		st := r.GetState()
+		switch {
+		case st == nil:
+			continue
+		case states[i].key == nil:
+			return nil, nil, fmt.Errorf("%w: results[%d].state: the call carried no state for this record, so the member keeps none for it (keyshare member --state keeps it): leave state unset", errBadAnswer, i)
+		case out[i] != nil:
+			return nil, nil, fmt.Errorf("%w: results[%d].state: a %s record changes no state: leave state unset, or answer DONE", errBadAnswer, i, r.GetStatus())
+		case st.Value == nil:
+			changes[i] = stateChange{changed: true, deleted: true}
+		default:
+			changes[i] = stateChange{changed: true, value: nonNil(st.Value)}
 		}
 	}
-	return out, nil
+	return out, changes, nil
+}
+
+// nonNil is b, or empty bytes for nil: an empty state is present, which
+// protobuf's optional bytes tells apart from absent only by nil.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }

@@ -33,7 +33,7 @@ func TestProtoMirrorsJSON(t *testing.T) {
 	}
 	attempts := []int{1, 3, 2}
 	fences := []fence{{hash: 99, known: true, lo: 0, hi: 1 << 32, token: 1234}, {hash: 5}, {hash: 1 << 31, known: true, lo: 7, hi: 9, token: 0}}
-	body, err := encodeRequest("m-1", msgs, attempts, fences)
+	body, err := encodeRequest("m-1", msgs, attempts, fences, noStates(len(msgs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestProtoMirrorsJSON(t *testing.T) {
 	if err := json.Unmarshal(body, &want); err != nil {
 		t.Fatal(err)
 	}
-	wire, err := proto.Marshal(encodeProto("m-1", msgs, attempts, fences))
+	wire, err := proto.Marshal(encodeProto("m-1", msgs, attempts, fences, noStates(len(msgs))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,7 +175,10 @@ type Record struct {
 	// The range's fencing token: the etcd revision at which the range record
 	// naming this member was written. Every later owner of any of the
 	// range's hashes gets a larger one. Absent when range is.
-	Fence         *int64 `protobuf:"varint,11,opt,name=fence,proto3,oneof" json:"fence,omitempty"`
+	Fence *int64 `protobuf:"varint,11,opt,name=fence,proto3,oneof" json:"fence,omitempty"`
+	// The key's state, when the member keeps it (keyshare member --state);
+	// absent when it does not.
+	State         *KeyState `protobuf:"bytes,12,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -287,6 +290,71 @@ func (x *Record) GetFence() int64 {
 	return 0
 }
 
+func (x *Record) GetState() *KeyState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// KeyState is a key's state as the member sends it with a record.
+type KeyState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The state's bytes; absent when the key has none (never set, or
+	// deleted), present and empty for an empty state.
+	Value []byte `protobuf:"bytes,1,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	// Set on a key's later records in the call, in place of value: their
+	// state is what the answer about the key's record before them in the
+	// call makes it.
+	Previous      bool `protobuf:"varint,2,opt,name=previous,proto3" json:"previous,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyState) Reset() {
+	*x = KeyState{}
+	mi := &file_deliver_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyState) ProtoMessage() {}
+
+func (x *KeyState) ProtoReflect() protoreflect.Message {
+	mi := &file_deliver_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyState.ProtoReflect.Descriptor instead.
+func (*KeyState) Descriptor() ([]byte, []int) {
+	return file_deliver_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *KeyState) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *KeyState) GetPrevious() bool {
+	if x != nil {
+		return x.Previous
+	}
+	return false
+}
+
 type Header struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The header's name. A name that is not valid UTF-8 (which a proto3
@@ -305,7 +373,7 @@ type Header struct {
 
 func (x *Header) Reset() {
 	*x = Header{}
-	mi := &file_deliver_proto_msgTypes[2]
+	mi := &file_deliver_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -317,7 +385,7 @@ func (x *Header) String() string {
 func (*Header) ProtoMessage() {}
 
 func (x *Header) ProtoReflect() protoreflect.Message {
-	mi := &file_deliver_proto_msgTypes[2]
+	mi := &file_deliver_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -330,7 +398,7 @@ func (x *Header) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Header.ProtoReflect.Descriptor instead.
 func (*Header) Descriptor() ([]byte, []int) {
-	return file_deliver_proto_rawDescGZIP(), []int{2}
+	return file_deliver_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Header) GetKey() string {
@@ -365,7 +433,7 @@ type Range struct {
 
 func (x *Range) Reset() {
 	*x = Range{}
-	mi := &file_deliver_proto_msgTypes[3]
+	mi := &file_deliver_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +445,7 @@ func (x *Range) String() string {
 func (*Range) ProtoMessage() {}
 
 func (x *Range) ProtoReflect() protoreflect.Message {
-	mi := &file_deliver_proto_msgTypes[3]
+	mi := &file_deliver_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +458,7 @@ func (x *Range) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Range.ProtoReflect.Descriptor instead.
 func (*Range) Descriptor() ([]byte, []int) {
-	return file_deliver_proto_rawDescGZIP(), []int{3}
+	return file_deliver_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Range) GetLo() uint64 {
@@ -418,7 +486,7 @@ type DeliverResponse struct {
 
 func (x *DeliverResponse) Reset() {
 	*x = DeliverResponse{}
-	mi := &file_deliver_proto_msgTypes[4]
+	mi := &file_deliver_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +498,7 @@ func (x *DeliverResponse) String() string {
 func (*DeliverResponse) ProtoMessage() {}
 
 func (x *DeliverResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deliver_proto_msgTypes[4]
+	mi := &file_deliver_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +511,7 @@ func (x *DeliverResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverResponse.ProtoReflect.Descriptor instead.
 func (*DeliverResponse) Descriptor() ([]byte, []int) {
-	return file_deliver_proto_rawDescGZIP(), []int{4}
+	return file_deliver_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeliverResponse) GetResults() []*Result {
@@ -458,14 +526,18 @@ type Result struct {
 	Status RecordStatus           `protobuf:"varint,1,opt,name=status,proto3,enum=keyshare.deliver.v1.RecordStatus" json:"status,omitempty"`
 	// Why the record failed or was fenced, for the member's logs and the
 	// dead letter's keyshare.error header.
-	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// The key's state after a DONE record, when it changed it: value set
+	// to put it, value absent to delete it. Absent: the state stays as it
+	// was. Only for a record whose request carried its state.
+	State         *StateChange `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_deliver_proto_msgTypes[5]
+	mi := &file_deliver_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +549,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_deliver_proto_msgTypes[5]
+	mi := &file_deliver_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +562,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_deliver_proto_rawDescGZIP(), []int{5}
+	return file_deliver_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Result) GetStatus() RecordStatus {
@@ -507,6 +579,59 @@ func (x *Result) GetError() string {
 	return ""
 }
 
+func (x *Result) GetState() *StateChange {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// StateChange is a record's change to its key's state.
+type StateChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's new state; absent to delete it.
+	Value         []byte `protobuf:"bytes,1,opt,name=value,proto3,oneof" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateChange) Reset() {
+	*x = StateChange{}
+	mi := &file_deliver_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateChange) ProtoMessage() {}
+
+func (x *StateChange) ProtoReflect() protoreflect.Message {
+	mi := &file_deliver_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateChange.ProtoReflect.Descriptor instead.
+func (*StateChange) Descriptor() ([]byte, []int) {
+	return file_deliver_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *StateChange) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
 var File_deliver_proto protoreflect.FileDescriptor
 
 const file_deliver_proto_rawDesc = "" +
@@ -514,7 +639,7 @@ const file_deliver_proto_rawDesc = "" +
 	"\rdeliver.proto\x12\x13keyshare.deliver.v1\"_\n" +
 	"\x0eDeliverRequest\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x125\n" +
-	"\arecords\x18\x02 \x03(\v2\x1b.keyshare.deliver.v1.RecordR\arecords\"\x85\x03\n" +
+	"\arecords\x18\x02 \x03(\v2\x1b.keyshare.deliver.v1.RecordR\arecords\"\xba\x03\n" +
 	"\x06Record\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -527,12 +652,17 @@ const file_deliver_proto_rawDesc = "" +
 	"\x04hash\x18\t \x01(\rR\x04hash\x120\n" +
 	"\x05range\x18\n" +
 	" \x01(\v2\x1a.keyshare.deliver.v1.RangeR\x05range\x12\x19\n" +
-	"\x05fence\x18\v \x01(\x03H\x03R\x05fence\x88\x01\x01B\f\n" +
+	"\x05fence\x18\v \x01(\x03H\x03R\x05fence\x88\x01\x01\x123\n" +
+	"\x05state\x18\f \x01(\v2\x1d.keyshare.deliver.v1.KeyStateR\x05stateB\f\n" +
 	"\n" +
 	"_timestampB\x06\n" +
 	"\x04_keyB\b\n" +
 	"\x06_valueB\b\n" +
-	"\x06_fence\"o\n" +
+	"\x06_fence\"K\n" +
+	"\bKeyState\x12\x19\n" +
+	"\x05value\x18\x01 \x01(\fH\x00R\x05value\x88\x01\x01\x12\x1a\n" +
+	"\bprevious\x18\x02 \x01(\bR\bpreviousB\b\n" +
+	"\x06_value\"o\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x19\n" +
 	"\x05value\x18\x02 \x01(\fH\x00R\x05value\x88\x01\x01\x12 \n" +
@@ -544,10 +674,14 @@ const file_deliver_proto_rawDesc = "" +
 	"\x02lo\x18\x01 \x01(\x04R\x02lo\x12\x0e\n" +
 	"\x02hi\x18\x02 \x01(\x04R\x02hi\"H\n" +
 	"\x0fDeliverResponse\x125\n" +
-	"\aresults\x18\x01 \x03(\v2\x1b.keyshare.deliver.v1.ResultR\aresults\"Y\n" +
+	"\aresults\x18\x01 \x03(\v2\x1b.keyshare.deliver.v1.ResultR\aresults\"\x91\x01\n" +
 	"\x06Result\x129\n" +
 	"\x06status\x18\x01 \x01(\x0e2!.keyshare.deliver.v1.RecordStatusR\x06status\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error*y\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x126\n" +
+	"\x05state\x18\x03 \x01(\v2 .keyshare.deliver.v1.StateChangeR\x05state\"2\n" +
+	"\vStateChange\x12\x19\n" +
+	"\x05value\x18\x01 \x01(\fH\x00R\x05value\x88\x01\x01B\b\n" +
+	"\x06_value*y\n" +
 	"\fRecordStatus\x12\x1d\n" +
 	"\x19RECORD_STATUS_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12RECORD_STATUS_DONE\x10\x01\x12\x18\n" +
@@ -569,29 +703,33 @@ func file_deliver_proto_rawDescGZIP() []byte {
 }
 
 var file_deliver_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_deliver_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_deliver_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_deliver_proto_goTypes = []any{
 	(RecordStatus)(0),       // 0: keyshare.deliver.v1.RecordStatus
 	(*DeliverRequest)(nil),  // 1: keyshare.deliver.v1.DeliverRequest
 	(*Record)(nil),          // 2: keyshare.deliver.v1.Record
-	(*Header)(nil),          // 3: keyshare.deliver.v1.Header
-	(*Range)(nil),           // 4: keyshare.deliver.v1.Range
-	(*DeliverResponse)(nil), // 5: keyshare.deliver.v1.DeliverResponse
-	(*Result)(nil),          // 6: keyshare.deliver.v1.Result
+	(*KeyState)(nil),        // 3: keyshare.deliver.v1.KeyState
+	(*Header)(nil),          // 4: keyshare.deliver.v1.Header
+	(*Range)(nil),           // 5: keyshare.deliver.v1.Range
+	(*DeliverResponse)(nil), // 6: keyshare.deliver.v1.DeliverResponse
+	(*Result)(nil),          // 7: keyshare.deliver.v1.Result
+	(*StateChange)(nil),     // 8: keyshare.deliver.v1.StateChange
 }
 var file_deliver_proto_depIdxs = []int32{
 	2, // 0: keyshare.deliver.v1.DeliverRequest.records:type_name -> keyshare.deliver.v1.Record
-	3, // 1: keyshare.deliver.v1.Record.headers:type_name -> keyshare.deliver.v1.Header
-	4, // 2: keyshare.deliver.v1.Record.range:type_name -> keyshare.deliver.v1.Range
-	6, // 3: keyshare.deliver.v1.DeliverResponse.results:type_name -> keyshare.deliver.v1.Result
-	0, // 4: keyshare.deliver.v1.Result.status:type_name -> keyshare.deliver.v1.RecordStatus
-	1, // 5: keyshare.deliver.v1.Delivery.Deliver:input_type -> keyshare.deliver.v1.DeliverRequest
-	5, // 6: keyshare.deliver.v1.Delivery.Deliver:output_type -> keyshare.deliver.v1.DeliverResponse
-	6, // [6:7] is the sub-list for method output_type
-	5, // [5:6] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	4, // 1: keyshare.deliver.v1.Record.headers:type_name -> keyshare.deliver.v1.Header
+	5, // 2: keyshare.deliver.v1.Record.range:type_name -> keyshare.deliver.v1.Range
+	3, // 3: keyshare.deliver.v1.Record.state:type_name -> keyshare.deliver.v1.KeyState
+	7, // 4: keyshare.deliver.v1.DeliverResponse.results:type_name -> keyshare.deliver.v1.Result
+	0, // 5: keyshare.deliver.v1.Result.status:type_name -> keyshare.deliver.v1.RecordStatus
+	8, // 6: keyshare.deliver.v1.Result.state:type_name -> keyshare.deliver.v1.StateChange
+	1, // 7: keyshare.deliver.v1.Delivery.Deliver:input_type -> keyshare.deliver.v1.DeliverRequest
+	6, // 8: keyshare.deliver.v1.Delivery.Deliver:output_type -> keyshare.deliver.v1.DeliverResponse
+	8, // [8:9] is the sub-list for method output_type
+	7, // [7:8] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_deliver_proto_init() }
@@ -601,13 +739,15 @@ func file_deliver_proto_init() {
 	}
 	file_deliver_proto_msgTypes[1].OneofWrappers = []any{}
 	file_deliver_proto_msgTypes[2].OneofWrappers = []any{}
+	file_deliver_proto_msgTypes[3].OneofWrappers = []any{}
+	file_deliver_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deliver_proto_rawDesc), len(file_deliver_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
