@@ -1,0 +1,140 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/internal/devcluster"
+)
+
+// input is a produced topic and what every row must count from it.
+type input struct {
+	topic      string
+	partitions int32
+	records    int
+	end        map[int32]int64 // end offset of each partition
+	want       map[string]int  // records per key
+}
+
+// produce writes the workload into a new topic of p partitions: record i
+// has key key-(i mod keys), and librdkafka's partitioner spreads the keys.
+func (b *bench) produce(p int32) (*input, error) {
+	in := &input{topic: fmt.Sprintf("counts-%dp", p), partitions: p, records: b.records, end: map[int32]int64{}, want: map[string]int{}}
+	if err := devcluster.CreateTopics(b.brokers, map[string]int32{in.topic: p}, 1); err != nil {
+		return nil, err
+	}
+	b.logf("producing %d records over %d keys into %s", b.records, b.keys, in.topic)
+	pr, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.brokers, "linger.ms": 5, "acks": "all", "log_level": 3})
+	if err != nil {
+		return nil, err
+	}
+	defer pr.Close()
+	acks := make(chan kafka.Event, b.records)
+	for i := range b.records {
+		k := fmt.Sprintf("key-%d", i%b.keys)
+		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &in.topic, Partition: kafka.PartitionAny}, Key: []byte(k), Value: []byte(k)}
+		if err := pr.Produce(m, acks); err != nil {
+			return nil, fmt.Errorf("produce into %s: %w", in.topic, err)
+		}
+		in.want[k]++
+	}
+	for range b.records {
+		m := (<-acks).(*kafka.Message)
+		if err := m.TopicPartition.Error; err != nil {
+			return nil, fmt.Errorf("produce into %s: %w", in.topic, err)
+		}
+		pt := m.TopicPartition.Partition
+		in.end[pt] = max(in.end[pt], int64(m.TopicPartition.Offset)+1)
+	}
+	return in, nil
+}
+
+// system is what runs a row.
+type system string
+
+const (
+	streams  system = "Kafka Streams"
+	keyshare system = "keyshare + statestore"
+)
+
+// setup is one row's configuration: instances, each handling up to
+// parallel records at once (Streams: stream threads; keyshare: members'
+// Concurrency).
+type setup struct {
+	system    system
+	instances int
+	parallel  int
+}
+
+func (s setup) String() string {
+	if s.system == streams {
+		return fmt.Sprintf("%s, 1 instance × %d stream threads", s.system, s.parallel)
+	}
+	return fmt.Sprintf("%s, %d member(s) × Concurrency %d", s.system, s.instances, s.parallel)
+}
+
+// setups are the rows of a topic of p partitions: Streams with a thread
+// per partition; keyshare at the same parallelism; keyshare at its default
+// Concurrency (16), in one member and split over four.
+func setups(p int32) []setup {
+	return []setup{
+		{streams, 1, int(p)},
+		{keyshare, 1, int(p)},
+		{keyshare, 1, 16},
+		{keyshare, 4, 4},
+	}
+}
+
+// row is one setup's measured run.
+type row struct {
+	setup
+	partitions int32
+	records    int           // records of the input
+	handled    int64         // handlings of records (duplicates included)
+	elapsed    time.Duration // from the first lookup's start to the last record's end
+	counts     string        // "exact", or what was wrong
+}
+
+func (r row) rate() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.records) / r.elapsed.Seconds()
+}
+
+// compareCounts returns "" when got holds exactly want's keys with want's
+// counts, or else the number of wrong keys with a few examples.
+func compareCounts(got map[string]int64, want map[string]int) string {
+	var bad []string
+	for k, n := range want {
+		if got[k] != int64(n) {
+			bad = append(bad, fmt.Sprintf("%s: %d, want %d", k, got[k], n))
+		}
+	}
+	for k, n := range got {
+		if _, ok := want[k]; !ok {
+			bad = append(bad, fmt.Sprintf("%s: %d, want none", k, n))
+		}
+	}
+	if len(bad) == 0 {
+		return ""
+	}
+	sort.Strings(bad)
+	ex := bad[:min(3, len(bad))]
+	return fmt.Sprintf("%d of %d keys wrong (%s)", len(bad), len(want), strings.Join(ex, "; "))
+}
+
+// reached reports whether every key of want has a count of at least its
+// records in got: the run has handled everything (or counted some twice).
+func reached(got map[string]int64, want map[string]int) bool {
+	for k, n := range want {
+		if got[k] < int64(n) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCompareCounts: the check every row's counts pass is exact; a count
+// one over (a record counted twice), one under (a record lost), a key
+// missing and a key never produced each fail it, naming the key.
+func TestCompareCounts(t *testing.T) {
+	want := map[string]int{"a": 2, "b": 3}
+	if got := compareCounts(map[string]int64{"a": 2, "b": 3}, want); got != "" {
+		t.Errorf("exact counts: %q, want no complaint", got)
+	}
+	for name, c := range map[string]struct {
+		got  map[string]int64
+		says string
+	}{
+		"one over":  {map[string]int64{"a": 3, "b": 3}, "a: 3, want 2"},
+		"one under": {map[string]int64{"a": 2, "b": 2}, "b: 2, want 3"},
+		"missing":   {map[string]int64{"a": 2}, "b: 0, want 3"},
+		"extra":     {map[string]int64{"a": 2, "b": 3, "c": 1}, "c: 1, want none"},
+	} {
+		msg := compareCounts(c.got, want)
+		if !strings.Contains(msg, c.says) {
+			t.Errorf("%s: %q, want it to say %q", name, msg, c.says)
+		}
+	}
+}
+
+// TestReached: a run waits until every key has at least its records'
+// count, so that a count that goes over ends the wait and fails the check
+// instead of stalling it.
+func TestReached(t *testing.T) {
+	want := map[string]int{"a": 2, "b": 3}
+	if reached(map[string]int64{"a": 2, "b": 2}, want) {
+		t.Error("reached with b short")
+	}
+	if !reached(map[string]int64{"a": 4, "b": 3}, want) {
+		t.Error("not reached with a over and b complete")
+	}
+}
+
+func TestParseStreamsStats(t *testing.T) {
+	var r row
+	if err := parseStreamsStats("handled 20000 first_us 1000000 last_us 101000000\n", &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.handled != 20000 || r.elapsed != 100*time.Second {
+		t.Errorf("handled %d in %s, want 20000 in 100s", r.handled, r.elapsed)
+	}
+	if err := parseStreamsStats("", &r); err == nil {
+		t.Error("no error for an application that printed nothing")
+	}
+}

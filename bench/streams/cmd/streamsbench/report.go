@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/keyshare/keyshare/internal/devcluster"
+)
+
+// report is the Markdown of a run: where and how it was measured, and one
+// table row per setup.
+func (b *bench) report(rows []row, t0 time.Time, load0 string) string {
+	var s strings.Builder
+	host, _ := os.Hostname()
+	_, rdk := kafka.LibraryVersion()
+	fmt.Fprintf(&s, "Measured by `streamsbench --records %d --keys %d --lookup %s` on %s: %d CPUs, %s, %s, from %s UTC for %s; load average (1, 5, 15 min) %s at the start, %s at the end. One Apache Kafka %s broker (internal/devcluster); Kafka Streams %s on %s; keyshare members in the runner's process, with librdkafka %s, and one embedded etcd.\n\n",
+		b.records, b.keys, b.lookup, host, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02"),
+		t0.UTC().Format("15:04"), time.Since(t0).Round(time.Second), load0, loadavg(), devcluster.ApacheKafkaVersion,
+		devcluster.ApacheKafkaVersion, javaVersion(), rdk)
+	fmt.Fprintf(&s, "| input | setup | records at once | records/s | × Streams | ceiling (at once ÷ lookup) | first → last | counts |\n|---|---|---|---|---|---|---|---|\n")
+	var base float64
+	for _, r := range rows {
+		if r.system == streams {
+			base = r.rate()
+		}
+		ratio := "—"
+		if r.system != streams && base > 0 {
+			ratio = fmt.Sprintf("%.1f", r.rate()/base)
+		}
+		conc := r.instances * r.parallel
+		ceiling := "—"
+		if b.lookup > 0 {
+			ceiling = fmt.Sprintf("%.0f", float64(conc)/b.lookup.Seconds())
+		}
+		dup := ""
+		if r.handled != int64(r.records) {
+			dup = fmt.Sprintf(" (%d handlings)", r.handled)
+		}
+		fmt.Fprintf(&s, "| %d partition(s) | %s | %d | %.0f | %s | %s | %.1f s%s | %s |\n",
+			r.partitions, r.setup, conc, r.rate(), ratio, ceiling, r.elapsed.Seconds(), dup, r.counts)
+	}
+	return s.String()
+}
+
+func javaVersion() string {
+	out, err := exec.Command("java", "-version").CombinedOutput()
+	if err != nil {
+		return "java"
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(first)
+}
