@@ -16,6 +16,7 @@ import (
 	"github.com/keyshare/keyshare/deliver"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/schema"
+	"github.com/keyshare/keyshare/statestore"
 )
 
 // Command is the member command: its flags, their checks and its run.
@@ -125,6 +126,15 @@ func (c *Command) runDelivering(ctx context.Context, etcd *clientv3.Client, cfg 
 	dcfg := c.deliverCfg
 	dcfg.MemberID = cfg.MemberID
 	dcfg.Logger = cfg.Logger.Named("deliver")
+	var store *statestore.Store
+	if c.deliver.state {
+		var err error
+		if store, err = openState(ctx, cfg); err != nil { // state.go
+			return err
+		}
+		defer store.Close() // after the consumer's Run, the last deferred call
+		dcfg.KeyState = keyStateOf
+	}
 	ep, err := deliver.New(dcfg)
 	if err != nil {
 		return err
@@ -134,6 +144,9 @@ func (c *Command) runDelivering(ctx context.Context, etcd *clientv3.Client, cfg 
 		cfg.BatchHandler = ep.BatchHandler()
 	} else {
 		cfg.Handler = ep.Handler()
+	}
+	if store != nil {
+		withState(store, &cfg)
 	}
 	metricsAddr := cfg.MetricsAddr
 	cfg.MetricsAddr = "" // served below, with the endpoint's metrics and readiness
@@ -149,6 +162,6 @@ func (c *Command) runDelivering(ctx context.Context, etcd *clientv3.Client, cfg 
 		defer stop()
 	}
 	cfg.Logger.Info("member starting", "id", self.ID(), "group", cfg.Group, "topics", strings.Join(cfg.Topics, ","),
-		"batch_size", c.batchSize, "deliver", textsafe.Escape(ep.String()))
+		"batch_size", c.batchSize, "deliver", textsafe.Escape(ep.String()), "state", c.deliver.state)
 	return ks.Explain(self.Run(ctx))
 }

@@ -32,6 +32,8 @@ import (
 type deliverFlags struct {
 	url, ca, cert, key, tokenFile, headerFile string
 	timeout                                   time.Duration
+	// state: keep each key's state for the endpoint (state.go).
+	state bool
 }
 
 func (f *deliverFlags) register(fs *flag.FlagSet) {
@@ -42,6 +44,7 @@ func (f *deliverFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.key, "deliver-key", "", "with an https:// or grpcs:// --deliver: the client certificate's private key (PEM)")
 	fs.StringVar(&f.tokenFile, "deliver-token-file", "", "with --deliver: send the first line of this file as a bearer token (Authorization: Bearer ...; gRPC metadata authorization)")
 	fs.StringVar(&f.headerFile, "deliver-header-file", "", "with --deliver: send the headers in this file (one \"Name: value\" per line) with every request (gRPC: as metadata)")
+	fs.BoolVar(&f.state, "state", false, "with --deliver: keep each key's state for the endpoint, in a compacted changelog topic <group>-<topic>-state: each record goes with its key's state and the answer gives the new one; a record its key has applied is skipped (docs/delivery.md)")
 }
 
 // config checks the flags and reads their files, before any network; a
@@ -50,7 +53,7 @@ func (f *deliverFlags) register(fs *flag.FlagSet) {
 func (f *deliverFlags) config() (deliver.Config, error) {
 	if f.url == "" {
 		for flag, set := range map[string]bool{"--deliver-timeout": f.timeout != 0, "--deliver-ca": f.ca != "",
-			"--deliver-cert": f.cert != "", "--deliver-key": f.key != "", "--deliver-token-file": f.tokenFile != "", "--deliver-header-file": f.headerFile != ""} {
+			"--deliver-cert": f.cert != "", "--deliver-key": f.key != "", "--deliver-token-file": f.tokenFile != "", "--deliver-header-file": f.headerFile != "", "--state": f.state} {
 			if set {
 				return deliver.Config{}, cli.Usage(fmt.Errorf("%s needs --deliver URL", flag))
 			}
