@@ -62,7 +62,7 @@ func newDeadLetterProducer(user kafka.ConfigMap, log hclog.Logger) (*kafka.Produ
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		forwardLogs(log, p.Logs())
+		ForwardLogs(log, p.Logs())
 	}()
 	return p, done, nil
 }

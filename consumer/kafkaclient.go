@@ -70,7 +70,7 @@ func (c *Consumer) openKafka(ctx context.Context) error {
 	c.logsDone = make(chan struct{})
 	go func() {
 		defer close(c.logsDone)
-		forwardLogs(c.log.Named("librdkafka"), kc.Logs())
+		ForwardLogs(c.log.Named("librdkafka"), kc.Logs())
 	}()
 	sctx, stop := c.watchRefusals(ctx)
 	err = c.checkTopics(sctx)

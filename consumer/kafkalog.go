@@ -7,9 +7,12 @@ import (
 	"github.com/keyshare/keyshare/internal/textsafe"
 )
 
-// forwardLogs routes librdkafka's log events (syslog levels) into hclog
-// until the channel is closed with the client.
-func forwardLogs(log hclog.Logger, logs <-chan kafka.LogEvent) {
+// ForwardLogs routes librdkafka's log events (syslog levels) into hclog,
+// escaped, until the channel is closed with the client: for a client made
+// with "go.logs.channel.enable" true, whose logs would otherwise go to
+// stderr. Packages beside consumer that make their own clients
+// (statestore) use it too.
+func ForwardLogs(log hclog.Logger, logs <-chan kafka.LogEvent) {
 	for ev := range logs {
 		args := []any{"name", ev.Name, "tag", ev.Tag}
 		ev.Message = textsafe.Escape(ev.Message)

@@ -129,7 +129,7 @@ func newParkingProducer(user kafka.ConfigMap, log hclog.Logger) (*kafka.Producer
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		forwardLogs(log, pr.Logs())
+		ForwardLogs(log, pr.Logs())
 	}()
 	return pr, done, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/keystate"
@@ -32,8 +33,9 @@ const deliveryTimeout = 30 * time.Second
 // order they were sent and none is written twice by the producer's own
 // retries, and with a short linger, so that the appends of keys handled in
 // parallel share a request instead of taking a round trip each.
-func newAppender(user kafka.ConfigMap) (*kafka.Producer, error) {
+func newAppender(user kafka.ConfigMap, log hclog.Logger) (*kafka.Producer, error) {
 	pm := consumer.ProducerConfig(user)
+	pm["go.logs.channel.enable"] = true
 	pm["acks"] = "all"
 	pm["enable.idempotence"] = true
 	if _, ok := pm["linger.ms"]; !ok {
@@ -50,6 +52,7 @@ func newAppender(user kafka.ConfigMap) (*kafka.Producer, error) {
 		for range p.Events() { // every append has its own delivery channel
 		}
 	}()
+	go consumer.ForwardLogs(log.Named("librdkafka"), p.Logs())
 	return p, nil
 }
 

@@ -60,7 +60,7 @@ func (s *Store) followed(pk partitionKey) []*grant {
 
 func (s *Store) followPartition(ctx context.Context, pk partitionKey) {
 	topic := s.changelog[pk.topic]
-	c, err := kafka.NewConsumer(s.readerConfig())
+	c, err := s.newReader()
 	if err != nil {
 		s.log.Error("cannot follow the changelog; late changes of members that lost a range go unrepaired", "topic", topic, "partition", pk.partition, "error", err)
 		s.mu.Lock()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/keystate"
 )
 
@@ -80,9 +81,9 @@ func (s *Store) restoreTable(ctx context.Context, g *grant, replaced []*grant) e
 // readChangelog passes each entry of partition of changelog topic, from
 // its start to the end offset read first, to add in order.
 func (s *Store) readChangelog(ctx context.Context, topic string, partition int32, pr *restoreProgress, add func(keystate.Entry) error) error {
-	c, err := kafka.NewConsumer(s.readerConfig())
+	c, err := s.newReader()
 	if err != nil {
-		return fmt.Errorf("statestore: create the changelog reader: %w", err)
+		return err
 	}
 	defer c.Close()
 	lo, hi, err := c.QueryWatermarkOffsets(topic, partition, int(time.Minute/time.Millisecond))
@@ -126,6 +127,17 @@ func (s *Store) readChangelog(ctx context.Context, topic string, partition int32
 	return nil
 }
 
+// newReader makes a changelog reader, its librdkafka logs going to the
+// Store's logger.
+func (s *Store) newReader() (*kafka.Consumer, error) {
+	c, err := kafka.NewConsumer(s.readerConfig())
+	if err != nil {
+		return nil, fmt.Errorf("statestore: create the changelog reader: %w", err)
+	}
+	go consumer.ForwardLogs(s.log.Named("librdkafka"), c.Logs())
+	return c, nil
+}
+
 // readerConfig is the changelog reader's: the user's connection and
 // security settings, no group (it assigns its partition and commits
 // nothing), and the end of the partition reported.
@@ -139,6 +151,7 @@ func (s *Store) readerConfig() *kafka.ConfigMap {
 	cm["enable.auto.offset.store"] = false
 	cm["enable.partition.eof"] = true
 	cm["auto.offset.reset"] = "earliest"
+	cm["go.logs.channel.enable"] = true // newReader forwards them
 	return &cm
 }
 

@@ -45,7 +45,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p, err := newAppender(cfg.Kafka)
+	p, err := newAppender(cfg.Kafka, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

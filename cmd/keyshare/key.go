@@ -18,6 +18,7 @@ import (
 	"github.com/keyshare/keyshare/cmd/internal/clientflags"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/schema"
+	"github.com/keyshare/keyshare/statestore"
 )
 
 // keyCommand inspects one key across a group: keyshare key describe.
@@ -28,7 +29,7 @@ type keyCommand struct {
 // keySubcommands are the subcommands of keyshare key.
 var keySubcommands = []string{"describe", "skip", "park", "unpark", "replay", "cancel"}
 
-const keyUsage = `Usage: keyshare key describe --group G --topic T [--partition P] [flags] KEY
+const keyUsage = `Usage: keyshare key describe --group G --topic T [--partition P] [--state] [flags] KEY
        keyshare key skip --group G --topic T [--partition P] --offset O [--drop] [--reason TEXT] KEY
        keyshare key park --group G --topic T [--partition P] [--park-topic T2] [--reason TEXT] KEY
        keyshare key unpark --group G --topic T [--partition P] KEY
@@ -37,8 +38,9 @@ const keyUsage = `Usage: keyshare key describe --group G --topic T [--partition 
 
   describe   the key's partition and hash, the member and range that own it,
              its records not yet handled (read from Kafka from the range's
-             watermark), the error holding it if it is stuck, and the
-             operation set on it (--json)
+             watermark), the error holding it if it is stuck, the
+             operation set on it, and with --state its keyed state from the
+             changelog (--json)
   skip       the key's owner dead-letters its head record O (the stuck one,
              or its lowest pending), or drops it with --drop, instead of
              handling it; the key's later records then run
@@ -132,8 +134,11 @@ func keyQueryFlags(fs *flag.FlagSet) (q *admin.KeyQuery, parse func(args []strin
 
 // describe prints what the group knows of one key (admin.DescribeKey).
 func (c *keyCommand) describe(ctx context.Context, fs *flag.FlagSet, args []string) error {
-	var asJSON bool
+	var asJSON, withState bool
+	var changelog string
 	fs.BoolVar(&asJSON, "json", false, "print JSON (a stable schema: docs/cli.md)")
+	fs.BoolVar(&withState, "state", false, "also read the key's keyed state from its changelog (docs/state.md); reads the whole changelog partition")
+	fs.StringVar(&changelog, "changelog", "", "the changelog topic, with --state (default GROUP-TOPIC-state)")
 	qp, parse := keyQueryFlags(fs)
 	if err := parse(args, "describe"); err != nil {
 		return err
@@ -154,8 +159,20 @@ func (c *keyCommand) describe(ctx context.Context, fs *flag.FlagSet, args []stri
 	if err != nil {
 		return err
 	}
+	var st *statestore.KeyState
+	if withState {
+		read, err := c.readKeyState(ctx, changelog, info.Topic, info.Partition, q.Key)
+		if err != nil {
+			return err
+		}
+		st = &read
+	}
 	if asJSON {
-		b, err := json.MarshalIndent(keyJSONOf(q.Key, info), "", "  ")
+		out := keyJSONOf(q.Key, info)
+		if st != nil {
+			out.State = keyStateJSONOf(*st)
+		}
+		b, err := json.MarshalIndent(out, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -163,6 +180,9 @@ func (c *keyCommand) describe(ctx context.Context, fs *flag.FlagSet, args []stri
 		return err
 	}
 	printKey(os.Stdout, q.Key, info, time.Now())
+	if st != nil {
+		printKeyState(os.Stdout, *st)
+	}
 	return nil
 }
 
@@ -287,6 +307,7 @@ type keyJSON struct {
 	Stuck         *keyStuckJSON `json:"stuck"`
 	Op            *keyOpJSON    `json:"op"`
 	Scan          keyScanJSON   `json:"scan"`
+	State         *keyStateJSON `json:"state,omitempty"` // with --state
 }
 
 type keyRangeJSON struct {

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/keyshare/keyshare/internal/textsafe"
+	"github.com/keyshare/keyshare/statestore"
+)
+
+// The keyed state part of keyshare key describe (--state): the key's state
+// as its changelog holds it (statestore.ReadKey).
+
+// stateShown is how many bytes of a state the text form shows.
+const stateShown = 200
+
+// keyStateJSON is the key's state in describe --json.
+type keyStateJSON struct {
+	Changelog string `json:"changelog"`
+	Partition int32  `json:"partition"`
+	Found     bool   `json:"found"`
+	Deleted   bool   `json:"deleted"`
+	Size      int    `json:"size"`
+	Value     string `json:"value"` // escaped (textsafe)
+	Applied   *int64 `json:"applied"`
+	Fence     *int64 `json:"fence"`
+	ReadTo    int64  `json:"read_to"`
+}
+
+// readKeyState reads key's state from changelog (default the group's for
+// topic) in partition.
+func (c *keyCommand) readKeyState(ctx context.Context, changelog, topic string, partition int32, key []byte) (statestore.KeyState, error) {
+	ks, err := c.kafkaConn.Settings()
+	if err != nil {
+		return statestore.KeyState{}, err
+	}
+	if changelog == "" {
+		changelog = statestore.DefaultChangelog(c.group, topic)
+	}
+	st, err := statestore.ReadKey(ctx, ks.With(nil), changelog, partition, key)
+	if err != nil {
+		return statestore.KeyState{}, ks.Explain(err)
+	}
+	return st, nil
+}
+
+func keyStateJSONOf(st statestore.KeyState) *keyStateJSON {
+	out := &keyStateJSON{Changelog: st.Changelog, Partition: st.Partition, Found: st.Found, Deleted: st.Deleted, Size: len(st.Value), Value: textsafe.Bytes(st.Value), ReadTo: st.ReadTo}
+	if st.Found {
+		out.Applied, out.Fence = &st.Applied, &st.Fence
+	}
+	return out
+}
+
+// printKeyState prints the key's state lines of describe's text form.
+func printKeyState(w io.Writer, st statestore.KeyState) {
+	where := fmt.Sprintf("(changelog %s/%d, read to offset %d)", name(st.Changelog), st.Partition, st.ReadTo)
+	switch {
+	case !st.Found:
+		fmt.Fprintf(w, "state      none %s\n", where)
+	case st.Deleted:
+		fmt.Fprintf(w, "state      deleted by the record at offset %d, token %d %s\n", st.Applied, st.Fence, where)
+	default:
+		fmt.Fprintf(w, "state      %d bytes, applied offset %d, token %d %s\n", len(st.Value), st.Applied, st.Fence, where)
+		v := st.Value
+		more := ""
+		if len(v) > stateShown {
+			v, more = v[:stateShown], fmt.Sprintf(" and %d more bytes (--json has them all)", len(st.Value)-stateShown)
+		}
+		fmt.Fprintf(w, "value      %s%s\n", textsafe.Quote(string(v)), more)
+	}
+}
