@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,17 +37,18 @@ import (
 // reports the seconds of one restore, the keys restored per second, the
 // changelog bytes read (keys, values and headers), the bytes the table
 // counts against its bound, and the Go heap the restored table holds per
-// key (the broker's own heap, kfake's, is the same before and after).
+// key (what dropping the table frees, which leaves out the heap of kfake,
+// in the same process).
 func BenchmarkRestoreFromKafka(b *testing.B) {
 	for _, n := range []int{10_000, 100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			topic := DefaultChangelog("g", "events")
 			k := testutil.StartKafka(b, map[string]int32{topic: 1})
+			s := &Store{cfg: Config{Kafka: readerKafka(b, k.Brokers)}.withDefaults(), log: hclog.NewNullLogger()}
 			began := time.Now()
 			read := fillChangelog(b, k.Brokers, topic, n)
 			b.Logf("filled %s with %d entries (%d bytes) in %s", topic, n, read, time.Since(began).Round(time.Millisecond))
 
-			s := &Store{cfg: Config{Kafka: benchKafka(k.Brokers)}.withDefaults(), log: hclog.NewNullLogger()}
 			var tableBytes int64
 			var heap uint64
 			b.ResetTimer()
@@ -84,6 +87,23 @@ func heldBy(drop func()) uint64 {
 	runtime.GC()
 	runtime.ReadMemStats(&without)
 	return with.HeapAlloc - min(with.HeapAlloc, without.HeapAlloc)
+}
+
+// readerKafka is the reader's client settings: the harness's, and those
+// of KEYSHARE_BENCH_READER ("name=value ...", librdkafka's names), to
+// measure a tuning of the reader before the Store adopts it, e.g.
+//
+//	KEYSHARE_BENCH_READER=fetch.queue.backoff.ms=10 go test -run '^$' -bench BenchmarkRestoreFromKafka -benchtime 1x ./statestore/
+func readerKafka(b *testing.B, brokers string) kafka.ConfigMap {
+	cm := benchKafka(brokers)
+	for _, kv := range strings.Fields(os.Getenv("KEYSHARE_BENCH_READER")) {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			b.Fatalf("KEYSHARE_BENCH_READER: %q is not name=value: give librdkafka settings as name=value, separated by spaces", kv)
+		}
+		cm[name] = value
+	}
+	return cm
 }
 
 // restoreFull reads partition 0 of changelog topic into the table of the
