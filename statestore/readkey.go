@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/keyshare/keyshare/keystate"
 	"github.com/keyshare/keyshare/ledger"
@@ -53,4 +55,39 @@ func ReadKey(ctx context.Context, kafkaCfg kafka.ConfigMap, changelog string, pa
 		ks.Found, ks.Deleted, ks.Value, ks.Applied, ks.Fence = true, e.Deleted, e.Value, e.Applied, e.Fence
 	}
 	return ks, nil
+}
+
+// DeleteKey deletes key's state: it appends a tombstone that wins over the
+// key's last change under the restore rule, by carrying the same applied
+// offset and fencing token fence, which must be above the change's. It
+// returns the state deleted. A key without state is an error.
+//
+// It is for an operator, and only while no member runs: fence must be
+// above the token of every grant a member holds (the etcd revision now
+// does it, since every later grant is a range record written after it),
+// or the owner of the key's range would find the key under a token above
+// its own and refuse to change it again. A paused group's members keep
+// their grants, so pausing is not enough.
+func DeleteKey(ctx context.Context, kafkaCfg kafka.ConfigMap, changelog string, partition int32, key []byte, fence int64) (KeyState, error) {
+	st, err := ReadKey(ctx, kafkaCfg, changelog, partition, key)
+	if err != nil {
+		return KeyState{}, err
+	}
+	switch {
+	case !st.Found || st.Deleted:
+		return st, fmt.Errorf("statestore: key %q has no state in %s/%d: nothing to delete", key, changelog, partition)
+	case fence <= st.Fence:
+		return st, fmt.Errorf("statestore: delete key %q: token %d is not above the token %d of its last change", key, fence, st.Fence)
+	}
+	p, err := newAppender(kafkaCfg, hclog.NewNullLogger())
+	if err != nil {
+		return st, err
+	}
+	defer p.Close()
+	var inFlight sync.WaitGroup
+	tomb := keystate.Entry{Key: key, Deleted: true, Applied: st.Applied, Fence: fence}
+	if err := appendEntry(ctx, p, changelog, partition, tomb, &inFlight); err != nil {
+		return st, err
+	}
+	return st, nil
 }

@@ -27,7 +27,7 @@ type keyCommand struct {
 }
 
 // keySubcommands are the subcommands of keyshare key.
-var keySubcommands = []string{"describe", "skip", "park", "unpark", "replay", "cancel"}
+var keySubcommands = []string{"describe", "skip", "park", "unpark", "replay", "cancel", "delete-state"}
 
 const keyUsage = `Usage: keyshare key describe --group G --topic T [--partition P] [--state] [flags] KEY
        keyshare key skip --group G --topic T [--partition P] --offset O [--drop] [--reason TEXT] KEY
@@ -35,6 +35,7 @@ const keyUsage = `Usage: keyshare key describe --group G --topic T [--partition 
        keyshare key unpark --group G --topic T [--partition P] KEY
        keyshare key replay --group G --topic T [--partition P] --from O [--reason TEXT] KEY
        keyshare key cancel --group G --topic T [--partition P] KEY
+       keyshare key delete-state --group G --topic T [--partition P] [--changelog C] KEY
 
   describe   the key's partition and hash, the member and range that own it,
              its records not yet handled (read from Kafka from the range's
@@ -52,6 +53,9 @@ const keyUsage = `Usage: keyshare key describe --group G --topic T [--partition 
   replay     the key's owner runs the key's records from offset O again, in
              order, before its next live record
   cancel     delete the operation set on the key
+  delete-state
+             delete the key's keyed state (a tombstone in its changelog);
+             refused while the group has live members
 `
 
 func (c *keyCommand) Run(ctx context.Context, args []string) error {
@@ -60,11 +64,11 @@ func (c *keyCommand) Run(ctx context.Context, args []string) error {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return flag.ErrHelp
 		}
-		return cli.Usage(errors.New("want a subcommand: describe, skip, park, unpark, replay or cancel"))
+		return cli.Usage(errors.New("want a subcommand: describe, skip, park, unpark, replay, cancel or delete-state"))
 	}
 	sub, args := args[0], args[1:]
 	if !slices.Contains(keySubcommands, sub) {
-		return cli.Usage(fmt.Errorf("unknown key subcommand %q: want describe, skip, park, unpark, replay or cancel", sub))
+		return cli.Usage(fmt.Errorf("unknown key subcommand %q: want describe, skip, park, unpark, replay, cancel or delete-state", sub))
 	}
 	fs := flag.NewFlagSet("key "+sub, flag.ContinueOnError)
 	c.etcdConn.Register(fs)
@@ -82,6 +86,8 @@ func (c *keyCommand) Run(ctx context.Context, args []string) error {
 		return c.replay(ctx, fs, args)
 	case "cancel":
 		return c.cancel(ctx, fs, args)
+	case "delete-state":
+		return c.deleteState(ctx, fs, args)
 	}
 	return c.describe(ctx, fs, args)
 }

@@ -2,15 +2,24 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/keyshare/keyshare/admin"
+	"github.com/keyshare/keyshare/cmd/internal/cli"
 	"github.com/keyshare/keyshare/internal/textsafe"
+	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/statestore"
 )
 
-// The keyed state part of keyshare key describe (--state): the key's state
-// as its changelog holds it (statestore.ReadKey).
+// A key's keyed state: the part of keyshare key describe --state (the
+// key's state as its changelog holds it, statestore.ReadKey) and keyshare
+// key delete-state.
 
 // stateShown is how many bytes of a state the text form shows.
 const stateShown = 200
@@ -70,4 +79,52 @@ func printKeyState(w io.Writer, st statestore.KeyState) {
 		}
 		fmt.Fprintf(w, "value      %s%s\n", textsafe.Quote(string(v)), more)
 	}
+}
+
+// deleteState deletes one key's keyed state: keyshare key delete-state.
+// It is refused while the group has live members (statestore.DeleteKey
+// says why a pause is not enough).
+func (c *keyCommand) deleteState(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	var changelog string
+	fs.StringVar(&changelog, "changelog", "", "the changelog topic (default GROUP-TOPIC-state)")
+	qp, parse := keyQueryFlags(fs)
+	if err := parse(args, "delete the state of"); err != nil {
+		return err
+	}
+	q := *qp
+	etcd, g, ks, err := c.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer etcd.Close()
+	defer g.Close()
+	info, err := g.DescribeKey(ctx, q)
+	if errors.Is(err, admin.ErrBadKeyQuery) {
+		return cli.Usage(err)
+	}
+	if err != nil {
+		return err
+	}
+	ids, err := g.LiveMembers(ctx)
+	if err != nil {
+		return err
+	}
+	if len(ids) > 0 {
+		return fmt.Errorf("group %s has live members (%s): stop them first; a paused group's members keep their ranges, whose tokens a deletion must be above; nothing was changed",
+			name(c.group), textsafe.FirstFew(ids, ", ", name))
+	}
+	now, err := etcd.Get(ctx, schema.Group{Prefix: c.prefix, Name: c.group}.Keys().Root(), clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("read etcd's revision: %w", err)
+	}
+	if changelog == "" {
+		changelog = statestore.DefaultChangelog(c.group, info.Topic)
+	}
+	st, err := statestore.DeleteKey(ctx, ks.With(nil), changelog, info.Partition, q.Key, now.Header.Revision)
+	if err != nil {
+		return ks.Explain(err)
+	}
+	fmt.Fprintf(os.Stdout, "deleted the state of key %s in %s/%d: %d bytes, applied offset %d (a tombstone under token %d)\n",
+		textsafe.Quote(string(q.Key)), name(changelog), info.Partition, len(st.Value), st.Applied, now.Header.Revision)
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +20,9 @@ import (
 // TestKeyDescribeState: key describe --state reads a key's state from the
 // group's changelog by the restore rule: the change with the highest
 // applied offset wins over a late change behind it; a tombstone shows as
-// deleted; a key without changes has none. --json says the same.
+// deleted; a key without changes has none. --json says the same. key
+// delete-state is refused while a member runs, then deletes the key's
+// state (describe shows it deleted), and refuses a key without state.
 func TestKeyDescribeState(t *testing.T) {
 	testutil.ParallelOnKfake(t)
 	_, e := testutil.StartEtcd(t)
@@ -31,10 +34,14 @@ func TestKeyDescribeState(t *testing.T) {
 	if err := member.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = member.Process.Signal(os.Interrupt)
-		_ = member.Wait()
-	})
+	var stopOnce sync.Once
+	stop := func() {
+		stopOnce.Do(func() {
+			_ = member.Process.Signal(os.Interrupt)
+			_ = member.Wait()
+		})
+	}
+	t.Cleanup(stop)
 	appendChanges(t, k.Brokers, statestore.DefaultChangelog("g", "orders"), []keystate.Entry{
 		{Key: []byte("key-3"), Value: []byte("count=1"), Applied: 4, Fence: 9},
 		{Key: []byte("key-3"), Value: []byte("count=2"), Applied: 7, Fence: 9},
@@ -75,6 +82,22 @@ func TestKeyDescribeState(t *testing.T) {
 	}
 	if s := j.State; s == nil || !s.Found || s.Size != 7 || s.Value != "count=2" || s.Applied == nil || *s.Applied != 7 || s.Fence == nil || *s.Fence != 9 {
 		t.Errorf("--json does not give key-3's state:\n%s", out)
+	}
+
+	del := []string{"key", "delete-state", "--etcd", e.Endpoints[0], "--brokers", k.Brokers, "--group", "g", "--topic", "orders", "--partition", "0"}
+	if out, code := run(t, 30*time.Second, append(del, "key-3")...); code != 1 || !strings.Contains(out, "group g has live members (m1): stop them first") {
+		t.Errorf("delete-state with a live member: exit %d:\n%s", code, out)
+	}
+	stop()
+	out, code = run(t, 30*time.Second, append(del, "key-3")...)
+	if code != 0 || !strings.Contains(out, `deleted the state of key "key-3" in g-orders-state/0: 7 bytes, applied offset 7`) {
+		t.Fatalf("delete-state: exit %d:\n%s", code, out)
+	}
+	if out, _ = run(t, 30*time.Second, append(conn, "key-3")...); !strings.Contains(out, "state      deleted by the record at offset 7, token ") {
+		t.Errorf("key-3's description after delete-state does not show it deleted:\n%s", out)
+	}
+	if out, code = run(t, 30*time.Second, append(del, "key-5")...); code != 1 || !strings.Contains(out, `key "key-5" has no state in g-orders-state/0: nothing to delete`) {
+		t.Errorf("delete-state of a key without state: exit %d:\n%s", code, out)
 	}
 }
 

@@ -140,7 +140,7 @@ func TestKeyDescribeBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"key"}, "want a subcommand: describe"},
-		{[]string{"key", "frobnicate", "k"}, `unknown key subcommand "frobnicate": want describe, skip, park, unpark, replay or cancel`},
+		{[]string{"key", "frobnicate", "k"}, `unknown key subcommand "frobnicate": want describe, skip, park, unpark, replay, cancel or delete-state`},
 		{[]string{"key", "skip", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1", "--group", "g", "--topic", "orders", "k"}, "--offset -1: want the key's head offset"},
 		{[]string{"key", "skip", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1", "--group", "g", "--offset", "3", "--topic", "orders"}, "want the KEY to skip"},
 		{[]string{"key", "replay", "--etcd", "127.0.0.1:1", "--brokers", "127.0.0.1:1", "--group", "g", "--topic", "orders", "k"}, "--from -1: want the first offset to run again"},
