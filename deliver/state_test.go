@@ -153,6 +153,25 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
+// TestStateEncoded: a key's state goes as base64, an empty one as "",
+// none as null, and a key's later record in the request as previous.
+func TestStateEncoded(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		sent sentState
+		want string
+	}{
+		{sentState{value: []byte{0xff, 0}, present: true}, `{"value":"/wA="}`},
+		{sentState{value: nil, present: true}, `{"value":""}`},
+		{sentState{}, `{"value":null}`},
+		{sentState{previous: true}, `{"previous":true}`},
+	} {
+		if got := mustJSON(t, newWireState(tc.sent)); got != tc.want {
+			t.Errorf("%+v sent as %s, want %s", tc.sent, got, tc.want)
+		}
+	}
+}
+
 // TestNoStateField: without KeyState, and for a record whose lookup
 // returns no KeyState (a nil *memKey included, which as an interface is
 // not nil), a record carries no "state" at all.
@@ -194,6 +213,7 @@ func TestStateAnswerChecked(t *testing.T) {
 	}{
 		{"put", `{"status":"done","state":{"value":"Mw=="}}`, withState, stateChange{changed: true, value: []byte("3")}, ""},
 		{"empty", `{"status":"done","state":{"value":""}}`, withState, stateChange{changed: true, value: []byte{}}, ""},
+		{"escaped", `{"status":"done","state":{"value":"Mw\u003d\u003d"}}`, withState, stateChange{changed: true, value: []byte("3")}, ""},
 		{"delete", `{"status":"done","state":{"value":null}}`, withState, stateChange{changed: true, deleted: true}, ""},
 		{"unchanged", `{"status":"done"}`, withState, stateChange{}, ""},
 		{".NET casing", `{"Status":"done","State":{"Value":"Mw=="}}`, withState, stateChange{changed: true, value: []byte("3")}, ""},

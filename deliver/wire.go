@@ -105,7 +105,7 @@ func encodeRequest(member string, msgs []*kafka.Message, attempts []int, fences 
 			r.Fence = &token
 		}
 		if st := states[i]; st.key != nil {
-			r.State = &wireState{value: st.value, present: st.present, previous: st.previous}
+			r.State = newWireState(st)
 		}
 	}
 	return json.Marshal(req)

@@ -16,24 +16,26 @@ import (
 // same {"value": base64} to put, {"value": null} to delete, absent to
 // leave it as it was.
 
-// wireState is "state" in a request's record.
+// wireState is "state" in a request's record. Value points to the
+// key's state, or to nil bytes (null) when it has none; it is nil
+// (absent) on a key's later records, which have Previous instead. Plain
+// fields, not a json.Marshaler, whose output encoding/json would scan
+// again.
 type wireState struct {
-	value    []byte
-	present  bool
-	previous bool
+	Value    *[]byte `json:"value,omitempty"`
+	Previous bool    `json:"previous,omitempty"`
 }
 
-func (s *wireState) MarshalJSON() ([]byte, error) {
+// newWireState is sent's "state".
+func newWireState(sent sentState) *wireState {
 	switch {
-	case s.previous:
-		return []byte(`{"previous":true}`), nil
-	case !s.present:
-		return []byte(`{"value":null}`), nil
+	case sent.previous:
+		return &wireState{Previous: true}
+	case !sent.present:
+		return &wireState{Value: new([]byte)}
 	}
-	out := make([]byte, 0, len(`{"value":""}`)+base64.StdEncoding.EncodedLen(len(s.value)))
-	out = append(out, `{"value":"`...)
-	out = base64.StdEncoding.AppendEncode(out, s.value)
-	return append(out, `"}`...), nil
+	value := nonNil(sent.value) // "": an empty state, which null is not
+	return &wireState{Value: &value}
 }
 
 // answerState is "state" in a result. Its field is matched as
@@ -72,12 +74,31 @@ func decodeChange(raw json.RawMessage, status string, sent sentState) (stateChan
 	case bytes.Equal(s.Value, jsonNull):
 		return stateChange{changed: true, deleted: true}, nil
 	}
-	var value []byte
-	if s.Value[0] != '"' || json.Unmarshal(s.Value, &value) != nil { // an array would decode into []byte too
+	value, ok := base64String(s.Value)
+	if !ok {
 		return stateChange{}, fmt.Errorf("value %s: want a base64 string (standard alphabet, padded), or null to delete the key's state", excerpt(s.Value))
 	}
-	if value == nil {
-		value = []byte{} // "": the key's state is empty, not absent
-	}
 	return stateChange{changed: true, value: value}, nil
+}
+
+// base64String decodes raw, a JSON value, as a base64 string: never nil
+// when ok ("" is empty bytes). A string without escapes, which base64
+// text is, is decoded as it stands, with no second pass of encoding/json.
+func base64String(raw []byte) (value []byte, ok bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return nil, false // a number or an array (which would decode into []byte too)
+	}
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		if json.Unmarshal(raw, &value) != nil {
+			return nil, false
+		}
+		return nonNil(value), true
+	}
+	text := raw[1 : len(raw)-1]
+	value = make([]byte, base64.StdEncoding.DecodedLen(len(text)))
+	n, err := base64.StdEncoding.Decode(value, text)
+	if err != nil {
+		return nil, false
+	}
+	return value[:n], true
 }
