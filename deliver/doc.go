@@ -34,6 +34,14 @@
 // the records are sent again, as the next attempt, only once the deadline
 // and DeadlineGrace have passed.
 //
+// With Config.KeyState set, each record goes with its key's state and each
+// result may give the key's new state, which goes back through the
+// record's KeyState: package statestore's *Key is one, so a handler
+// wrapped by a statestore.Store gives an endpoint in any language
+// effectively-once per-key state (keyshare member --state). An answer that
+// changes the state of a record sent without it, or of one not done, is a
+// bad answer: the endpoint's trouble.
+//
 // docs/delivery.md gives the wire format, the outcome of each answer, and
 // example endpoints.
 package deliver
