@@ -115,11 +115,18 @@ func (s *Store) grantOf(ctx context.Context, f consumer.Fence) (*grant, error) {
 	return g, nil
 }
 
-// skipApplied is the skip rule at work: a test turns it off to see the
-// counts of an aggregation go over after a crash re-run (a record the key
-// has applied runs again, and its change is recorded just above the key's
-// applied offset, which the table requires of a change).
-var skipApplied = true
+// switchOff turns off one of the rules this package keeps, to prove that
+// a test of the whole system bites: set only at build time, by a fault
+// matrix row that builds its own member binary with
+// -ldflags "-X github.com/keyshare/keyshare/statestore.switchOff=skip".
+// A binary built without it (every release) keeps every rule.
+var switchOff string
+
+// skipApplied is the skip rule at work. Off (a test, or switchOff "skip"),
+// a record its key has applied runs again, and its change is recorded
+// just above the key's applied offset, which the table requires of a
+// change: the counts of an aggregation go over after a crash re-run.
+var skipApplied = switchOff != "skip"
 
 // giveUp drops g from the member's grants: its table may hold a change
 // the changelog lacks. A restore of its range waits for its appends.
