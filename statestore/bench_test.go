@@ -195,16 +195,21 @@ func benchKafka(brokers string) kafka.ConfigMap {
 }
 
 // BenchmarkStateCostPerRecord compares one member's throughput on one
-// partition holding a per-key count in the Store (count: each change
-// appended to the changelog and acknowledged before its record is done)
-// with the same member counting in a map in memory (no Store, nothing
-// written). It reports records/s of both and the state's cost per record
-// in µs, at the default Concurrency (16 keys handled at once) and at 64:
-// a record waits for its append's round trip, so the stateful rate grows
-// with the keys in flight. Both count the same records, produced before
-// the timer starts; each run is a new group reading them from the start,
-// timed from its first record done to its last (ns/op is the whole
-// iteration, both members' start and stop included).
+// partition holding a per-key count in the Store (each change appended
+// to the changelog and acknowledged before its record is done) with the
+// same member counting in a map in memory (no Store, nothing written). It
+// reports records/s of both and the state's cost per record in µs:
+//
+//   - record/concurrency=16 and 64: a Handler (count) at the default
+//     Concurrency and at 64. A record waits for its append's round trip,
+//     so the stateful rate grows with the keys handled at once.
+//   - batch/concurrency=16: a BatchHandler (countBatch) with the default
+//     MaxBatchSize of 100, whose batch's changes are appended together.
+//
+// Both count the same records, produced before the timer starts; each
+// run is a new group reading them from the start, timed from its first
+// record done to its last (ns/op is the whole iteration, both members'
+// start and stop included).
 func BenchmarkStateCostPerRecord(b *testing.B) {
 	const records, keys = 20_000, 1_000
 	_, e := testutil.StartEtcd(b)
@@ -213,20 +218,16 @@ func BenchmarkStateCostPerRecord(b *testing.B) {
 	testutil.Produce(b, k.Brokers, "events", recs)
 	exp := want(recs)
 	runs := 0
-	for _, concurrency := range []int{16, 64} {
-		b.Run(fmt.Sprintf("concurrency=%d", concurrency), func(b *testing.B) {
-			run := func(h consumer.Handler, withStore bool) time.Duration {
+	for _, mode := range []costMode{{false, 16}, {false, 64}, {true, 16}} {
+		b.Run(mode.String(), func(b *testing.B) {
+			run := func(withStore bool) time.Duration {
 				runs++
-				return runToEnd(b, e.Endpoints, k.Brokers, fmt.Sprintf("g%d", runs), h, withStore, concurrency, exp)
+				return runToEnd(b, e.Endpoints, k.Brokers, fmt.Sprintf("g%d", runs), mode, withStore, exp)
 			}
 			var stateless, stateful time.Duration
 			for range b.N {
-				mem := newMapCount()
-				stateless += run(mem.count, false)
-				if got := mem.snapshot(); !sameCounts(got, exp) {
-					b.Fatalf("the in-memory count differs from the records' (%d keys counted)", len(got))
-				}
-				stateful += run(count, true)
+				stateless += run(false)
+				stateful += run(true)
 			}
 			perRecord := func(d time.Duration) float64 { return d.Seconds() / float64(b.N*(records-1)) }
 			b.ReportMetric(1/perRecord(stateless), "stateless-rec/s")
@@ -236,42 +237,52 @@ func BenchmarkStateCostPerRecord(b *testing.B) {
 	}
 }
 
+// costMode is how the member of a cost run handles its records.
+type costMode struct {
+	batch       bool // a BatchHandler rather than a Handler
+	concurrency int  // consumer.Config.Concurrency
+}
+
+func (m costMode) String() string {
+	kind := "record"
+	if m.batch {
+		kind = "batch"
+	}
+	return fmt.Sprintf("%s/concurrency=%d", kind, m.concurrency)
+}
+
 // runToEnd runs one member of a new group over the topic "events" until it
-// has done every record counted in exp, with h wrapped by a Store when
-// withStore, and returns the time from its first record done to its last.
-// With a Store it then checks the changelog's counts against exp.
-func runToEnd(b *testing.B, endpoints []string, brokers, groupName string, h consumer.Handler, withStore bool, concurrency int, exp map[string]int) time.Duration {
+// has done every record counted in exp, counting them in a Store when
+// withStore and in a map otherwise, and returns the time from its first
+// record done to its last. It then checks the counts against exp.
+func runToEnd(b *testing.B, endpoints []string, brokers, groupName string, mode costMode, withStore bool, exp map[string]int) time.Duration {
+	b.Helper()
 	records := 0
 	for _, n := range exp {
 		records += n
 	}
-	b.Helper()
+	var first, last, done atomic.Int64 // first and last in unix nanoseconds
+	finished := func(n int) {
+		now := time.Now().UnixNano()
+		first.CompareAndSwap(0, now)
+		if done.Add(int64(n)) == int64(records) {
+			last.Store(now)
+		}
+	}
+	cfg := memberConfig(groupName, brokers)
+	cfg.Concurrency = mode.concurrency
+	cfg.Logger = testutil.Logger(b).Named(groupName)
+	mem := newMapCount()
 	var store *Store
 	if withStore {
 		var err error
-		store, err = New(b.Context(), Config{Group: groupName, Topics: []string{"events"}, Kafka: benchKafka(brokers), Logger: testutil.Logger(b)})
+		store, err = New(b.Context(), Config{Group: groupName, Topics: []string{"events"}, Kafka: benchKafka(brokers), Logger: cfg.Logger})
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer store.Close()
-		h = store.Handler(h)
 	}
-	var done atomic.Int64
-	var first, last atomic.Int64 // unix nanoseconds
-	cfg := memberConfig(groupName, brokers)
-	cfg.Concurrency = concurrency
-	cfg.Handler = func(ctx context.Context, m *kafka.Message) error {
-		if err := h(ctx, m); err != nil {
-			return err
-		}
-		now := time.Now().UnixNano()
-		first.CompareAndSwap(0, now)
-		if done.Add(1) == int64(records) {
-			last.Store(now)
-		}
-		return nil
-	}
-	cfg.Logger = testutil.Logger(b).Named(groupName)
+	installCount(&cfg, mode, store, mem, finished)
 	c, err := consumer.New(testutil.NewEtcdClient(b, endpoints), cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -286,8 +297,44 @@ func runToEnd(b *testing.B, endpoints []string, brokers, groupName string, h con
 	}
 	if withStore {
 		checkChangelogCounts(b, store, exp)
+	} else if got := mem.snapshot(); !sameCounts(got, exp) {
+		b.Fatalf("the in-memory count differs from the records' (%d keys counted, %d with records)", len(got), len(exp))
 	}
 	return time.Duration(last.Load() - first.Load())
+}
+
+// installCount sets cfg's handler to count each record, in store or (store
+// nil) in mem, as mode says, and to report the records done to finished.
+func installCount(cfg *consumer.Config, mode costMode, store *Store, mem *mapCount, finished func(n int)) {
+	if mode.batch {
+		h := consumer.BatchHandler(mem.countBatch)
+		if store != nil {
+			h = store.BatchHandler(countBatch)
+		}
+		cfg.BatchHandler = func(ctx context.Context, batch []*kafka.Message) []error {
+			res := h(ctx, batch)
+			ok := len(batch)
+			for _, err := range res {
+				if err != nil {
+					ok--
+				}
+			}
+			finished(ok)
+			return res
+		}
+		return
+	}
+	h := consumer.Handler(mem.count)
+	if store != nil {
+		h = store.Handler(count)
+	}
+	cfg.Handler = func(ctx context.Context, m *kafka.Message) error {
+		if err := h(ctx, m); err != nil {
+			return err
+		}
+		finished(1)
+		return nil
+	}
 }
 
 // checkChangelogCounts restores store's changelog of "events" and
@@ -343,6 +390,14 @@ func (c *mapCount) count(_ context.Context, m *kafka.Message) error {
 	}
 	c.counts[string(m.Key)] = []byte(strconv.Itoa(n + 1))
 	return nil
+}
+
+func (c *mapCount) countBatch(ctx context.Context, batch []*kafka.Message) []error {
+	res := make([]error, len(batch))
+	for i, m := range batch {
+		res[i] = c.count(ctx, m)
+	}
+	return res
 }
 
 func (c *mapCount) snapshot() map[string]int {
