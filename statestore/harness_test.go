@@ -89,6 +89,7 @@ func (g *group) run(id string, handle func(*Store, *consumer.Config), mutate fun
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &member{id: id, c: c, store: store, cancel: cancel, done: make(chan error, 1)}
 	go func() { m.done <- c.Run(ctx) }()
+	go store.Track(ctx, c)
 	g.t.Cleanup(func() { m.stop(g.t) })
 	return m
 }
