@@ -128,7 +128,8 @@ func TestMemberKeepsStateForEndpoint(t *testing.T) {
 	// a records its ledger in etcd rarely: most of what it delivers
 	// before the kill runs again on b, where the skip rule must find it.
 	a, _ := startDeliveringMember(t, member("a", "--flush-interval", "5s")...)
-	_, bLog := startDeliveringMember(t, member("b", "--batch-size", "4")...)
+	bMetrics := freePort(t)
+	_, bLog := startDeliveringMember(t, member("b", "--batch-size", "4", "--metrics-addr", bMetrics)...)
 	testutil.WaitFor(t, "a and b own ranges", 30*time.Second, func() bool {
 		snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"})
 		return err == nil && len(snap.Owned("a")) > 0 && len(snap.Owned("b")) > 0
@@ -158,6 +159,17 @@ func TestMemberKeepsStateForEndpoint(t *testing.T) {
 	// b took a's range with a's keys' state, read from the changelog.
 	if m := restoredKeys.FindAllStringSubmatch(bLog.String(), -1); len(m) == 0 || m[len(m)-1][1] == "0" {
 		t.Errorf("b's last restore of a range took no key's state (%q): a's state did not move to b", m)
+	}
+	// b's metrics count the restores and changes, and it is ready once
+	// its restores are done.
+	if code, body := get(t, "http://"+bMetrics+"/readyz"); code != 200 {
+		t.Errorf("b not ready after every record: %d %s", code, body)
+	}
+	_, body := get(t, "http://"+bMetrics+"/metrics")
+	for _, name := range []string{"keyshare_state_restores_total", "keyshare_state_changes_total", "keyshare_state_skipped_total"} {
+		if m := regexp.MustCompile(name + `\{group="g"\} ([0-9.e+]+)`).FindStringSubmatch(body); m == nil || m[1] == "0" {
+			t.Errorf("b's metrics show %s %q, want above 0", name, m)
+		}
 	}
 	byB := map[int64]bool{}
 	again := 0

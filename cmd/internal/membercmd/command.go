@@ -154,8 +154,11 @@ func (c *Command) runDelivering(ctx context.Context, etcd *clientv3.Client, cfg 
 	if err != nil {
 		return err
 	}
+	if store != nil {
+		go store.Track(ctx, self) // ends with ctx, or with the Store's Close
+	}
 	if metricsAddr != "" {
-		stop, err := serveDeliverMetrics(ctx, metricsAddr, cfg.Group, self, ep)
+		stop, err := serveDeliverMetrics(ctx, metricsAddr, cfg.Group, self, ep, store)
 		if err != nil {
 			return err
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/keyshare/keyshare/cmd/internal/clientflags"
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/deliver"
+	"github.com/keyshare/keyshare/statestore"
 )
 
 // deliverFlags say where records go and how the member reaches it.
@@ -188,17 +189,22 @@ func readHeaderFile(path string, h http.Header) error {
 }
 
 // serveDeliverMetrics serves the member's /metrics, /healthz and /readyz
-// on addr with the endpoint's metrics (labelled with the group, as the
-// member's are) among them, and /readyz not ready while the endpoint is
-// not answering. The consumer's own server is off then (its MetricsAddr
+// on addr with the endpoint's metrics and the keyed state's, if any
+// (labelled with the group, as the member's are), among them, and /readyz
+// not ready while the endpoint is not answering or a range's state
+// restores. The consumer's own server is off then (its MetricsAddr
 // empty): its HTTPHandler has no place for another package's metrics.
-func serveDeliverMetrics(ctx context.Context, addr, group string, self *consumer.Consumer, ep *deliver.Endpoint) (stop func(), err error) {
+func serveDeliverMetrics(ctx context.Context, addr, group string, self *consumer.Consumer, ep *deliver.Endpoint, state *statestore.Store) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr %s: %w (is the port in use? choose another)", addr, err)
 	}
 	reg := prometheus.NewRegistry()
-	prometheus.WrapRegistererWith(prometheus.Labels{"group": group}, reg).MustRegister(ep.Collector())
+	labelled := prometheus.WrapRegistererWith(prometheus.Labels{"group": group}, reg)
+	labelled.MustRegister(ep.Collector())
+	if state != nil {
+		labelled.MustRegister(state.Collector())
+	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	member := self.HTTPHandler()
 	mux := http.NewServeMux()
@@ -208,6 +214,12 @@ func serveDeliverMetrics(ctx context.Context, addr, group string, self *consumer
 		if err := ep.Ready(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
+		}
+		if state != nil {
+			if err := state.Ready(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		member.ServeHTTP(w, r)
 	})
