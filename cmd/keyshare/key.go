@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/keyshare/keyshare/admin"
 	"github.com/keyshare/keyshare/cmd/internal/cli"
 	"github.com/keyshare/keyshare/cmd/internal/clientflags"
@@ -150,24 +152,15 @@ func (c *keyCommand) describe(ctx context.Context, fs *flag.FlagSet, args []stri
 		return err
 	}
 	q := *qp
-	etcd, g, _, err := c.open(ctx, true)
+	etcd, g, ks, info, err := c.openAndDescribe(ctx, q)
 	if err != nil {
 		return err
 	}
 	defer etcd.Close()
 	defer g.Close()
-	info, err := g.DescribeKey(ctx, q)
-	if errors.Is(err, admin.ErrBadKeyQuery) {
-		// A topic the group does not consume, a partition the topic
-		// does not have: the command line's fault, exit status 2.
-		return cli.Usage(err)
-	}
-	if err != nil {
-		return err
-	}
 	var st *statestore.KeyState
 	if withState {
-		read, err := c.readKeyState(ctx, changelog, info.Topic, info.Partition, q.Key)
+		read, err := c.readKeyState(ctx, ks, changelog, info.Topic, info.Partition, q.Key)
 		if err != nil {
 			return err
 		}
@@ -190,6 +183,27 @@ func (c *keyCommand) describe(ctx context.Context, fs *flag.FlagSet, args []stri
 		printKeyState(os.Stdout, *st)
 	}
 	return nil
+}
+
+// openAndDescribe opens the group and describes q's key
+// (admin.DescribeKey). A topic the group does not consume, or a partition
+// the topic does not have, is the command line's fault: a usage error,
+// exit status 2. The caller closes etcd and g.
+func (c *keyCommand) openAndDescribe(ctx context.Context, q admin.KeyQuery) (*clientv3.Client, *admin.Group, *clientflags.KafkaSettings, admin.KeyInfo, error) {
+	etcd, g, ks, err := c.open(ctx, true)
+	if err != nil {
+		return nil, nil, nil, admin.KeyInfo{}, err
+	}
+	info, err := g.DescribeKey(ctx, q)
+	if errors.Is(err, admin.ErrBadKeyQuery) {
+		err = cli.Usage(err)
+	}
+	if err != nil {
+		g.Close()
+		etcd.Close()
+		return nil, nil, nil, admin.KeyInfo{}, err
+	}
+	return etcd, g, ks, info, nil
 }
 
 // splitKeyArgs separates the positional KEY from the flags, wherever it

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,8 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/keyshare/keyshare/admin"
-	"github.com/keyshare/keyshare/cmd/internal/cli"
+	"github.com/keyshare/keyshare/cmd/internal/clientflags"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/statestore"
@@ -39,11 +37,7 @@ type keyStateJSON struct {
 
 // readKeyState reads key's state from changelog (default the group's for
 // topic) in partition.
-func (c *keyCommand) readKeyState(ctx context.Context, changelog, topic string, partition int32, key []byte) (statestore.KeyState, error) {
-	ks, err := c.kafkaConn.Settings()
-	if err != nil {
-		return statestore.KeyState{}, err
-	}
+func (c *keyCommand) readKeyState(ctx context.Context, ks *clientflags.KafkaSettings, changelog, topic string, partition int32, key []byte) (statestore.KeyState, error) {
 	if changelog == "" {
 		changelog = statestore.DefaultChangelog(c.group, topic)
 	}
@@ -92,19 +86,12 @@ func (c *keyCommand) deleteState(ctx context.Context, fs *flag.FlagSet, args []s
 		return err
 	}
 	q := *qp
-	etcd, g, ks, err := c.open(ctx, true)
+	etcd, g, ks, info, err := c.openAndDescribe(ctx, q)
 	if err != nil {
 		return err
 	}
 	defer etcd.Close()
 	defer g.Close()
-	info, err := g.DescribeKey(ctx, q)
-	if errors.Is(err, admin.ErrBadKeyQuery) {
-		return cli.Usage(err)
-	}
-	if err != nil {
-		return err
-	}
 	ids, err := g.LiveMembers(ctx)
 	if err != nil {
 		return err
