@@ -18,10 +18,11 @@ from .endpoint import DEADLINE_HEADER, DEFAULT_CONCURRENCY, Endpoint, Response, 
 from .outcome import DeadlinePassed, Failed, Fenced, Outcome, Retry
 from .record import WIRE_VERSION, BadRequest, Record, UnknownVersion, decode_record, decode_request
 from .server import make_server
+from .state import StateNotKept
 
 __all__ = [
     "endpoint", "batch_endpoint", "Endpoint", "Response", "Record",
     "Failed", "Fenced", "Retry", "Outcome", "DeadlinePassed",
     "decode_request", "decode_record", "BadRequest", "UnknownVersion", "WIRE_VERSION",
-    "DEADLINE_HEADER", "DEFAULT_CONCURRENCY", "make_server",
+    "DEADLINE_HEADER", "DEFAULT_CONCURRENCY", "make_server", "StateNotKept",
 ]

@@ -110,7 +110,7 @@ class Endpoint:
                 return _text(503, e.reason or "the endpoint asks for the request again later", *extra)
             except DeadlinePassed as e:
                 return _text(504, str(e) or "the request's deadline passed before it was applied")
-        body = json.dumps({"results": [result_of(r) for r in results]}).encode()
+        body = json.dumps({"results": [_result(rec, r) for rec, r in zip(records, results)]}).encode()
         return Response(200, body, [("Content-Type", "application/json")])
 
     def _run_each(self, records) -> list:
@@ -183,6 +183,20 @@ class Endpoint:
                 srv.serve_forever()
             except KeyboardInterrupt:
                 pass
+
+
+def _result(rec, outcome) -> dict:
+    """The answer's result for rec: its outcome and, when done, the change
+    the function made to its key's state. A record not done changes no
+    state (the member would refuse the answer), so its change is dropped."""
+    result = result_of(outcome)
+    if rec._state is not None:
+        if outcome is not None:
+            rec._state.discard()
+        change = rec._state.wire()
+        if change is not None:
+            result["state"] = change
+    return result
 
 
 def endpoint(fn=None, **options):

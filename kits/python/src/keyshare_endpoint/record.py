@@ -5,7 +5,9 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
+
+from .state import RecordState, decode_state, not_kept, state_bytes
 
 #: The body version this kit reads. A request of another version is
 #: answered 501, which the member treats as the endpoint's trouble: it
@@ -43,6 +45,10 @@ class Record:
     None when the member sent none). ``attempt`` counts this member's
     requests for the record, from 1. ``deadline`` is the request's
     ``Keyshare-Deadline`` in Unix seconds, or None.
+
+    ``state`` is the key's state before the record, with ``keyshare member
+    --state``: bytes, or None when the key has none. ``set_state`` and
+    ``delete_state`` change it (see keyshare_endpoint.state).
     """
 
     topic: str
@@ -59,6 +65,42 @@ class Record:
     fence: Optional[int] = None
     member: str = ""
     deadline: Optional[float] = None
+    _state: Optional[RecordState] = field(default=None, repr=False, compare=False)
+
+    @property
+    def state_kept(self) -> bool:
+        """Whether the member keeps this record's key state (--state)."""
+        return self._state is not None
+
+    @property
+    def state(self) -> Optional[bytes]:
+        """The key's state before this record: bytes, or None for none.
+
+        In a batch, a key's later records see what the function set or
+        deleted for the key's records before them. None too when the
+        member runs without --state (``state_kept`` tells the two apart).
+        """
+        return None if self._state is None else self._state.before()
+
+    def set_state(self, value: Union[bytes, bytearray, memoryview]) -> None:
+        """Makes value the key's state once the record is done.
+
+        Without --state on the member this raises StateNotKept (the
+        request is answered 503, naming --state); for a record with a null
+        key, which has no state, ValueError (the record fails).
+        """
+        self._change("set_state", state_bytes(value))
+
+    def delete_state(self) -> None:
+        """Deletes the key's state once the record is done (as set_state)."""
+        self._change("delete_state", None)
+
+    def _change(self, what: str, value: Optional[bytes]) -> None:
+        if self._state is None:
+            raise not_kept("record.%s()" % what)
+        if self.key is None:
+            raise ValueError("record.%s(): the record at offset %d has a null key, which has no state" % (what, self.offset))
+        self._state.changed, self._state.value = True, value
 
     @property
     def order_key(self):
@@ -112,7 +154,16 @@ def _headers(rec, where):
 
 
 def decode_record(rec, member="", deadline=None, where="records[0]."):
-    """Decodes one record object of a request body into a Record."""
+    """Decodes one record object of a request body into a Record.
+
+    A record whose state is marked previous comes without it: the
+    previous record is in its request, which decode_request reads.
+    """
+    return _decode_record(rec, member, deadline, where)[0]
+
+
+def _decode_record(rec, member, deadline, where):
+    """The Record of rec, and whether its state is marked previous."""
     if not isinstance(rec, dict):
         raise BadRequest("%s want a record object, got %r" % (where.rstrip("."), rec))
     topic = rec.get("topic")
@@ -124,7 +175,14 @@ def decode_record(rec, member="", deadline=None, where="records[0]."):
         if not isinstance(rng, dict):
             raise BadRequest("%srange: %r is not an object" % (where, rng))
         lo, hi = _int(rng, "lo", where + "range."), _int(rng, "hi", where + "range.")
-    return Record(
+    state, previous = None, False
+    if rec.get("state") is not None:
+        try:
+            sent, previous = decode_state(rec["state"], where)
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+        state = RecordState(sent)
+    record = Record(
         topic=topic,
         partition=_int(rec, "partition", where),
         offset=_int(rec, "offset", where),
@@ -139,7 +197,9 @@ def decode_record(rec, member="", deadline=None, where="records[0]."):
         fence=_int(rec, "fence", where, optional=True),
         member=member,
         deadline=deadline,
+        _state=state,
     )
+    return record, previous
 
 
 def decode_request(body, deadline=None):
@@ -163,4 +223,16 @@ def decode_request(body, deadline=None):
     recs = doc.get("records")
     if not isinstance(recs, list):
         raise BadRequest("records: %r is not a list" % (recs,))
-    return member, [decode_record(r, member, deadline, "records[%d]." % i) for i, r in enumerate(recs)]
+    records, last = [], {}  # last: by key, the state of its latest record so far
+    for i, r in enumerate(recs):
+        where = "records[%d]." % i
+        record, previous = _decode_record(r, member, deadline, where)
+        if previous:
+            earlier = last.get(record.key)
+            if earlier is None:
+                raise BadRequest('%sstate: "previous", but no earlier record of the key in this request carries its state' % where)
+            record._state.previous = earlier
+        if record._state is not None and record.key is not None:
+            last[record.key] = record._state
+        records.append(record)
+    return member, records
