@@ -68,11 +68,12 @@ type setup struct {
 	system    system
 	instances int
 	parallel  int
+	note      string // how the row differs from the defaults
 }
 
 func (s setup) String() string {
 	if s.system == streams {
-		return fmt.Sprintf("%s, 1 instance × %d stream threads", s.system, s.parallel)
+		return fmt.Sprintf("%s, 1 instance × %d stream threads%s", s.system, s.parallel, s.note)
 	}
 	return fmt.Sprintf("%s, %d member(s) × Concurrency %d", s.system, s.instances, s.parallel)
 }
@@ -80,13 +81,25 @@ func (s setup) String() string {
 // setups are the rows of a topic of p partitions: Streams with a thread
 // per partition; keyshare at the same parallelism; keyshare at its default
 // Concurrency (16), in one member and split over four.
-func setups(p int32) []setup {
-	return []setup{
-		{streams, 1, int(p)},
-		{keyshare, 1, int(p)},
-		{keyshare, 1, 16},
-		{keyshare, 4, 4},
+func (b *bench) setups(p int32) []setup {
+	var note string
+	if b.guarantee != "exactly_once_v2" {
+		note += ", " + b.guarantee
 	}
+	if b.cacheBytes >= 0 {
+		note += fmt.Sprintf(", record cache %d bytes", b.cacheBytes)
+	}
+	if b.crashAt > 0 {
+		note += fmt.Sprintf(", killed at %.0f%% of the counts and started again", 100*b.crashAt)
+	}
+	var out []setup
+	if b.only != "keyshare" {
+		out = append(out, setup{streams, 1, int(p), note})
+	}
+	if b.only != "streams" {
+		out = append(out, setup{keyshare, 1, int(p), ""}, setup{keyshare, 1, 16, ""}, setup{keyshare, 4, 4, ""})
+	}
+	return out
 }
 
 // row is one setup's measured run.
@@ -94,9 +107,10 @@ type row struct {
 	setup
 	partitions int32
 	records    int           // records of the input
-	handled    int64         // handlings of records (duplicates included)
+	handled    int64         // handlings of records (duplicates included); -1 when not known
 	elapsed    time.Duration // from the first lookup's start to the last record's end
 	counts     string        // "exact", or what was wrong
+	storeOwn   time.Duration // keyshare: the Store's own time a record, beyond its handler's (restore waits, the append)
 }
 
 func (r row) rate() float64 {

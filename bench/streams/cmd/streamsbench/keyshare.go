@@ -21,24 +21,39 @@ import (
 	"github.com/keyshare/keyshare/statestore"
 )
 
-// timing is when a row's records were handled, in Unix µs, and how often.
+// timing is when a row's records were handled, in Unix µs, how often,
+// and how long the Store's calls and the handler's took in all.
 type timing struct {
-	first, last atomic.Int64
-	handled     atomic.Int64
+	first, last  atomic.Int64
+	handled      atomic.Int64
+	storeNanos   atomic.Int64 // the Store's handler: restore waits, the handler, the append
+	handlerNanos atomic.Int64 // the handler the Store wraps: the lookup and the count
 }
 
+// wrap times the Store's handler h.
 func (t *timing) wrap(h consumer.Handler) consumer.Handler {
 	return func(ctx context.Context, m *kafka.Message) error {
-		start := time.Now().UnixMicro()
-		t.first.CompareAndSwap(0, start)
+		start := time.Now()
+		t.first.CompareAndSwap(0, start.UnixMicro())
 		if err := h(ctx, m); err != nil {
 			return err
 		}
 		t.handled.Add(1)
+		t.storeNanos.Add(int64(time.Since(start)))
 		end := time.Now().UnixMicro()
 		for l := t.last.Load(); end > l && !t.last.CompareAndSwap(l, end); l = t.last.Load() {
 		}
 		return nil
+	}
+}
+
+// wrapInner times the handler the Store wraps.
+func (t *timing) wrapInner(h consumer.Handler) consumer.Handler {
+	return func(ctx context.Context, m *kafka.Message) error {
+		start := time.Now()
+		err := h(ctx, m)
+		t.handlerNanos.Add(int64(time.Since(start)))
+		return err
 	}
 }
 
@@ -111,6 +126,9 @@ func (b *bench) runKeyshare(in *input, s setup) (row, error) {
 		return r, err
 	}
 	r.handled = t.handled.Load()
+	if r.handled > 0 {
+		r.storeOwn = time.Duration((t.storeNanos.Load() - t.handlerNanos.Load()) / r.handled)
+	}
 	r.elapsed = time.Duration(t.last.Load()-t.first.Load()) * time.Microsecond
 	got, err := readChangelog(b.brokers, statestore.DefaultChangelog(group, in.topic), in.partitions)
 	if err != nil {
@@ -139,7 +157,7 @@ func (b *bench) startMember(group, id string, in *input, parallel int, t *timing
 	cfg.Kafka, cfg.Logger = km, log
 	cfg.Concurrency = parallel
 	cfg.AutoOffsetReset = consumer.OffsetEarliest
-	cfg.Handler = t.wrap(store.Handler(countWithLookup(b.lookup)))
+	cfg.Handler = t.wrap(store.Handler(t.wrapInner(countWithLookup(b.lookup))))
 	c, err := consumer.New(cli, cfg)
 	if err != nil {
 		store.Close()

@@ -19,14 +19,14 @@ func (b *bench) report(rows []row, t0 time.Time, load0 string) string {
 	var s strings.Builder
 	host, _ := os.Hostname()
 	_, rdk := kafka.LibraryVersion()
-	fmt.Fprintf(&s, "Measured by `streamsbench --records %d --keys %d --lookup %s` on %s: %d CPUs, %s, %s, from %s UTC for %s; load average (1, 5, 15 min) %s at the start, %s at the end. One Apache Kafka %s broker (internal/devcluster); Kafka Streams %s on %s; keyshare members in the runner's process, with librdkafka %s, and one embedded etcd.\n\n",
-		b.records, b.keys, b.lookup, host, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02"),
+	fmt.Fprintf(&s, "Measured by `streamsbench %s` (%d records over %d keys, a lookup of %s) on %s: %d CPUs, %s, %s, from %s UTC for %s; load average (1, 5, 15 min) %s at the start, %s at the end. One Apache Kafka %s broker (internal/devcluster); Kafka Streams %s on %s; keyshare members in the runner's process, with librdkafka %s, and one embedded etcd.\n\n",
+		strings.Join(os.Args[1:], " "), b.records, b.keys, b.lookup, host, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02"),
 		t0.UTC().Format("15:04"), time.Since(t0).Round(time.Second), load0, loadavg(), devcluster.ApacheKafkaVersion,
 		devcluster.ApacheKafkaVersion, javaVersion(), rdk)
-	fmt.Fprintf(&s, "| input | setup | records at once | records/s | × Streams | ceiling (at once ÷ lookup) | first → last | counts |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&s, "| input | setup | records at once | records/s | × Streams | ceiling (at once ÷ lookup) | first → last | Store's own time a record | counts |\n|---|---|---|---|---|---|---|---|---|\n")
 	var base float64
 	for _, r := range rows {
-		if r.system == streams {
+		if r.system == streams && r.elapsed > 0 {
 			base = r.rate()
 		}
 		ratio := "—"
@@ -39,11 +39,24 @@ func (b *bench) report(rows []row, t0 time.Time, load0 string) string {
 			ceiling = fmt.Sprintf("%.0f", float64(conc)/b.lookup.Seconds())
 		}
 		dup := ""
-		if r.handled != int64(r.records) {
+		switch {
+		case r.handled < 0:
+			dup = " (handlings not counted)"
+		case r.handled != int64(r.records):
 			dup = fmt.Sprintf(" (%d handlings)", r.handled)
 		}
-		fmt.Fprintf(&s, "| %d partition(s) | %s | %d | %.0f | %s | %s | %.1f s%s | %s |\n",
-			r.partitions, r.setup, conc, r.rate(), ratio, ceiling, r.elapsed.Seconds(), dup, r.counts)
+		own := "—"
+		if r.system == keyshare {
+			own = fmt.Sprintf("%.2f ms", float64(r.storeOwn)/float64(time.Millisecond))
+		}
+		rate, took := "—", "—"
+		if r.elapsed > 0 {
+			rate, took = fmt.Sprintf("%.0f", r.rate()), fmt.Sprintf("%.1f s", r.elapsed.Seconds())
+		} else {
+			ratio = "—"
+		}
+		fmt.Fprintf(&s, "| %d partition(s) | %s | %d | %s | %s | %s | %s%s | %s | %s |\n",
+			r.partitions, r.setup, conc, rate, ratio, ceiling, took, dup, own, r.counts)
 	}
 	return s.String()
 }
