@@ -33,6 +33,26 @@ export interface DeliveredRecord {
   fence: number | null;
   /** The id of the member sending it. */
   member: string;
+  /**
+   * The key's state before this record, with `keyshare member --state`
+   * (docs/delivery.md, "Keyed state"): a Buffer, or null when the key has
+   * none. In a batch, a key's later records see what the function set or
+   * deleted for the key's records before them. Null too without --state
+   * (stateKept tells the two apart). Not an own property: JSON.stringify
+   * and object spread leave it out.
+   */
+  readonly state: Buffer | null;
+  /** Whether the member keeps this record's key state (it runs with --state). */
+  readonly stateKept: boolean;
+  /**
+   * Makes value (copied) the key's state once the record is answered done;
+   * a record not done changes nothing. Throws a StateNotKeptError (the
+   * request is answered 503, naming --state) when the member keeps no
+   * state, and an Error (the record fails) for a null key, which has none.
+   */
+  setState(value: Buffer | Uint8Array): void;
+  /** Deletes the key's state once the record is answered done (as setState). */
+  deleteState(): void;
 }
 
 /** What a call knows about the request it serves. */
@@ -122,6 +142,16 @@ export class UnavailableError extends Error {
   constructor(message?: string, options?: { retryAfter?: number });
   /** Seconds the member should wait, sent as Retry-After. */
   readonly retryAfter: number | undefined;
+}
+
+/**
+ * Thrown by setState and deleteState when the member runs without
+ * --state: it keeps no state, so the change would be lost. An
+ * UnavailableError: the request is answered 503 with the message, and the
+ * member waits, dead-lettering nothing.
+ */
+export class StateNotKeptError extends UnavailableError {
+  constructor(what: string);
 }
 
 /** The reason of an aborted CallContext.signal. */

@@ -10,6 +10,7 @@ import { runBatch, runRecords } from "./lib/run.js";
 export { FencedError, UnavailableError, failed, fenced } from "./lib/results.js";
 export { DEADLINE_HEADER, RequestStoppedError } from "./lib/listener.js";
 export { WIRE_VERSION, decodeRequest } from "./lib/wire.js";
+export { StateNotKeptError } from "./lib/state.js";
 
 /**
  * How long an idle connection is kept, longer than the 90 s after which

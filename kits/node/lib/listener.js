@@ -6,6 +6,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 
 import { Limit } from "./limit.js";
 import { wireResult } from "./results.js";
+import { withStateChange } from "./state.js";
 import { CallContext, Stop } from "./stop.js";
 import { BadRequestError, decodeRequest } from "./wire.js";
 
@@ -131,7 +132,7 @@ async function serveRequest(req, res, run, o, wantToken) {
   }
   if ("outcomes" in result) {
     res.setHeader("Content-Type", "application/json");
-    return answer(res, 200, JSON.stringify({ results: result.outcomes.map(wireResult) }));
+    return answer(res, 200, JSON.stringify({ results: result.outcomes.map((o, i) => withStateChange(wireResult(o), records[i])) }));
   }
   if ("unavailable" in result) {
     const after = result.unavailable.retryAfter;

@@ -1,6 +1,8 @@
 // The request body of keyshare's HTTP delivery (docs/delivery.md) and
 // the records decoded from it.
 
+import { attachStates, recordPrototype } from "./state.js";
+
 /** The body format this kit reads. Another version is answered 501. */
 export const WIRE_VERSION = 1;
 
@@ -62,6 +64,10 @@ export function decodeRequest(body) {
   }
   const records = parsed.records.map((r, i) => decodeRecord(r, i, member));
   const keys = parsed.records.map((r) => (typeof r.key === "string" ? r.key : null));
+  const badState = attachStates(parsed.records, records, keys);
+  if (badState !== null) {
+    throw new BadRequestError(400, badState);
+  }
   return { member, records, keys };
 }
 
@@ -80,7 +86,8 @@ function decodeRecord(r, i, member) {
     throw new BadRequestError(400, `${field("topic")} is ${describe(r.topic)}, want a string`);
   }
   const range = r.range == null ? null : { lo: integer(r.range.lo, field("range.lo")), hi: integer(r.range.hi, field("range.hi")) };
-  return {
+  // The prototype carries state, setState and deleteState (lib/state.js).
+  return Object.assign(Object.create(recordPrototype), {
     topic: r.topic,
     partition: integer(r.partition, field("partition")),
     offset: integer(r.offset, field("offset")),
@@ -93,7 +100,7 @@ function decodeRecord(r, i, member) {
     range,
     fence: r.fence == null ? null : integer(r.fence, field("fence")),
     member,
-  };
+  });
 }
 
 /**
