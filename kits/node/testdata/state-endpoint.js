@@ -1,0 +1,78 @@
+// A counting endpoint built with the kit's keyed state, the one
+// state_test.go runs beside real `keyshare member --deliver --state`
+// processes. It counts each key's records using only the state the member
+// sends (record.state) and answers the new count (record.setState): it
+// keeps nothing of its own, so members can crash and ranges move without
+// losing a count. Each answered record is a line {"member", "offset"} in
+// --log; it prints "listening on PORT" once it listens.
+//
+//   node testdata/state-endpoint.js --log answers.jsonl [--batch] [--break previous]
+//
+// --batch serves through createBatchEndpoint; without it createEndpoint
+// calls the function once per record. --break previous breaks the kit on
+// purpose, so that the Go test can be seen to fail: record.state then
+// reads only the state the request sent, as a kit ignoring "previous"
+// would, so a key's later records of a batch count from nothing.
+
+import { appendFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+
+import { createBatchEndpoint, createEndpoint } from "../index.js";
+
+const { values: args } = parseArgs({
+  options: {
+    port: { type: "string", default: "0" },
+    log: { type: "string" },
+    batch: { type: "boolean", default: false },
+    break: { type: "string" },
+  },
+});
+if (args.log === undefined || ![undefined, "previous"].includes(args.break)) {
+  console.error("usage: state-endpoint.js --log FILE [--batch] [--break previous]");
+  process.exit(2);
+}
+
+let broken = false;
+
+/** Replaces the records' state getter with one that ignores "previous". */
+function breakPrevious(/** @type {any} */ record) {
+  const [hidden] = Object.getOwnPropertySymbols(record);
+  if (broken || hidden === undefined) {
+    return;
+  }
+  Object.defineProperty(Object.getPrototypeOf(record), "state", {
+    get() {
+      return this[hidden]?.sent ?? null;
+    },
+  });
+  broken = true;
+}
+
+/** @param {import("../index.js").DeliveredRecord} record */
+function count(record) {
+  if (args.break === "previous") {
+    breakPrevious(record);
+  }
+  const n = record.state === null ? 0 : Number(record.state.toString());
+  record.setState(Buffer.from(String(n + 1)));
+}
+
+/** @param {import("../index.js").DeliveredRecord[]} records */
+function logged(records) {
+  appendFileSync(args.log, records.map((r) => JSON.stringify({ member: r.member, offset: r.offset }) + "\n").join(""));
+}
+
+const options = { concurrency: 64 };
+const server = args.batch
+  ? createBatchEndpoint(async (records) => {
+      records.forEach(count);
+      logged(records);
+    }, options)
+  : createEndpoint(async (record) => {
+      count(record);
+      logged([record]);
+    }, options);
+
+server.listen(Number(args.port), "127.0.0.1", () => {
+  console.log(`listening on ${server.address().port}`);
+});
