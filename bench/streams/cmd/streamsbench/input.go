@@ -75,7 +75,7 @@ func (s setup) String() string {
 	if s.system == streams {
 		return fmt.Sprintf("%s, 1 instance × %d stream threads%s", s.system, s.parallel, s.note)
 	}
-	return fmt.Sprintf("%s, %d member(s) × Concurrency %d", s.system, s.instances, s.parallel)
+	return fmt.Sprintf("%s, %d member(s) × Concurrency %d%s", s.system, s.instances, s.parallel, s.note)
 }
 
 // setups are the rows of a topic of p partitions: Streams with a thread
@@ -97,7 +97,16 @@ func (b *bench) setups(p int32) []setup {
 		out = append(out, setup{streams, 1, int(p), note})
 	}
 	if b.only != "streams" {
-		out = append(out, setup{keyshare, 1, int(p), ""}, setup{keyshare, 1, 16, ""}, setup{keyshare, 4, 4, ""})
+		var ks string
+		if len(b.storeKafka) > 0 {
+			var kv []string
+			for k, v := range b.storeKafka {
+				kv = append(kv, k+"="+v)
+			}
+			sort.Strings(kv)
+			ks = ", changelog producer " + strings.Join(kv, " ")
+		}
+		out = append(out, setup{keyshare, 1, int(p), ks}, setup{keyshare, 1, 16, ks}, setup{keyshare, 4, 4, ks})
 	}
 	return out
 }

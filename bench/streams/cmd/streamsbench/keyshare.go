@@ -147,7 +147,14 @@ func (b *bench) startMember(group, id string, in *input, parallel int, t *timing
 	}
 	km := kafka.ConfigMap{"bootstrap.servers": b.brokers, "log_level": 3}
 	log := hclog.New(&hclog.LoggerOptions{Name: group + "/" + id, Level: hclog.Warn, Output: os.Stderr})
-	store, err := statestore.New(context.Background(), statestore.Config{Group: group, Topics: []string{in.topic}, Kafka: km, ReplicationFactor: 1, Logger: log})
+	sk := kafka.ConfigMap{}
+	for k, v := range km {
+		sk[k] = v
+	}
+	for k, v := range b.storeKafka {
+		sk[k] = v
+	}
+	store, err := statestore.New(context.Background(), statestore.Config{Group: group, Topics: []string{in.topic}, Kafka: sk, ReplicationFactor: 1, Logger: log})
 	if err != nil {
 		cli.Close()
 		return nil, err

@@ -54,15 +54,16 @@ type bench struct {
 	dir        string
 	verbose    bool
 	stall      time.Duration
-	only       string  // streams, keyshare, or "" for both
-	crashAt    float64 // kill the Streams application once this share of the counts is out
-	guarantee  string  // the Streams application's processing.guarantee
-	cacheBytes int64   // the Streams application's statestore.cache.max.bytes; -1 for its default
+	only       string            // streams, keyshare, or "" for both
+	crashAt    float64           // kill the Streams application once this share of the counts is out
+	guarantee  string            // the Streams application's processing.guarantee
+	cacheBytes int64             // the Streams application's statestore.cache.max.bytes; -1 for its default
+	storeKafka map[string]string // librdkafka settings for the Stores' changelog producers only
 }
 
 func main() {
 	var b bench
-	var parts string
+	var parts, storeKafka string
 	flag.IntVar(&b.records, "records", 10000, "records per topic")
 	flag.IntVar(&b.keys, "keys", 1000, "distinct keys, the records spread over them in turn")
 	flag.StringVar(&parts, "partitions", "1,4", "partition counts of the input topics, comma-separated")
@@ -74,9 +75,10 @@ func main() {
 	flag.Float64Var(&b.crashAt, "crash", 0, "kill the Streams application once this share (0 to 1) of the counts is out, and start it again")
 	flag.StringVar(&b.guarantee, "streams-guarantee", "exactly_once_v2", "the Streams application's processing.guarantee: exactly_once_v2 or at_least_once")
 	flag.Int64Var(&b.cacheBytes, "streams-cache-bytes", -1, "the Streams application's statestore.cache.max.bytes (-1: its default, 10 MiB)")
+	flag.StringVar(&storeKafka, "store-kafka", "", "librdkafka settings for the Stores' changelog producers only, e.g. linger.ms=0 (comma-separated)")
 	flag.BoolVar(&b.verbose, "v", false, "print progress to stderr")
 	flag.Parse()
-	if err := b.parseFlags(parts); err != nil {
+	if err := b.parseFlags(parts, storeKafka); err != nil {
 		fmt.Fprintln(os.Stderr, "streamsbench:", err)
 		os.Exit(2)
 	}
@@ -86,7 +88,7 @@ func main() {
 	}
 }
 
-func (b *bench) parseFlags(parts string) error {
+func (b *bench) parseFlags(parts, storeKafka string) error {
 	switch {
 	case b.records <= 0:
 		return fmt.Errorf("--records %d: give a positive number", b.records)
@@ -107,6 +109,17 @@ func (b *bench) parseFlags(parts string) error {
 			return fmt.Errorf("--partitions %q: want positive partition counts separated by commas, e.g. 1,4", parts)
 		}
 		b.partitions = append(b.partitions, int32(n))
+	}
+	b.storeKafka = map[string]string{}
+	for _, kv := range strings.Split(storeKafka, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--store-kafka %q: want name=value pairs separated by commas, e.g. linger.ms=0", storeKafka)
+		}
+		b.storeKafka[k] = v
 	}
 	jar := filepath.Join(b.appDir, "target", "streams-count.jar")
 	if _, err := os.Stat(jar); err != nil {
@@ -155,7 +168,7 @@ func (b *bench) run() error {
 			if err != nil {
 				return fmt.Errorf("%s on %d partition(s): %w", s, p, err)
 			}
-			b.logf("  %.0f records/s (0: not measured), counts: %s", r.rate(), r.counts)
+			b.logf("  %.0f records/s, %.2f ms of the Store's own a record, counts: %s", r.rate(), float64(r.storeOwn)/float64(time.Millisecond), r.counts)
 			rows = append(rows, r)
 		}
 	}
