@@ -18,7 +18,7 @@ import (
 	"github.com/keyshare/keyshare/testutil"
 )
 
-// stateBreakEnv, set to "previous", breaks the kit in the test's
+// stateBreakEnv, set to "previous" or "sent", breaks the kit in the test's
 // endpoints (testdata/state-endpoint.js --break): TestMemberKeepsStateForNodeKit
 // must then fail, which shows that its check can.
 const stateBreakEnv = "KEYSHARE_NODE_KIT_STATE_BREAK"

@@ -6,13 +6,14 @@
 // losing a count. Each answered record is a line {"member", "offset"} in
 // --log; it prints "listening on PORT" once it listens.
 //
-//   node testdata/state-endpoint.js --log answers.jsonl [--batch] [--break previous]
+//   node testdata/state-endpoint.js --log answers.jsonl [--batch] [--break previous|sent]
 //
 // --batch serves through createBatchEndpoint; without it createEndpoint
-// calls the function once per record. --break previous breaks the kit on
-// purpose, so that the Go test can be seen to fail: record.state then
-// reads only the state the request sent, as a kit ignoring "previous"
-// would, so a key's later records of a batch count from nothing.
+// calls the function once per record. --break breaks the kit on purpose,
+// so that the Go test can be seen to fail. "previous": record.state reads
+// only the state the request sent, as a kit ignoring "previous" would, so
+// a key's later records of a batch count from nothing. "sent": the kit
+// drops the state the request sends, so each request counts from nothing.
 
 import { appendFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -27,31 +28,42 @@ const { values: args } = parseArgs({
     break: { type: "string" },
   },
 });
-if (args.log === undefined || ![undefined, "previous"].includes(args.break)) {
-  console.error("usage: state-endpoint.js --log FILE [--batch] [--break previous]");
+if (args.log === undefined || ![undefined, "previous", "sent"].includes(args.break)) {
+  console.error("usage: state-endpoint.js --log FILE [--batch] [--break previous|sent]");
   process.exit(2);
 }
 
 let broken = false;
 
-/** Replaces the records' state getter with one that ignores "previous". */
-function breakPrevious(/** @type {any} */ record) {
+/**
+ * Replaces the records' state getter (lib/state.js) with one that ignores
+ * "previous", or the state sent.
+ */
+function breakKit(/** @type {any} */ record) {
   const [hidden] = Object.getOwnPropertySymbols(record);
   if (broken || hidden === undefined) {
     return;
   }
-  Object.defineProperty(Object.getPrototypeOf(record), "state", {
-    get() {
-      return this[hidden]?.sent ?? null;
-    },
-  });
+  const ignoringPrevious = function () {
+    return this[hidden]?.sent ?? null;
+  };
+  const ignoringSent = function () {
+    for (let s = this[hidden]; s?.previous; ) {
+      s = s.previous;
+      if (s.changed) {
+        return s.value;
+      }
+    }
+    return null;
+  };
+  Object.defineProperty(Object.getPrototypeOf(record), "state", { get: args.break === "previous" ? ignoringPrevious : ignoringSent });
   broken = true;
 }
 
 /** @param {import("../index.js").DeliveredRecord} record */
 function count(record) {
-  if (args.break === "previous") {
-    breakPrevious(record);
+  if (args.break !== undefined) {
+    breakKit(record);
   }
   const n = record.state === null ? 0 : Number(record.state.toString());
   record.setState(Buffer.from(String(n + 1)));

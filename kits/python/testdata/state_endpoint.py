@@ -5,33 +5,38 @@ It counts each key's records using only the state the member sends
 keeps nothing of its own, so members can crash and ranges move without
 losing a count. Run the members with --state.
 
-    python3 testdata/state_endpoint.py --log answers.jsonl [--batch] [--break previous]
+    python3 testdata/state_endpoint.py --log answers.jsonl [--batch] [--break previous|sent]
 
 --batch serves through @batch_endpoint (the function gets a request's
 records); without it @endpoint calls it once per record. Each answered
 record is a line {"member", "offset"} in --log. It prints "listening on
 PORT" once it listens.
 
---break previous breaks the kit on purpose, so that the Go test can be
-seen to fail: record.state then reads only the state the request sent, as
+--break breaks the kit on purpose, so that the Go test can be seen to
+fail. "previous": record.state reads only the state the request sent, as
 a kit ignoring "previous" would, so a key's later records of a batch
-count from nothing.
+count from nothing. "sent": the kit drops the state the request sends, so
+each request counts from nothing.
 """
 import argparse
 import json
 import threading
 
+import keyshare_endpoint.record
 from keyshare_endpoint import Record, batch_endpoint, endpoint, make_server
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--port", type=int, default=0)
 parser.add_argument("--log", required=True)
 parser.add_argument("--batch", action="store_true")
-parser.add_argument("--break", dest="broken", choices=["previous"])
+parser.add_argument("--break", dest="broken", choices=["previous", "sent"])
 args = parser.parse_args()
 
 if args.broken == "previous":
     Record.state = property(lambda r: None if r._state is None else r._state.sent)
+elif args.broken == "sent":
+    decode_sent = keyshare_endpoint.record.decode_state
+    keyshare_endpoint.record.decode_state = lambda raw, where: (None, decode_sent(raw, where)[1])
 
 log_lock = threading.Lock()
 log = open(args.log, "a", buffering=1)
