@@ -40,6 +40,15 @@ type Config struct {
 	Group string
 	// Topics to consume. Required; each must exist.
 	Topics []string
+	// CoPartitioned declares sets of Topics that are co-partitioned (the
+	// same partition count, their records keyed alike and partitioned by
+	// the same partitioner): partition p of each topic of a set gets the
+	// ranges and owners of the set's first topic's partition p, so a
+	// handler of one topic's record can read the keyed state the others'
+	// records wrote for its key (statestore.Store.Lookup: a join). Run
+	// refuses a set whose partition counts differ. Give every member the
+	// same. Default none.
+	CoPartitioned [][]string
 	// Kafka is passed to librdkafka for the fetching consumer (and the
 	// dead-letter producer); "bootstrap.servers" is required. keyshare sets
 	// "group.id" (to Group), "enable.auto.commit" (false),
@@ -325,7 +334,7 @@ func (c Config) validateLimits() error {
 func (c Config) coordConfig(src coord.PartitionSource) coord.Config {
 	cc := coord.DefaultConfig()
 	cc.Group, cc.Prefix, cc.MemberID, cc.Weight = c.Group, c.Prefix, c.MemberID, c.Weight
-	cc.Topics = c.Topics
+	cc.Topics, cc.CoPartitioned = c.Topics, c.CoPartitioned
 	cc.Partitions = src
 	if src == nil {
 		cc.Partitions = func(context.Context, []string) (map[string]int32, error) { return nil, nil }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/schema"
 )
 
@@ -80,13 +81,53 @@ func FenceOf(ctx context.Context, m *kafka.Message) (Fence, bool) {
 	return j.p.fenceOf(j), true
 }
 
+// FenceOfKey returns the fence of the member's range of topic and
+// partition that holds key's hash, for a handler of another topic's
+// record: call it with the context a Handler or BatchHandler was given (or
+// one derived from it). It reports false for any other context, and when
+// the member holds no range of that partition holding the hash. With the
+// topics co-partitioned (Config.CoPartitioned), the member that runs a
+// record of one holds the same hash of the others' same partition, save
+// while a range of one moves ahead of the other's.
+func FenceOfKey(ctx context.Context, topic string, partition int32, key []byte) (Fence, bool) {
+	if ctx == nil {
+		return Fence{}, false
+	}
+	src, ok := ctx.Value(fenceKey{}).(fenceSource)
+	if !ok {
+		return Fence{}, false
+	}
+	p := src.pipeline()
+	if p == nil {
+		return Fence{}, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := holding(p.mu.byTP, tp{Topic: topic, Partition: partition}, ledger.Hash(key, 0))
+	if w == nil {
+		return Fence{}, false
+	}
+	return fenceFrom(w.rs), true
+}
+
 // fenceKey is the context key FenceOf asks for: a record's context
 // (jobCtx) answers it without making its context.
 type fenceKey struct{}
 
-// fenceSource finds the job of a message handed to a handler call.
+// fenceSource finds the job of a message handed to a handler call, and
+// the pipeline that runs it.
 type fenceSource interface {
 	jobOf(m *kafka.Message) *job
+	pipeline() *pipeline
+}
+
+func (j *job) pipeline() *pipeline { return j.p }
+
+func (b *batchFences) pipeline() *pipeline {
+	if len(b.jobs) == 0 {
+		return nil
+	}
+	return b.jobs[0].p
 }
 
 // sameRecord reports whether m is the record j was dispatched for, or a

@@ -159,8 +159,22 @@ func (c *Consumer) checkTopics(ctx context.Context) error {
 		if t := c.cfg.DeadLetterTopic; t != "" && counts[t] <= 0 {
 			return final(fmt.Errorf("consumer: dead-letter topic %q does not exist: create it, or fix Config.DeadLetterTopic", t))
 		}
-		return nil
+		return checkCoPartitionCounts(c.cfg.CoPartitioned, counts)
 	})
+}
+
+// checkCoPartitionCounts refuses a co-partitioned set whose topics'
+// partition counts differ: their partition p would not hold the same keys.
+func checkCoPartitionCounts(sets [][]string, counts map[string]int32) error {
+	for _, set := range sets {
+		for _, t := range set[1:] {
+			if counts[t] != counts[set[0]] {
+				return final(fmt.Errorf("consumer: co-partitioned topics %q (%d partitions) and %q (%d) have different partition counts: a key's records would be in different partition numbers; give them the same count, or remove the set from Config.CoPartitioned",
+					set[0], counts[set[0]], t, counts[t]))
+			}
+		}
+	}
+	return nil
 }
 
 // partitionCounts reads the topics' partition counts from Kafka: one

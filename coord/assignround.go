@@ -155,7 +155,7 @@ func (r *assignRound) step(snap *schema.Snapshot, clock time.Time, assignRev int
 		DrainTimeout: r.cfg.DrainTimeout, Gen: snap.Generation.Generation + 1,
 		MaxTxnOps: r.cfg.MaxTxnOps,
 		Clock:     clock, Seen: r.seen, Grace: drainGrace(r.cfg.SessionTTL), Held: held,
-		Defrag: defrag, Target: target,
+		Defrag: defrag, Target: target, CoPartitioned: r.cfg.CoPartitioned,
 	})
 	r.settle.Moved(changes, clock)
 	r.balance.rested(snap, len(changes), clock)

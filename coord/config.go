@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,6 +58,10 @@ type Config struct {
 	Topics []string
 	// Partitions tells the leader the topics' partition counts. Required.
 	Partitions PartitionSource
+	// CoPartitioned declares sets of Topics whose partition p the leader
+	// lays out as the set's first topic's partition p: the same ranges,
+	// the same owners (assign.CoPartition). Give every member the same.
+	CoPartitioned [][]string
 	// TopicIDs, if set, lets the leader tell a topic that was deleted and
 	// created again: it then starts the topic afresh instead of applying
 	// the old topic's ledger to the new log. Default: none (not checked).
@@ -125,6 +130,9 @@ func (c Config) Validate() error {
 	if c.Partitions == nil {
 		return errors.New("coord: Config.Partitions is nil: the leader needs a way to read partition counts")
 	}
+	if err := checkCoPartitioned(c.CoPartitioned, c.Topics); err != nil {
+		return err
+	}
 	if !strings.HasPrefix(c.Prefix, "/") {
 		return fmt.Errorf("coord: prefix %q must start with '/' (Config.Prefix, default /keyshare)", c.Prefix)
 	}
@@ -146,4 +154,25 @@ func (c Config) Validate() error {
 func DefaultMemberID() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), time.Now().UnixNano()&0xffff)
+}
+
+// checkCoPartitioned refuses a set of co-partitioned topics that is not
+// two or more of topics, or a topic in two sets.
+func checkCoPartitioned(sets [][]string, topics []string) error {
+	in := make(map[string]int)
+	for i, set := range sets {
+		if len(set) < 2 {
+			return fmt.Errorf("coord: co-partitioned set %d %q: want two topics or more", i+1, set)
+		}
+		for _, t := range set {
+			if !slices.Contains(topics, t) {
+				return fmt.Errorf("coord: co-partitioned topic %q is not one of the group's topics %q (Config.Topics)", t, topics)
+			}
+			if j, ok := in[t]; ok {
+				return fmt.Errorf("coord: topic %q is in co-partitioned sets %d and %d: a topic is in one set at most", t, j, i+1)
+			}
+			in[t] = i + 1
+		}
+	}
+	return nil
 }

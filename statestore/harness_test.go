@@ -25,7 +25,13 @@ type group struct {
 	name      string
 	topic     string
 	parts     int32
+	// joined are more topics the members consume, co-partitioned with
+	// topic (join_test.go); none by default.
+	joined []string
 }
+
+// topics are the topics the members consume.
+func (g *group) topics() []string { return append([]string{g.topic}, g.joined...) }
 
 func newGroup(t *testing.T, parts int32) *group {
 	_, e := testutil.StartEtcd(t)
@@ -65,12 +71,15 @@ func (g *group) startBatch(id string, h consumer.BatchHandler) *member {
 
 func (g *group) run(id string, handle func(*Store, *consumer.Config), mutate func(*consumer.Config)) *member {
 	g.t.Helper()
-	store, err := New(g.t.Context(), Config{Group: g.name, Topics: []string{g.topic}, Kafka: g.kafka(), Logger: testutil.Logger(g.t).Named(id)})
+	store, err := New(g.t.Context(), Config{Group: g.name, Topics: g.topics(), Kafka: g.kafka(), Logger: testutil.Logger(g.t).Named(id)})
 	if err != nil {
 		g.t.Fatal(err)
 	}
 	cfg := consumer.DefaultConfig()
-	cfg.Group, cfg.Topics, cfg.MemberID = g.name, []string{g.topic}, id
+	cfg.Group, cfg.Topics, cfg.MemberID = g.name, g.topics(), id
+	if len(g.joined) > 0 {
+		cfg.CoPartitioned = [][]string{g.topics()}
+	}
 	cfg.Kafka = g.kafka()
 	handle(store, &cfg)
 	cfg.SessionTTL = 2 * time.Second
@@ -131,32 +140,42 @@ func count(ctx context.Context, m *kafka.Message) error {
 
 var errNoKey = errors.New("count: KeyOf found no state for the record")
 
-// counts reads the group's changelog as a restore of every range would,
-// and returns each key's count.
-func (g *group) counts() map[string]int {
+// states reads topic's changelog as a restore of every range would, and
+// returns each key's state.
+func (g *group) states(topic string) map[string][]byte {
 	g.t.Helper()
 	s := &Store{cfg: Config{Kafka: g.kafka()}.withDefaults(), log: testutil.Logger(g.t)}
-	out := make(map[string]int)
+	out := make(map[string][]byte)
 	for p := range g.parts {
 		rs, err := keystate.NewRestore(ledger.Full, keystate.DefaultConfig())
 		if err != nil {
 			g.t.Fatal(err)
 		}
 		var pr restoreProgress
-		if err := s.readChangelog(g.t.Context(), DefaultChangelog(g.name, g.topic), p, &pr, rs.Add); err != nil {
+		if err := s.readChangelog(g.t.Context(), DefaultChangelog(g.name, topic), p, &pr, rs.Add); err != nil {
 			g.t.Fatal(err)
 		}
 		table, _ := rs.Table(0)
 		for e := range table.All() {
-			if e.Deleted {
-				continue
+			if !e.Deleted {
+				out[string(e.Key)] = e.Value
 			}
-			n, err := strconv.Atoi(string(e.Value))
-			if err != nil {
-				g.t.Fatalf("key %q: state %q is no count", e.Key, e.Value)
-			}
-			out[string(e.Key)] = n
 		}
+	}
+	return out
+}
+
+// counts is each key's count in the group's changelog, as a restore of
+// every range would read it.
+func (g *group) counts() map[string]int {
+	g.t.Helper()
+	out := make(map[string]int)
+	for k, v := range g.states(g.topic) {
+		n, err := strconv.Atoi(string(v))
+		if err != nil {
+			g.t.Fatalf("key %q: state %q is no count", k, v)
+		}
+		out[k] = n
 	}
 	return out
 }

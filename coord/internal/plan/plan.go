@@ -78,6 +78,11 @@ type Input struct {
 	// Target, when set, is the layout balanced by load the leader holds
 	// to: it replaces Assign's answer and the contiguous layout.
 	Target []assign.Slice
+	// CoPartitioned are the sets of topics whose partition p gets the
+	// ranges and owners of its set's first topic's partition p
+	// (assign.CoPartition), whatever layout was chosen; the assignor lays
+	// out the first topics' partitions alone (assign.CoPartitionLeads).
+	CoPartitioned [][]string
 }
 
 // RangeObs names one version of a range record: a rewrite of the record
@@ -170,15 +175,17 @@ func Plan(in Input) []Change {
 	prev := in.Snap.Slices()
 	desired, contiguous := in.Target, false
 	if desired == nil {
-		desired = assign.Assign(in.Parts, eligible, prev)
-		contiguous = in.Defrag && useContiguous(in.Snap, len(in.Parts), len(eligible), desired)
+		parts := assign.CoPartitionLeads(in.Parts, in.CoPartitioned)
+		desired = assign.Assign(parts, eligible, prev)
+		contiguous = in.Defrag && useContiguous(in.Snap, len(parts), len(eligible), desired)
 		if contiguous {
-			desired = assign.AssignContiguous(in.Parts, eligible, prev)
+			desired = assign.AssignContiguous(parts, eligible, prev)
 		}
 	}
 	if len(desired) == 0 {
 		return changes
 	}
+	desired = assign.CoPartition(desired, in.Parts, in.CoPartitioned)
 	want := make(map[assign.TopicPartition][]assign.Slice)
 	for _, s := range desired {
 		want[s.TopicPartition] = append(want[s.TopicPartition], s)
