@@ -13,6 +13,10 @@
 //		return nil
 //	})
 //
+// Store.BatchHandler does the same for a consumer.BatchHandler, and
+// Store.Lookup reads, from a handler of one topic, the state another
+// co-partitioned topic's records left for the key (a join).
+//
 // The format of the changelog, the restore rule and the skip rule are
 // package keystate's; this package is their adapter to Kafka and to
 // package consumer: it learns a record's range and fencing token from
