@@ -73,9 +73,17 @@ type setup struct {
 
 func (s setup) String() string {
 	if s.system == streams {
-		return fmt.Sprintf("%s, 1 instance × %d stream threads%s", s.system, s.parallel, s.note)
+		return fmt.Sprintf("%s, 1 instance × %s%s", s.system, plural(s.parallel, "stream thread"), s.note)
 	}
-	return fmt.Sprintf("%s, %d member(s) × Concurrency %d%s", s.system, s.instances, s.parallel, s.note)
+	return fmt.Sprintf("%s, %s × Concurrency %d%s", s.system, plural(s.instances, "member"), s.parallel, s.note)
+}
+
+// plural is n and what, with an s when n is not 1.
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // setups are the rows of a topic of p partitions: Streams with a thread

@@ -168,7 +168,7 @@ func (b *bench) run() error {
 			if err != nil {
 				return fmt.Errorf("%s on %d partition(s): %w", s, p, err)
 			}
-			b.logf("  %.0f records/s, %.2f ms of the Store's own a record, counts: %s", r.rate(), float64(r.storeOwn)/float64(time.Millisecond), r.counts)
+			b.logf("  %.0f records/s, counts: %s", r.rate(), r.counts)
 			rows = append(rows, r)
 		}
 	}

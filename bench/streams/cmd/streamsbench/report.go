@@ -55,8 +55,8 @@ func (b *bench) report(rows []row, t0 time.Time, load0 string) string {
 		} else {
 			ratio = "—"
 		}
-		fmt.Fprintf(&s, "| %d partition(s) | %s | %d | %s | %s | %s | %s%s | %s | %s |\n",
-			r.partitions, r.setup, conc, rate, ratio, ceiling, took, dup, own, r.counts)
+		fmt.Fprintf(&s, "| %s | %s | %d | %s | %s | %s | %s%s | %s | %s |\n",
+			plural(int(r.partitions), "partition"), r.setup, conc, rate, ratio, ceiling, took, dup, own, r.counts)
 	}
 	return s.String()
 }
