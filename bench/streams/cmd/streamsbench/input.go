@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -128,6 +130,29 @@ type row struct {
 	elapsed    time.Duration // from the first lookup's start to the last record's end
 	counts     string        // "exact", or what was wrong
 	storeOwn   time.Duration // keyshare: the Store's own time a record, beyond its handler's (restore waits, the append)
+
+	runs            int     // runs summarized in this row
+	lowest, highest float64 // the runs' lowest and highest records/s
+}
+
+// summarize returns the median run of runs (by records/s) with the range
+// of their rates, and counts that are exact only if every run's were.
+func summarize(runs []row) row {
+	sorted := slices.Clone(runs)
+	slices.SortFunc(sorted, func(a, b row) int { return cmp.Compare(a.rate(), b.rate()) })
+	med := sorted[len(sorted)/2]
+	med.runs, med.lowest, med.highest = len(runs), sorted[0].rate(), sorted[len(sorted)-1].rate()
+	var bad []string
+	for i, r := range runs {
+		if r.counts != "exact" {
+			bad = append(bad, fmt.Sprintf("run %d: %s", i+1, r.counts))
+		}
+	}
+	med.counts = "exact"
+	if len(bad) > 0 {
+		med.counts = strings.Join(bad, "; ")
+	}
+	return med
 }
 
 func (r row) rate() float64 {

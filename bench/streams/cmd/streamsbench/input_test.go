@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCompareCounts: the check every row's counts pass is exact; a count
@@ -52,5 +53,21 @@ func TestParseStreamsStats(t *testing.T) {
 	}
 	if _, err := parseStreamsStats("first_us 1000000\n"); err == nil {
 		t.Error("no error for an application killed before its last line")
+	}
+}
+
+// TestSummarize: a row is its median run by rate, with the range, and its
+// counts are exact only when every run's were.
+func TestSummarize(t *testing.T) {
+	run := func(secs int, counts string) row {
+		return row{records: 1000, elapsed: time.Duration(secs) * time.Second, counts: counts}
+	}
+	r := summarize([]row{run(10, "exact"), run(5, "exact"), run(20, "exact")})
+	if r.rate() != 100 || r.lowest != 50 || r.highest != 200 || r.runs != 3 || r.counts != "exact" {
+		t.Errorf("%+v: want the run at 100 records/s, range 50–200, 3 runs, exact", r)
+	}
+	r = summarize([]row{run(10, "exact"), run(5, "1 of 2 keys wrong (a: 3, want 2)")})
+	if !strings.Contains(r.counts, "run 2: 1 of 2 keys wrong") {
+		t.Errorf("counts %q: want run 2's wrong count named", r.counts)
 	}
 }

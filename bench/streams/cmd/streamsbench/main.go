@@ -14,7 +14,8 @@
 // start to the last record's end. A row's counts are exact when every key's
 // final count, read back from Kafka (Streams' output topic, read committed;
 // the statestore changelog, read as a restore reads it), equals its number
-// of records.
+// of records. Each row is run --runs times; the table shows the median
+// run by records/s, with the range.
 //
 // --crash F kills the Streams application (SIGKILL) once F of the counts
 // are out and starts it again. With --streams-guarantee at_least_once and
@@ -25,7 +26,7 @@
 // a commit, with its input offsets, and a kill between two commits loses
 // both alike.)
 //
-//	streamsbench [--records 10000] [--keys 1000] [--partitions 1,4] [--lookup 5ms] [-v]
+//	streamsbench [--records 10000] [--keys 1000] [--partitions 1,4] [--lookup 5ms] [--runs 3] [-v]
 //	streamsbench --only streams --crash 0.5 --streams-guarantee at_least_once --streams-cache-bytes 0 --records 4000 --partitions 1
 //	streamsbench --brokers HOST:PORT ...   # a running Kafka 4.x broker instead of a new one
 package main
@@ -45,6 +46,7 @@ import (
 // bench is one run of the comparison.
 type bench struct {
 	records    int
+	runs       int
 	keys       int
 	partitions []int32
 	lookup     time.Duration
@@ -65,6 +67,7 @@ func main() {
 	var b bench
 	var parts, storeKafka string
 	flag.IntVar(&b.records, "records", 10000, "records per topic")
+	flag.IntVar(&b.runs, "runs", 3, "runs of each row; the table shows the median run (by records/s) and the range")
 	flag.IntVar(&b.keys, "keys", 1000, "distinct keys, the records spread over them in turn")
 	flag.StringVar(&parts, "partitions", "1,4", "partition counts of the input topics, comma-separated")
 	flag.DurationVar(&b.lookup, "lookup", 5*time.Millisecond, "the simulated lookup of each record")
@@ -92,6 +95,8 @@ func (b *bench) parseFlags(parts, storeKafka string) error {
 	switch {
 	case b.records <= 0:
 		return fmt.Errorf("--records %d: give a positive number", b.records)
+	case b.runs <= 0:
+		return fmt.Errorf("--runs %d: give a positive number", b.runs)
 	case b.keys <= 0 || b.keys > b.records:
 		return fmt.Errorf("--keys %d: give a number from 1 to --records (%d)", b.keys, b.records)
 	case b.lookup < 0:
@@ -163,13 +168,17 @@ func (b *bench) run() error {
 			return err
 		}
 		for _, s := range b.setups(p) {
-			b.logf("%s on %d partition(s)", s, p)
-			r, err := b.runSetup(in, s)
-			if err != nil {
-				return fmt.Errorf("%s on %d partition(s): %w", s, p, err)
+			var runs []row
+			for i := range b.runs {
+				b.logf("%s on %s, run %d of %d", s, plural(int(p), "partition"), i+1, b.runs)
+				r, err := b.runSetup(in, s)
+				if err != nil {
+					return fmt.Errorf("%s on %s: %w", s, plural(int(p), "partition"), err)
+				}
+				b.logf("  %.0f records/s, counts: %s", r.rate(), r.counts)
+				runs = append(runs, r)
 			}
-			b.logf("  %.0f records/s, counts: %s", r.rate(), r.counts)
-			rows = append(rows, r)
+			rows = append(rows, summarize(runs))
 		}
 	}
 	fmt.Print(b.report(rows, t0, load0))

@@ -19,8 +19,8 @@ func (b *bench) report(rows []row, t0 time.Time, load0 string) string {
 	var s strings.Builder
 	host, _ := os.Hostname()
 	_, rdk := kafka.LibraryVersion()
-	fmt.Fprintf(&s, "Measured by `streamsbench %s` (%d records over %d keys, a lookup of %s) on %s: %d CPUs, %s, %s, from %s UTC for %s; load average (1, 5, 15 min) %s at the start, %s at the end. One Apache Kafka %s broker (internal/devcluster); Kafka Streams %s on %s; keyshare members in the runner's process, with librdkafka %s, and one embedded etcd.\n\n",
-		strings.Join(os.Args[1:], " "), b.records, b.keys, b.lookup, host, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02"),
+	fmt.Fprintf(&s, "Measured by `streamsbench %s` (%d records over %d keys, a lookup of %s; each row the median of %d runs by records/s, the range in brackets) on %s: %d CPUs, %s, %s, from %s UTC for %s; load average (1, 5, 15 min) %s at the start, %s at the end. One Apache Kafka %s broker (internal/devcluster); Kafka Streams %s on %s; keyshare members in the runner's process, with librdkafka %s, and one embedded etcd.\n\n",
+		strings.Join(os.Args[1:], " "), b.records, b.keys, b.lookup, b.runs, host, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02"),
 		t0.UTC().Format("15:04"), time.Since(t0).Round(time.Second), load0, loadavg(), devcluster.ApacheKafkaVersion,
 		devcluster.ApacheKafkaVersion, javaVersion(), rdk)
 	fmt.Fprintf(&s, "| input | setup | records at once | records/s | × Streams | ceiling (at once ÷ lookup) | first → last | Store's own time a record | counts |\n|---|---|---|---|---|---|---|---|---|\n")
@@ -52,6 +52,9 @@ func (b *bench) report(rows []row, t0 time.Time, load0 string) string {
 		rate, took := "—", "—"
 		if r.elapsed > 0 {
 			rate, took = fmt.Sprintf("%.0f", r.rate()), fmt.Sprintf("%.1f s", r.elapsed.Seconds())
+			if r.runs > 1 {
+				rate += fmt.Sprintf(" [%.0f–%.0f]", r.lowest, r.highest)
+			}
 		} else {
 			ratio = "—"
 		}
