@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -44,7 +45,7 @@ func (s *stateEnv) checkCounts() countCheck {
 	e.mu.Lock()
 	parts := e.parts
 	e.mu.Unlock()
-	counts, changes := readCounts(e.t, e.brokers, statestore.DefaultChangelog(group, topic), parts)
+	counts, history, changes := readCounts(e.t, e.brokers, statestore.DefaultChangelog(group, topic), parts)
 	want := map[string]int{}
 	e.mu.Lock()
 	for _, a := range e.acked {
@@ -57,14 +58,22 @@ func (s *stateEnv) checkCounts() countCheck {
 			c.Samples = append(c.Samples, fmt.Sprintf(format, args...))
 		}
 	}
+	// The first few wrong keys come with their story: the records, the
+	// endpoint's answers and the changelog's entries.
+	explain := func(key string) string {
+		if len(c.Samples) >= 3 {
+			return ""
+		}
+		return "\n" + s.keyStory(key, history[key])
+	}
 	for key, n := range want {
 		switch got := counts[key]; {
 		case got > n:
 			c.Over++
-			sample("key %s counted %d, its records %d", key, got, n)
+			sample("key %s counted %d, its records %d%s", key, got, n, explain(key))
 		case got < n:
 			c.Under++
-			sample("key %s counted %d, its records %d", key, got, n)
+			sample("key %s counted %d, its records %d%s", key, got, n, explain(key))
 		}
 	}
 	for key, got := range counts {
@@ -76,18 +85,43 @@ func (s *stateEnv) checkCounts() countCheck {
 	return c
 }
 
+// keyStory describes key's records (partition@offset), the endpoint's
+// answers for it (member:offset→count) and its changelog entries.
+func (s *stateEnv) keyStory(key string, changelog []string) string {
+	var recs, answers []string
+	s.e.mu.Lock()
+	for _, a := range s.e.acked {
+		if a.key == key {
+			recs = append(recs, fmt.Sprintf("%d@%d", a.partition, a.offset))
+		}
+	}
+	s.e.mu.Unlock()
+	b, _ := os.ReadFile(s.answers)
+	for line := range strings.Lines(string(b)) {
+		var a struct {
+			Member, Key   string
+			Offset, Count int64
+		}
+		if json.Unmarshal([]byte(line), &a) == nil && a.Key == key {
+			answers = append(answers, fmt.Sprintf("%s:%d→%d", a.Member, a.Offset, a.Count))
+		}
+	}
+	return fmt.Sprintf("  records %s\n  answers %s\n  changelog %s", strings.Join(recs, " "), strings.Join(answers, " "), strings.Join(changelog, " "))
+}
+
 // readCounts reads each partition of changelog from its start to its end
 // as a restore of the whole hash space does (the restore rule,
-// keystate.Restore) and returns each key's count, and the number of
-// changelog records read.
-func readCounts(t *testing.T, brokers, changelog string, parts int32) (map[string]int, int) {
+// keystate.Restore) and returns each key's count, each key's entries in
+// changelog order (partition@offset applied/fence=count), and the number
+// of changelog records read.
+func readCounts(t *testing.T, brokers, changelog string, parts int32) (map[string]int, map[string][]string, int) {
 	t.Helper()
 	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": brokers, "group.id": "state-check", "log_level": 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	out, read := map[string]int{}, 0
+	out, history, read := map[string]int{}, map[string][]string{}, 0
 	for p := range parts {
 		rs, err := keystate.NewRestore(ledger.Full, keystate.DefaultConfig())
 		if err != nil {
@@ -102,6 +136,8 @@ func readCounts(t *testing.T, brokers, changelog string, parts int32) (map[strin
 			if err != nil {
 				t.Fatalf("%s partition %d offset %d: %v", changelog, p, m.TopicPartition.Offset, err)
 			}
+			history[string(e.Key)] = append(history[string(e.Key)],
+				fmt.Sprintf("%d@%d %d/%d=%s", p, m.TopicPartition.Offset, e.Applied, e.Fence, e.Value))
 			if err := rs.Add(e); err != nil {
 				t.Fatalf("%s partition %d: %v", changelog, p, err)
 			}
@@ -117,7 +153,7 @@ func readCounts(t *testing.T, brokers, changelog string, parts int32) (map[strin
 			}
 		}
 	}
-	return out, read
+	return out, history, read
 }
 
 // readChangelogPartition passes each record of partition p of changelog,
@@ -178,21 +214,18 @@ func (s *stateEnv) restoredSinceMark(id string) bool {
 	return false
 }
 
-// checkRestored: after the fault, the row's members restored state from
-// the changelog (each of them, or at least one, as the row says).
+// checkRestored: after the fault, one of the row's members restored a
+// range's state from the changelog. (Which of them took the moved ranges,
+// and whether each of those ranges had state yet, depends on timing: a
+// member's last changes may not have reached the changelog when it was
+// killed. The counts check that every range's state came through.)
 func checkRestored(t *testing.T, s *stateEnv) {
-	var restored []string
 	for _, id := range s.mustRestore {
 		if s.restoredSinceMark(id) {
-			restored = append(restored, id)
+			return
 		}
 	}
-	switch {
-	case s.restoreAll && len(restored) < len(s.mustRestore):
-		t.Errorf("of %v, only %v restored a range's state from the changelog after the fault; want every one", s.mustRestore, restored)
-	case len(restored) == 0:
-		t.Errorf("none of %v restored a range's state from the changelog after the fault: the row moved no state", s.mustRestore)
-	}
+	t.Errorf("none of %v restored a range's state from the changelog after the fault: the row moved no state", s.mustRestore)
 }
 
 // TestStateCheckFailsSkipOff: row S1 with the members built with the skip

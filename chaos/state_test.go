@@ -68,7 +68,7 @@ var stateRows = []stateRow{
 	{name: "S3 scale-out (a member added mid-run)", short: true, members: 2, fault: func(s *stateEnv) {
 		s.e.fault()
 		s.markLogs()
-		s.mustRestore, s.restoreAll = []string{s.start()}, true
+		s.mustRestore = []string{s.start()}
 	}, check: checkRestored},
 	{name: "S4 zombie member (SIGSTOP 2.5×TTL, then SIGCONT)", short: true, members: 3,
 		memberArgs: []string{"--flush-interval", "5s"},
@@ -87,14 +87,13 @@ var stateRows = []stateRow{
 			// their leases end.
 			s.mustRestore = append(s.mustRestore, s.start())
 		}
-		s.restoreAll = true
 	}, check: checkRestored},
 	// Long form only: S5 already ends every session in the short form.
 	{name: "S6 etcd down 5 s (> TTL)", members: 3, fault: func(s *stateEnv) {
-		// Every member's session ends: each takes ranges again under new
-		// tokens, and restores them.
+		// Every member's session ends: the ranges are granted again under
+		// new tokens, and restored.
 		s.markLogs()
-		s.mustRestore, s.restoreAll = s.e.members(), true
+		s.mustRestore = s.e.members()
 		s.e.restartEtcd(5*time.Second, false)
 	}, check: checkRestored},
 	{name: "S7 load-driven moves (one key 40% of records)", short: true, members: 3, hotShare: 0.4,
@@ -120,9 +119,8 @@ type stateEnv struct {
 	row     stateRow
 
 	// checkRestored wants a restore that took some key's state, after
-	// the fault, by one of mustRestore (restoreAll: by each of them).
+	// the fault, by one of mustRestore.
 	mustRestore []string
-	restoreAll  bool
 	logMarks    map[string]int64 // member id → its log's size at the fault
 }
 
