@@ -17,7 +17,7 @@ import (
 )
 
 // Keyed-state rows. The members run the real `keyshare member --deliver URL
-// --state` against testdata's counting endpoint of cmd/keyshare (a Python
+// --state` against cmd/keyshare/testdata/state_endpoint.py (a Python
 // process that counts each key's records from the state the member sends
 // alone, and answers the new count as the key's state). Records flow
 // before and during the row's fault; afterwards the changelog
