@@ -37,6 +37,7 @@ func (s *Store) handleBatch(ctx context.Context, batch []*kafka.Message, h consu
 	if err != nil {
 		return consumer.FailAll(len(batch), err)
 	}
+	defer g.calls.Done()
 	run, at, keys := s.batchKeys(g, batch)
 	results := make([]error, len(batch))
 	if len(run) == 0 {

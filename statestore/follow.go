@@ -41,14 +41,16 @@ func (s *Store) follow(g *grant) {
 	}()
 }
 
-// followed returns the restored grants of pk the follower serves; none,
-// and the follower stops.
+// followed returns the restored grants of pk the follower serves, each
+// with a call counted, which the caller ends (grants.go); none, and the
+// follower stops.
 func (s *Store) followed(pk partitionKey) []*grant {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var gs []*grant
 	for _, g := range s.held[pk] {
 		if g.progress.done.Load() && !g.given && g.table != nil {
+			g.calls.Add(1)
 			gs = append(gs, g)
 		}
 	}
@@ -69,43 +71,60 @@ func (s *Store) followPartition(ctx context.Context, pk partitionKey) {
 		return
 	}
 	defer c.Close()
-	next := int64(-1)               // the next offset the reader delivers
-	served := make(map[*grant]bool) // grants the reader has passed records to from their start
+	f := follower{c: c, topic: topic, partition: pk.partition, next: -1, served: make(map[*grant]bool)}
 	for ctx.Err() == nil {
 		gs := s.followed(pk)
 		if len(gs) == 0 {
 			return
 		}
-		seek := int64(math.MaxInt64)
+		s.followStep(ctx, &f, gs)
 		for _, g := range gs {
-			if !served[g] {
-				served[g] = true
-				if next < 0 || g.from < next {
-					seek = min(seek, g.from) // restored since, behind the reader
-				}
-			}
+			g.calls.Done()
 		}
-		if seek != math.MaxInt64 {
-			if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: pk.partition, Offset: kafka.Offset(seek)}}); err != nil {
-				s.log.Warn("follow the changelog", "topic", topic, "partition", pk.partition, "error", err)
-				clear(served)
-				sleep(ctx, time.Second)
-				continue
-			}
-			next = seek
-		}
-		m, ok := c.Poll(200).(*kafka.Message)
-		if !ok || m.TopicPartition.Error != nil {
-			continue
-		}
-		next = int64(m.TopicPartition.Offset) + 1
-		e, err := keystate.Decode(m.Key, m.Value, m.Value == nil, headersOf(m))
-		if err != nil {
-			s.log.Error("changelog record that is no change of state; a restore will refuse it", "topic", topic, "partition", pk.partition, "offset", m.TopicPartition.Offset, "error", err)
-			continue
-		}
-		s.observe(ctx, gs, int64(m.TopicPartition.Offset), e)
 	}
+}
+
+// follower is one partition's changelog reader and where it stands.
+type follower struct {
+	c         *kafka.Consumer
+	topic     string
+	partition int32
+	next      int64           // the next offset the reader delivers; -1 before the first
+	served    map[*grant]bool // grants the reader has passed records to from their start
+}
+
+// followStep seeks back for a grant restored behind the reader, reads the
+// next record, and passes it to the grants gs that hold its key.
+func (s *Store) followStep(ctx context.Context, f *follower, gs []*grant) {
+	seek := int64(math.MaxInt64)
+	for _, g := range gs {
+		if !f.served[g] {
+			f.served[g] = true
+			if f.next < 0 || g.from < f.next {
+				seek = min(seek, g.from) // restored since, behind the reader
+			}
+		}
+	}
+	if seek != math.MaxInt64 {
+		if err := f.c.Assign([]kafka.TopicPartition{{Topic: &f.topic, Partition: f.partition, Offset: kafka.Offset(seek)}}); err != nil {
+			s.log.Warn("follow the changelog", "topic", f.topic, "partition", f.partition, "error", err)
+			clear(f.served)
+			sleep(ctx, time.Second)
+			return
+		}
+		f.next = seek
+	}
+	m, ok := f.c.Poll(200).(*kafka.Message)
+	if !ok || m.TopicPartition.Error != nil {
+		return
+	}
+	f.next = int64(m.TopicPartition.Offset) + 1
+	e, err := keystate.Decode(m.Key, m.Value, m.Value == nil, headersOf(m))
+	if err != nil {
+		s.log.Error("changelog record that is no change of state; a restore will refuse it", "topic", f.topic, "partition", f.partition, "offset", m.TopicPartition.Offset, "error", err)
+		return
+	}
+	s.observe(ctx, gs, int64(m.TopicPartition.Offset), e)
 }
 
 // observe passes e, read at offset, to the grants of gs that hold its key

@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/keyshare/keyshare/keystate"
@@ -25,9 +26,18 @@ type grant struct {
 	mu    sync.Mutex // guards table
 	table *keystate.Table
 
-	// appends counts this grant's changes on their way to the
-	// changelog: a restore of an overlapping range on this member waits
-	// for them, so it reads every change this member made.
+	// calls counts the handler calls under this grant (grantOf adds
+	// one, the caller's release takes it away), its restore and the
+	// follower's passes; appends counts its changes on their way to the
+	// changelog, which can outlive their call. A grant given up is
+	// retired until both are done (Store.retireLocked), and a restore of
+	// an overlapping range on this member waits for the retired grants
+	// it overlaps, so that it reads every change this member made under
+	// them. A call still running when its range is split (the member
+	// keeping the parts under new tokens) writes its change after the
+	// parts' next records began their restores; without the wait, a
+	// key's next record read a state without it.
+	calls   sync.WaitGroup
 	appends sync.WaitGroup
 
 	progress restoreProgress
@@ -35,10 +45,9 @@ type grant struct {
 	// the range the records from there on (follow.go).
 	from int64
 
-	// given: the member gave the grant up (a failed restore or append,
-	// or a newer grant overlapping it); guarded by the Store's mutex. A
-	// grant given up stays listed until a new grant replaces it, so
-	// that the new one's restore waits for its appends.
+	// given: the member gave the grant up (a failed restore or append, a
+	// newer grant overlapping it, or its range gone: Track); guarded by
+	// the Store's mutex.
 	given bool
 }
 
@@ -88,4 +97,13 @@ func (gs grants) replace(g *grant) (dropped []*grant) {
 	}
 	gs[pk] = append(kept, g)
 	return dropped
+}
+
+// remove takes g out of the member's grants.
+func (gs grants) remove(g *grant) {
+	pk := partitionKey{g.topic, g.partition}
+	gs[pk] = slices.DeleteFunc(gs[pk], func(o *grant) bool { return o == g })
+	if len(gs[pk]) == 0 {
+		delete(gs, pk)
+	}
 }

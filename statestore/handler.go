@@ -42,6 +42,7 @@ func (s *Store) handle(ctx context.Context, m *kafka.Message, h consumer.Handler
 	if err != nil {
 		return err
 	}
+	defer g.calls.Done()
 	g.mu.Lock()
 	k, skip := s.keyFor(g, m, nil)
 	g.mu.Unlock()

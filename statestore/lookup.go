@@ -25,6 +25,11 @@ func (s *Store) Lookup(ctx context.Context, m *kafka.Message, topic string) ([]b
 	if m == nil || m.Key == nil {
 		return nil, false, fmt.Errorf("statestore: Lookup of a record without a key: a null key has no state")
 	}
+	if m.TopicPartition.Topic != nil && *m.TopicPartition.Topic == topic {
+		// Its own topic's state is KeyOf's; a grant of its range would
+		// also wait for this very call (grants.go).
+		return nil, false, fmt.Errorf("statestore: Lookup of topic %q from one of its own records: read the record's key state with KeyOf", topic)
+	}
 	f, ok := consumer.FenceOfKey(ctx, topic, m.TopicPartition.Partition, m.Key)
 	if !ok {
 		return nil, false, fmt.Errorf("statestore: the member holds no range of %s/%d for key %q: a record's context is needed (Lookup from a Store's handler), and the topics co-partitioned (consumer.Config.CoPartitioned); while a range moves this passes", topic, m.TopicPartition.Partition, m.Key)
@@ -33,6 +38,7 @@ func (s *Store) Lookup(ctx context.Context, m *kafka.Message, topic string) ([]b
 	if err != nil {
 		return nil, false, err
 	}
+	defer g.calls.Done()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	v, present := g.table.Get(m.Key)

@@ -24,12 +24,12 @@ type restoreProgress struct {
 	done    atomic.Bool
 }
 
-// restore builds g's table: it waits for the appends still on their way
-// under the grants g replaced, reads g's changelog partition, keeps per
+// restore builds g's table: it waits for the calls and appends still on
+// their way under the retired grants g overlaps (waitFor), reads g's changelog partition, keeps per
 // key the entry the restore rule picks, appends the repairs the rule
 // asks for, and then makes g ready.
-func (s *Store) restore(ctx context.Context, g *grant, replaced []*grant) {
-	err := s.restoreTable(ctx, g, replaced)
+func (s *Store) restore(ctx context.Context, g *grant, waitFor []*grant) {
+	err := s.restoreTable(ctx, g, waitFor)
 	var keys int
 	var bytes int64
 	if err == nil {
@@ -49,8 +49,9 @@ func (s *Store) restore(ctx context.Context, g *grant, replaced []*grant) {
 		"keys", keys, "bytes", bytes, "read_to", g.progress.end.Load(), "took", time.Since(g.progress.started).Round(time.Millisecond))
 }
 
-func (s *Store) restoreTable(ctx context.Context, g *grant, replaced []*grant) error {
-	for _, o := range replaced {
+func (s *Store) restoreTable(ctx context.Context, g *grant, waitFor []*grant) error {
+	for _, o := range waitFor {
+		o.calls.Wait()
 		o.appends.Wait()
 	}
 	rs, err := keystate.NewRestore(g.rng, s.cfg.Table)

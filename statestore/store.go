@@ -3,6 +3,7 @@ package statestore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,7 @@ type Store struct {
 
 	mu        sync.Mutex
 	held      grants
+	retired   []*grant              // given up, with calls or appends not done (retireLocked)
 	following map[partitionKey]bool // partitions with a follower (follow.go)
 
 	restores atomic.Int64 // ranges restored
@@ -76,7 +78,8 @@ func (s *Store) Changelog(topic string) string { return s.changelog[topic] }
 
 // grantOf returns the restored grant that record fence f belongs to,
 // starting its restore if the member does not hold it yet, and waiting
-// for the restore.
+// for the restore. The call counts among the grant's calls until the
+// caller calls g.calls.Done (grants.go says why).
 func (s *Store) grantOf(ctx context.Context, f consumer.Fence) (*grant, error) {
 	r := ledger.HashRange{Lo: f.Lo, Hi: f.Hi}
 	pk := partitionKey{f.Topic, f.Partition}
@@ -93,23 +96,28 @@ func (s *Store) grantOf(ctx context.Context, f consumer.Fence) (*grant, error) {
 		g = &grant{topic: f.Topic, partition: f.Partition, rng: r, token: f.Token, ready: make(chan struct{})}
 		g.progress.started = time.Now()
 		g.progress.end.Store(-1)
-		replaced := s.held.replace(g)
-		for _, o := range replaced {
-			o.given = true
+		for _, o := range s.held.replace(g) {
+			s.retireLocked(o)
 		}
+		waitFor := s.retiredOverlapping(g)
 		s.wg.Add(1)
+		g.calls.Add(1) // the restore's
 		go func() {
 			defer s.wg.Done()
-			s.restore(s.ctx, g, replaced)
+			defer g.calls.Done()
+			s.restore(s.ctx, g, waitFor)
 		}()
 	}
+	g.calls.Add(1) // under s.mu: a grant replacing g waits for this call
 	s.mu.Unlock()
 	select {
 	case <-g.ready:
 	case <-ctx.Done():
+		g.calls.Done()
 		return nil, ctx.Err()
 	}
 	if g.err != nil {
+		g.calls.Done()
 		return nil, g.err
 	}
 	return g, nil
@@ -129,11 +137,44 @@ var switchOff string
 var skipApplied = switchOff != "skip"
 
 // giveUp drops g from the member's grants: its table may hold a change
-// the changelog lacks. A restore of its range waits for its appends.
+// the changelog lacks. A restore of its range waits for its calls and
+// appends.
 func (s *Store) giveUp(g *grant) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g.given {
+		return
+	}
+	s.held.remove(g)
+	s.retireLocked(g)
+}
+
+// retireLocked gives g up and keeps it among the retired grants until its
+// calls and appends are done: a restore of a range overlapping it waits
+// for it then (grants.go). The caller holds s.mu and has taken g out of
+// s.held.
+func (s *Store) retireLocked(g *grant) {
 	g.given = true
-	s.mu.Unlock()
+	s.retired = append(s.retired, g)
+	go func() {
+		g.calls.Wait()
+		g.appends.Wait()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.retired = slices.DeleteFunc(s.retired, func(o *grant) bool { return o == g })
+	}()
+}
+
+// retiredOverlapping returns the retired grants of g's partition whose
+// range overlaps g's. The caller holds s.mu.
+func (s *Store) retiredOverlapping(g *grant) []*grant {
+	var out []*grant
+	for _, o := range s.retired {
+		if o.topic == g.topic && o.partition == g.partition && !o.rng.Intersect(g.rng).Empty() {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Stats counts what the Store did since New.

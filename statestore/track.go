@@ -48,7 +48,7 @@ func (s *Store) dropUnheld(held []consumer.RangeStatus) {
 				kept = append(kept, g) // a restore under way belongs to a record running now
 				continue
 			}
-			g.given = true
+			s.retireLocked(g)
 		}
 		if len(kept) == 0 {
 			delete(s.held, pk)
