@@ -26,7 +26,7 @@ KAFKA_TESTFLAGS ?= -race -count=1 -p 2 -timeout 15m
 # without the race detector (coord/model_run_test.go), six times faster.
 MODEL_TESTFLAGS ?= -count=1 -timeout 9m
 
-.PHONY: all build test test-kafka demo bench fuzz lint tidy clean chaos soak bench-peers proto image
+.PHONY: all build test test-kafka demo bench fuzz lint tidy clean chaos soak bench-peers bench-streams proto image
 
 all: build
 
@@ -54,13 +54,13 @@ test:
 
 # The second tier: the devcluster and testutil checks, the consumer
 # integration tests, the PostgreSQL sink's end to end, the keyed state's counts, the CLI end to end
-# and the short fault-matrix rows
+# and the short fault-matrix rows, the keyed-state rows among them,
 # against Apache Kafka (devcluster.ApacheKafkaVersion, KRaft, one JVM per
 # test binary; a cluster per chaos row). Needs java 17+; mvn fetches the
 # broker's jars from Maven Central once (docs/compatibility.md).
 test-kafka:
 	KEYSHARE_KAFKA=apache $(GO) test $(KAFKA_TESTFLAGS) ./internal/devcluster/ ./testutil/ ./consumer/ ./admin/ ./pgsink/ ./statestore/ ./cmd/keyshare/
-	KEYSHARE_KAFKA=apache $(GO) test $(KAFKA_TESTFLAGS) -run TestFaultMatrix ./chaos/
+	KEYSHARE_KAFKA=apache $(GO) test $(KAFKA_TESTFLAGS) -run 'TestFaultMatrix|TestState' ./chaos/
 
 demo: build
 	./$(BIN) demo
@@ -143,6 +143,15 @@ $(PROTOC):
 clean:
 	rm -rf bin
 	$(GO) clean -testcache
+
+# Kafka Streams against keyshare's keyed state (docs/benchmarks.md, "Kafka
+# Streams and keyed state"): a per-key count with a 5 ms lookup a record on
+# 1 and 4 partitions of one Apache Kafka broker. STREAMS_ARGS: streamsbench's
+# flags (--records 2000 --runs 1: a smoke run of about a minute).
+bench-streams:
+	cd bench/streams && mvn -q package -DskipTests
+	$(GO) build -o bin/streamsbench ./bench/streams/cmd/streamsbench
+	./bin/streamsbench -v $(STREAMS_ARGS)
 
 # keyshare against the real peers (Confluent Parallel Consumer, share groups,
 # a plain consumer group) on one Apache Kafka 4.2 broker; writes its section

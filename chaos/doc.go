@@ -20,6 +20,11 @@
 // network namespace, testutil/netns) and is cut from etcd or from Kafka
 // alone. They need root and `ip netns`, and are skipped otherwise.
 //
+// Rows S1–S7 (state_test.go) run `keyshare member --deliver --state`
+// against a counting endpoint and check that every key's count in the
+// changelog equals its records; TestStateCheckFailsSkipOff proves the check
+// bites with the skip rule off.
+//
 // Rows named "EO …" rerun rows 2, 3, 4, 5, 16a and 17 exactly-once: the
 // members deliver (--deliver) to an endpoint in the test process that
 // applies each record through package pgsink on a real PostgreSQL under
