@@ -13,6 +13,7 @@ import (
 
 	"github.com/keyshare/keyshare/deliver/deliverpb"
 	"github.com/keyshare/keyshare/statestore"
+	"github.com/keyshare/keyshare/statestore/statestoretest"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -113,7 +114,7 @@ func TestMemberKeepsStateForGRPCEndpoint(t *testing.T) {
 	testutil.WaitFor(t, "every record committed", 60*time.Second, func() bool {
 		return testutil.Committed(t, k.Brokers, "g", "orders", 1)[0] == n
 	})
-	counts := changelogCounts(t, k.Brokers, statestore.DefaultChangelog("g", "orders"))
+	counts := statestoretest.Counts(t, k.Brokers, statestore.DefaultChangelog("g", "orders"), 1)
 	for i := range keys {
 		key := "key-" + strconv.Itoa(i)
 		if counts[key] != n/keys {

@@ -3,22 +3,19 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"math"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/keyshare/keyshare/coord"
-	"github.com/keyshare/keyshare/keystate"
-	"github.com/keyshare/keyshare/ledger"
 	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/statestore"
+	"github.com/keyshare/keyshare/statestore/statestoretest"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -190,7 +187,7 @@ func TestMemberKeepsStateForEndpoint(t *testing.T) {
 		t.Errorf("b sent %d records again that a had delivered, want at most 4 (a's requests open at the kill): the others' changes were in the changelog, and the skip rule must leave them", again)
 	}
 
-	counts := changelogCounts(t, k.Brokers, statestore.DefaultChangelog("g", "orders"))
+	counts := statestoretest.Counts(t, k.Brokers, statestore.DefaultChangelog("g", "orders"), 1)
 	want := map[string]int{}
 	for _, r := range records {
 		want[string(r.Key)]++
@@ -207,37 +204,3 @@ func TestMemberKeepsStateForEndpoint(t *testing.T) {
 
 // restoredKeys finds the keys of a range's restore in a member's log.
 var restoredKeys = regexp.MustCompile(`range state restored: .* keys=(\d+)`)
-
-// changelogCounts reads partition 0 of changelog as a restore does (the
-// restore rule, keystate.Restore) and returns each key's count.
-func changelogCounts(t *testing.T, brokers, changelog string) map[string]int {
-	t.Helper()
-	rs, err := keystate.NewRestore(ledger.HashRange{Lo: 0, Hi: ledger.HashSpace}, keystate.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range readPartition(t, brokers, changelog) {
-		hs := make([]keystate.Header, len(m.Headers))
-		for i, h := range m.Headers {
-			hs[i] = keystate.Header{Key: h.Key, Value: h.Value}
-		}
-		e, err := keystate.Decode(m.Key, m.Value, m.Value == nil, hs)
-		if err != nil {
-			t.Fatalf("changelog offset %d: %v", m.TopicPartition.Offset, err)
-		}
-		if err := rs.Add(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	table, _ := rs.Table(math.MaxInt64)
-	out := map[string]int{}
-	for e := range table.All() {
-		if !e.Deleted {
-			out[string(e.Key)], err = strconv.Atoi(string(e.Value))
-			if err != nil {
-				t.Fatalf("key %s's state %q is not a count", e.Key, e.Value)
-			}
-		}
-	}
-	return out
-}

@@ -2,19 +2,14 @@ package nodekit_test
 
 import (
 	"encoding/json"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
-	"github.com/keyshare/keyshare/keystate"
-	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/statestore/statestoretest"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -70,7 +65,7 @@ func TestMemberKeepsStateForNodeKit(t *testing.T) {
 		t.Fatalf("a had answered %d records when it was killed, all it was given: nothing moved to b mid-run", byA)
 	}
 
-	counts := changelogCounts(t, k.Brokers, "g-orders-state")
+	counts := statestoretest.Counts(t, k.Brokers, "g-orders-state", 1)
 	want := map[string]int{}
 	for _, r := range records {
 		want[string(r.Key)]++
@@ -98,66 +93,6 @@ func answeredBy(t *testing.T, log string) map[string]int {
 		if json.Unmarshal([]byte(line), &a) == nil {
 			out[a.Member]++
 		}
-	}
-	return out
-}
-
-// changelogCounts reads partition 0 of changelog as a member's restore
-// does (keystate's restore rule) and returns each key's count.
-func changelogCounts(t *testing.T, brokers, changelog string) map[string]int {
-	t.Helper()
-	rs, err := keystate.NewRestore(ledger.HashRange{Lo: 0, Hi: ledger.HashSpace}, keystate.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range readPartition(t, brokers, changelog) {
-		hs := make([]keystate.Header, len(m.Headers))
-		for i, h := range m.Headers {
-			hs[i] = keystate.Header{Key: h.Key, Value: h.Value}
-		}
-		e, err := keystate.Decode(m.Key, m.Value, m.Value == nil, hs)
-		if err != nil {
-			t.Fatalf("changelog offset %d: %v", m.TopicPartition.Offset, err)
-		}
-		if err := rs.Add(e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	table, _ := rs.Table(math.MaxInt64)
-	out := map[string]int{}
-	for e := range table.All() {
-		if !e.Deleted {
-			if out[string(e.Key)], err = strconv.Atoi(string(e.Value)); err != nil {
-				t.Fatalf("key %s's state %q is not a count", e.Key, e.Value)
-			}
-		}
-	}
-	return out
-}
-
-// readPartition reads partition 0 of topic from its start to its end.
-func readPartition(t *testing.T, brokers, topic string) []*kafka.Message {
-	t.Helper()
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": brokers, "group.id": "changelog-reader", "log_level": 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, end, err := c.QueryWatermarkOffsets(topic, 0, 10_000)
-	if err != nil {
-		t.Fatalf("%s's end offset: %v", topic, err)
-	}
-	if err := c.Assign([]kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: 0}}); err != nil {
-		t.Fatal(err)
-	}
-	var out []*kafka.Message
-	for next := int64(0); next < end; { // offsets may skip: the topic is compacted
-		m, err := c.ReadMessage(20 * time.Second)
-		if err != nil {
-			t.Fatalf("read %s: to offset %d of %d: %v", topic, next, end, err)
-		}
-		out = append(out, m)
-		next = int64(m.TopicPartition.Offset) + 1
 	}
 	return out
 }
