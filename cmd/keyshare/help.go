@@ -77,6 +77,11 @@ KEYSHARE_ETCD=etcd:2379 keyshare member --group orders-app --topic orders --deli
 		Example:     `keyshare key cancel --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders customer-42`,
 		Args:        "KEY",
 	},
+	"key delete-state": {
+		Description: `Deletes the key's keyed state (docs/state.md): appends to its changelog (--changelog, default GROUP-TOPIC-state) a tombstone that wins over the key's last change under the restore rule, with etcd's current revision as its token. Refused, changing nothing, while the group has live members (a paused group's members keep their ranges, and the key's owner would refuse its later changes), and for a key without state.`,
+		Example:     `keyshare key delete-state --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders customer-42`,
+		Args:        "KEY",
+	},
 	"completion": {
 		Description: `Prints a completion script for bash, zsh or fish: commands, group's subcommands and each command's flags. Load it in the shell's startup file, or save it where the shell looks for completions.`,
 		Example: `source <(keyshare completion bash)

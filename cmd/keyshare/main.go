@@ -37,7 +37,7 @@ Commands:
   member    run one member against any brokers and etcd
   status    show a group's leader, members, ranges, watermarks and lag
   group     administer a group: describe, reset-offsets, pause, resume, delete
-  key       act on one key across a group: describe, skip, park, unpark, replay, cancel
+  key       act on one key across a group: describe, skip, park, unpark, replay, cancel, delete-state
   version   print the build's version
   completion  bash|zsh|fish: print a shell completion script
   help      help COMMAND: a command's description, example and flags

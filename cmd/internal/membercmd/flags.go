@@ -73,6 +73,9 @@ var noConfigFlag = map[string]string{
 	// The member command exports no traces: a tracer provider needs an
 	// exporter, which a service embedding the library brings.
 	"TracerProvider": "nothing: only code embedding the library sets it",
+	// A join reads the other topic's state with statestore.Store.Lookup,
+	// which an endpoint behind --deliver has no way to call.
+	"CoPartitioned": "nothing: only code embedding the library joins topics",
 }
 
 // registerConfigFlags registers the flags of consumer.Config's settings,
