@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -496,17 +495,13 @@ func (e *env) killAll() {
 // connection's ephemeral port, say), and the member would then fail to
 // bind it.
 func (e *env) newMetricsAddr(id string) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer ln.Close()
+	addr := testutil.FreeAddr(e.t)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.metrics == nil {
 		e.metrics = map[string]string{}
 	}
-	e.metrics[id] = ln.Addr().String()
+	e.metrics[id] = addr
 	return e.metrics[id]
 }
 

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -259,16 +258,9 @@ func flagFreeEnv() []string {
 	return env
 }
 
-// freePort returns a host:port that was free a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freePort returns a host:port that was free a moment ago
+// (testutil.FreeAddr).
+func freePort(t *testing.T) string { return testutil.FreeAddr(t) }
 
 // TestStatusExplainsStuckKey: a member whose key-3 stalls reports it; status
 // names the record that holds the partition and splits the lag; the member's
