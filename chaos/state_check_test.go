@@ -128,11 +128,7 @@ func readCounts(t *testing.T, brokers, changelog string, parts int32) (map[strin
 			t.Fatal(err)
 		}
 		n := readChangelogPartition(t, c, changelog, p, func(m *kafka.Message) {
-			hs := make([]keystate.Header, len(m.Headers))
-			for i, h := range m.Headers {
-				hs[i] = keystate.Header{Key: h.Key, Value: h.Value}
-			}
-			e, err := keystate.Decode(m.Key, m.Value, m.Value == nil, hs)
+			e, err := statestore.DecodeMessage(m)
 			if err != nil {
 				t.Fatalf("%s partition %d offset %d: %v", changelog, p, m.TopicPartition.Offset, err)
 			}

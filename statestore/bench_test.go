@@ -158,10 +158,9 @@ func fillChangelog(b *testing.B, brokers, topic string, n int) int64 {
 	var read int64
 	for i := range n {
 		e := keystate.Entry{Key: fmt.Appendf(nil, "key-%d", i), Value: binary.BigEndian.AppendUint64(nil, uint64(i)), Applied: int64(i), Fence: 1}
-		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Key: e.Key, Value: e.Value}
-		read += int64(len(e.Key) + len(e.Value))
-		for _, h := range keystate.Headers(e) {
-			m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
+		m := EntryMessage(topic, 0, e)
+		read += int64(len(m.Key) + len(m.Value))
+		for _, h := range m.Headers {
 			read += int64(len(h.Key) + len(h.Value))
 		}
 		for {

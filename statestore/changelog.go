@@ -78,17 +78,7 @@ type pendingAppend struct {
 // waits for it, so that a restore on this member of a range it overlaps
 // can wait for it.
 func sendEntry(p *kafka.Producer, topic string, partition int32, e keystate.Entry, inFlight *sync.WaitGroup) (*pendingAppend, error) {
-	m := &kafka.Message{
-		TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
-		Key:            e.Key,
-		Value:          e.Value, // nil: a tombstone
-	}
-	if !e.Deleted && m.Value == nil {
-		m.Value = []byte{}
-	}
-	for _, h := range keystate.Headers(e) {
-		m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
-	}
+	m := EntryMessage(topic, partition, e)
 	a := &pendingAppend{what: fmt.Sprintf("the state of key %s to %s/%d", strconv.Quote(string(e.Key)), topic, partition), report: make(chan kafka.Event, 1), inFlight: inFlight}
 	inFlight.Add(1)
 	if err := p.Produce(m, a.report); err != nil {

@@ -119,7 +119,7 @@ func (s *Store) followStep(ctx context.Context, f *follower, gs []*grant) {
 		return
 	}
 	f.next = int64(m.TopicPartition.Offset) + 1
-	e, err := keystate.Decode(m.Key, m.Value, m.Value == nil, headersOf(m))
+	e, err := DecodeMessage(m)
 	if err != nil {
 		s.log.Error("changelog record that is no change of state; a restore will refuse it", "topic", f.topic, "partition", f.partition, "offset", m.TopicPartition.Offset, "error", err)
 		return

@@ -62,17 +62,14 @@ func testLateChangeRepaired(t *testing.T, follow bool) {
 func (g *group) appendRaw(e keystate.Entry) {
 	g.t.Helper()
 	topic := DefaultChangelog(g.name, g.topic)
-	msg := kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Key: e.Key, Value: e.Value}
-	for _, h := range keystate.Headers(e) {
-		msg.Headers = append(msg.Headers, kafka.Header{Key: h.Key, Value: h.Value})
-	}
+	msg := EntryMessage(topic, 0, e)
 	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": g.brokers, "log_level": 3})
 	if err != nil {
 		g.t.Fatal(err)
 	}
 	defer p.Close()
 	report := make(chan kafka.Event, 1)
-	if err := p.Produce(&msg, report); err != nil {
+	if err := p.Produce(msg, report); err != nil {
 		g.t.Fatal(err)
 	}
 	if m := (<-report).(*kafka.Message); m.TopicPartition.Error != nil {

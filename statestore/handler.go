@@ -92,11 +92,13 @@ func (s *Store) change(g *grant, k *Key) (*pendingAppend, error) {
 	}
 	e := keystate.Entry{Key: k.msg.Key, Value: k.value, Deleted: !k.present, Applied: int64(k.msg.TopicPartition.Offset), Fence: g.token}
 	g.mu.Lock()
-	if a, ok := g.table.Applied(e.Key); ok && a >= e.Applied && !skipApplied {
+	if !skipApplied {
 		// The switch-off: a record the key applied runs again, its
 		// change recorded just above the key's offset, which the table
 		// requires of a change.
-		e.Applied = a + 1
+		if a, ok := g.table.Applied(e.Key); ok && a >= e.Applied {
+			e.Applied = a + 1
+		}
 	}
 	var err error
 	if e.Deleted {

@@ -108,7 +108,7 @@ func (s *Store) readChangelog(ctx context.Context, topic string, partition int32
 			if ev.TopicPartition.Error != nil {
 				return fmt.Errorf("statestore: read changelog %s/%d: %w", topic, partition, ev.TopicPartition.Error)
 			}
-			e, err := keystate.Decode(ev.Key, ev.Value, ev.Value == nil, headersOf(ev))
+			e, err := DecodeMessage(ev)
 			if err != nil {
 				return fmt.Errorf("statestore: changelog %s/%d offset %d: %w", topic, partition, ev.TopicPartition.Offset, err)
 			}
@@ -161,12 +161,4 @@ func (s *Store) readerConfig() *kafka.ConfigMap {
 	cm["auto.offset.reset"] = "earliest"
 	cm["go.logs.channel.enable"] = true // newReader forwards them
 	return &cm
-}
-
-func headersOf(m *kafka.Message) []keystate.Header {
-	hs := make([]keystate.Header, len(m.Headers))
-	for i, h := range m.Headers {
-		hs[i] = keystate.Header{Key: h.Key, Value: h.Value}
-	}
-	return hs
 }

@@ -110,13 +110,7 @@ func appendChanges(t *testing.T, brokers, changelog string, entries []keystate.E
 	}
 	defer p.Close()
 	for _, e := range entries {
-		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &changelog, Partition: 0}, Key: e.Key, Value: e.Value}
-		if !e.Deleted && m.Value == nil {
-			m.Value = []byte{}
-		}
-		for _, h := range keystate.Headers(e) {
-			m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
-		}
+		m := statestore.EntryMessage(changelog, 0, e)
 		report := make(chan kafka.Event, 1)
 		if err := p.Produce(m, report); err != nil {
 			t.Fatal(err)

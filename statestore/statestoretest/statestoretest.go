@@ -1,7 +1,7 @@
 // Package statestoretest reads a group's keyed state back from its
-// changelog for tests: a plain Kafka consumer and keystate's restore rule,
-// not the statestore code under test, so that a check of a member's state
-// does not trust the member's own reader.
+// changelog for tests: a plain Kafka consumer, statestore's record decoding
+// and keystate's restore rule, not the Store's reader under test, so that
+// a check of a member's state does not trust the member's own reader.
 package statestoretest
 
 import (
@@ -14,6 +14,7 @@ import (
 
 	"github.com/keyshare/keyshare/keystate"
 	"github.com/keyshare/keyshare/ledger"
+	"github.com/keyshare/keyshare/statestore"
 )
 
 // States reads partitions 0 to partitions-1 of changelog on brokers from
@@ -28,11 +29,7 @@ func States(t testing.TB, brokers, changelog string, partitions int32) map[strin
 			t.Fatal(err)
 		}
 		for _, m := range readPartition(t, brokers, changelog, p) {
-			hs := make([]keystate.Header, len(m.Headers))
-			for i, h := range m.Headers {
-				hs[i] = keystate.Header{Key: h.Key, Value: h.Value}
-			}
-			e, err := keystate.Decode(m.Key, m.Value, m.Value == nil, hs)
+			e, err := statestore.DecodeMessage(m)
 			if err != nil {
 				t.Fatalf("changelog %s/%d offset %d: %v", changelog, p, m.TopicPartition.Offset, err)
 			}

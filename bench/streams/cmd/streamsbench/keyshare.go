@@ -267,11 +267,7 @@ func readPartition(c *kafka.Consumer, topic string, p int32, rs *keystate.Restor
 			}
 			return fmt.Errorf("read %s/%d: %w", topic, p, err)
 		}
-		hs := make([]keystate.Header, len(m.Headers))
-		for i, h := range m.Headers {
-			hs[i] = keystate.Header{Key: h.Key, Value: h.Value}
-		}
-		e, err := keystate.Decode(m.Key, m.Value, m.Value == nil, hs)
+		e, err := statestore.DecodeMessage(m)
 		if err != nil {
 			return fmt.Errorf("%s/%d offset %d: %w", topic, p, m.TopicPartition.Offset, err)
 		}
