@@ -35,10 +35,10 @@ func (r *Restore) Add(e Entry) error {
 		return nil
 	}
 	cur, had := r.t.slots[string(e.Key)]
-	if had && !supersedes(e.Applied, e.Fence, cur.applied, cur.fence) {
+	if had && !supersedes(e, cur) {
 		// The same change again is now the key's last record; a
 		// losing one, a stale member's late write, is not.
-		if sh := e.Applied != cur.applied || e.Fence != cur.fence; sh != cur.shadowed {
+		if sh := e.Applied != cur.applied || e.Fence != cur.fence || e.Deleted != cur.deleted; sh != cur.shadowed {
 			cur.shadowed = sh
 			r.t.slots[string(e.Key)] = cur
 		}

@@ -47,6 +47,9 @@ func TestRestoreRule(t *testing.T) {
 		{"a deletion", []keystate.Entry{ent("k", "a", 1, 1), tomb("k", 2, 1)}, tomb("k", 2, 1), 0},
 		{"a stale change after a deletion", []keystate.Entry{tomb("k", 4, 9), ent("k", "old", 3, 1)}, tomb("k", 4, 9), 1},
 		{"a value after a deletion", []keystate.Entry{tomb("k", 4, 1), ent("k", "again", 6, 1)}, ent("k", "again", 6, 1), 0},
+		{"an operator's deletion", []keystate.Entry{ent("k", "a", 4, 3), tomb("k", 4, 3)}, tomb("k", 4, 3), 0},
+		{"an operator's deletion read before the value", []keystate.Entry{tomb("k", 4, 3), ent("k", "a", 4, 3)}, tomb("k", 4, 3), 1},
+		{"a deletion of an older change", []keystate.Entry{ent("k", "a", 4, 3), tomb("k", 4, 2)}, ent("k", "a", 4, 3), 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tb, repairs := restore(t, ledger.Full, tc.log...)

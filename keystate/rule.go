@@ -6,7 +6,9 @@ package keystate
 // applied offset holds the key's state (a key's records run in offset
 // order, so it has seen more of them); on equal offsets, the one with the
 // larger fencing token (the later owner's, whose state the range went on
-// with). The skip rule: a record at or below its key's applied offset has
+// with); on equal offsets and tokens, a tombstone over a value (an
+// operator's deletion of the key's state: under one token a record makes
+// one change, so no two changes are equal in both). The skip rule: a record at or below its key's applied offset has
 // changed the state already and must not run again.
 
 // Switch-offs for the model test, which must fail with any of them off
@@ -23,15 +25,24 @@ var (
 	repairLosers = true
 )
 
-// supersedes reports whether a change at (applied, fence), read after one
-// at (curApplied, curFence), holds the key's state instead of it. An entry
-// equal in both is a copy (a repair) and changes nothing.
-func supersedes(applied, fence, curApplied, curFence int64) bool {
-	if applied != curApplied {
-		return applied > curApplied
+// supersedes reports whether entry e, read after the key's state cur,
+// holds the key's state instead of it. An entry equal to cur in offset,
+// token and kind is a copy (a repair) and changes nothing.
+func supersedes(e Entry, cur slot) bool {
+	if e.Applied != cur.applied {
+		return e.Applied > cur.applied
 	}
 	if !fenceTieBreak {
 		return true
 	}
-	return fence > curFence
+	if e.Fence != cur.fence {
+		return e.Fence > cur.fence
+	}
+	return e.Deleted && !cur.deleted
+}
+
+// deletes reports whether e is an operator's deletion of the key's state
+// cur: a tombstone at cur's offset and token (statestore.DeleteKey).
+func deletes(e Entry, cur slot) bool {
+	return e.Deleted && !cur.deleted && e.Applied == cur.applied && e.Fence == cur.fence
 }

@@ -182,15 +182,27 @@ func (t *Table) store(key []byte, s, cur slot, had bool) error {
 // key, the entries under one token never go back in offset: a change
 // raises it, a repair repeats it under the repairer's token) and changes
 // nothing, nor does one of a key outside the range.
+//
+// An operator's deletion of the key's state (a tombstone at its offset and
+// token) is taken, and returned under fence for the owner to append: the
+// deleter waits for that copy to know the owner holds the deletion before
+// the group's records run again.
 func (t *Table) Observe(e Entry, fence int64) (repair Entry, ok bool, err error) {
 	if e.Key == nil || !t.rng.Contains(ledger.Hash(e.Key, 0)) {
 		return Entry{}, false, nil
 	}
 	cur, had := t.slots[string(e.Key)]
 	switch {
-	case had && e.Fence == cur.fence && e.Applied <= cur.applied:
+	case had && deletes(e, cur) && cur.fence <= fence:
+		s := slotOf(e)
+		s.fence = fence
+		if err := t.store(e.Key, s, cur, had); err != nil {
+			return Entry{}, false, err
+		}
+		return s.entry(e.Key), true, nil
+	case had && e.Fence == cur.fence && e.Applied <= cur.applied && !deletes(e, cur):
 		return Entry{}, false, nil
-	case had && !supersedes(e.Applied, e.Fence, cur.applied, cur.fence):
+	case had && !supersedes(e, cur):
 		if !repairLosers || cur.fence > fence {
 			// A later owner wrote the key: this member has lost the
 			// range and leaves the repair to that owner.

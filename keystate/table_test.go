@@ -182,6 +182,22 @@ func TestObserve(t *testing.T) {
 			}
 		})
 	}
+	// An operator's deletion of the key's state is taken and handed back
+	// under the observer's token: the deleter waits for that copy.
+	for _, fence := range []int64{5, 3} {
+		tb := newTable(t, ledger.Full, 0)
+		tb.Observe(ent("k", "restored", 10, fence), 5)
+		got, ok, err := tb.Observe(tomb("k", 10, fence), 5)
+		if err != nil || !ok || !sameEntry(got, tomb("k", 10, 5)) {
+			t.Fatalf("Observe of a deletion of a state under token %d = %+v, %v, %v; want the tombstone under token 5 to append", fence, got, ok, err)
+		}
+		if _, present := tb.Get(k); present || !tb.Seen(k, 10) || tb.Seen(k, 11) {
+			t.Fatalf("after a deletion under token %d the key still has a value, or lost its applied offset", fence)
+		}
+		if _, err := tb.Put(k, []byte("new"), 11, 5); err != nil {
+			t.Fatalf("the owner cannot change a key an operator deleted: %v", err)
+		}
+	}
 	tb := newTable(t, ledger.Full, 0)
 	if _, ok, err := tb.Observe(keystate.Entry{Value: []byte("x")}, 5); ok || err != nil || tb.Len() != 0 {
 		t.Fatalf("Observe of a null key: %v, %v, %d keys", ok, err, tb.Len())
