@@ -139,7 +139,10 @@ func readCounts(t *testing.T, brokers, changelog string, parts int32) (map[strin
 			}
 		})
 		read += n
-		table, _ := rs.Table(0) // no repairs wanted: the read only looks
+		table, _, err := rs.Table(0) // no repairs wanted: the read only looks
+		if err != nil {
+			t.Fatal(err)
+		}
 		for e := range table.All() {
 			if e.Deleted {
 				continue

@@ -47,7 +47,9 @@ func BenchmarkRestore(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				t, _ = rs.Table(7)
+				if t, _, err = rs.Table(7); err != nil {
+					b.Fatal(err)
+				}
 				b.StopTimer()
 				runtime.GC()
 				runtime.ReadMemStats(&after)

@@ -38,7 +38,10 @@ func Example() {
 			panic(err)
 		}
 	}
-	t, repairs := rs.Table(9)
+	t, repairs, err := rs.Table(9)
+	if err != nil {
+		panic(err) // the table's slots failed (a disk's)
+	}
 	fmt.Println("repairs to append:", len(repairs))
 
 	// The ledger had completed only offset 40, so 42 and 43 come again.
@@ -47,11 +50,16 @@ func Example() {
 		item   string
 	}{{42, "pears"}, {43, "plums"}} {
 		key := []byte("cart-7")
-		if t.Seen(key, r.offset) {
+		if seen, err := t.Seen(key, r.offset); err != nil {
+			panic(err)
+		} else if seen {
 			fmt.Printf("offset %d: applied already, skipped\n", r.offset)
 			continue
 		}
-		old, _ := t.Get(key)
+		old, _, err := t.Get(key)
+		if err != nil {
+			panic(err)
+		}
 		e, err := t.Put(key, fmt.Appendf(nil, "%s,%s", old, r.item), r.offset, 9)
 		if err != nil {
 			panic(err)

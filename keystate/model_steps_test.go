@@ -52,6 +52,9 @@ func (w *world) move(i, how int) {
 	case 0:
 		w.flush(old)
 		w.logf("%s hands %s off", old.name, old.table.Range())
+		if w.c.intn(2, "keep a copy") == 0 {
+			w.copies = append(w.copies, old)
+		}
 	case 1:
 		w.logf("%s crashes", old.name)
 	case 2:
@@ -65,8 +68,9 @@ func (w *world) move(i, how int) {
 }
 
 // split cuts owner i's range at a key's hash: the owner keeps the lower
-// part under a new token, and the upper goes to a new member that restores
-// it, or stays in the same process (the table Split returns).
+// part under a new token, restored from its own copy of the whole range,
+// and the upper goes to a new member, or stays in the same process under
+// a token of its own, restored from the same copy.
 func (w *world) split(i int) {
 	m := w.owners[i]
 	r := m.table.Range()
@@ -78,41 +82,45 @@ func (w *world) split(i int) {
 		return
 	}
 	w.flush(m)
-	before := m.fence
-	upper, err := m.table.Split(at)
-	if err != nil {
-		w.fatalf("Split: %v", err)
-	}
+	before := &member{name: m.name, fence: m.fence, table: m.table, tail: m.tail}
+	lower, upper := ledger.HashRange{Lo: r.Lo, Hi: at}, ledger.HashRange{Lo: at, Hi: r.Hi}
+	w.copyOf(r) // the member's own table is the copy; older ones go
 	w.fence++
 	m.fence = w.fence
+	m.table = w.restoreFrom(before, lower, m.fence)
+	m.tail = w.seq
 	w.logf("%s splits %s at %d, keeps %s under fence %d", m.name, r, at, m.table.Range(), m.fence)
+	w.checkSuccession(before, m.table)
 	var next *member
 	if w.c.intn(2, "upper to a new member") == 0 {
-		next = w.grant(upper.Range())
-		w.checkSuccession(&member{name: m.name, fence: before, table: upper}, next.table)
+		next = w.grant(upper)
 	} else {
 		w.fence++
-		next = &member{name: m.name + "'", fence: w.fence, table: upper, pos: m.pos, tail: m.tail}
-		w.logf("%s keeps %s too, under fence %d", m.name, upper.Range(), next.fence)
+		next = &member{name: m.name + "'", fence: w.fence, pos: m.pos}
+		next.table = w.restoreFrom(before, upper, next.fence)
+		next.tail = w.seq
+		w.logf("%s keeps %s too, under fence %d", m.name, upper, next.fence)
 	}
+	w.checkSuccession(before, next.table)
 	w.owners = slices.Insert(w.owners, i+1, next)
 }
 
-// merge joins owners i and i+1 gracefully: the left one restores the right
-// one's range and merges it into its table, under a new token.
+// merge joins owners i and i+1 gracefully: the left one restores the
+// joined range under a new token (its copy holds only part of it).
 func (w *world) merge(i int) {
 	left, right := w.owners[i], w.owners[i+1]
 	w.flush(left)
 	w.flush(right)
 	w.logf("%s takes %s from %s", left.name, right.table.Range(), right.name)
+	before := &member{name: left.name, fence: left.fence, table: left.table}
+	joined := ledger.HashRange{Lo: left.table.Range().Lo, Hi: right.table.Range().Hi}
+	w.copyOf(joined)
 	w.fence++
 	left.fence = w.fence
-	gained := w.restore(right.table.Range(), left.fence)
-	w.checkSuccession(right, gained)
-	w.observe(left) // its tail now holds the restore's repairs
-	if err := left.table.Merge(gained); err != nil {
-		w.fatalf("Merge: %v", err)
-	}
+	left.table = w.restore(joined, left.fence)
+	left.tail = w.seq
+	w.checkSuccession(before, left.table)
+	w.checkSuccession(right, left.table)
 	left.pos = min(left.pos, right.pos)
 	w.owners = slices.Delete(w.owners, i+1, i+2)
 }
@@ -168,6 +176,7 @@ func (w *world) compact(tombstones bool) {
 		}
 		if rec.seq < read && rec.null && tombstones && len(w.stale) == 0 && w.completedUpTo(string(rec.key), rec.headers) {
 			w.logf("compaction removes the tombstone of %s", rec.key)
+			w.copies = slices.DeleteFunc(w.copies, func(cp *member) bool { return cp.tail <= rec.seq })
 			continue
 		}
 		kept = append(kept, rec)
@@ -197,7 +206,10 @@ func (w *world) completedUpTo(key string, headers []keystate.Header) bool {
 // application of its records up to its applied offset.
 func (w *world) checkChains(what string, t *keystate.Table) {
 	w.t.Helper()
-	for e := range t.All() {
+	for e, err := range t.All() {
+		if err != nil {
+			w.fatalf("%s: All: %v", what, err)
+		}
 		var want []string
 		for _, in := range w.input[:e.Applied+1] {
 			switch {
@@ -231,11 +243,14 @@ func (w *world) checkChains(what string, t *keystate.Table) {
 // the place of what the owner wrote.
 func (w *world) checkSuccession(prev *member, next *keystate.Table) {
 	w.t.Helper()
-	for p := range prev.table.All() {
+	for p, err := range prev.table.All() {
+		if err != nil {
+			w.fatalf("All: %v", err)
+		}
 		if !next.Range().Contains(hashOf(string(p.Key))) {
 			continue
 		}
-		n, ok := next.Entry(p.Key)
+		n, ok := w.entry(next, p.Key)
 		switch {
 		case !ok && p.Deleted: // its tombstone was compacted away
 		case !ok || n.Applied < p.Applied:
@@ -268,7 +283,7 @@ func (w *world) finish() {
 	for _, m := range w.owners {
 		w.checkChains("owner "+m.name, m.table)
 		for want := range m.table.All() {
-			e, ok := got.Entry(want.Key)
+			e, ok := w.entry(got, want.Key)
 			if !ok && want.Deleted {
 				continue
 			}
@@ -279,7 +294,7 @@ func (w *world) finish() {
 	}
 	for e := range got.All() {
 		for _, m := range w.owners {
-			if _, ok := m.table.Entry(e.Key); !ok && m.table.Range().Contains(hashOf(string(e.Key))) && !e.Deleted {
+			if _, ok := w.entry(m.table, e.Key); !ok && m.table.Range().Contains(hashOf(string(e.Key))) && !e.Deleted {
 				w.fatalf("a restore after compaction gives %s, which owner %s does not hold", show(e), m.name)
 			}
 		}

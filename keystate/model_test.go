@@ -11,7 +11,9 @@ package keystate_test
 // member that lost its range and still runs records, its appends landing
 // late or never), split and merge ranges, have owners read their changelog
 // tail (Observe), and compact the changelog. Every new owner restores from
-// the changelog as it is.
+// the changelog as it is: from its start, or from a copy of the range a
+// member kept when it handed the range off or split it (the disk store's
+// copies) and the changelog from where that member had read it.
 //
 // A change's value lists the records that made it since the key's last
 // deletion, each as offset#token: a single in-order application of the
@@ -29,7 +31,9 @@ package keystate_test
 // the part of the changelog every owner has read (min.compaction.lag.ms
 // longer than an owner takes to read and repair), and a tombstone only once
 // no stale member runs and the ledger has completed every record of its key
-// up to its offset (delete.retention.ms longer than both take).
+// up to its offset (delete.retention.ms longer than both take). A copy
+// whose reading stopped before a tombstone compaction removes is dropped:
+// a member uses a copy only while it is younger than delete.retention.ms.
 
 import (
 	"bytes"
@@ -100,6 +104,7 @@ type world struct {
 	done    map[int64]bool // completed in the ledger
 	owners  []*member      // by range, adjacent, covering the space
 	stale   []*member
+	copies  []*member // tables former owners kept, each read up to its tail
 	log     []record
 	seq     int
 	fence   int64
@@ -132,15 +137,35 @@ func (w *world) fatalf(format string, args ...any) {
 	w.t.Fatalf("%s\nhistory:\n  %s", fmt.Sprintf(format, args...), strings.Join(w.trace, "\n  "))
 }
 
-// grant makes a new member the owner of r: it restores r's table.
+// grant makes a new member the owner of r: it restores r's table, from
+// the changelog or from a copy that holds r.
 func (w *world) grant(r ledger.HashRange) *member {
 	w.members++
 	w.fence++
 	m := &member{name: fmt.Sprintf("m%d", w.members), fence: w.fence}
-	m.table = w.restore(r, m.fence)
+	if cp := w.copyOf(r); cp != nil && w.c.intn(2, "restore from a copy") == 0 {
+		m.table = w.restoreFrom(cp, r, m.fence)
+		w.logf("%s restores %s under fence %d from a copy read to %d: %d keys", m.name, r, m.fence, cp.tail, m.table.Len())
+	} else {
+		m.table = w.restore(r, m.fence)
+		w.logf("%s restores %s under fence %d: %d keys", m.name, r, m.fence, m.table.Len())
+	}
 	m.tail = w.seq
-	w.logf("%s restores %s under fence %d: %d keys", m.name, r, m.fence, m.table.Len())
 	return m
+}
+
+// copyOf returns a kept copy that holds all of r, and drops the copies
+// that overlap r: the member that takes r writes r's states over them.
+func (w *world) copyOf(r ledger.HashRange) *member {
+	var found *member
+	w.copies = slices.DeleteFunc(w.copies, func(cp *member) bool {
+		in := cp.table.Range().Intersect(r)
+		if in == r {
+			found = cp
+		}
+		return !in.Empty()
+	})
+	return found
 }
 
 // restore reads the whole changelog into a table of r for a grant under
@@ -151,7 +176,38 @@ func (w *world) restore(r ledger.HashRange, fence int64) *keystate.Table {
 	if err != nil {
 		w.fatalf("NewRestore: %v", err)
 	}
+	return w.restoreTail(rs, r, fence, 0)
+}
+
+// restoreFrom restores r from cp's copy and the changelog from cp's tail.
+func (w *world) restoreFrom(cp *member, r ledger.HashRange, fence int64) *keystate.Table {
+	w.t.Helper()
+	slots := keystate.NewMemorySlots()
+	for e, err := range cp.table.All() {
+		if err != nil {
+			w.fatalf("All: %v", err)
+		}
+		if r.Contains(hashOf(string(e.Key))) {
+			if err := slots.Set(e); err != nil {
+				w.fatalf("Set: %v", err)
+			}
+		}
+	}
+	t, err := keystate.OpenTable(r, keystate.DefaultConfig(), slots)
+	if err != nil {
+		w.fatalf("OpenTable: %v", err)
+	}
+	return w.restoreTail(keystate.RestoreOn(t), r, fence, cp.tail)
+}
+
+// restoreTail feeds rs the changelog from seq from, and appends the
+// repairs.
+func (w *world) restoreTail(rs *keystate.Restore, r ledger.HashRange, fence int64, from int) *keystate.Table {
+	w.t.Helper()
 	for _, rec := range w.log {
+		if rec.seq < from {
+			continue
+		}
 		e, err := keystate.Decode(rec.key, rec.value, rec.null, rec.headers)
 		if err != nil {
 			w.fatalf("Decode of changelog record %d: %v", rec.seq, err)
@@ -160,13 +216,26 @@ func (w *world) restore(r ledger.HashRange, fence int64) *keystate.Table {
 			w.fatalf("Add: %v", err)
 		}
 	}
-	t, repairs := rs.Table(fence)
+	t, repairs, err := rs.Table(fence)
+	if err != nil {
+		w.fatalf("Table: %v", err)
+	}
 	for _, e := range repairs {
 		w.logf("  restore repairs %s", show(e))
 		w.append(e)
 	}
 	w.checkChains("restored "+r.String(), t)
 	return t
+}
+
+// entry is key's state in t.
+func (w *world) entry(t *keystate.Table, key []byte) (keystate.Entry, bool) {
+	w.t.Helper()
+	e, ok, err := t.Entry(key)
+	if err != nil {
+		w.fatalf("Entry: %v", err)
+	}
+	return e, ok
 }
 
 func (w *world) append(e keystate.Entry) {
@@ -201,7 +270,7 @@ func (w *world) run(m *member, stale bool) bool {
 		}
 		m.unflushed = append(m.unflushed, in.off)
 		k := []byte(in.key)
-		if m.table.Seen(k, in.off) {
+		if seen, _ := m.table.Seen(k, in.off); seen {
 			w.logf("%s skips %d (%s): applied already", m.name, in.off, in.key)
 			return true
 		}
@@ -210,7 +279,7 @@ func (w *world) run(m *member, stale bool) bool {
 		if in.del {
 			e, err = m.table.Delete(k, in.off, m.fence)
 		} else {
-			old, _ := m.table.Get(k)
+			old, _, _ := m.table.Get(k)
 			e, err = m.table.Put(k, fmt.Appendf(bytes.Clone(old), "%d#%d;", in.off, m.fence), in.off, m.fence)
 		}
 		if err != nil {
@@ -243,12 +312,12 @@ func (w *world) observe(m *member) {
 		if err != nil {
 			w.fatalf("Decode: %v", err)
 		}
-		before, _ := m.table.Entry(e.Key)
+		before, _ := w.entry(m.table, e.Key)
 		fix, ok, err := m.table.Observe(e, m.fence)
 		if err != nil {
 			w.fatalf("Observe: %v", err)
 		}
-		switch after, _ := m.table.Entry(e.Key); {
+		switch after, _ := w.entry(m.table, e.Key); {
 		case ok:
 			w.logf("%s observes %s, repairs %s", m.name, show(e), show(fix))
 			w.append(fix)
@@ -365,6 +434,7 @@ var modelEvents = []string{
 	"splits",                // a split
 	"too, under fence",      // a split kept in one process
 	"takes",                 // a merge
+	"from a copy",           // a restore from a member's own copy
 }
 
 // byteChooser reads a run's choices from fuzz input; when the input is

@@ -12,15 +12,29 @@ import "github.com/keyshare/keyshare/ledger"
 // A Restore is not safe for concurrent use, and is spent by Table.
 type Restore struct {
 	t *Table
+	// shadowed holds the keys whose state is not their last record read:
+	// a losing entry of the key came after it.
+	shadowed map[string]bool
 }
 
-// NewRestore starts the restore of range r.
+// NewRestore starts the restore of range r in memory.
 func NewRestore(r ledger.HashRange, cfg Config) (*Restore, error) {
 	t, err := NewTable(r, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Restore{t: t}, nil
+	return RestoreOn(t), nil
+}
+
+// RestoreOn goes on with a restore from the states t holds: a member's own
+// copy of the range (OpenTable), which holds what a restore up to some
+// offset of the changelog gives, and what the member appended since. Feed
+// Add the entries from that offset on. Since the rule keeps per key the
+// greatest entry, reading an entry twice changes nothing, so the copy may
+// hold some of them already. docs/state.md argues why the copy's keys that
+// have no entry from that offset on need no repair.
+func RestoreOn(t *Table) *Restore {
+	return &Restore{t: t, shadowed: map[string]bool{}}
 }
 
 // Add takes the next entry of the changelog. It passes over an entry whose
@@ -34,17 +48,25 @@ func (r *Restore) Add(e Entry) error {
 	if !r.t.rng.Contains(ledger.Hash(e.Key, 0)) {
 		return nil
 	}
-	cur, had := r.t.slots[string(e.Key)]
+	cur, had, err := r.t.slots.Get(e.Key)
+	if err != nil {
+		return err
+	}
 	if had && !supersedes(e, cur) {
 		// The same change again is now the key's last record; a
 		// losing one, a stale member's late write, is not.
-		if sh := e.Applied != cur.applied || e.Fence != cur.fence || e.Deleted != cur.deleted; sh != cur.shadowed {
-			cur.shadowed = sh
-			r.t.slots[string(e.Key)] = cur
+		if e.Applied != cur.Applied || e.Fence != cur.Fence || e.Deleted != cur.Deleted {
+			r.shadowed[string(e.Key)] = true
+		} else {
+			delete(r.shadowed, string(e.Key))
 		}
 		return nil
 	}
-	return r.t.store(e.Key, slotOf(e), cur, had)
+	if err := r.t.store(owned(e), cur, had); err != nil {
+		return err
+	}
+	delete(r.shadowed, string(e.Key))
+	return nil
 }
 
 // Table returns the restored table, and the entries to append again before
@@ -56,19 +78,25 @@ func (r *Restore) Add(e Entry) error {
 // applied offset: Observe relies on it); the table holds it so. A key
 // written under a token above fence gets no repair: a later owner holds
 // the range.
-func (r *Restore) Table(fence int64) (*Table, []Entry) {
+func (r *Restore) Table(fence int64) (*Table, []Entry, error) {
 	var repairs []Entry
-	for k, s := range r.t.slots {
-		if s.shadowed && repairLosers && s.fence <= fence {
-			s.fence = fence
-			repairs = append(repairs, s.entry([]byte(k)))
-		}
-		if s.shadowed {
-			s.shadowed = false
-			r.t.slots[k] = s
+	if repairLosers {
+		for k := range r.shadowed {
+			cur, _, err := r.t.slots.Get([]byte(k))
+			if err != nil {
+				return nil, nil, err
+			}
+			if cur.Fence > fence {
+				continue
+			}
+			cur.Fence = fence
+			if err := r.t.slots.Set(cur); err != nil {
+				return nil, nil, err
+			}
+			repairs = append(repairs, cur)
 		}
 	}
 	t := r.t
-	r.t = nil
-	return t, repairs
+	r.t, r.shadowed = nil, nil
+	return t, repairs, nil
 }

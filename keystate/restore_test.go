@@ -27,7 +27,11 @@ func restore(t *testing.T, r ledger.HashRange, log ...keystate.Entry) (*keystate
 			t.Fatal(err)
 		}
 	}
-	return rs.Table(10)
+	tb, repairs, err := rs.Table(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb, repairs
 }
 
 func TestRestoreRule(t *testing.T) {
@@ -56,11 +60,11 @@ func TestRestoreRule(t *testing.T) {
 			if tc.repairs > 0 {
 				tc.want.Fence = 10 // repaired under the restore's token
 			}
-			got, ok := tb.Entry([]byte("k"))
+			got, ok := entry(t, tb, []byte("k"))
 			if !ok || !sameEntry(got, tc.want) {
 				t.Fatalf("restored %+v, %v; want %+v", got, ok, tc.want)
 			}
-			if v, ok := tb.Get([]byte("k")); ok == tc.want.Deleted || string(v) != string(tc.want.Value) {
+			if v, ok := get(t, tb, []byte("k")); ok == tc.want.Deleted || string(v) != string(tc.want.Value) {
 				t.Fatalf("Get = %q, %v", v, ok)
 			}
 			if len(repairs) != tc.repairs {
@@ -78,7 +82,7 @@ func TestRestoreKeepsItsRange(t *testing.T) {
 	in, out := keyIn(lo, 0), keyIn(ledger.HashRange{Lo: 1 << 31, Hi: ledger.HashSpace}, 0)
 	tb, _ := restore(t, lo, keystate.Entry{Key: in, Value: []byte("a"), Applied: 1, Fence: 1},
 		keystate.Entry{Key: out, Value: []byte("b"), Applied: 2, Fence: 1})
-	if _, ok := tb.Get(in); !ok || tb.Len() != 1 || tb.Range() != lo {
+	if _, ok := get(t, tb, in); !ok || tb.Len() != 1 || tb.Range() != lo {
 		t.Fatalf("restored %d keys over %s, want only the key in %s", tb.Len(), tb.Range(), lo)
 	}
 	if _, err := tb.Put(in, []byte("c"), 1, 2); err == nil {

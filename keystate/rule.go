@@ -28,21 +28,21 @@ var (
 // supersedes reports whether entry e, read after the key's state cur,
 // holds the key's state instead of it. An entry equal to cur in offset,
 // token and kind is a copy (a repair) and changes nothing.
-func supersedes(e Entry, cur slot) bool {
-	if e.Applied != cur.applied {
-		return e.Applied > cur.applied
+func supersedes(e, cur Entry) bool {
+	if e.Applied != cur.Applied {
+		return e.Applied > cur.Applied
 	}
 	if !fenceTieBreak {
 		return true
 	}
-	if e.Fence != cur.fence {
-		return e.Fence > cur.fence
+	if e.Fence != cur.Fence {
+		return e.Fence > cur.Fence
 	}
-	return e.Deleted && !cur.deleted
+	return e.Deleted && !cur.Deleted
 }
 
 // deletes reports whether e is an operator's deletion of the key's state
 // cur: a tombstone at cur's offset and token (statestore.DeleteKey).
-func deletes(e Entry, cur slot) bool {
-	return e.Deleted && !cur.deleted && e.Applied == cur.applied && e.Fence == cur.fence
+func deletes(e, cur Entry) bool {
+	return e.Deleted && !cur.Deleted && e.Applied == cur.Applied && e.Fence == cur.Fence
 }

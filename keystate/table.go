@@ -2,6 +2,7 @@ package keystate
 
 import (
 	"bytes"
+	"fmt"
 	"iter"
 
 	"github.com/keyshare/keyshare/ledger"
@@ -10,95 +11,96 @@ import (
 // Table is the state of the keys of one hash range: per key its value and
 // the input offset and fencing token of the change that made it. A deleted
 // key is kept without a value, for its applied offset (the skip rule); it
-// counts its key's bytes and EntryOverhead against MaxBytes.
+// counts its key's bytes and EntryOverhead against MaxBytes. The states
+// live in the table's Slots; an error of theirs (a disk's) is returned as
+// it is, the table's counts unchanged.
 //
 // A Table is not safe for concurrent use.
 type Table struct {
 	rng      ledger.HashRange
 	maxBytes int64
 	bytes    int64
-	slots    map[string]slot
+	keys     int
+	slots    Slots
 }
 
-type slot struct {
-	value   []byte // nil when deleted
-	applied int64
-	fence   int64
-	deleted bool
-	// shadowed: during a restore, a losing entry of the key was read
-	// after this one, so this one is not the key's last record.
-	shadowed bool
-}
-
-// NewTable returns an empty table for range r: the state of a range no
-// change was ever recorded for. A range with history starts from a Restore.
+// NewTable returns an empty table for range r in memory: the state of a
+// range no change was ever recorded for. A range with history starts from
+// a Restore.
 func NewTable(r ledger.HashRange, cfg Config) (*Table, error) {
+	return OpenTable(r, cfg, NewMemorySlots())
+}
+
+// OpenTable returns the table of range r on slots, which may hold states
+// already: a member's own copy of the range, kept on its disk, which holds
+// what a restore up to some changelog offset gives (RestoreOn goes on from
+// there). It reads them all to count them, and refuses a state of a key
+// outside r and states past MaxBytes (a *MemoryError).
+func OpenTable(r ledger.HashRange, cfg Config, slots Slots) (*Table, error) {
 	if err := r.Valid(); err != nil {
 		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Table{rng: r, maxBytes: cfg.MaxBytes, slots: map[string]slot{}}, nil
+	t := &Table{rng: r, maxBytes: cfg.MaxBytes, slots: slots}
+	for e, err := range slots.All() {
+		if err != nil {
+			return nil, err
+		}
+		if h := ledger.Hash(e.Key, 0); !r.Contains(h) {
+			return nil, fmt.Errorf("keystate: the slots of hash range %s hold key %q of hash %d, outside it: they belong to another range", r, e.Key, h)
+		}
+		t.keys++
+		t.bytes += size(e.Key, e.Value)
+		if t.bytes > t.maxBytes {
+			return nil, &MemoryError{Range: r, Key: e.Key, Size: t.bytes, MaxBytes: t.maxBytes}
+		}
+	}
+	return t, nil
 }
 
 // Range is the hash range the table holds the keys of.
 func (t *Table) Range() ledger.HashRange { return t.rng }
 
 // Len is the number of keys the table knows, deleted ones included.
-func (t *Table) Len() int { return len(t.slots) }
+func (t *Table) Len() int { return t.keys }
 
 // Bytes is what the table counts against MaxBytes.
 func (t *Table) Bytes() int64 { return t.bytes }
 
 // Get returns key's value, false if the key has none (never set, or
 // deleted). The value is the table's: do not modify it.
-func (t *Table) Get(key []byte) ([]byte, bool) {
-	s, ok := t.slots[string(key)]
-	if !ok || s.deleted {
-		return nil, false
+func (t *Table) Get(key []byte) ([]byte, bool, error) {
+	e, ok, err := t.slots.Get(key)
+	if err != nil || !ok || e.Deleted {
+		return nil, false, err
 	}
-	return s.value, true
+	return e.Value, true, nil
 }
 
 // Applied returns the input offset of key's last change, deleted keys
 // included; false if the table has none.
-func (t *Table) Applied(key []byte) (int64, bool) {
-	s, ok := t.slots[string(key)]
-	return s.applied, ok
+func (t *Table) Applied(key []byte) (int64, bool, error) {
+	e, ok, err := t.slots.Get(key)
+	return e.Applied, ok, err
 }
 
 // Seen is the skip rule: whether the record at offset has changed key's
 // state already (offset <= the key's applied offset), so running it again
 // would apply it twice. A member asks before it runs each record.
-func (t *Table) Seen(key []byte, offset int64) bool {
-	s, ok := t.slots[string(key)]
-	return skipApplied && ok && offset <= s.applied
+func (t *Table) Seen(key []byte, offset int64) (bool, error) {
+	e, ok, err := t.slots.Get(key)
+	return skipApplied && ok && offset <= e.Applied, err
 }
 
 // Entry returns key's last change as a changelog entry.
-func (t *Table) Entry(key []byte) (Entry, bool) {
-	s, ok := t.slots[string(key)]
-	if !ok {
-		return Entry{}, false
-	}
-	return s.entry(key), true
+func (t *Table) Entry(key []byte) (Entry, bool, error) {
+	return t.slots.Get(key)
 }
 
 // All yields every key's last change, in no particular order.
-func (t *Table) All() iter.Seq[Entry] {
-	return func(yield func(Entry) bool) {
-		for k, s := range t.slots {
-			if !yield(s.entry([]byte(k))) {
-				return
-			}
-		}
-	}
-}
-
-func (s slot) entry(key []byte) Entry {
-	return Entry{Key: key, Value: s.value, Deleted: s.deleted, Applied: s.applied, Fence: s.fence}
-}
+func (t *Table) All() iter.Seq2[Entry, error] { return t.slots.All() }
 
 // Put sets key's value as the change made by the input record at applied,
 // under fencing token fence, and returns the entry to append to the
@@ -111,54 +113,62 @@ func (t *Table) Put(key, value []byte, applied, fence int64) (Entry, error) {
 	if value == nil {
 		value = []byte{} // nil is a deleted key's
 	}
-	return t.change(key, bytes.Clone(value), false, applied, fence)
+	return t.change(Entry{Key: key, Value: bytes.Clone(value), Applied: applied, Fence: fence})
 }
 
 // Delete removes key's value as the change made by the input record at
 // applied, under fencing token fence, and returns the tombstone to append.
 // The table keeps the key's applied offset. It refuses what Put refuses.
 func (t *Table) Delete(key []byte, applied, fence int64) (Entry, error) {
-	return t.change(key, nil, true, applied, fence)
+	return t.change(Entry{Key: key, Deleted: true, Applied: applied, Fence: fence})
 }
 
-func (t *Table) change(key, value []byte, deleted bool, applied, fence int64) (Entry, error) {
+func (t *Table) change(e Entry) (Entry, error) {
 	refuse := func(reason string) (Entry, error) {
-		return Entry{}, &ChangeError{Key: key, Applied: applied, Fence: fence, Reason: reason}
+		return Entry{}, &ChangeError{Key: e.Key, Applied: e.Applied, Fence: e.Fence, Reason: reason}
 	}
-	if key == nil {
+	if e.Key == nil {
 		return Entry{}, ErrNullKey
 	}
-	if applied < 0 || fence < 0 {
+	if e.Applied < 0 || e.Fence < 0 {
 		return refuse("negative offset or fencing token")
 	}
-	if !t.rng.Contains(ledger.Hash(key, 0)) {
+	if !t.rng.Contains(ledger.Hash(e.Key, 0)) {
 		return refuse("key hash outside the table's range " + t.rng.String())
 	}
-	cur, ok := t.slots[string(key)]
-	if ok && skipApplied && applied <= cur.applied {
-		return refuse("at or below the key's applied offset " + itoa(cur.applied) + " (ask Seen before running a record)")
-	}
-	if ok && fence < cur.fence {
-		return refuse("below the key's fencing token " + itoa(cur.fence) + ": a later owner of the range changed it, so this member has lost the range")
-	}
-	s := slot{value: value, applied: applied, fence: fence, deleted: deleted}
-	if err := t.store(key, s, cur, ok); err != nil {
+	cur, ok, err := t.slots.Get(e.Key)
+	if err != nil {
 		return Entry{}, err
 	}
-	return s.entry(key), nil
+	if ok && skipApplied && e.Applied <= cur.Applied {
+		return refuse("at or below the key's applied offset " + itoa(cur.Applied) + " (ask Seen before running a record)")
+	}
+	if ok && e.Fence < cur.Fence {
+		return refuse("below the key's fencing token " + itoa(cur.Fence) + ": a later owner of the range changed it, so this member has lost the range")
+	}
+	if err := t.store(e, cur, ok); err != nil {
+		return Entry{}, err
+	}
+	return e, nil
 }
 
-// store puts s at key in place of cur (when had), within MaxBytes.
-func (t *Table) store(key []byte, s, cur slot, had bool) error {
-	n := t.bytes + size(key, s.value)
+// store sets e as its key's state in place of cur (when had), within
+// MaxBytes.
+func (t *Table) store(e, cur Entry, had bool) error {
+	n := t.bytes + size(e.Key, e.Value)
 	if had {
-		n -= size(key, cur.value)
+		n -= size(cur.Key, cur.Value)
 	}
 	if n > t.maxBytes {
-		return &MemoryError{Range: t.rng, Key: key, Size: n, MaxBytes: t.maxBytes}
+		return &MemoryError{Range: t.rng, Key: e.Key, Size: n, MaxBytes: t.maxBytes}
+	}
+	if err := t.slots.Set(e); err != nil {
+		return err
 	}
 	t.bytes = n
-	t.slots[string(key)] = s
+	if !had {
+		t.keys++
+	}
 	return nil
 }
 
@@ -191,38 +201,42 @@ func (t *Table) Observe(e Entry, fence int64) (repair Entry, ok bool, err error)
 	if e.Key == nil || !t.rng.Contains(ledger.Hash(e.Key, 0)) {
 		return Entry{}, false, nil
 	}
-	cur, had := t.slots[string(e.Key)]
+	cur, had, err := t.slots.Get(e.Key)
+	if err != nil {
+		return Entry{}, false, err
+	}
 	switch {
-	case had && deletes(e, cur) && cur.fence <= fence:
-		s := slotOf(e)
-		s.fence = fence
-		if err := t.store(e.Key, s, cur, had); err != nil {
+	case had && deletes(e, cur) && cur.Fence <= fence:
+		s := owned(e)
+		s.Fence = fence
+		if err := t.store(s, cur, had); err != nil {
 			return Entry{}, false, err
 		}
-		return s.entry(e.Key), true, nil
-	case had && e.Fence == cur.fence && e.Applied <= cur.applied && !deletes(e, cur):
+		return s, true, nil
+	case had && e.Fence == cur.Fence && e.Applied <= cur.Applied && !deletes(e, cur):
 		return Entry{}, false, nil
 	case had && !supersedes(e, cur):
-		if !repairLosers || cur.fence > fence {
+		if !repairLosers || cur.Fence > fence {
 			// A later owner wrote the key: this member has lost the
 			// range and leaves the repair to that owner.
 			return Entry{}, false, nil
 		}
-		cur.fence = fence
-		t.slots[string(e.Key)] = cur
-		return cur.entry(e.Key), true, nil
+		cur.Fence = fence
+		if err := t.slots.Set(cur); err != nil {
+			return Entry{}, false, err
+		}
+		return cur, true, nil
 	}
-	return Entry{}, false, t.store(e.Key, slotOf(e), cur, had)
+	return Entry{}, false, t.store(owned(e), cur, had)
 }
 
-// slotOf is the state e leaves its key in, with its own copy of the value.
-func slotOf(e Entry) slot {
-	s := slot{applied: e.Applied, fence: e.Fence, deleted: e.Deleted}
-	if !e.Deleted {
-		s.value = bytes.Clone(e.Value)
-		if s.value == nil {
-			s.value = []byte{}
-		}
+// owned is e with its own copy of its value, nil exactly when deleted, as
+// a table keeps an entry.
+func owned(e Entry) Entry {
+	if e.Deleted {
+		e.Value = nil
+	} else if e.Value = bytes.Clone(e.Value); e.Value == nil {
+		e.Value = []byte{}
 	}
-	return s
+	return e
 }

@@ -1,6 +1,7 @@
 package keystate_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -26,7 +27,7 @@ func newTable(t *testing.T, r ledger.HashRange, maxBytes int64) *keystate.Table 
 func TestTablePutGetDelete(t *testing.T) {
 	tb := newTable(t, ledger.Full, 0)
 	k := []byte("order-1")
-	if _, ok := tb.Get(k); ok || tb.Seen(k, 0) {
+	if _, ok := get(t, tb, k); ok || seen(t, tb, k, 0) {
 		t.Fatal("an empty table knows a key")
 	}
 	val := []byte("v1")
@@ -38,11 +39,11 @@ func TestTablePutGetDelete(t *testing.T) {
 		t.Fatalf("Put returned %+v", e)
 	}
 	val[0] = 'X' // the table keeps its own copy
-	if v, ok := tb.Get(k); !ok || string(v) != "v1" {
+	if v, ok := get(t, tb, k); !ok || string(v) != "v1" {
 		t.Fatalf("Get = %q, %v; want v1", v, ok)
 	}
 	for off, want := range map[int64]bool{9: true, 10: true, 11: false} {
-		if got := tb.Seen(k, off); got != want {
+		if got := seen(t, tb, k, off); got != want {
 			t.Errorf("Seen(offset %d) = %v with applied 10, want %v", off, got, want)
 		}
 	}
@@ -53,10 +54,10 @@ func TestTablePutGetDelete(t *testing.T) {
 	if !e.Deleted || e.Value != nil || e.Applied != 12 {
 		t.Fatalf("Delete returned %+v, want a tombstone at 12", e)
 	}
-	if _, ok := tb.Get(k); ok {
+	if _, ok := get(t, tb, k); ok {
 		t.Fatal("Get finds a deleted key")
 	}
-	if a, ok := tb.Applied(k); !ok || a != 12 || !tb.Seen(k, 12) || tb.Seen(k, 13) {
+	if a, ok := applied(t, tb, k); !ok || a != 12 || !seen(t, tb, k, 12) || seen(t, tb, k, 13) {
 		t.Fatalf("a deleted key's applied offset = %d, %v; want 12 kept for the skip rule", a, ok)
 	}
 	if tb.Len() != 1 || tb.Bytes() != int64(len(k))+keystate.EntryOverhead {
@@ -65,7 +66,7 @@ func TestTablePutGetDelete(t *testing.T) {
 	if _, err := tb.Put(k, nil, 13, 4); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := tb.Get(k); !ok || v == nil || len(v) != 0 {
+	if v, ok := get(t, tb, k); !ok || v == nil || len(v) != 0 {
 		t.Fatalf("Get after Put of a nil value = %q, %v; want an empty value", v, ok)
 	}
 }
@@ -94,10 +95,10 @@ func TestTableRefuses(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
 			}
-			if v, _ := tb.Get(in); string(v) != "v" {
+			if v, _ := get(t, tb, in); string(v) != "v" {
 				t.Fatalf("a refused change left value %q", v)
 			}
-			if a, _ := tb.Applied(in); a != 10 {
+			if a, _ := applied(t, tb, in); a != 10 {
 				t.Fatalf("a refused change left applied offset %d", a)
 			}
 		})
@@ -129,7 +130,7 @@ func TestTableMemoryBound(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	if v, _ := tb.Get([]byte("k0")); string(v) != "12345678" || tb.Bytes() != max {
+	if v, _ := get(t, tb, []byte("k0")); string(v) != "12345678" || tb.Bytes() != max {
 		t.Fatalf("a refused change left %q, Bytes %d", v, tb.Bytes())
 	}
 	// Smaller values make room; a deleted key keeps its own.
@@ -177,7 +178,7 @@ func TestObserve(t *testing.T) {
 			if ok && !sameEntry(got, mine) {
 				t.Fatalf("Observe repairs with %+v, want %+v", got, mine)
 			}
-			if now, _ := tb.Entry(tc.after.Key); !sameEntry(now, tc.after) {
+			if now, _ := entry(t, tb, tc.after.Key); !sameEntry(now, tc.after) {
 				t.Fatalf("after Observe the key holds %+v, want %+v", now, tc.after)
 			}
 		})
@@ -191,7 +192,7 @@ func TestObserve(t *testing.T) {
 		if err != nil || !ok || !sameEntry(got, tomb("k", 10, 5)) {
 			t.Fatalf("Observe of a deletion of a state under token %d = %+v, %v, %v; want the tombstone under token 5 to append", fence, got, ok, err)
 		}
-		if _, present := tb.Get(k); present || !tb.Seen(k, 10) || tb.Seen(k, 11) {
+		if _, present := get(t, tb, k); present || !seen(t, tb, k, 10) || seen(t, tb, k, 11) {
 			t.Fatalf("after a deletion under token %d the key still has a value, or lost its applied offset", fence)
 		}
 		if _, err := tb.Put(k, []byte("new"), 11, 5); err != nil {
@@ -203,7 +204,7 @@ func TestObserve(t *testing.T) {
 		t.Fatalf("Observe of a null key: %v, %v, %d keys", ok, err, tb.Len())
 	}
 	tb.Observe(ent("k", "ahead", 12, 4), 5)
-	if !tb.Seen(k, 12) {
+	if !seen(t, tb, k, 12) {
 		t.Fatal("a stale member's lead, taken, does not make its records seen")
 	}
 	if _, err := tb.Put(k, []byte("x"), 13, 3); err == nil {
@@ -226,53 +227,55 @@ func TestObserve(t *testing.T) {
 	}
 }
 
-func TestSplitMerge(t *testing.T) {
-	tb := newTable(t, ledger.Full, 0)
+// TestOpenTableRestoreOn: a table opened on slots that hold a member's
+// copy counts what they hold and refuses a key outside its range or states
+// past MaxBytes; a restore that goes on from it takes the changelog's tail
+// and repairs only a key whose last record in the tail lost.
+func TestOpenTableRestoreOn(t *testing.T) {
 	lo, hi := ledger.HashRange{Lo: 0, Hi: 1 << 31}, ledger.HashRange{Lo: 1 << 31, Hi: ledger.HashSpace}
-	a, b := keyIn(lo, 1), keyIn(hi, 2)
-	tb.Put(a, []byte("a"), 1, 1)
-	tb.Put(b, []byte("bb"), 2, 1)
-	total := tb.Bytes()
-	up, err := tb.Split(1 << 31)
+	a, b, c := keyIn(lo, 1), keyIn(lo, 2), keyIn(hi, 3)
+	slots := keystate.NewMemorySlots()
+	for _, e := range []keystate.Entry{
+		{Key: a, Value: []byte("a"), Applied: 4, Fence: 2},
+		{Key: b, Value: []byte("bb"), Applied: 6, Fence: 2},
+	} {
+		if err := slots.Set(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tb, err := keystate.OpenTable(lo, keystate.DefaultConfig(), slots)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tb.Range() != lo || up.Range() != hi {
-		t.Fatalf("Split gave %s and %s", tb.Range(), up.Range())
+	if tb.Len() != 2 || tb.Bytes() != int64(len(a)+len(b)+3+2*keystate.EntryOverhead) {
+		t.Fatalf("OpenTable counts %d keys, %d bytes", tb.Len(), tb.Bytes())
 	}
-	if _, ok := tb.Get(a); !ok || tb.Len() != 1 || up.Len() != 1 {
-		t.Fatalf("after Split: lower holds %d keys, upper %d", tb.Len(), up.Len())
+	if _, err := keystate.OpenTable(hi, keystate.DefaultConfig(), slots); err == nil || !strings.Contains(err.Error(), "outside it") {
+		t.Fatalf("OpenTable of %s on slots holding keys of %s: %v", hi, lo, err)
 	}
-	if v, ok := up.Get(b); !ok || string(v) != "bb" || tb.Bytes()+up.Bytes() != total {
-		t.Fatalf("upper part: %q, %v, bytes %d + %d != %d", v, ok, tb.Bytes(), up.Bytes(), total)
+	var me *keystate.MemoryError
+	if _, err := keystate.OpenTable(lo, keystate.Config{MaxBytes: keystate.EntryOverhead + 10}, slots); !errors.As(err, &me) {
+		t.Fatalf("OpenTable past MaxBytes: %v", err)
 	}
-	if _, err := tb.Put(b, []byte("x"), 3, 2); err == nil {
-		t.Fatal("the lower part takes a key of the upper")
-	}
-	for _, at := range []uint64{0, 1 << 31, ledger.HashSpace} {
-		if _, err := tb.Split(at); err == nil || !strings.Contains(err.Error(), "want a hash inside") {
-			t.Errorf("Split(%d) of %s: %v", at, tb.Range(), err)
+	rs := keystate.RestoreOn(tb)
+	for _, e := range []keystate.Entry{
+		{Key: b, Value: []byte("bb"), Applied: 6, Fence: 2}, // read twice: nothing
+		{Key: a, Value: []byte("stale"), Applied: 3, Fence: 1},
+		{Key: c, Value: []byte("other range"), Applied: 7, Fence: 2},
+	} {
+		if err := rs.Add(e); err != nil {
+			t.Fatal(err)
 		}
 	}
-	// Merge either way round; the emptied table is left valid.
-	if err := up.Merge(tb); err != nil {
+	got, repairs, err := rs.Table(5)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if up.Range() != ledger.Full || up.Len() != 2 || up.Bytes() != total || tb.Len() != 0 || tb.Bytes() != 0 {
-		t.Fatalf("after Merge: %s with %d keys, %d bytes; other %d keys", up.Range(), up.Len(), up.Bytes(), tb.Len())
+	if len(repairs) != 1 || !bytes.Equal(repairs[0].Key, a) || repairs[0].Fence != 5 || string(repairs[0].Value) != "a" {
+		t.Fatalf("repairs %+v; want key %s's state under token 5 only", repairs, a)
 	}
-	far := newTable(t, ledger.HashRange{Lo: 10, Hi: 20}, 0)
-	near := newTable(t, ledger.HashRange{Lo: 30, Hi: 40}, 0)
-	if err := far.Merge(near); err == nil || !strings.Contains(err.Error(), "do not meet") {
-		t.Fatalf("Merge of apart ranges: %v", err)
-	}
-	small := newTable(t, lo, keystate.EntryOverhead+1)
-	small.Put(a, nil, 1, 1)
-	big := newTable(t, hi, 0)
-	big.Put(b, []byte("v"), 1, 1)
-	var me *keystate.MemoryError
-	if err := small.Merge(big); !errors.As(err, &me) || small.Range() != lo || big.Len() != 1 {
-		t.Fatalf("Merge over MaxBytes: %v; ranges %s, %d keys left in the other", err, small.Range(), big.Len())
+	if v, ok := get(t, got, b); !ok || string(v) != "bb" || got.Len() != 2 {
+		t.Fatalf("after the tail: %q, %v, %d keys", v, ok, got.Len())
 	}
 }
 
@@ -284,4 +287,42 @@ func keyIn(r ledger.HashRange, i int) []byte {
 			return k
 		}
 	}
+}
+
+// get, seen, applied and entry are the table's reads, failing the test on
+// an error of its slots.
+func get(t *testing.T, tb *keystate.Table, key []byte) ([]byte, bool) {
+	t.Helper()
+	v, ok, err := tb.Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, ok
+}
+
+func seen(t *testing.T, tb *keystate.Table, key []byte, offset int64) bool {
+	t.Helper()
+	ok, err := tb.Seen(key, offset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+func applied(t *testing.T, tb *keystate.Table, key []byte) (int64, bool) {
+	t.Helper()
+	a, ok, err := tb.Applied(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, ok
+}
+
+func entry(t *testing.T, tb *keystate.Table, key []byte) (keystate.Entry, bool) {
+	t.Helper()
+	e, ok, err := tb.Entry(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, ok
 }

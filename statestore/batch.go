@@ -38,7 +38,11 @@ func (s *Store) handleBatch(ctx context.Context, batch []*kafka.Message, h consu
 		return consumer.FailAll(len(batch), err)
 	}
 	defer g.calls.Done()
-	run, at, keys := s.batchKeys(g, batch)
+	run, at, keys, err := s.batchKeys(g, batch)
+	if err != nil {
+		s.giveUp(g) // its table cannot be read: its disk failed
+		return consumer.FailAll(len(batch), err)
+	}
 	results := make([]error, len(batch))
 	if len(run) == 0 {
 		return results
@@ -57,7 +61,7 @@ func (s *Store) handleBatch(ctx context.Context, batch []*kafka.Message, h consu
 // batchKeys returns the records of batch to run (those their key has not
 // applied), their places in batch, and their Keys, each key's records
 // sharing its state.
-func (s *Store) batchKeys(g *grant, batch []*kafka.Message) (run []*kafka.Message, at []int, keys batchKeys) {
+func (s *Store) batchKeys(g *grant, batch []*kafka.Message) (run []*kafka.Message, at []int, keys batchKeys, err error) {
 	keys = make(batchKeys, len(batch))
 	states := make(map[string]*keyState)
 	g.mu.Lock()
@@ -68,7 +72,9 @@ func (s *Store) batchKeys(g *grant, batch []*kafka.Message) (run []*kafka.Messag
 			k = &Key{msg: m, state: &keyState{}}
 		} else {
 			var skip bool
-			if k, skip = s.keyFor(g, m, states[string(m.Key)]); skip {
+			if k, skip, err = s.keyFor(g, m, states[string(m.Key)]); err != nil {
+				return nil, nil, nil, err
+			} else if skip {
 				continue
 			}
 			states[string(m.Key)] = k.state
@@ -77,7 +83,7 @@ func (s *Store) batchKeys(g *grant, batch []*kafka.Message) (run []*kafka.Messag
 		run = append(run, m)
 		at = append(at, i)
 	}
-	return run, at, keys
+	return run, at, keys, nil
 }
 
 // appendBatch appends the changes of run's records whose result is nil,

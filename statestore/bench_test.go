@@ -118,8 +118,8 @@ func restoreFull(ctx context.Context, s *Store, topic string) (*keystate.Table, 
 	if err := s.readChangelog(ctx, topic, 0, &pr, rs.Add); err != nil {
 		return nil, err
 	}
-	table, _ := rs.Table(1)
-	return table, nil
+	table, _, err := rs.Table(1)
+	return table, err
 }
 
 // fillChangelog appends n entries to partition 0 of topic, one per key

@@ -2,7 +2,9 @@ package statestore
 
 import (
 	"testing"
+	"time"
 
+	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/testutil"
 )
 
@@ -23,6 +25,7 @@ func TestCountThroughHandoffs(t *testing.T) {
 	a := g.start("a", count, nil)
 	produce(1000)
 	b := g.start("b", count, nil)
+	testutil.WaitFor(t, "b holding a part of the partition", 30*time.Second, func() bool { return len(activeRanges(b.c)) > 0 })
 	produce(1000)
 	a.stop(t)
 	produce(500)
@@ -36,4 +39,15 @@ func TestCountThroughHandoffs(t *testing.T) {
 	if sa.Changes+sb.Changes < int64(len(all)) {
 		t.Errorf("%d changes appended for %d records", sa.Changes+sb.Changes, len(all))
 	}
+}
+
+// activeRanges are the ranges c holds and runs.
+func activeRanges(c *consumer.Consumer) []consumer.RangeStatus {
+	var out []consumer.RangeStatus
+	for _, r := range c.Status().Ranges {
+		if r.State == "active" {
+			out = append(out, r)
+		}
+	}
+	return out
 }

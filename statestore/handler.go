@@ -44,8 +44,12 @@ func (s *Store) handle(ctx context.Context, m *kafka.Message, h consumer.Handler
 	}
 	defer g.calls.Done()
 	g.mu.Lock()
-	k, skip := s.keyFor(g, m, nil)
+	k, skip, err := s.keyFor(g, m, nil)
 	g.mu.Unlock()
+	if err != nil {
+		s.giveUp(g) // its table cannot be read: its disk failed
+		return err
+	}
 	if skip {
 		return nil
 	}
@@ -68,18 +72,24 @@ var errNoRecordContext = errors.New("statestore: the handler was called without 
 
 // keyFor returns m's Key under g, or reports that m is to be skipped: its
 // key has applied it already. state, if not nil, is the key's state as the
-// batch's earlier records of the key left it. The caller holds g.mu.
-func (s *Store) keyFor(g *grant, m *kafka.Message, state *keyState) (k *Key, skip bool) {
-	offset := int64(m.TopicPartition.Offset)
-	if g.table.Seen(m.Key, offset) && skipApplied {
-		s.skipped.Add(1)
-		return nil, true
-	}
-	if state == nil {
-		v, present := g.table.Get(m.Key)
+// batch's earlier records of the key left it. The caller holds g.mu, and
+// gives g up on an error: its table cannot be read.
+func (s *Store) keyFor(g *grant, m *kafka.Message, state *keyState) (k *Key, skip bool, err error) {
+	seen, err := g.table.Seen(m.Key, int64(m.TopicPartition.Offset))
+	if err == nil && state == nil {
+		var v []byte
+		var present bool
+		v, present, err = g.table.Get(m.Key)
 		state = &keyState{value: v, present: present}
 	}
-	return &Key{msg: m, state: state}, false
+	switch {
+	case err != nil:
+		return nil, false, fmt.Errorf("statestore: read the state of key %q: %w", m.Key, err)
+	case seen && skipApplied:
+		s.skipped.Add(1)
+		return nil, true, nil
+	}
+	return &Key{msg: m, state: state}, false, nil
 }
 
 // change puts k's change in g's table and sends it to the changelog. The
@@ -96,7 +106,7 @@ func (s *Store) change(g *grant, k *Key) (*pendingAppend, error) {
 		// The switch-off: a record the key applied runs again, its
 		// change recorded just above the key's offset, which the table
 		// requires of a change.
-		if a, ok := g.table.Applied(e.Key); ok && a >= e.Applied {
+		if a, ok, _ := g.table.Applied(e.Key); ok && a >= e.Applied {
 			e.Applied = a + 1
 		}
 	}

@@ -155,7 +155,10 @@ func (g *group) states(topic string) map[string][]byte {
 		if err := s.readChangelog(g.t.Context(), DefaultChangelog(g.name, topic), p, &pr, rs.Add); err != nil {
 			g.t.Fatal(err)
 		}
-		table, _ := rs.Table(0)
+		table, _, err := rs.Table(0)
+		if err != nil {
+			g.t.Fatal(err)
+		}
 		for e := range table.All() {
 			if !e.Deleted {
 				out[string(e.Key)] = e.Value

@@ -41,6 +41,5 @@ func (s *Store) Lookup(ctx context.Context, m *kafka.Message, topic string) ([]b
 	defer g.calls.Done()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	v, present := g.table.Get(m.Key)
-	return v, present, nil
+	return g.table.Get(m.Key)
 }

@@ -49,9 +49,12 @@ func ReadKey(ctx context.Context, kafkaCfg kafka.ConfigMap, changelog string, pa
 	if err := s.readChangelog(ctx, changelog, partition, &pr, rs.Add); err != nil {
 		return KeyState{}, fmt.Errorf("statestore: read the state of key %q: %w", key, err)
 	}
-	table, _ := rs.Table(0)
+	table, _, err := rs.Table(0)
+	if err != nil {
+		return KeyState{}, err
+	}
 	ks := KeyState{Changelog: changelog, Partition: partition, ReadTo: pr.end.Load()}
-	if e, ok := table.Entry(key); ok {
+	if e, ok, _ := table.Entry(key); ok {
 		ks.Found, ks.Deleted, ks.Value, ks.Applied, ks.Fence = true, e.Deleted, e.Value, e.Applied, e.Fence
 	}
 	return ks, nil

@@ -67,7 +67,10 @@ func (s *Store) restoreTable(ctx context.Context, g *grant, waitFor []*grant) er
 	}); err != nil {
 		return err
 	}
-	table, repairs := rs.Table(g.token)
+	table, repairs, err := rs.Table(g.token)
+	if err != nil {
+		return err
+	}
 	g.progress.kept.Store(int64(table.Len()))
 	for _, e := range repairs {
 		if err := appendEntry(ctx, s.producer, cl, g.partition, e, &g.appends); err != nil {

@@ -37,7 +37,10 @@ func States(t testing.TB, brokers, changelog string, partitions int32) map[strin
 				t.Fatal(err)
 			}
 		}
-		table, _ := rs.Table(math.MaxInt64)
+		table, _, err := rs.Table(math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for e := range table.All() {
 			if !e.Deleted {
 				out[string(e.Key)] = e.Value

@@ -231,7 +231,10 @@ func readChangelog(brokers, topic string, partitions int32) (map[string]int64, e
 		if err := readPartition(c, topic, p, rs); err != nil {
 			return nil, err
 		}
-		table, _ := rs.Table(0)
+		table, _, err := rs.Table(0)
+		if err != nil {
+			return nil, err
+		}
 		for e := range table.All() {
 			if e.Deleted {
 				continue
