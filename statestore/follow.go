@@ -114,17 +114,57 @@ func (s *Store) followStep(ctx context.Context, f *follower, gs []*grant) {
 		}
 		f.next = seek
 	}
-	m, ok := f.c.Poll(200).(*kafka.Message)
-	if !ok || m.TopicPartition.Error != nil {
+	var m *kafka.Message
+	switch ev := f.c.Poll(200).(type) {
+	case kafka.PartitionEOF:
+		if int64(ev.Offset) == f.next { // not one from before a seek
+			s.reachedEnd(gs, f.next)
+		}
+		return
+	case *kafka.Message:
+		if ev.TopicPartition.Error != nil {
+			return
+		}
+		m = ev
+	default:
 		return
 	}
 	f.next = int64(m.TopicPartition.Offset) + 1
 	e, err := DecodeMessage(m)
 	if err != nil {
 		s.log.Error("changelog record that is no change of state; a restore will refuse it", "topic", f.topic, "partition", f.partition, "offset", m.TopicPartition.Offset, "error", err)
+		s.spoilAll(gs) // a copy restored past it would not refuse it
 		return
 	}
 	s.observe(ctx, gs, int64(m.TopicPartition.Offset), e)
+}
+
+// endMargin is how long before the follower learns of the partition's end
+// the end may have been read by the broker: a copy's time (throughAt)
+// is set back by it.
+const endMargin = 5 * time.Second
+
+// reachedEnd records that the follower has passed gs every entry up to
+// end, the partition's end offset just now: no entry from there on was
+// appended before about now.
+func (s *Store) reachedEnd(gs []*grant, end int64) {
+	at := time.Now().Add(-endMargin)
+	for _, g := range gs {
+		g.mu.Lock()
+		if end >= g.from && end > g.through {
+			g.through, g.throughAt = end, at
+		}
+		g.mu.Unlock()
+	}
+}
+
+// spoilAll marks gs as no copies to restore from.
+func (s *Store) spoilAll(gs []*grant) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range gs {
+		g.spoiled = true
+	}
 }
 
 // observe passes e, read at offset, to the grants of gs that hold its key
@@ -135,6 +175,11 @@ func (s *Store) observe(ctx context.Context, gs []*grant, offset int64, e keysta
 	for _, g := range gs {
 		if offset < g.from || !g.rng.Contains(h) {
 			continue
+		}
+		if e.Fence > g.token {
+			// A later owner's change: the member has lost the range,
+			// and its table is no copy (copies.go).
+			s.spoilAll([]*grant{g})
 		}
 		g.mu.Lock()
 		repair, ok, err := g.table.Observe(e, g.token)

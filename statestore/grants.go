@@ -3,6 +3,7 @@ package statestore
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/keyshare/keyshare/keystate"
 	"github.com/keyshare/keyshare/ledger"
@@ -44,11 +45,22 @@ type grant struct {
 	// from is the end offset the restore read to: the follower passes
 	// the range the records from there on (follow.go).
 	from int64
+	// parts are the member's copies inside the range when the grant was
+	// made (copies.go): the restore reads only the changelog's tail when
+	// they hold all of it.
+	parts []copyRange
+	// through is the changelog offset the table holds every entry below,
+	// and throughAt a time before which no entry from through on was
+	// appended: what a copy of the table records. Guarded by mu.
+	through   int64
+	throughAt time.Time
 
 	// given: the member gave the grant up (a failed restore or append, a
-	// newer grant overlapping it, or its range gone: Track); guarded by
-	// the Store's mutex.
-	given bool
+	// newer grant overlapping it, or its range gone: Track); spoiled: for
+	// a failure (giveUp), or the table saw a later owner's change, so it
+	// is no copy to restore from. Both guarded by the Store's mutex.
+	given   bool
+	spoiled bool
 }
 
 // partitionKey names a topic's partition.

@@ -3,6 +3,7 @@ package statestore
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -28,6 +29,11 @@ type group struct {
 	// joined are more topics the members consume, co-partitioned with
 	// topic (join_test.go); none by default.
 	joined []string
+	// disk: the members keep their state on disk, each in a Dir of its
+	// own under dirs named by its id, which a member started again with
+	// the same id finds (disk_test.go).
+	disk bool
+	dirs string
 }
 
 // topics are the topics the members consume.
@@ -36,7 +42,7 @@ func (g *group) topics() []string { return append([]string{g.topic}, g.joined...
 func newGroup(t *testing.T, parts int32) *group {
 	_, e := testutil.StartEtcd(t)
 	k := testutil.StartKafka(t, map[string]int32{"events": parts})
-	return &group{t: t, endpoints: e.Endpoints, brokers: k.Brokers, name: "g", topic: "events", parts: parts}
+	return &group{t: t, endpoints: e.Endpoints, brokers: k.Brokers, name: "g", topic: "events", parts: parts, dirs: t.TempDir()}
 }
 
 func (g *group) kafka() kafka.ConfigMap {
@@ -71,7 +77,11 @@ func (g *group) startBatch(id string, h consumer.BatchHandler) *member {
 
 func (g *group) run(id string, handle func(*Store, *consumer.Config), mutate func(*consumer.Config)) *member {
 	g.t.Helper()
-	store, err := New(g.t.Context(), Config{Group: g.name, Topics: g.topics(), Kafka: g.kafka(), Logger: testutil.Logger(g.t).Named(id)})
+	sc := Config{Group: g.name, Topics: g.topics(), Kafka: g.kafka(), Logger: testutil.Logger(g.t).Named(id)}
+	if g.disk {
+		sc.Dir = filepath.Join(g.dirs, id)
+	}
+	store, err := New(g.t.Context(), sc)
 	if err != nil {
 		g.t.Fatal(err)
 	}

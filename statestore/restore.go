@@ -3,6 +3,7 @@ package statestore
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -54,17 +55,13 @@ func (s *Store) restoreTable(ctx context.Context, g *grant, waitFor []*grant) er
 		o.calls.Wait()
 		o.appends.Wait()
 	}
-	rs, err := keystate.NewRestore(g.rng, s.cfg.Table)
+	rs, from, err := s.startRestore(g)
 	if err != nil {
 		return err
 	}
 	cl := s.changelog[g.topic]
-	if err := s.readChangelog(ctx, cl, g.partition, &g.progress, func(e keystate.Entry) error {
-		if err := rs.Add(e); err != nil {
-			return err
-		}
-		return nil
-	}); err != nil {
+	readAt := time.Now()
+	if err := s.readChangelogFrom(ctx, cl, g.partition, from, &g.progress, rs.Add); err != nil {
 		return err
 	}
 	table, repairs, err := rs.Table(g.token)
@@ -78,13 +75,57 @@ func (s *Store) restoreTable(ctx context.Context, g *grant, waitFor []*grant) er
 		}
 	}
 	g.from = g.progress.end.Load()
+	g.mu.Lock()
 	g.table = table
+	g.through, g.throughAt = g.from, readAt // nothing at or past the end offset was appended before it was read
+	g.mu.Unlock()
 	return nil
 }
+
+// startRestore returns the restore of g's range and the changelog offset
+// to read from: in memory, from the start; on disk, from the copies that
+// hold all of the range, if they do (copies.go), else from the start
+// after clearing the range's span.
+func (s *Store) startRestore(g *grant) (*keystate.Restore, int64, error) {
+	if s.disk == nil {
+		rs, err := keystate.NewRestore(g.rng, s.cfg.Table)
+		return rs, 0, err
+	}
+	pk := partitionKey{g.topic, g.partition}
+	from, ok := s.cover(g.rng, g.parts)
+	if !ok {
+		if err := s.disk.clear(pk, g.rng); err != nil {
+			return nil, 0, err
+		}
+		from = 0
+	}
+	t, err := keystate.OpenTable(g.rng, s.cfg.Table, s.disk.slots(pk, g.rng))
+	if err != nil {
+		return nil, 0, err
+	}
+	if ok && !readCopyTail {
+		from = math.MaxInt64 // the switch-off: the copy alone
+	}
+	if ok {
+		s.fromCopy.Add(1)
+		s.log.Debug("restoring a range from the member's copy and the changelog's tail", "topic", g.topic, "partition", g.partition, "range", g.rng.String(), "keys", t.Len(), "from", from)
+	}
+	return keystate.RestoreOn(t), from, nil
+}
+
+// readCopyTail is the changelog's tail read after a copy: a test turns it
+// off to see the changes other members made since the copy lost.
+var readCopyTail = true
 
 // readChangelog passes each entry of partition of changelog topic, from
 // its start to the end offset read first, to add in order.
 func (s *Store) readChangelog(ctx context.Context, topic string, partition int32, pr *restoreProgress, add func(keystate.Entry) error) error {
+	return s.readChangelogFrom(ctx, topic, partition, 0, pr, add)
+}
+
+// readChangelogFrom is readChangelog from offset from (or the partition's
+// start, if later).
+func (s *Store) readChangelogFrom(ctx context.Context, topic string, partition int32, from int64, pr *restoreProgress, add func(keystate.Entry) error) error {
 	c, err := s.newReader()
 	if err != nil {
 		return err
@@ -94,6 +135,7 @@ func (s *Store) readChangelog(ctx context.Context, topic string, partition int32
 	if err != nil {
 		return fmt.Errorf("statestore: read the end offset of changelog %s/%d: %w", topic, partition, err)
 	}
+	lo = max(lo, from)
 	pr.end.Store(hi)
 	pr.next.Store(lo)
 	if hi <= lo {

@@ -21,11 +21,22 @@ import (
 // a state without its previous change, and its count comes out under.
 //
 // The follower (follow.go) would take most such changes into the new
-// table soon after they land, and hide the race: it is off here.
+// table soon after they land, and hide the race: it is off here. With the
+// state on disk the parts restore from the member's copy of the range it
+// split, which must hold the changes of the held records too.
 func TestCountThroughSplitInFlight(t *testing.T) {
 	followChangelog = false
 	t.Cleanup(func() { followChangelog = true })
-	g := newGroup(t, 1)
+	for _, disk := range []bool{false, true} {
+		t.Run(map[bool]string{false: "memory", true: "disk"}[disk], func(t *testing.T) {
+			g := newGroup(t, 1)
+			g.disk = disk
+			testCountThroughSplitInFlight(t, g)
+		})
+	}
+}
+
+func testCountThroughSplitInFlight(t *testing.T, g *group) {
 	gate := make(chan struct{})
 	var entered atomic.Int64
 	slow := func(key []byte) bool { return len(key) == 5 && string(key[:4]) == "key-" } // key-0 ... key-9
@@ -71,4 +82,7 @@ func TestCountThroughSplitInFlight(t *testing.T) {
 	b.stop(t)
 	g.checkCounts(recs)
 	t.Logf("a: %+v, b: %+v", a.store.Stats(), b.store.Stats())
+	if g.disk && a.store.Stats().FromCopy == 0 {
+		t.Error("a restored no part of its split range from its copy")
+	}
 }

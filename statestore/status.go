@@ -67,6 +67,7 @@ var (
 	descRestoring = prometheus.NewDesc("keyshare_state_restoring_ranges", "Ranges whose keyed state is being restored from the changelog; their records wait.", nil, nil)
 	descRemaining = prometheus.NewDesc("keyshare_state_restore_remaining_records", "Changelog records the restores under way have left to read.", nil, nil)
 	descRestores  = prometheus.NewDesc("keyshare_state_restores_total", "Ranges whose keyed state was restored from the changelog.", nil, nil)
+	descFromCopy  = prometheus.NewDesc("keyshare_state_restores_from_copy_total", "Of the restores, those from the member's own copy on disk and the changelog's tail (Config.Dir).", nil, nil)
 	descSkipped   = prometheus.NewDesc("keyshare_state_skipped_total", "Records done without their handler: their key had applied them (a re-run after a crash or a handoff).", nil, nil)
 	descChanges   = prometheus.NewDesc("keyshare_state_changes_total", "Changes of keyed state appended to the changelog and acknowledged.", nil, nil)
 	descRepairs   = prometheus.NewDesc("keyshare_state_repairs_total", "Keys whose state was appended again over a late change of a member that had lost the range.", nil, nil)
@@ -75,7 +76,7 @@ var (
 type storeCollector struct{ s *Store }
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRestoring, descRemaining, descRestores, descSkipped, descChanges, descRepairs} {
+	for _, d := range []*prometheus.Desc{descRestoring, descRemaining, descRestores, descFromCopy, descSkipped, descChanges, descRepairs} {
 		ch <- d
 	}
 }
@@ -92,6 +93,7 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRestoring, prometheus.GaugeValue, float64(len(rs)))
 	ch <- prometheus.MustNewConstMetric(descRemaining, prometheus.GaugeValue, float64(remaining))
 	ch <- prometheus.MustNewConstMetric(descRestores, prometheus.CounterValue, float64(st.Restores))
+	ch <- prometheus.MustNewConstMetric(descFromCopy, prometheus.CounterValue, float64(st.FromCopy))
 	ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(st.Skipped))
 	ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(st.Changes))
 	ch <- prometheus.MustNewConstMetric(descRepairs, prometheus.CounterValue, float64(st.Repairs))

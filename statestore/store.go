@@ -32,8 +32,17 @@ type Store struct {
 	held      grants
 	retired   []*grant              // given up, with calls or appends not done (retireLocked)
 	following map[partitionKey]bool // partitions with a follower (follow.go)
+	retiring  sync.WaitGroup        // retireLocked's waits
+
+	// disk holds the ranges' states with Config.Dir, and copies the
+	// ranges given up that it still holds (copies.go); copiesBroken: a
+	// copy's record could not be written, so none is trusted.
+	disk         *diskStore
+	copies       []*copyRange
+	copiesBroken bool
 
 	restores atomic.Int64 // ranges restored
+	fromCopy atomic.Int64 // of them, from the member's own copy and the changelog's tail
 	repairs  atomic.Int64 // late changes repaired (follow.go)
 	skipped  atomic.Int64 // records skipped as applied already
 	changes  atomic.Int64 // changes appended
@@ -59,16 +68,41 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		p.Close()
 		return nil, err
 	}
+	if cfg.Dir != "" {
+		if s.disk, err = openDisk(cfg.Dir, cfg.Group, cfg.DiskCacheBytes, cfg.Logger.Named("disk")); err == nil {
+			err = s.loadCopies()
+		}
+		if err != nil {
+			if s.disk != nil {
+				s.disk.close()
+			}
+			p.Close()
+			return nil, err
+		}
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
 
 // Close stops the restores under way and closes the producer, after the
-// appends on their way are answered (or time out).
+// appends on their way are answered (or time out). With the state on disk
+// it then records the ranges the member holds as copies, for its next
+// start, and closes the disk store.
 func (s *Store) Close() {
 	s.cancel()
 	s.wg.Wait()
 	s.producer.Flush(int(deliveryTimeout / time.Millisecond))
+	s.retiring.Wait()
+	if s.disk != nil {
+		s.saveHeldCopies()
+		s.mu.Lock()
+		d := s.disk
+		s.disk = nil // a late giveUp keeps no copy
+		s.mu.Unlock()
+		if err := d.close(); err != nil {
+			s.log.Error("close the state store on disk", "error", err)
+		}
+	}
 	s.producer.Close()
 }
 
@@ -99,6 +133,7 @@ func (s *Store) grantOf(ctx context.Context, f consumer.Fence) (*grant, error) {
 		for _, o := range s.held.replace(g) {
 			s.retireLocked(o)
 		}
+		g.parts = s.takeCopiesLocked(g)
 		waitFor := s.retiredOverlapping(g)
 		s.wg.Add(1)
 		g.calls.Add(1) // the restore's
@@ -137,11 +172,12 @@ var switchOff string
 var skipApplied = switchOff != "skip"
 
 // giveUp drops g from the member's grants: its table may hold a change
-// the changelog lacks. A restore of its range waits for its calls and
-// appends.
+// the changelog lacks, so it is no copy either. A restore of its range
+// waits for its calls and appends.
 func (s *Store) giveUp(g *grant) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	g.spoiled = true
 	if g.given {
 		return
 	}
@@ -156,9 +192,13 @@ func (s *Store) giveUp(g *grant) {
 func (s *Store) retireLocked(g *grant) {
 	g.given = true
 	s.retired = append(s.retired, g)
+	s.keepCopyLocked(g)
+	s.retiring.Add(1)
 	go func() {
+		defer s.retiring.Done()
 		g.calls.Wait()
 		g.appends.Wait()
+		s.settleCopies(g)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.retired = slices.DeleteFunc(s.retired, func(o *grant) bool { return o == g })
@@ -180,6 +220,7 @@ func (s *Store) retiredOverlapping(g *grant) []*grant {
 // Stats counts what the Store did since New.
 type Stats struct {
 	Restores int64 // ranges restored from the changelog
+	FromCopy int64 // of them, from the member's own copy on disk and the changelog's tail
 	Skipped  int64 // records done without their handler: their key had applied them
 	Changes  int64 // changes appended and acknowledged
 	Repairs  int64 // keys' states appended again over a late change of a member that lost the range
@@ -187,5 +228,5 @@ type Stats struct {
 
 // Stats returns the Store's counts.
 func (s *Store) Stats() Stats {
-	return Stats{Restores: s.restores.Load(), Skipped: s.skipped.Load(), Changes: s.changes.Load(), Repairs: s.repairs.Load()}
+	return Stats{Restores: s.restores.Load(), FromCopy: s.fromCopy.Load(), Skipped: s.skipped.Load(), Changes: s.changes.Load(), Repairs: s.repairs.Load()}
 }
