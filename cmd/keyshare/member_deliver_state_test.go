@@ -126,7 +126,8 @@ func TestMemberKeepsStateForEndpoint(t *testing.T) {
 	// before the kill runs again on b, where the skip rule must find it.
 	a, _ := startDeliveringMember(t, member("a", "--flush-interval", "5s")...)
 	bMetrics := freePort(t)
-	_, bLog := startDeliveringMember(t, member("b", "--batch-size", "4", "--metrics-addr", bMetrics)...)
+	// b keeps its state on disk: a's ranges restore into its Pebble store.
+	_, bLog := startDeliveringMember(t, member("b", "--batch-size", "4", "--metrics-addr", bMetrics, "--state-dir", filepath.Join(t.TempDir(), "b-state"))...)
 	testutil.WaitFor(t, "a and b own ranges", 30*time.Second, func() bool {
 		snap, err := coord.ReadSnapshot(t.Context(), cli, schema.Group{Name: "g"})
 		return err == nil && len(snap.Owned("a")) > 0 && len(snap.Owned("b")) > 0

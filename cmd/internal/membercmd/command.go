@@ -129,7 +129,7 @@ func (c *Command) runDelivering(ctx context.Context, etcd *clientv3.Client, cfg 
 	var store *statestore.Store
 	if c.deliver.state {
 		var err error
-		if store, err = openState(ctx, cfg); err != nil { // state.go
+		if store, err = openState(ctx, cfg, c.deliver.stateDir); err != nil { // state.go
 			return err
 		}
 		defer store.Close() // after the consumer's Run, the last deferred call

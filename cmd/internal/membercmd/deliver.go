@@ -33,8 +33,10 @@ import (
 type deliverFlags struct {
 	url, ca, cert, key, tokenFile, headerFile string
 	timeout                                   time.Duration
-	// state: keep each key's state for the endpoint (state.go).
-	state bool
+	// state: keep each key's state for the endpoint (state.go), on
+	// disk in stateDir if set.
+	state    bool
+	stateDir string
 }
 
 func (f *deliverFlags) register(fs *flag.FlagSet) {
@@ -46,12 +48,16 @@ func (f *deliverFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tokenFile, "deliver-token-file", "", "with --deliver: send the first line of this file as a bearer token (Authorization: Bearer ...; gRPC metadata authorization)")
 	fs.StringVar(&f.headerFile, "deliver-header-file", "", "with --deliver: send the headers in this file (one \"Name: value\" per line) with every request (gRPC: as metadata)")
 	fs.BoolVar(&f.state, "state", false, "with --deliver: keep each key's state for the endpoint, in a compacted changelog topic <group>-<topic>-state: each record goes with its key's state and the answer gives the new one; a record its key has applied is skipped (docs/delivery.md)")
+	fs.StringVar(&f.stateDir, "state-dir", "", "with --state: keep the keyed state on this member's disk in this directory (Pebble) instead of in memory, for state larger than memory; a range this member held before restores from its copy there and the changelog's tail (docs/state.md). One directory per member")
 }
 
 // config checks the flags and reads their files, before any network; a
 // problem is a usage error naming its flag. It never prints a token or a
 // header's value. The caller sets MemberID and Logger.
 func (f *deliverFlags) config() (deliver.Config, error) {
+	if f.stateDir != "" && !f.state {
+		return deliver.Config{}, cli.Usage(errors.New("--state-dir needs --state"))
+	}
 	if f.url == "" {
 		for flag, set := range map[string]bool{"--deliver-timeout": f.timeout != 0, "--deliver-ca": f.ca != "",
 			"--deliver-cert": f.cert != "", "--deliver-key": f.key != "", "--deliver-token-file": f.tokenFile != "", "--deliver-header-file": f.headerFile != "", "--state": f.state} {

@@ -44,6 +44,7 @@ func TestMemberRefusesBadDeliverFlags(t *testing.T) {
 		{[]string{"--deliver-timeout", "5s"}, "--deliver-timeout needs --deliver URL"},
 		{[]string{"--deliver-token-file", spaced}, "--deliver-token-file needs --deliver URL"},
 		{[]string{"--state"}, "--state needs --deliver URL"},
+		{[]string{"--deliver", "http://sink/", "--state-dir", dir}, "--state-dir needs --state"},
 		{[]string{"--deliver", "http://sink/", "--deliver-timeout", "-1s"}, "--deliver-timeout -1s: want a positive duration"},
 		{[]string{"--deliver", "http://sink/", "--deliver-token-file", spaced}, "--deliver-token-file " + spaced + ": the token holds spaces"},
 		{[]string{"--deliver", "http://sink/", "--deliver-token-file", empty}, "--deliver-token-file " + empty + ": the first line is empty"},

@@ -15,13 +15,15 @@ import (
 )
 
 // openState makes the Store of the group's keyed state: each input
-// topic's changelog checked, or created compacted, and its producer open.
-// The caller closes it once the consumer's Run has returned.
-func openState(ctx context.Context, cfg consumer.Config) (*statestore.Store, error) {
+// topic's changelog checked, or created compacted, and its producer open;
+// in memory, or on disk in dir (--state-dir). The caller closes it once
+// the consumer's Run has returned.
+func openState(ctx context.Context, cfg consumer.Config, dir string) (*statestore.Store, error) {
 	return statestore.New(ctx, statestore.Config{
 		Group:  cfg.Group,
 		Topics: cfg.Topics,
 		Kafka:  cfg.Kafka,
+		Dir:    dir,
 		Logger: cfg.Logger.Named("state"),
 	})
 }
