@@ -91,19 +91,40 @@ func sendEntry(p *kafka.Producer, topic string, partition int32, e keystate.Entr
 // wait waits for a's acknowledgement, or for ctx: once ctx ends the
 // append may still land, and stays counted until its report comes.
 func (a *pendingAppend) wait(ctx context.Context) error {
+	_, err := a.delivered(ctx)
+	return err
+}
+
+// waitOffset is wait that also returns the offset the append landed at:
+// an operator's deletion reads on from it for the owner's copy.
+func (a *pendingAppend) waitOffset(ctx context.Context) (int64, error) {
+	d, err := a.delivered(ctx)
+	switch {
+	case err != nil:
+		return -1, err
+	case d == nil:
+		return -1, fmt.Errorf("statestore: append %s: the producer's report names no offset", a.what)
+	}
+	return int64(d.TopicPartition.Offset), nil
+}
+
+// delivered waits for a's report, and returns it when it is the record's
+// delivery report.
+func (a *pendingAppend) delivered(ctx context.Context) (*kafka.Message, error) {
 	select {
 	case ev := <-a.report:
 		a.inFlight.Done()
-		if d, ok := ev.(*kafka.Message); ok && d.TopicPartition.Error != nil {
-			return fmt.Errorf("statestore: append %s: %w", a.what, d.TopicPartition.Error)
+		d, _ := ev.(*kafka.Message)
+		if d != nil && d.TopicPartition.Error != nil {
+			return nil, fmt.Errorf("statestore: append %s: %w", a.what, d.TopicPartition.Error)
 		}
-		return nil
+		return d, nil
 	case <-ctx.Done():
 		go func() {
 			<-a.report
 			a.inFlight.Done()
 		}()
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 

@@ -1,13 +1,12 @@
 package statestore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/keyshare/keyshare/keystate"
 	"github.com/keyshare/keyshare/ledger"
@@ -32,21 +31,29 @@ type KeyState struct {
 // one key (keyshare key describe --state); a running member reads its
 // ranges' states itself.
 func ReadKey(ctx context.Context, kafkaCfg kafka.ConfigMap, changelog string, partition int32, key []byte) (KeyState, error) {
+	return readKey(ctx, kafkaCfg, changelog, partition, key, nil)
+}
+
+// readKey is ReadKey that also passes each of the key's entries, in
+// changelog order, to each when it is not nil.
+func readKey(ctx context.Context, kafkaCfg kafka.ConfigMap, changelog string, partition int32, key []byte, each func(keystate.Entry)) (KeyState, error) {
 	if key == nil {
 		return KeyState{}, keystate.ErrNullKey
 	}
 	if kafkaCfg["bootstrap.servers"] == nil {
 		return KeyState{}, errors.New("statestore: ReadKey: the Kafka settings have no bootstrap.servers")
 	}
-	h := uint64(ledger.Hash(key, 0))
-	rs, err := keystate.NewRestore(ledger.HashRange{Lo: h, Hi: h + 1}, keystate.DefaultConfig())
+	rs, err := keystate.NewRestore(hashOf(key), keystate.DefaultConfig())
 	if err != nil {
 		return KeyState{}, err
 	}
-	s := &Store{cfg: Config{Kafka: kafkaCfg}.withDefaults()}
-	s.log = s.cfg.Logger
 	var pr restoreProgress
-	if err := s.readChangelog(ctx, changelog, partition, &pr, rs.Add); err != nil {
+	if err := toolStore(kafkaCfg).readChangelog(ctx, changelog, partition, &pr, func(e keystate.Entry) error {
+		if each != nil && bytes.Equal(e.Key, key) {
+			each(e)
+		}
+		return rs.Add(e)
+	}); err != nil {
 		return KeyState{}, fmt.Errorf("statestore: read the state of key %q: %w", key, err)
 	}
 	table, _, err := rs.Table(0)
@@ -54,43 +61,27 @@ func ReadKey(ctx context.Context, kafkaCfg kafka.ConfigMap, changelog string, pa
 		return KeyState{}, err
 	}
 	ks := KeyState{Changelog: changelog, Partition: partition, ReadTo: pr.end.Load()}
-	if e, ok, _ := table.Entry(key); ok {
+	e, ok, err := table.Entry(key)
+	if err != nil {
+		return KeyState{}, err
+	}
+	if ok {
 		ks.Found, ks.Deleted, ks.Value, ks.Applied, ks.Fence = true, e.Deleted, e.Value, e.Applied, e.Fence
 	}
 	return ks, nil
 }
 
-// DeleteKey deletes key's state: it appends a tombstone that wins over the
-// key's last change under the restore rule, by carrying the same applied
-// offset and fencing token fence, which must be above the change's. It
-// returns the state deleted. A key without state is an error.
-//
-// It is for an operator, and only while no member runs: fence must be
-// above the token of every grant a member holds (the etcd revision now
-// does it, since every later grant is a range record written after it),
-// or the owner of the key's range would find the key under a token above
-// its own and refuse to change it again. A paused group's members keep
-// their grants, so pausing is not enough.
-func DeleteKey(ctx context.Context, kafkaCfg kafka.ConfigMap, changelog string, partition int32, key []byte, fence int64) (KeyState, error) {
-	st, err := ReadKey(ctx, kafkaCfg, changelog, partition, key)
-	if err != nil {
-		return KeyState{}, err
-	}
-	switch {
-	case !st.Found || st.Deleted:
-		return st, fmt.Errorf("statestore: key %q has no state in %s/%d: nothing to delete", key, changelog, partition)
-	case fence <= st.Fence:
-		return st, fmt.Errorf("statestore: delete key %q: token %d is not above the token %d of its last change", key, fence, st.Fence)
-	}
-	p, err := newAppender(kafkaCfg, hclog.NewNullLogger())
-	if err != nil {
-		return st, err
-	}
-	defer p.Close()
-	var inFlight sync.WaitGroup
-	tomb := keystate.Entry{Key: key, Deleted: true, Applied: st.Applied, Fence: fence}
-	if err := appendEntry(ctx, p, changelog, partition, tomb, &inFlight); err != nil {
-		return st, err
-	}
-	return st, nil
+// hashOf is the range of key's hash alone: a restore of it keeps only the
+// key.
+func hashOf(key []byte) ledger.HashRange {
+	h := uint64(ledger.Hash(key, 0))
+	return ledger.HashRange{Lo: h, Hi: h + 1}
+}
+
+// toolStore is a Store with no group, for an operator's tool that reads a
+// changelog with the Store's reader.
+func toolStore(kafkaCfg kafka.ConfigMap) *Store {
+	s := &Store{cfg: Config{Kafka: kafkaCfg}.withDefaults()}
+	s.log = s.cfg.Logger
+	return s
 }

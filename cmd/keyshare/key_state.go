@@ -2,14 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
+	"github.com/keyshare/keyshare/cmd/internal/cli"
 	"github.com/keyshare/keyshare/cmd/internal/clientflags"
+	"github.com/keyshare/keyshare/coord"
 	"github.com/keyshare/keyshare/internal/textsafe"
 	"github.com/keyshare/keyshare/schema"
 	"github.com/keyshare/keyshare/statestore"
@@ -76,14 +78,22 @@ func printKeyState(w io.Writer, st statestore.KeyState) {
 }
 
 // deleteState deletes one key's keyed state: keyshare key delete-state.
-// It is refused while the group has live members (statestore.DeleteKey
-// says why a pause is not enough).
+// The group must be paused or stopped: a record of the key that runs
+// after the state is read makes a change the tombstone loses to. With the
+// key's range owned by a live member, it waits for the owner's copy of
+// the tombstone (statestore.DeleteKey), which says the owner holds the
+// deletion before the group resumes.
 func (c *keyCommand) deleteState(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	var changelog string
+	var wait time.Duration
 	fs.StringVar(&changelog, "changelog", "", "the changelog topic (default GROUP-TOPIC-state)")
+	fs.DurationVar(&wait, "wait", 30*time.Second, "with the key's range owned by a live member: how long to wait for the owner's copy of the tombstone")
 	qp, parse := keyQueryFlags(fs)
 	if err := parse(args, "delete the state of"); err != nil {
 		return err
+	}
+	if wait <= 0 {
+		return cli.Usage(fmt.Errorf("--wait %s: want a duration above 0, such as 30s", wait))
 	}
 	q := *qp
 	etcd, g, ks, info, err := c.openAndDescribe(ctx, q)
@@ -92,26 +102,63 @@ func (c *keyCommand) deleteState(ctx context.Context, fs *flag.FlagSet, args []s
 	}
 	defer etcd.Close()
 	defer g.Close()
-	ids, err := g.LiveMembers(ctx)
+	pause, _, err := coord.ReadPause(ctx, etcd, schema.Group{Prefix: c.prefix, Name: c.group})
 	if err != nil {
 		return err
 	}
-	if len(ids) > 0 {
-		return fmt.Errorf("group %s has live members (%s): stop them first; a paused group's members keep their ranges, whose tokens a deletion must be above; nothing was changed",
-			name(c.group), textsafe.FirstFew(ids, ", ", name))
+	if !pause.Paused {
+		ids, err := g.LiveMembers(ctx)
+		if err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			return fmt.Errorf("group %s has live members (%s) and is not paused: pause it first: keyshare group pause --group %s (a record of the key that runs after its state is read would win over the deletion); nothing was changed",
+				name(c.group), textsafe.FirstFew(ids, ", ", name), name(c.group))
+		}
 	}
-	now, err := etcd.Get(ctx, schema.Group{Prefix: c.prefix, Name: c.group}.Keys().Root(), clientv3.WithCountOnly())
-	if err != nil {
-		return fmt.Errorf("read etcd's revision: %w", err)
+	owner := ""
+	if r := info.Range; r != nil && r.OwnerLive {
+		owner = r.Owner
+	} else {
+		wait = 0 // no member holds the range: the next owner's restore reads the deletion
 	}
 	if changelog == "" {
 		changelog = statestore.DefaultChangelog(c.group, info.Topic)
 	}
-	st, err := statestore.DeleteKey(ctx, ks.With(nil), changelog, info.Partition, q.Key, now.Header.Revision)
-	if err != nil {
+	key := textsafe.Quote(string(q.Key))
+	where := fmt.Sprintf("%s/%d", name(changelog), info.Partition)
+	if owner != "" {
+		fmt.Fprintf(os.Stdout, "deleting the state of key %s in %s, then waiting up to %s for the owner of its range, %s, to hand the tombstone back\n", key, where, wait, name(owner))
+	}
+	d, err := statestore.DeleteKey(ctx, ks.With(nil), changelog, info.Partition, q.Key, wait)
+	var lost *statestore.LostDeletionError
+	switch {
+	case errors.Is(err, statestore.ErrNotConfirmed):
+		tomb := fmt.Sprintf("the tombstone at offset %d of %s is appended", d.Tombstone, where)
+		if d.Again {
+			tomb = fmt.Sprintf("the key was deleted already, by a tombstone at its applied offset %d in %s", d.State.Applied, where)
+		}
+		return fmt.Errorf("%s, but the key's owner %s did not hand it back within --wait %s: it holds no state of the range yet (its next record of the range restores it and reads the deletion) or it is behind in the changelog. "+
+			"Before resuming the group, restart %s (its restore reads the deletion), or run this again with a longer --wait: it waits for the owner's copy",
+			tomb, name(owner), wait, name(owner))
+	case errors.As(err, &lost):
+		return err
+	case err != nil:
 		return ks.Explain(err)
 	}
-	fmt.Fprintf(os.Stdout, "deleted the state of key %s in %s/%d: %d bytes, applied offset %d (a tombstone under token %d)\n",
-		textsafe.Quote(string(q.Key)), name(changelog), info.Partition, len(st.Value), st.Applied, now.Header.Revision)
+	switch {
+	case d.Again && d.CopyAt < 0:
+		fmt.Fprintf(os.Stdout, "the state of key %s in %s was deleted already, at applied offset %d; its owner %s holds the deletion (its copy under token %d)\n",
+			key, where, d.State.Applied, name(owner), d.CopyToken)
+	case d.Again:
+		fmt.Fprintf(os.Stdout, "the state of key %s in %s was deleted already, at applied offset %d; its owner %s now holds the deletion (its copy at offset %d, token %d)\n",
+			key, where, d.State.Applied, name(owner), d.CopyAt, d.CopyToken)
+	case d.Confirmed:
+		fmt.Fprintf(os.Stdout, "deleted the state of key %s in %s: %d bytes, applied offset %d (the tombstone at offset %d); its owner %s holds the deletion (its copy at offset %d, token %d)\n",
+			key, where, len(d.State.Value), d.State.Applied, d.Tombstone, name(owner), d.CopyAt, d.CopyToken)
+	default:
+		fmt.Fprintf(os.Stdout, "deleted the state of key %s in %s: %d bytes, applied offset %d (the tombstone at offset %d); no live member owns its range, and its next owner's restore reads the deletion\n",
+			key, where, len(d.State.Value), d.State.Applied, d.Tombstone)
+	}
 	return nil
 }
