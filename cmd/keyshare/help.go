@@ -78,9 +78,11 @@ KEYSHARE_ETCD=etcd:2379 keyshare member --group orders-app --topic orders --deli
 		Args:        "KEY",
 	},
 	"key delete-state": {
-		Description: `Deletes the key's keyed state (docs/state.md): appends to its changelog (--changelog, default GROUP-TOPIC-state) a tombstone that wins over the key's last change under the restore rule, with etcd's current revision as its token. Refused, changing nothing, while the group has live members (a paused group's members keep their ranges, and the key's owner would refuse its later changes), and for a key without state.`,
-		Example:     `keyshare key delete-state --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders customer-42`,
-		Args:        "KEY",
+		Description: `Deletes the key's keyed state (docs/state.md): appends to its changelog (--changelog, default GROUP-TOPIC-state) a tombstone at the applied offset and token of the key's last change, which wins over it under the restore rule. The group must be paused (keyshare group pause) or stopped; refused, changing nothing, while it has live members and is not paused, and for a key without state. When a live member owns the key's range, waits up to --wait (default 30s) for the owner to hand the tombstone back, its word that it holds the deletion, and fails naming the owner if it does not: restart that member before resuming the group, or run again with a longer --wait (a key deleted already is then waited for, not deleted again). A change of the key that lands after the tombstone and wins over it is an error naming both offsets: check that the group is paused and run again.`,
+		Example: `keyshare group pause --etcd localhost:2379 --group orders-app
+keyshare key delete-state --etcd localhost:2379 --brokers localhost:9092 --group orders-app --topic orders customer-42
+keyshare group resume --etcd localhost:2379 --group orders-app`,
+		Args: "KEY",
 	},
 	"completion": {
 		Description: `Prints a completion script for bash, zsh or fish: commands, group's subcommands and each command's flags. Load it in the shell's startup file, or save it where the shell looks for completions.`,

@@ -37,7 +37,7 @@ const keyUsage = `Usage: keyshare key describe --group G --topic T [--partition 
        keyshare key unpark --group G --topic T [--partition P] KEY
        keyshare key replay --group G --topic T [--partition P] --from O [--reason TEXT] KEY
        keyshare key cancel --group G --topic T [--partition P] KEY
-       keyshare key delete-state --group G --topic T [--partition P] [--changelog C] KEY
+       keyshare key delete-state --group G --topic T [--partition P] [--changelog C] [--wait D] KEY
 
   describe   the key's partition and hash, the member and range that own it,
              its records not yet handled (read from Kafka from the range's
@@ -56,8 +56,9 @@ const keyUsage = `Usage: keyshare key describe --group G --topic T [--partition 
              order, before its next live record
   cancel     delete the operation set on the key
   delete-state
-             delete the key's keyed state (a tombstone in its changelog);
-             refused while the group has live members
+             delete the key's keyed state (a tombstone in its changelog),
+             with the group paused or stopped; waits up to --wait (30s)
+             for the owner of the key's range to hand the tombstone back
 `
 
 func (c *keyCommand) Run(ctx context.Context, args []string) error {
