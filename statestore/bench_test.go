@@ -46,7 +46,7 @@ func BenchmarkRestoreFromKafka(b *testing.B) {
 			k := testutil.StartKafka(b, map[string]int32{topic: 1})
 			s := &Store{cfg: Config{Kafka: readerKafka(b, k.Brokers)}.withDefaults(), log: hclog.NewNullLogger()}
 			began := time.Now()
-			read := fillChangelog(b, k.Brokers, topic, n)
+			read := fillChangelog(b, k.Brokers, topic, n, 0)
 			b.Logf("filled %s with %d entries (%d bytes) in %s", topic, n, read, time.Since(began).Round(time.Millisecond))
 
 			var tableBytes int64
@@ -123,11 +123,12 @@ func restoreFull(ctx context.Context, s *Store, topic string) (*keystate.Table, 
 }
 
 // fillChangelog appends n entries to partition 0 of topic, one per key
-// ("key-0", ...), each an 8-byte count, and returns the bytes a restore
+// ("key-0", ...), each an 8-byte count, key i's applied at input offset
+// applied+i, and returns the bytes a restore
 // reads of them: keys, values and headers. It produces without waiting
 // for each report, in large batches, so that filling a million keys takes
 // seconds rather than the round trip per entry of the Store's appends.
-func fillChangelog(b *testing.B, brokers, topic string, n int) int64 {
+func fillChangelog(b *testing.B, brokers, topic string, n int, applied int64) int64 {
 	b.Helper()
 	p, err := kafka.NewProducer(&kafka.ConfigMap{
 		"bootstrap.servers":            brokers,
@@ -157,7 +158,7 @@ func fillChangelog(b *testing.B, brokers, topic string, n int) int64 {
 	}()
 	var read int64
 	for i := range n {
-		e := keystate.Entry{Key: fmt.Appendf(nil, "key-%d", i), Value: binary.BigEndian.AppendUint64(nil, uint64(i)), Applied: int64(i), Fence: 1}
+		e := keystate.Entry{Key: fmt.Appendf(nil, "key-%d", i), Value: binary.BigEndian.AppendUint64(nil, uint64(i)), Applied: applied + int64(i), Fence: 1}
 		m := EntryMessage(topic, 0, e)
 		read += int64(len(m.Key) + len(m.Value))
 		for _, h := range m.Headers {
@@ -204,6 +205,7 @@ func benchKafka(brokers string) kafka.ConfigMap {
 //     so the stateful rate grows with the keys handled at once.
 //   - batch/concurrency=16: a BatchHandler (countBatch) with the default
 //     MaxBatchSize of 100, whose batch's changes are appended together.
+//   - .../disk: the same with the Store's state on disk (Config.Dir).
 //
 // Both count the same records, produced before the timer starts; each
 // run is a new group reading them from the start, timed from its first
@@ -217,7 +219,7 @@ func BenchmarkStateCostPerRecord(b *testing.B) {
 	testutil.Produce(b, k.Brokers, "events", recs)
 	exp := want(recs)
 	runs := 0
-	for _, mode := range []costMode{{false, 16}, {false, 64}, {true, 16}} {
+	for _, mode := range []costMode{{false, 16, false}, {false, 64, false}, {true, 16, false}, {false, 16, true}, {true, 16, true}} {
 		b.Run(mode.String(), func(b *testing.B) {
 			run := func(withStore bool) time.Duration {
 				runs++
@@ -240,12 +242,16 @@ func BenchmarkStateCostPerRecord(b *testing.B) {
 type costMode struct {
 	batch       bool // a BatchHandler rather than a Handler
 	concurrency int  // consumer.Config.Concurrency
+	disk        bool // the Store's state on disk (Config.Dir)
 }
 
 func (m costMode) String() string {
 	kind := "record"
 	if m.batch {
 		kind = "batch"
+	}
+	if m.disk {
+		return fmt.Sprintf("%s/concurrency=%d/disk", kind, m.concurrency)
 	}
 	return fmt.Sprintf("%s/concurrency=%d", kind, m.concurrency)
 }
@@ -275,7 +281,11 @@ func runToEnd(b *testing.B, endpoints []string, brokers, groupName string, mode 
 	var store *Store
 	if withStore {
 		var err error
-		store, err = New(b.Context(), Config{Group: groupName, Topics: []string{"events"}, Kafka: benchKafka(brokers), Logger: cfg.Logger})
+		sc := Config{Group: groupName, Topics: []string{"events"}, Kafka: benchKafka(brokers), Logger: cfg.Logger}
+		if mode.disk {
+			sc.Dir = b.TempDir()
+		}
+		store, err = New(b.Context(), sc)
 		if err != nil {
 			b.Fatal(err)
 		}
