@@ -38,7 +38,10 @@ type stateRow struct {
 	// share of the produced records that has one key (0: none).
 	memberArgs []string
 	hotShare   float64
-	fault      func(s *stateEnv)
+	// disk: each member keeps its state on disk (--state-dir), in a
+	// directory of its own under the row's.
+	disk  bool
+	fault func(s *stateEnv)
 	// check runs after the counts are checked.
 	check func(t *testing.T, s *stateEnv)
 }
@@ -104,6 +107,21 @@ var stateRows = []stateRow{
 			s.mustRestore = s.e.members()
 			testutil.WaitFor(s.e.t, "a load-driven move (\""+loadMoveLog+"\" in a member's log)", 20*time.Second, func() bool { return loadMoved(s.e) })
 			s.e.fault()
+		}, check: checkRestored},
+	{name: "S8 state on disk: scale-out, then SIGKILL a member", short: true, members: 2, disk: true,
+		memberArgs: []string{"--flush-interval", "5s"},
+		fault: func(s *stateEnv) {
+			// The two members split their ranges for the third and
+			// restore the parts they keep from their copies; the
+			// killed member's ranges then restore from the changelog.
+			s.markLogs()
+			s.mustRestore = []string{s.start()}
+			s.e.fault()
+			testutil.WaitFor(s.e.t, "a member restoring a part of its split range from its copy (\"from_copy=true\" in its log)", 30*time.Second, s.restoredFromCopy)
+			time.Sleep(2 * time.Second) // records it runs and has not flushed, for its successor to find applied
+			s.e.stop(s.e.members()[0], syscall.SIGKILL)
+			time.Sleep(time.Second)
+			s.mustRestore = append(s.mustRestore, s.e.members()...)
 		}, check: checkRestored},
 }
 
@@ -177,6 +195,9 @@ func (s *stateEnv) start() string {
 	args := []string{"member", "--brokers", e.brokers, "--etcd", e.memberEtcd, "--group", group, "--topic", topic, "--id", id,
 		"--deliver", s.url, "--state", "--ttl", ttl.String(), "--drain-timeout", "10s", "--log-level", "info",
 		"--metrics-addr", e.newMetricsAddr(id)}
+	if s.row.disk {
+		args = append(args, "--state-dir", filepath.Join(e.dir, id+"-state"))
+	}
 	args = append(args, s.row.memberArgs...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Env = withoutKeyshareEnv(os.Environ())

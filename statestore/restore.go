@@ -23,6 +23,10 @@ type restoreProgress struct {
 	next    atomic.Int64 // the next offset to read
 	kept    atomic.Int64 // keys of the range kept so far
 	done    atomic.Bool
+	// from is the offset the read began at, fromCopy whether the restore
+	// went on from the member's copy; the restore alone uses them.
+	from     int64
+	fromCopy bool
 }
 
 // restore builds g's table: it waits for the calls and appends still on
@@ -47,7 +51,8 @@ func (s *Store) restore(ctx context.Context, g *grant, waitFor []*grant) {
 	s.restores.Add(1)
 	s.follow(g)
 	s.log.Info("range state restored", "topic", g.topic, "partition", g.partition, "range", g.rng.String(), "token", g.token,
-		"keys", keys, "bytes", bytes, "read_to", g.progress.end.Load(), "took", time.Since(g.progress.started).Round(time.Millisecond))
+		"keys", keys, "bytes", bytes, "read_from", g.progress.from, "read_to", g.progress.end.Load(), "from_copy", g.progress.fromCopy,
+		"took", time.Since(g.progress.started).Round(time.Millisecond))
 }
 
 func (s *Store) restoreTable(ctx context.Context, g *grant, waitFor []*grant) error {
@@ -61,6 +66,7 @@ func (s *Store) restoreTable(ctx context.Context, g *grant, waitFor []*grant) er
 	}
 	cl := s.changelog[g.topic]
 	readAt := time.Now()
+	g.progress.from = from
 	if err := s.readChangelogFrom(ctx, cl, g.partition, from, &g.progress, rs.Add); err != nil {
 		return err
 	}
@@ -108,7 +114,7 @@ func (s *Store) startRestore(g *grant) (*keystate.Restore, int64, error) {
 	}
 	if ok {
 		s.fromCopy.Add(1)
-		s.log.Debug("restoring a range from the member's copy and the changelog's tail", "topic", g.topic, "partition", g.partition, "range", g.rng.String(), "keys", t.Len(), "from", from)
+		g.progress.fromCopy = true
 	}
 	return keystate.RestoreOn(t), from, nil
 }
