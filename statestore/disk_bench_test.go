@@ -59,6 +59,9 @@ func BenchmarkRestoreOnDisk(b *testing.B) {
 							b.Fatalf("restore from %s: %d from a copy", from, s.fromCopy.Load())
 						}
 						read = g.progress.end.Load() - start
+						if err := s.disk.db.Flush(); err != nil { // the memtables into tables, to size them
+							b.Fatal(err)
+						}
 						disk = int64(s.disk.db.Metrics().DiskSpaceUsage())
 						if err := s.disk.close(); err != nil {
 							b.Fatal(err)

@@ -104,7 +104,7 @@ func TestDiskDamage(t *testing.T) {
 	s := diskStoreFor(t, dir)
 	pk := partitionKey{"events", 0}
 	k := keyIn(ledger.Full, 1)
-	slots := s.disk.slots(pk, ledger.Full).(diskSlots)
+	slots := s.disk.slots(pk, ledger.Full)
 	if err := s.disk.db.Set(slots.key(k), []byte{7}, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}

@@ -60,14 +60,18 @@ func (s *Store) restoreTable(ctx context.Context, g *grant, waitFor []*grant) er
 		o.calls.Wait()
 		o.appends.Wait()
 	}
-	rs, from, err := s.startRestore(g)
+	rs, from, written, err := s.startRestore(g)
 	if err != nil {
 		return err
 	}
 	cl := s.changelog[g.topic]
 	readAt := time.Now()
 	g.progress.from = from
-	if err := s.readChangelogFrom(ctx, cl, g.partition, from, &g.progress, rs.Add); err != nil {
+	err = s.readChangelogFrom(ctx, cl, g.partition, from, &g.progress, rs.Add)
+	if werr := written(err == nil); err == nil {
+		err = werr
+	}
+	if err != nil {
 		return err
 	}
 	table, repairs, err := rs.Table(g.token)
@@ -91,24 +95,28 @@ func (s *Store) restoreTable(ctx context.Context, g *grant, waitFor []*grant) er
 // startRestore returns the restore of g's range and the changelog offset
 // to read from: in memory, from the start; on disk, from the copies that
 // hold all of the range, if they do (copies.go), else from the start
-// after clearing the range's span.
-func (s *Store) startRestore(g *grant) (*keystate.Restore, int64, error) {
+// after clearing the range's span. The caller calls written once the read
+// is done (ok) or failed: on disk the restore's writes are batched until
+// then.
+func (s *Store) startRestore(g *grant) (rs *keystate.Restore, from int64, written func(ok bool) error, err error) {
 	if s.disk == nil {
 		rs, err := keystate.NewRestore(g.rng, s.cfg.Table)
-		return rs, 0, err
+		return rs, 0, func(bool) error { return nil }, err
 	}
 	pk := partitionKey{g.topic, g.partition}
 	from, ok := s.cover(g.rng, g.parts)
 	if !ok {
 		if err := s.disk.clear(pk, g.rng); err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		from = 0
 	}
-	t, err := keystate.OpenTable(g.rng, s.cfg.Table, s.disk.slots(pk, g.rng))
+	slots := s.disk.slots(pk, g.rng)
+	t, err := keystate.OpenTable(g.rng, s.cfg.Table, slots)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
+	slots.startBatch()
 	if ok && !readCopyTail {
 		from = math.MaxInt64 // the switch-off: the copy alone
 	}
@@ -116,7 +124,7 @@ func (s *Store) startRestore(g *grant) (*keystate.Restore, int64, error) {
 		s.fromCopy.Add(1)
 		g.progress.fromCopy = true
 	}
-	return keystate.RestoreOn(t), from, nil
+	return keystate.RestoreOn(t), from, slots.endBatch, nil
 }
 
 // readCopyTail is the changelog's tail read after a copy: a test turns it
