@@ -94,7 +94,7 @@ func heldBy(drop func()) uint64 {
 // measure a tuning of the reader before the Store adopts it, e.g.
 //
 //	KEYSHARE_BENCH_READER=fetch.queue.backoff.ms=10 go test -run '^$' -bench BenchmarkRestoreFromKafka -benchtime 1x ./statestore/
-func readerKafka(b *testing.B, brokers string) kafka.ConfigMap {
+func readerKafka(b testing.TB, brokers string) kafka.ConfigMap {
 	cm := benchKafka(brokers)
 	for _, kv := range strings.Fields(os.Getenv("KEYSHARE_BENCH_READER")) {
 		name, value, ok := strings.Cut(kv, "=")

@@ -156,14 +156,19 @@ func (s *Store) ensureChangelogs(ctx context.Context) error {
 			if rf == 0 {
 				rf = -1 // the broker's default.replication.factor
 			}
-			create = append(create, kafka.TopicSpecification{Topic: cl, NumPartitions: int(n), ReplicationFactor: rf, Config: map[string]string{
+			settings := map[string]string{
 				"cleanup.policy":        "compact",
 				"min.compaction.lag.ms": strconv.FormatInt(s.cfg.MinCompactionLag.Milliseconds(), 10),
-			}})
+			}
+			if s.cfg.Dir != "" {
+				// Copies rely on it (copies.go): not left to the broker.
+				settings["delete.retention.ms"] = strconv.FormatInt(max(defaultDeleteRetention, 2*s.cfg.CopyMaxAge).Milliseconds(), 10)
+			}
+			create = append(create, kafka.TopicSpecification{Topic: cl, NumPartitions: int(n), ReplicationFactor: rf, Config: settings})
 		case have != n:
 			return fmt.Errorf("statestore: changelog %q has %d partitions and its topic %q has %d: a key's state lives in the changelog partition of its record's number; give the changelog %d partitions, or name another (Config.Changelog)", cl, have, t, n, n)
 		default:
-			if err := checkCompacted(ctx, a, cl); err != nil {
+			if err := s.checkSettings(ctx, a, cl); err != nil {
 				return err
 			}
 		}
@@ -205,10 +210,15 @@ func partitionCounts(ctx context.Context, a *kafka.AdminClient, topics []string)
 	return out, nil
 }
 
-// checkCompacted refuses a changelog whose cleanup.policy does not compact:
-// deleting by age would drop the state of every key not changed within
-// the retention time.
-func checkCompacted(ctx context.Context, a *kafka.AdminClient, topic string) error {
+// defaultDeleteRetention is Kafka's delete.retention.ms default.
+const defaultDeleteRetention = 24 * time.Hour
+
+// checkSettings refuses a changelog whose cleanup.policy does not compact
+// (deleting by age would drop the state of every key not changed within
+// the retention time) and, with the state on disk, one that keeps
+// tombstones no longer than CopyMaxAge (a copy would outlive a tombstone
+// after it: copies.go).
+func (s *Store) checkSettings(ctx context.Context, a *kafka.AdminClient, topic string) error {
 	res, err := a.DescribeConfigs(ctx, []kafka.ConfigResource{{Type: kafka.ResourceTopic, Name: topic}})
 	if err != nil {
 		return fmt.Errorf("statestore: read the settings of changelog %q: %w", topic, err)
@@ -219,6 +229,20 @@ func checkCompacted(ctx context.Context, a *kafka.AdminClient, topic string) err
 	policy := res[0].Config["cleanup.policy"].Value
 	if !slices.Contains(strings.Split(policy, ","), "compact") {
 		return fmt.Errorf("statestore: changelog %q has cleanup.policy %q: it must be compact, or keys not changed within its retention lose their state; set it with kafka-configs --alter --add-config cleanup.policy=compact", topic, policy)
+	}
+	if s.cfg.Dir == "" {
+		return nil
+	}
+	keep := defaultDeleteRetention // a broker that names none keeps Kafka's default
+	if v := res[0].Config["delete.retention.ms"].Value; v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("statestore: changelog %q has delete.retention.ms %q, not a number of milliseconds", topic, v)
+		}
+		keep = time.Duration(ms) * time.Millisecond
+	}
+	if s.cfg.CopyMaxAge >= keep {
+		return fmt.Errorf("statestore: changelog %q keeps tombstones for %s (delete.retention.ms), not longer than CopyMaxAge %s: a range's copy on disk could outlive a deletion; lower CopyMaxAge, or raise delete.retention.ms with kafka-configs --alter --add-config delete.retention.ms=...", topic, keep, s.cfg.CopyMaxAge)
 	}
 	return nil
 }

@@ -127,8 +127,9 @@ func (s *Store) takeCopiesLocked(g *grant) []copyRange {
 
 // commitCopies writes b, the copies' records changed, synced. A failure
 // leaves records on disk that the next start may trust, so the member
-// stops trusting its disk: it drops every copy it has (they restore from
-// the changelog), and logs the error.
+// drops every copy it has (their ranges restore from the changelog), logs
+// the error, and writes no state on disk until mendCopies has removed
+// every record.
 func (s *Store) commitCopies(b *pebble.Batch) {
 	if b.Empty() {
 		return
@@ -140,17 +141,29 @@ func (s *Store) commitCopies(b *pebble.Batch) {
 	}
 }
 
+// mendCopies removes every copy's record from disk, synced, after a
+// failed write of one; until it succeeds a restore fails (before it
+// writes), so that no state is written under a record a next start would
+// trust.
+func (s *Store) mendCopies() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.copiesBroken {
+		return nil
+	}
+	if err := s.disk.db.DeleteRange([]byte("c"), []byte("d"), pebble.Sync); err != nil {
+		return fmt.Errorf("statestore: remove the copies' records on disk after a failed write of one: %w", err)
+	}
+	s.copiesBroken = false
+	s.log.Info("removed every copy's record on disk after a failed write; ranges restore from the changelog")
+	return nil
+}
+
 // cover returns the offset to read the changelog from for range r, when
 // the copies parts (takeCopiesLocked), valid now, hold all of r: the least
 // of their throughs. It is called once the grants they came from are done.
 func (s *Store) cover(r ledger.HashRange, parts []copyRange) (int64, bool) {
 	now := time.Now()
-	s.mu.Lock()
-	broken := s.copiesBroken
-	s.mu.Unlock()
-	if broken {
-		return 0, false
-	}
 	var valid []copyRange
 	for _, c := range parts {
 		if c.from != nil {

@@ -79,7 +79,7 @@ func BenchmarkRestoreOnDisk(b *testing.B) {
 // benchDiskStore is a Store with a disk store in a new directory and no
 // producer: a restore of a changelog without stale changes appends no
 // repair.
-func benchDiskStore(b *testing.B, brokers, changelog string) *Store {
+func benchDiskStore(b testing.TB, brokers, changelog string) *Store {
 	b.Helper()
 	s := &Store{
 		cfg:       Config{Group: "g", Kafka: readerKafka(b, brokers), Dir: b.TempDir()}.withDefaults(),

@@ -89,8 +89,10 @@ type follower struct {
 	c         *kafka.Consumer
 	topic     string
 	partition int32
-	next      int64           // the next offset the reader delivers; -1 before the first
-	served    map[*grant]bool // grants the reader has passed records to from their start
+	next      int64 // the next offset the reader delivers; -1 before the first
+	// endChecked is when checkEnd last asked for the partition's end.
+	endChecked time.Time
+	served     map[*grant]bool // grants the reader has passed records to from their start
 }
 
 // followStep seeks back for a grant restored behind the reader, reads the
@@ -118,7 +120,7 @@ func (s *Store) followStep(ctx context.Context, f *follower, gs []*grant) {
 	switch ev := f.c.Poll(200).(type) {
 	case kafka.PartitionEOF:
 		if int64(ev.Offset) == f.next { // not one from before a seek
-			s.reachedEnd(gs, f.next)
+			s.checkEnd(f, gs)
 		}
 		return
 	case *kafka.Message:
@@ -126,6 +128,11 @@ func (s *Store) followStep(ctx context.Context, f *follower, gs []*grant) {
 			return
 		}
 		m = ev
+	case nil:
+		if time.Since(f.endChecked) > endCheckInterval {
+			s.checkEnd(f, gs) // a quiet partition: its copies stay young
+		}
+		return
 	default:
 		return
 	}
@@ -139,19 +146,37 @@ func (s *Store) followStep(ctx context.Context, f *follower, gs []*grant) {
 	s.observe(ctx, gs, int64(m.TopicPartition.Offset), e)
 }
 
-// endMargin is how long before the follower learns of the partition's end
-// the end may have been read by the broker: a copy's time (throughAt)
-// is set back by it.
-const endMargin = 5 * time.Second
+// endMargin sets a copy's time (throughAt) back from the moment the
+// follower asked for the partition's end, for the clocks of the member
+// and the broker; endCheckInterval is how often an idle follower asks.
+const (
+	endMargin        = 5 * time.Second
+	endCheckInterval = 5 * time.Second
+)
+
+// checkEnd asks the broker for the partition's end offset and, when the
+// follower has read up to it, records that it passed gs every entry
+// before it. Asked, not taken from a PartitionEOF event, which may have
+// waited in the reader's queue while the follower appended a repair.
+func (s *Store) checkEnd(f *follower, gs []*grant) {
+	asked := time.Now()
+	f.endChecked = asked
+	if f.next < 0 {
+		return
+	}
+	_, hi, err := f.c.QueryWatermarkOffsets(f.topic, f.partition, int(endCheckInterval/time.Millisecond))
+	if err != nil || hi != f.next {
+		return
+	}
+	s.reachedEnd(gs, hi, asked.Add(-endMargin))
+}
 
 // reachedEnd records that the follower has passed gs every entry up to
-// end, the partition's end offset just now: no entry from there on was
-// appended before about now.
-func (s *Store) reachedEnd(gs []*grant, end int64) {
-	at := time.Now().Add(-endMargin)
+// end, and that no entry from there on was appended before at.
+func (s *Store) reachedEnd(gs []*grant, end int64, at time.Time) {
 	for _, g := range gs {
 		g.mu.Lock()
-		if end >= g.from && end > g.through {
+		if end >= g.from && end >= g.through { // the same end again is newer
 			g.through, g.throughAt = end, at
 		}
 		g.mu.Unlock()

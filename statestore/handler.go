@@ -121,7 +121,10 @@ func (s *Store) change(g *grant, k *Key) (*pendingAppend, error) {
 		// Seen passed, so the table refuses it for a later owner's
 		// token on the key: the member has lost the range.
 		return nil, fmt.Errorf("%w: %w", consumer.ErrFenced, err)
+	} else if bound := (*keystate.MemoryError)(nil); errors.As(err, &bound) {
+		return nil, err // the table is unchanged, and right
 	} else if err != nil {
+		s.giveUp(g) // its slots failed (a disk's): no more of it
 		return nil, err
 	}
 	a, err := sendEntry(s.producer, s.changelog[g.topic], g.partition, e, &g.appends)

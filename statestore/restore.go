@@ -3,7 +3,6 @@ package statestore
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -67,7 +66,17 @@ func (s *Store) restoreTable(ctx context.Context, g *grant, waitFor []*grant) er
 	cl := s.changelog[g.topic]
 	readAt := time.Now()
 	g.progress.from = from
-	err = s.readChangelogFrom(ctx, cl, g.partition, from, &g.progress, rs.Add)
+	later := false // an entry of a later owner read: g is no copy (copies.go)
+	err = s.readChangelogFrom(ctx, cl, g.partition, from, &g.progress, func(e keystate.Entry) error {
+		later = later || e.Fence > g.token
+		if g.progress.fromCopy && !readCopyTail {
+			return nil // the switch-off: the copy alone
+		}
+		return rs.Add(e)
+	})
+	if later {
+		s.spoilAll([]*grant{g})
+	}
 	if werr := written(err == nil); err == nil {
 		err = werr
 	}
@@ -103,6 +112,9 @@ func (s *Store) startRestore(g *grant) (rs *keystate.Restore, from int64, writte
 		rs, err := keystate.NewRestore(g.rng, s.cfg.Table)
 		return rs, 0, func(bool) error { return nil }, err
 	}
+	if err := s.mendCopies(); err != nil {
+		return nil, 0, nil, err
+	}
 	pk := partitionKey{g.topic, g.partition}
 	from, ok := s.cover(g.rng, g.parts)
 	if !ok {
@@ -117,9 +129,6 @@ func (s *Store) startRestore(g *grant) (rs *keystate.Restore, from int64, writte
 		return nil, 0, nil, err
 	}
 	slots.startBatch()
-	if ok && !readCopyTail {
-		from = math.MaxInt64 // the switch-off: the copy alone
-	}
 	if ok {
 		s.fromCopy.Add(1)
 		g.progress.fromCopy = true
@@ -152,6 +161,9 @@ func (s *Store) readChangelogFrom(ctx context.Context, topic string, partition i
 	lo = max(lo, from)
 	pr.end.Store(hi)
 	pr.next.Store(lo)
+	if from > hi {
+		return fmt.Errorf("statestore: changelog %s/%d ends at offset %d, below %d where the member's copy of the range was read to: the topic was recreated or truncated; the range's next record restores it from the start", topic, partition, hi, from)
+	}
 	if hi <= lo {
 		return nil
 	}

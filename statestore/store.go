@@ -33,6 +33,7 @@ type Store struct {
 	retired   []*grant              // given up, with calls or appends not done (retireLocked)
 	following map[partitionKey]bool // partitions with a follower (follow.go)
 	retiring  sync.WaitGroup        // retireLocked's waits
+	closing   bool                  // Close began: no more retireLocked waits
 
 	// disk holds the ranges' states with Config.Dir, and copies the
 	// ranges given up that it still holds (copies.go); copiesBroken: a
@@ -92,6 +93,9 @@ func (s *Store) Close() {
 	s.cancel()
 	s.wg.Wait()
 	s.producer.Flush(int(deliveryTimeout / time.Millisecond))
+	s.mu.Lock()
+	s.closing = true // a Track pass or a late giveUp adds no wait now
+	s.mu.Unlock()
 	s.retiring.Wait()
 	if s.disk != nil {
 		s.saveHeldCopies()
@@ -191,6 +195,9 @@ func (s *Store) giveUp(g *grant) {
 // s.held.
 func (s *Store) retireLocked(g *grant) {
 	g.given = true
+	if s.closing {
+		return
+	}
 	s.retired = append(s.retired, g)
 	s.keepCopyLocked(g)
 	s.retiring.Add(1)
