@@ -242,7 +242,7 @@ func (s *Store) checkSettings(ctx context.Context, a *kafka.AdminClient, topic s
 		keep = time.Duration(ms) * time.Millisecond
 	}
 	if s.cfg.CopyMaxAge >= keep {
-		return fmt.Errorf("statestore: changelog %q keeps tombstones for %s (delete.retention.ms), not longer than CopyMaxAge %s: a range's copy on disk could outlive a deletion; lower CopyMaxAge, or raise delete.retention.ms with kafka-configs --alter --add-config delete.retention.ms=...", topic, keep, s.cfg.CopyMaxAge)
+		return fmt.Errorf("statestore: changelog %q keeps tombstones for %s (delete.retention.ms), not longer than CopyMaxAge %s: a range's copy on disk could outlive a deletion; lower CopyMaxAge, or raise delete.retention.ms with kafka-configs --alter --add-config delete.retention.ms=<ms> (two days: 172800000)", topic, keep, s.cfg.CopyMaxAge)
 	}
 	return nil
 }
