@@ -2,8 +2,8 @@
 // with its hash range: the changelog entry a change of state is appended as,
 // the restore rule by which a range's new owner rebuilds the state from the
 // changelog, the skip rule by which no record changes the state twice, and
-// the bounded table that holds a range's state in memory. Package
-// statestore applies them to a member's handler.
+// the bounded table that holds a range's state, in memory or behind Slots
+// on a disk. Package statestore applies them to a member's handler.
 //
 // A handler reads and replaces the state of its record's key. Each change is
 // appended to a compacted changelog topic, in the partition of the input
