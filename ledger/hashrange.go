@@ -36,6 +36,25 @@ func (r HashRange) Intersect(o HashRange) HashRange {
 	return HashRange{Lo: lo, Hi: hi}
 }
 
+// Minus returns the parts of r outside o, in order: none, one or two
+// non-empty ranges.
+func (r HashRange) Minus(o HashRange) []HashRange {
+	in := r.Intersect(o)
+	if in.Empty() {
+		if r.Empty() {
+			return nil
+		}
+		return []HashRange{r}
+	}
+	var out []HashRange
+	for _, p := range []HashRange{{Lo: r.Lo, Hi: in.Lo}, {Lo: in.Hi, Hi: r.Hi}} {
+		if !p.Empty() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Valid reports an error if r is empty or leaves the hash space.
 func (r HashRange) Valid() error {
 	if r.Lo >= r.Hi || r.Hi > HashSpace {

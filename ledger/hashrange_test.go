@@ -1,6 +1,7 @@
 package ledger_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/keyshare/keyshare/ledger"
@@ -84,6 +85,29 @@ func TestHashRangeIntersect(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Fatalf("%s ∩ %s = %s, want %s", tc.a, tc.b, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestHashRangeMinus(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a, b ledger.HashRange
+		want []ledger.HashRange
+	}{
+		{"a middle", hr(10, 20), hr(12, 15), []ledger.HashRange{hr(10, 12), hr(15, 20)}},
+		{"the left end", hr(10, 20), hr(5, 15), []ledger.HashRange{hr(15, 20)}},
+		{"the right end", hr(10, 20), hr(15, 25), []ledger.HashRange{hr(10, 15)}},
+		{"all of it", hr(10, 20), hr(10, 20), nil},
+		{"more than all", hr(10, 20), ledger.Full, nil},
+		{"an adjacent range", hr(10, 20), hr(20, 30), []ledger.HashRange{hr(10, 20)}},
+		{"nothing", hr(10, 20), hr(15, 15), []ledger.HashRange{hr(10, 20)}},
+		{"from nothing", hr(10, 10), hr(0, 5), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.a.Minus(tc.b); !slices.Equal(got, tc.want) {
+				t.Fatalf("%s minus %s = %v, want %v", tc.a, tc.b, got, tc.want)
 			}
 		})
 	}

@@ -26,10 +26,12 @@ import (
 //   - the restore rule keeps per key the greatest entry, so reading the
 //     entries from through again on top of the copy gives the same state
 //     as reading all of them, whichever of them the copy holds already;
-//   - a copy is only made of a grant given up cleanly: one whose appends
-//     all succeeded, whose table never failed, and that never saw a later
-//     owner's change (the repair of a key that lost to it would then be
-//     that owner's, and the copy would not know the key is shadowed);
+//   - a copy is only made of a grant given up cleanly, one whose appends
+//     all succeeded and whose table never failed, and holds none of the
+//     keys of which the grant saw a later owner's change (the repair of a
+//     key that lost to it would then be that owner's, and the copy would
+//     not know the key is shadowed): it leaves out the least range that
+//     holds their hashes;
 //   - a copy is used only while younger than CopyMaxAge, below the
 //     changelog's delete.retention.ms: a tombstone appended after through
 //     is still in the changelog's tail then, so the copy's deleted keys
@@ -48,8 +50,9 @@ type copyRange struct {
 }
 
 // keepCopyLocked keeps g, a grant given up cleanly with a restored table,
-// as a copy; it is settled once its calls and appends are done. The caller
-// holds s.mu.
+// as a copy; it is settled once its calls and appends are done, and then
+// holds the parts of g's range that g.copyable returns. The caller holds
+// s.mu.
 func (s *Store) keepCopyLocked(g *grant) {
 	if s.disk == nil || g.spoiled || !g.progress.done.Load() || g.table == nil {
 		return
@@ -58,7 +61,8 @@ func (s *Store) keepCopyLocked(g *grant) {
 }
 
 // settleCopies makes the copies of g, whose calls and appends are done,
-// copies of their own, written to disk; or drops them if g was spoiled.
+// copies of their own, written to disk: the parts of them g.copyable
+// holds.
 func (s *Store) settleCopies(g *grant) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -67,20 +71,39 @@ func (s *Store) settleCopies(g *grant) {
 	}
 	b := s.disk.db.NewBatch()
 	defer b.Close()
-	s.copies = slices.DeleteFunc(s.copies, func(c *copyRange) bool {
+	var kept []*copyRange
+	for _, c := range s.copies {
 		if c.from != g {
-			return false
+			kept = append(kept, c)
+			continue
 		}
-		if g.spoiled {
-			return true
+		for _, p := range c.parts() {
+			_ = b.Set(copyKey(&p), copyValue(&p), nil)
+			kept = append(kept, &p)
 		}
-		g.mu.Lock()
-		c.through, c.at, c.from = g.through, g.throughAt, nil
-		g.mu.Unlock()
-		_ = b.Set(copyKey(c), copyValue(c), nil)
-		return false
-	})
+	}
+	s.copies = kept
 	s.commitCopies(b)
+}
+
+// parts returns c as copies of their own, through and at set: c itself
+// once settled, else the parts of it the grant it came from holds as
+// copies now. For a grant not settled the caller holds s.mu.
+func (c *copyRange) parts() []copyRange {
+	if c.from == nil {
+		return []copyRange{*c}
+	}
+	g := c.from
+	g.mu.Lock()
+	through, at := g.through, g.throughAt
+	g.mu.Unlock()
+	var out []copyRange
+	for _, r := range g.copyable() {
+		if in := r.Intersect(c.rng); !in.Empty() {
+			out = append(out, copyRange{pk: c.pk, rng: in, through: through, at: at})
+		}
+	}
+	return out
 }
 
 // takeCopiesLocked takes g's range out of the member's copies and returns
@@ -109,14 +132,12 @@ func (s *Store) takeCopiesLocked(g *grant) []copyRange {
 		if c.from == nil {
 			_ = b.Delete(copyKey(c), nil)
 		}
-		for _, rest := range []ledger.HashRange{{Lo: c.rng.Lo, Hi: g.rng.Lo}, {Lo: g.rng.Hi, Hi: c.rng.Hi}} {
-			if rest.Lo < rest.Hi {
-				r := *c
-				r.rng = rest
-				kept = append(kept, &r)
-				if r.from == nil {
-					_ = b.Set(copyKey(&r), copyValue(&r), nil)
-				}
+		for _, rest := range c.rng.Minus(g.rng) {
+			r := *c
+			r.rng = rest
+			kept = append(kept, &r)
+			if r.from == nil {
+				_ = b.Set(copyKey(&r), copyValue(&r), nil)
 			}
 		}
 	}
@@ -165,22 +186,15 @@ func (s *Store) mendCopies() error {
 func (s *Store) cover(r ledger.HashRange, parts []copyRange) (int64, bool) {
 	now := time.Now()
 	var valid []copyRange
-	for _, c := range parts {
-		if c.from != nil {
-			s.mu.Lock()
-			spoiled := c.from.spoiled
-			s.mu.Unlock()
-			if spoiled {
-				continue
+	s.mu.Lock()
+	for _, part := range parts {
+		for _, c := range part.parts() {
+			if sinceSaved(c.at, now) < s.cfg.CopyMaxAge {
+				valid = append(valid, c)
 			}
-			c.from.mu.Lock()
-			c.through, c.at = c.from.through, c.from.throughAt
-			c.from.mu.Unlock()
-		}
-		if sinceSaved(c.at, now) < s.cfg.CopyMaxAge {
-			valid = append(valid, c)
 		}
 	}
+	s.mu.Unlock()
 	slices.SortFunc(valid, func(a, b copyRange) int { return cmp.Compare(a.rng.Lo, b.rng.Lo) })
 	at, through := r.Lo, int64(-1)
 	for _, c := range valid {
@@ -205,13 +219,13 @@ func (s *Store) saveHeldCopies() {
 	defer b.Close()
 	for _, gs := range s.held {
 		for _, g := range gs {
-			if g.spoiled || !g.progress.done.Load() || g.table == nil {
+			if !g.progress.done.Load() || g.table == nil {
 				continue
 			}
-			g.mu.Lock()
-			c := &copyRange{pk: partitionKey{g.topic, g.partition}, rng: g.rng, through: g.through, at: g.throughAt}
-			g.mu.Unlock()
-			_ = b.Set(copyKey(c), copyValue(c), nil)
+			c := copyRange{pk: partitionKey{g.topic, g.partition}, rng: g.rng, from: g}
+			for _, p := range c.parts() {
+				_ = b.Set(copyKey(&p), copyValue(&p), nil)
+			}
 		}
 	}
 	s.commitCopies(b)

@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,40 +13,69 @@ import (
 	"github.com/keyshare/keyshare/testutil"
 )
 
-// TestRestoreSeeingLaterOwnerIsNoCopy: a grant whose restore reads a
-// change made under a later token (the member restoring for a record of a
-// range it has lost) makes no copy: the later owner, not this member,
-// repairs that key, and a copy would not know the key's last record lost.
-func TestRestoreSeeingLaterOwnerIsNoCopy(t *testing.T) {
+// TestRestoreSeeingLaterOwnerCopiesTheRest: a grant whose restore reads a
+// change of key k made under a later token (the member restoring for a
+// record of a range it has lost) keeps no copy of k: the later owner, not
+// this member, repairs k, and a copy would not know k's last record lost.
+// The rest of its range is a copy, and so is a range the change is outside
+// of: a restore reads the whole changelog partition, other ranges' later
+// owners included.
+func TestRestoreSeeingLaterOwnerCopiesTheRest(t *testing.T) {
 	topic := DefaultChangelog("g", "events")
 	k := testutil.StartKafka(t, map[string]int32{topic: 1})
 	g := &group{t: t, brokers: k.Brokers, name: "g", topic: "events"}
-	g.appendRaw(keystate.Entry{Key: []byte("k"), Value: []byte("later owner's"), Applied: 50, Fence: 10})
-	g.appendRaw(keystate.Entry{Key: []byte("k"), Value: []byte("stale"), Applied: 40, Fence: 8})
+	key := keyIn(upper, 1)
+	h := uint64(ledger.Hash(key, 0))
+	g.appendRaw(keystate.Entry{Key: key, Value: []byte("later owner's"), Applied: 50, Fence: 10})
+	g.appendRaw(keystate.Entry{Key: key, Value: []byte("stale"), Applied: 40, Fence: 8})
+	beside := []ledger.HashRange{{Lo: 0, Hi: h}, {Lo: h + 1, Hi: ledger.HashSpace}}
+	// followed is a later owner's change of another key the follower
+	// passes the grant after its restore.
+	followed := keystate.Entry{Key: keyIn(lower, 2), Value: []byte("later owner's"), Applied: 60, Fence: 12}
+	fh := uint64(ledger.Hash(followed.Key, 0))
 	for _, tc := range []struct {
-		token   int64
-		spoiled bool
-	}{{9, true}, {11, false}} {
-		s := benchDiskStore(t, k.Brokers, topic)
-		p, err := newAppender(s.cfg.Kafka, s.log) // under token 11 the restore repairs k
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.producer = p
-		gr := benchGrant(tc.token)
-		if err := s.restoreTable(t.Context(), gr, nil); err != nil {
-			t.Fatal(err)
-		}
-		p.Close()
-		gr.progress.done.Store(true)
-		s.mu.Lock()
-		s.keepCopyLocked(gr)
-		kept := len(s.copies)
-		s.mu.Unlock()
-		if gr.spoiled != tc.spoiled || (kept == 0) != tc.spoiled {
-			t.Errorf("restore under token %d, the changelog holding a change under 10: spoiled %v, %d copies kept; want spoiled %v", tc.token, gr.spoiled, kept, tc.spoiled)
-		}
-		s.disk.close()
+		name   string
+		rng    ledger.HashRange
+		token  int64
+		follow bool
+		copies []ledger.HashRange // what the member keeps as copies
+	}{
+		{"the change in range, under a later token", ledger.Full, 9, false, beside},
+		{"the change outside the range", lower, 9, false, []ledger.HashRange{lower}},
+		{"the change under an earlier token", ledger.Full, 11, false, []ledger.HashRange{ledger.Full}},
+		{"and a later owner's change followed", ledger.Full, 11, true, []ledger.HashRange{{Lo: 0, Hi: fh}, {Lo: fh + 1, Hi: ledger.HashSpace}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := benchDiskStore(t, k.Brokers, topic)
+			defer s.disk.close()
+			p, err := newAppender(s.cfg.Kafka, s.log) // under token 11 the restore repairs the key
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.producer = p
+			gr := benchGrant(tc.token)
+			gr.rng = tc.rng
+			err = s.restoreTable(t.Context(), gr, nil)
+			if err == nil && tc.follow {
+				s.observe(t.Context(), []*grant{gr}, gr.from, followed)
+			}
+			p.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			gr.progress.done.Store(true)
+			s.mu.Lock()
+			s.keepCopyLocked(gr)
+			s.mu.Unlock()
+			s.settleCopies(gr)
+			var got []ledger.HashRange
+			for _, c := range s.copies {
+				got = append(got, c.rng)
+			}
+			if !slices.Equal(got, tc.copies) {
+				t.Errorf("restore of %s under token %d, the changelog holding a change of a key at hash %d under 10: copies %v, want %v", tc.rng, tc.token, h, got, tc.copies)
+			}
+		})
 	}
 }
 

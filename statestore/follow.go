@@ -202,9 +202,11 @@ func (s *Store) observe(ctx context.Context, gs []*grant, offset int64, e keysta
 			continue
 		}
 		if e.Fence > g.token {
-			// A later owner's change: the member has lost the range,
-			// and its table is no copy (copies.go).
-			s.spoilAll([]*grant{g})
+			// A later owner's change: the member has lost the key,
+			// and its table is no copy of it (copies.go).
+			s.mu.Lock()
+			g.shadowLocked(hashAt(h))
+			s.mu.Unlock()
 		}
 		g.mu.Lock()
 		repair, ok, err := g.table.Observe(e, g.token)

@@ -57,10 +57,42 @@ type grant struct {
 
 	// given: the member gave the grant up (a failed restore or append, a
 	// newer grant overlapping it, or its range gone: Track); spoiled: for
-	// a failure (giveUp), or the table saw a later owner's change, so it
-	// is no copy to restore from. Both guarded by the Store's mutex.
-	given   bool
-	spoiled bool
+	// a failure (giveUp), so it is no copy to restore from; shadowed: the
+	// least range holding the hashes of the keys whose later owner's
+	// change the table saw, which its copies leave out (copies.go). All
+	// guarded by the Store's mutex.
+	given    bool
+	spoiled  bool
+	shadowed ledger.HashRange
+}
+
+// shadowLocked records that g's table saw later owners' changes of keys
+// whose hashes r holds. The caller holds the Store's mutex.
+func (g *grant) shadowLocked(r ledger.HashRange) { g.shadowed = spanning(g.shadowed, r) }
+
+// spanning returns the least range that holds both r and o, of which
+// either may be empty.
+func spanning(r, o ledger.HashRange) ledger.HashRange {
+	switch {
+	case r.Empty():
+		return o
+	case o.Empty():
+		return r
+	}
+	return ledger.HashRange{Lo: min(r.Lo, o.Lo), Hi: max(r.Hi, o.Hi)}
+}
+
+// hashAt is the range of hash h alone.
+func hashAt(h uint32) ledger.HashRange { return ledger.HashRange{Lo: uint64(h), Hi: uint64(h) + 1} }
+
+// copyable returns the parts of g's range a copy of its table holds: none
+// if g is spoiled, else its range without the keys a later owner changed.
+// The caller holds the Store's mutex.
+func (g *grant) copyable() []ledger.HashRange {
+	if g.spoiled {
+		return nil
+	}
+	return g.rng.Minus(g.shadowed)
 }
 
 // partitionKey names a topic's partition.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/keyshare/keyshare/consumer"
 	"github.com/keyshare/keyshare/keystate"
+	"github.com/keyshare/keyshare/ledger"
 )
 
 // Restoring a range: reading its changelog partition from the start to
@@ -66,16 +67,25 @@ func (s *Store) restoreTable(ctx context.Context, g *grant, waitFor []*grant) er
 	cl := s.changelog[g.topic]
 	readAt := time.Now()
 	g.progress.from = from
-	later := false // an entry of a later owner read: g is no copy (copies.go)
+	// A later owner's entry of a key in the range: g's table is no copy
+	// of that key (copies.go). The partition holds other ranges' entries
+	// too, whose owners' tokens say nothing of this range.
+	var later ledger.HashRange
 	err = s.readChangelogFrom(ctx, cl, g.partition, from, &g.progress, func(e keystate.Entry) error {
-		later = later || e.Fence > g.token
+		if e.Fence > g.token {
+			if h := ledger.Hash(e.Key, 0); g.rng.Contains(h) {
+				later = spanning(later, hashAt(h))
+			}
+		}
 		if g.progress.fromCopy && !readCopyTail {
 			return nil // the switch-off: the copy alone
 		}
 		return rs.Add(e)
 	})
-	if later {
-		s.spoilAll([]*grant{g})
+	if !later.Empty() {
+		s.mu.Lock()
+		g.shadowLocked(later)
+		s.mu.Unlock()
 	}
 	if werr := written(err == nil); err == nil {
 		err = werr
