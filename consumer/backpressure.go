@@ -185,13 +185,18 @@ func (p *pipeline) sharesLocked(inflight, limit int) (pause, resume []kafka.Topi
 	return pause, resume
 }
 
-// recordsWaitingLocked reports whether partition t may have records to
-// fetch: its log end, as librdkafka's last fetch answer said (no request
-// is made), is past the fetch position, or is not known yet.
+// recordsWaitingLocked reports whether partition t is known to have
+// records to fetch: its log end, as librdkafka's last fetch answer said (no
+// request is made), is past the fetch position. Before the first answer
+// librdkafka knows no log end, and the partition has sent no records
+// either: it squeezes no one until an answer says it has some, which the
+// next check sees. Counted as waiting then, a partition just assigned, or
+// one on a broker slow to answer, had a busy partition paused to its share
+// and its fetched records dropped for nothing.
 func (p *pipeline) recordsWaitingLocked(t tp) bool {
 	_, high, err := p.kc.GetWatermarkOffsets(t.Topic, t.Partition)
 	if err != nil || high < 0 {
-		return true
+		return false
 	}
 	pos, known := p.mu.pos[t]
 	return !known || high > pos
