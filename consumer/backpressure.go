@@ -190,9 +190,9 @@ func (p *pipeline) sharesLocked(inflight, limit int) (pause, resume []kafka.Topi
 // request is made), is past the fetch position. Before the first answer
 // librdkafka knows no log end, and the partition has sent no records
 // either: it squeezes no one until an answer says it has some, which the
-// next check sees. Counted as waiting then, a partition just assigned, or
-// one on a broker slow to answer, had a busy partition paused to its share
-// and its fetched records dropped for nothing.
+// next check sees. Counting it as waiting would pause a busy partition to
+// its share, dropping what librdkafka fetched for it, for a partition just
+// assigned or on a broker slow to answer.
 func (p *pipeline) recordsWaitingLocked(t tp) bool {
 	_, high, err := p.kc.GetWatermarkOffsets(t.Topic, t.Partition)
 	if err != nil || high < 0 {
